@@ -1,0 +1,174 @@
+'''The hooks through which mxkit's components and outside plugins connect.
+
+A plugin is a module (or object) with functions marked ``@mxkit.core.hookimpl`` whose
+names are the hooks below. An outside package exposes it through an entry point of
+group ``mxkit`` in its ``pyproject.toml``::
+
+    [project.entry-points.mxkit]
+    my_plugin = "my_package.mxkit_plugin"
+
+Every hook except :func:`mxkit_kernels` returns an iterable of spec dataclasses
+(:mod:`mxkit.core.specs`); mxkit collects them into one registry per kind, keyed by the
+spec's normalised name. Hook bodies must be cheap: import heavy modules inside the
+factories they return, not at module import or hook time.
+'''
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pluggy
+
+from mxkit.core.specs import BackendSpec, CompressorSpec, ConsistencySpec, EngineSpec, PlannerSpec
+
+PROJECT_NAME = "mxkit"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+@hookspec
+def mxkit_backends() -> Iterable[BackendSpec]:  # type: ignore[empty-body]
+    """Yield the hardware backends this plugin provides.
+
+    A backend serves one device type of :class:`mxkit.core.Context`; ``mx.cpu()``,
+    ``mx.gpu(1)`` or ``mx.Context("opencl", 0)`` find it by that type (or an alias).
+
+    Example
+    -------
+    ::
+
+        from mxkit.core import hookimpl
+        from mxkit.core.specs import BackendSpec
+
+        def _make_opencl_backend(device_id):
+            from my_opencl.backend import OpenCLBackend  # heavy import, deferred
+            return OpenCLBackend(device_id)
+
+        @hookimpl
+        def mxkit_backends():
+            yield BackendSpec(name="opencl", device_type="opencl",
+                              factory=_make_opencl_backend, aliases=("cl",))
+    """
+
+
+@hookspec
+def mxkit_engines() -> Iterable[EngineSpec]:  # type: ignore[empty-body]
+    """Yield the execution engines this plugin provides (config key ``engine``).
+
+    Example
+    -------
+    ::
+
+        from mxkit.core import hookimpl
+        from mxkit.core.specs import EngineSpec
+
+        def _make_serial_engine(**options):
+            from my_package.serial import SerialEngine
+            return SerialEngine(**options)
+
+        @hookimpl
+        def mxkit_engines():
+            yield EngineSpec(name="serial", factory=_make_serial_engine)
+
+    Then ``MXKIT_ENGINE=serial`` or ``mxkit.engine.create("serial")`` uses it.
+    """
+
+
+@hookspec
+def mxkit_memory_planners() -> Iterable[PlannerSpec]:  # type: ignore[empty-body]
+    """Yield memory-planning strategies (config key ``memplan``, or ``bind(memplan=)``).
+
+    A planner is ``planner(graph, **options) -> MemoryPlan`` over mxkit-memplan's
+    plain-Python graph description.
+
+    Example
+    -------
+    ::
+
+        from mxkit.core import hookimpl
+        from mxkit.core.specs import PlannerSpec
+
+        def plan_everything_apart(graph, **options):
+            from mxkit.memplan import plan_memory
+            return plan_memory(graph, "none")
+
+        @hookimpl
+        def mxkit_memory_planners():
+            yield PlannerSpec(name="apart", planner=plan_everything_apart)
+    """
+
+
+@hookspec
+def mxkit_consistency_models() -> Iterable[ConsistencySpec]:  # type: ignore[empty-body]
+    """Yield KVStore consistency models (``dist_sync``, ``dist_async``, ``dist_ssp``...).
+
+    Example
+    -------
+    ::
+
+        from mxkit.core import hookimpl
+        from mxkit.core.specs import ConsistencySpec
+
+        class EveryThirdPush:
+            # applies pushes in batches of three
+            def __init__(self, num_workers, **options):
+                self.num_workers = num_workers
+
+        @hookimpl
+        def mxkit_consistency_models():
+            yield ConsistencySpec(name="every_third", model=EveryThirdPush)
+    """
+
+
+@hookspec
+def mxkit_gradient_compressors() -> Iterable[CompressorSpec]:  # type: ignore[empty-body]
+    """Yield gradient compressors for ``kv.set_gradient_compression({"type": name})``.
+
+    Example
+    -------
+    ::
+
+        from mxkit.core import hookimpl
+        from mxkit.core.specs import CompressorSpec
+
+        def _make_topk(ratio=0.01):
+            from my_package.topk import TopKCompressor
+            return TopKCompressor(ratio)
+
+        @hookimpl
+        def mxkit_gradient_compressors():
+            yield CompressorSpec(name="topk", factory=_make_topk)
+    """
+
+
+@hookspec
+def mxkit_kernels(registry: Any) -> None:
+    """Register backend-specific kernels into the operator registry.
+
+    Called once when mxkit-ndarray builds its operator registry. A backend overrides
+    only the kernels it can do better than the generic ``xp`` kernel.
+
+    Example
+    -------
+    ::
+
+        from mxkit.core import hookimpl
+
+        @hookimpl
+        def mxkit_kernels(registry):
+            def fast_relu(xp, inputs, outputs, params):
+                xp.maximum(inputs[0], 0, out=outputs[0])
+            registry.register_kernel("relu", backend="numpy", kernel=fast_relu)
+    """
+
+
+HOOK_NAMES = (
+    "mxkit_backends",
+    "mxkit_engines",
+    "mxkit_memory_planners",
+    "mxkit_consistency_models",
+    "mxkit_gradient_compressors",
+    "mxkit_kernels",
+)

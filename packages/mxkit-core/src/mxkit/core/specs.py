@@ -1,0 +1,158 @@
+"""Spec dataclasses: what a plugin yields from a hook.
+
+Every spec has a ``name``, normalised on construction (stripped, lower-cased) so that
+``"Threaded"`` and ``" threaded "`` are one name. The rest of a spec is a callable or an
+object that mxkit calls later; building a spec must stay cheap, so heavy modules are
+imported inside the factories, not at hook time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from mxkit.core.errors import PluginError
+
+
+def normalize_name(name: object) -> str:
+    """Return the canonical form of a plugin name: stripped and lower-case.
+
+    Raises
+    ------
+    PluginError
+        If ``name`` is not a non-empty string.
+    """
+    if not isinstance(name, str) or not name.strip():
+        raise PluginError(f"a plugin name must be a non-empty string, got {name!r}")
+    return name.strip().lower()
+
+
+@dataclass(frozen=True)
+class _NamedSpec:
+    name: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "name", normalize_name(self.name))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name this spec answers to (its name, then any aliases)."""
+        return (self.name,)
+
+
+@dataclass(frozen=True)
+class BackendSpec(_NamedSpec):
+    """A hardware backend: how arrays of one device type are allocated and computed.
+
+    Parameters
+    ----------
+    name : str
+        The backend's name, e.g. ``"numpy"`` or ``"cupy"``.
+    device_type : str
+        The device type of :class:`mxkit.core.Context` it serves (``"cpu"``, ``"gpu"``).
+    factory : callable
+        ``factory(device_id) -> backend object`` (the object's interface is defined by
+        mxkit-ndarray); called once per device on first use.
+    aliases : tuple of str
+        Other device-type names that resolve to this backend (``("cuda",)`` for gpu).
+    """
+
+    device_type: str = ""
+    factory: Callable[[int], Any] | None = None
+    aliases: tuple[str, ...] = ()
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "device_type", normalize_name(self.device_type))
+        object.__setattr__(self, "aliases", tuple(normalize_name(a) for a in self.aliases))
+        if not callable(self.factory):
+            raise PluginError(f"backend {self.name!r} needs a callable factory, got {self.factory!r}")
+
+    @property
+    def device_types(self) -> tuple[str, ...]:
+        """The device type and its aliases."""
+        return (self.device_type, *self.aliases)
+
+
+@dataclass(frozen=True)
+class EngineSpec(_NamedSpec):
+    """An execution engine: ``factory(**options) -> engine``."""
+
+    factory: Callable[..., Any] | None = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not callable(self.factory):
+            raise PluginError(f"engine {self.name!r} needs a callable factory, got {self.factory!r}")
+
+
+@dataclass(frozen=True)
+class PlannerSpec(_NamedSpec):
+    """A memory-planning strategy: ``planner(graph, **options) -> MemoryPlan``."""
+
+    planner: Callable[..., Any] | None = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not callable(self.planner):
+            raise PluginError(f"planner {self.name!r} needs a callable, got {self.planner!r}")
+
+
+@dataclass(frozen=True)
+class ConsistencySpec(_NamedSpec):
+    """A KVStore consistency model (``sequential``, ``eventual``, ``bounded_delay``...).
+
+    ``model`` is a class or factory the KVStore instantiates per store.
+    """
+
+    model: Any = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.model is None:
+            raise PluginError(f"consistency model {self.name!r} needs a model, got None")
+
+
+@dataclass(frozen=True)
+class CompressorSpec(_NamedSpec):
+    """A gradient compressor: ``factory(**params) -> compressor``."""
+
+    factory: Callable[..., Any] | None = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not callable(self.factory):
+            raise PluginError(f"compressor {self.name!r} needs a callable factory, got {self.factory!r}")
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """Where a registered spec came from (for errors and ``mxkit info``)."""
+
+    plugin: str
+    distribution: str | None = None
+    version: str | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        """``"plugin (distribution version)"`` or just the plugin name."""
+        if self.distribution:
+            return f"{self.plugin} ({self.distribution} {self.version or '?'})"
+        return self.plugin
+
+
+__all__ = [
+    "BackendSpec",
+    "CompressorSpec",
+    "ConsistencySpec",
+    "EngineSpec",
+    "PlannerSpec",
+    "PluginInfo",
+    "normalize_name",
+]

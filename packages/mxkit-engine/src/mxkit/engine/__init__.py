@@ -1,0 +1,1 @@
+"""mxkit-engine: the dependency engine. It lands with the engine issue."""

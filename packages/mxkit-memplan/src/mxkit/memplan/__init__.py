@@ -1,0 +1,1 @@
+"""mxkit-memplan: graph-agnostic memory planning. It lands with the memplan issue."""

@@ -1,0 +1,50 @@
+"""The ``mxkit`` command line.
+
+``mxkit info``  every registered plugin by kind, and the configuration with sources;
+``mxkit demo``  a short tour of what is installed (the main job until training lands).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    from mxkit.core.info import render_info
+
+    print(render_info())
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from mxkit.mx.demo import run_demo
+
+    return run_demo()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``mxkit`` (one sub-command per job)."""
+    parser = argparse.ArgumentParser(prog="mxkit", description="mxkit: modular deep-learning systems")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    commands.add_parser("info", help="list plugins and the configuration in force").set_defaults(run=_cmd_info)
+    commands.add_parser("demo", help="a short tour of the installed components").set_defaults(run=_cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``mxkit`` console script."""
+    args = build_parser().parse_args(argv)
+    from mxkit.core.errors import MXKitError
+
+    try:
+        result: int = args.run(args)
+        return result
+    except MXKitError as exc:
+        print(f"mxkit: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

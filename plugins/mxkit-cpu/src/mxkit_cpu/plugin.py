@@ -1,0 +1,16 @@
+"""Registers device type ``cpu`` through the public hook, as any third party would."""
+
+from mxkit.core import hookimpl
+from mxkit.core.specs import BackendSpec
+
+
+def _make_cpu_backend(device_id: int):
+    from mxkit_cpu.backend import CPUBackend
+
+    return CPUBackend(device_id)
+
+
+@hookimpl
+def mxkit_backends():
+    yield BackendSpec(name="numpy", device_type="cpu", factory=_make_cpu_backend,
+                      description="host memory, numpy kernels")

@@ -1,0 +1,1 @@
+"""mxkit-cuda: the CUDA backend plugin (CuPy)."""
