@@ -9,7 +9,7 @@ package to install.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, ClassVar
 
 from mxkit.core.errors import DeviceError, PluginError
 
@@ -27,10 +27,10 @@ class Context:
     """
 
     #: MXNet's numeric device types (used in its binary NDArray files)
-    devtype2id = {"cpu": 1, "gpu": 2, "cpu_pinned": 3, "cpu_shared": 5}
-    devid2type = {v: k for k, v in devtype2id.items()}
+    devtype2id: ClassVar[dict[str, int]] = {"cpu": 1, "gpu": 2, "cpu_pinned": 3, "cpu_shared": 5}
+    devid2type: ClassVar[dict[int, str]] = {v: k for k, v in devtype2id.items()}
 
-    __slots__ = ("device_type", "device_id")
+    __slots__ = ("device_id", "device_type")
 
     def __init__(self, device_type: str | Context, device_id: int = 0):
         if isinstance(device_type, Context):

@@ -19,7 +19,6 @@ from collections.abc import Iterable
 from typing import Any
 
 import pluggy
-
 from mxkit.core.specs import BackendSpec, CompressorSpec, ConsistencySpec, EngineSpec, PlannerSpec
 
 PROJECT_NAME = "mxkit"

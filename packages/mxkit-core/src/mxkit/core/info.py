@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from mxkit.core import config
 from mxkit.core.plugins import _REGISTRIES, list_plugins
 
 
-def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+def _table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=False)]
-    line = "  ".join("{:<%d}" % w for w in widths)
+    line = "  ".join(f"{{:<{w}}}" for w in widths)
     return [line.format(*header).rstrip(), line.format(*("-" * w for w in widths)).rstrip()] + [
         line.format(*row).rstrip() for row in rows
     ]
@@ -19,7 +21,7 @@ def render_info() -> str:
     out: list[str] = ["mxkit plugins", ""]
     plugin_rows = [(p.plugin, p.distribution or "-", p.version or "-") for p in list_plugins()]
     out += _table(("plugin", "distribution", "version"), plugin_rows) if plugin_rows else ["(none)"]
-    for kind, registry in _REGISTRIES.items():
+    for registry in _REGISTRIES.values():
         out += ["", f"{registry.kind}s:"]
         rows = [(name, origin.describe(), getattr(spec, "description", "") or "")
                 for name, spec, origin in registry.items()]

@@ -17,7 +17,7 @@ import threading
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from mxkit.core import config
 from mxkit.core.errors import DuplicatePluginError, PluginError, UnknownPluginError
@@ -64,7 +64,6 @@ def _distribution_version(distribution: str) -> str | None:
 
 def _make_manager() -> pluggy.PluginManager:
     import pluggy
-
     from mxkit.core import hookspecs
 
     pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
@@ -264,7 +263,7 @@ class PluginRegistry(Generic[S]):
                         elif key in entries:
                             conflicts[key] = [entries.pop(key).origin, origin]
                         else:
-                            entries[key] = _Entry(spec, origin)
+                            entries[key] = _Entry(cast(S, spec), origin)
             self._entries, self._conflicts = entries, conflicts
             return entries
 
