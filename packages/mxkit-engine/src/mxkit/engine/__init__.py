@@ -1,1 +1,119 @@
-"""mxkit-engine: the dependency engine. It lands with the engine issue."""
+"""mxkit-engine: the dependency engine.
+
+Every task is pushed with the variables it reads and writes; independent tasks run in
+parallel on worker threads while each variable's writes keep their push order (MXNet
+1.x's threaded engine). ::
+
+    import mxkit.engine as engine
+
+    eng = engine.get()                      # the process engine (config ``engine``)
+    var = eng.new_var()
+    eng.push(lambda: work(), reads=(), writes=(var,), name="work")
+    eng.wait_for_var(var)                   # re-raises the error of a failed write
+
+Engines are plugins (hook ``mxkit_engines``): ``naive``, ``threaded`` and
+``threaded_per_device`` (the default) come with this package.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+_lock = threading.Lock()
+_process_engine: Any = None
+_process_engine_pid = -1
+
+
+def create(name: str | None = None, **options: Any) -> Any:
+    """Make a new engine, separate from the process engine.
+
+    Parameters
+    ----------
+    name : str, optional
+        A registered engine name (``"naive"``, ``"threaded"``, ``"threaded_per_device"``);
+        by default the one config ``engine`` selects.
+    **options
+        Passed to the engine's factory (e.g. ``num_workers=2`` for the threaded engines).
+
+    Raises
+    ------
+    UnknownPluginError
+        If no plugin provides ``name``; the message lists the available engines.
+    """
+    from mxkit.core.plugins import get_engine_spec
+
+    spec = get_engine_spec(name)
+    return spec.factory(**options)
+
+
+def get() -> Any:
+    """The process's engine, made on first call from config ``engine``.
+
+    The engine type is read from the configuration once; :func:`set_engine` or
+    :func:`reset` switch it later. A child process made by ``os.fork()`` gets a fresh
+    engine of the same type on its first call.
+    """
+    engine = _process_engine
+    if engine is not None and _process_engine_pid == os.getpid():
+        return engine
+    return _make_process_engine()
+
+
+def _make_process_engine() -> Any:
+    global _process_engine, _process_engine_pid
+    with _lock:
+        pid = os.getpid()
+        if _process_engine is None or _process_engine_pid != pid:
+            name = getattr(_process_engine, "name", None) if _process_engine_pid != pid else None
+            _process_engine = create(name)
+            _process_engine_pid = pid
+        return _process_engine
+
+
+def set_engine(engine: Any) -> Any:
+    """Make ``engine`` (an engine object or a registered name) the process engine.
+
+    The previous engine is waited for (so no work is lost) and returned.
+    """
+    global _process_engine, _process_engine_pid
+    if isinstance(engine, str):
+        engine = create(engine)
+    with _lock:
+        previous = _process_engine if _process_engine_pid == os.getpid() else None
+        _process_engine, _process_engine_pid = engine, os.getpid()
+    if previous is not None and previous is not engine:
+        previous.wait_all()
+    return previous
+
+
+def reset() -> None:
+    """Wait for and forget the process engine; the next :func:`get` reads the config again."""
+    global _process_engine, _process_engine_pid
+    with _lock:
+        previous = _process_engine if _process_engine_pid == os.getpid() else None
+        _process_engine, _process_engine_pid = None, -1
+    if previous is not None:
+        try:
+            previous.wait_all()
+        finally:
+            previous.shutdown()
+
+
+def _forget_process_engine_in_child() -> None:
+    # The parent's worker threads do not exist in the child: the next get() makes a new
+    # engine (of the same type: the pid check in _make_process_engine keeps the name).
+    global _process_engine_pid
+    _process_engine_pid = -1
+
+
+os.register_at_fork(after_in_child=_forget_process_engine_in_child)
+
+
+def wait_all() -> None:
+    """Wait for every operation pushed to the process engine (``mx.nd.waitall()``)."""
+    get().wait_all()
+
+
+__all__ = ["create", "get", "reset", "set_engine", "wait_all"]
