@@ -8,7 +8,6 @@ raises :class:`~mxkit.core.errors.MissingComponentError` saying what to install.
 from __future__ import annotations
 
 import importlib
-from importlib import metadata
 from typing import Any
 
 from mxkit.core.errors import MissingComponentError
@@ -61,6 +60,8 @@ LAZY_NAMES: dict[str, tuple[str, str | None, str, str]] = {
 
 
 def _installed_version(distribution: str) -> str | None:
+    from importlib import metadata  # only on the error path: it costs milliseconds
+
     try:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:

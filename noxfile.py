@@ -1,0 +1,69 @@
+"""mxkit's task runner.
+
+    nox -s tests        the whole test suite in the workspace environment (the README's command)
+    nox -s lint         ruff
+    nox -s typecheck    mypy (strict on mxkit-core)
+    nox -s docs         build docs/ with warnings as errors
+    nox -s bench        run every benchmark in benchmarks/
+    nox -s isolated     the per-component isolation matrix (tox.ini) on freshly built wheels
+    nox -s demo         the main job
+"""
+
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+nox.options.sessions = ["lint", "tests"]
+nox.options.default_venv_backend = "uv"
+
+
+def _uv_run(session: nox.Session, *args: str) -> None:
+    session.run("uv", "run", *args, external=True)
+
+
+@nox.session(python=False)
+def tests(session: nox.Session) -> None:
+    """Every package's tests and the cross-package tests."""
+    _uv_run(session, "pytest", *session.posargs)
+
+
+@nox.session(python=False)
+def lint(session: nox.Session) -> None:
+    """ruff over the whole tree."""
+    _uv_run(session, "ruff", "check", ".")
+
+
+@nox.session(python=False)
+def typecheck(session: nox.Session) -> None:
+    """mypy: strict on mxkit-core (pyproject [tool.mypy]), checked elsewhere."""
+    _uv_run(session, "mypy", "packages/mxkit-core/src", "packages/mxkit/src")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build docs/ with Sphinx; any warning fails the build."""
+    session.install("sphinx>=7", "myst-parser>=3")
+    session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
+
+
+@nox.session(python=False)
+def bench(session: nox.Session) -> None:
+    """Run each benchmark; they print tables and never fail on a time."""
+    for script in sorted((ROOT / "benchmarks").glob("*.py")):
+        session.log(f"== {script.name}")
+        _uv_run(session, "python", str(script), *session.posargs)
+
+
+@nox.session(python=False)
+def isolated(session: nox.Session) -> None:
+    """Build every distribution as a wheel, then test each component alone (tox.ini)."""
+    wheels = ROOT / "dist" / "wheels"
+    session.run("uv", "build", "--all-packages", "--wheel", "--out-dir", str(wheels), external=True)
+    _uv_run(session, "tox", "run-parallel", "--parallel", "2", *session.posargs)
+
+
+@nox.session(python=False)
+def demo(session: nox.Session) -> None:
+    """The main job, as the README's first command runs it."""
+    _uv_run(session, "mxkit", "demo")
