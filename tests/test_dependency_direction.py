@@ -1,0 +1,45 @@
+"""Dependencies point one way (DESIGN §1): each distribution may depend only on these."""
+
+import re
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+ALLOWED = {
+    "mxkit-core": set(),
+    "mxkit-engine": {"mxkit-core"},
+    "mxkit-memplan": {"mxkit-core"},
+    "mxkit-io": {"mxkit-core"},
+    "mxkit-ndarray": {"mxkit-core", "mxkit-engine"},
+    "mxkit-symbol": {"mxkit-core", "mxkit-ndarray", "mxkit-memplan", "mxkit-engine"},
+    "mxkit-kvstore": {"mxkit-core", "mxkit-ndarray", "mxkit-engine"},
+    "mxkit-train": {"mxkit-core", "mxkit-ndarray", "mxkit-symbol", "mxkit-io", "mxkit-kvstore", "mxkit-engine",
+                    "mxkit-memplan"},
+    "mxkit-cpu": {"mxkit-core", "mxkit-ndarray"},
+    "mxkit-cuda": {"mxkit-core", "mxkit-ndarray"},
+}
+
+
+def _mxkit_requirements(pyproject: Path) -> tuple[str, set[str]]:
+    project = tomllib.loads(pyproject.read_text())["project"]
+    names = {re.split(r"[\s\[<>=!~;]", req, maxsplit=1)[0] for req in project.get("dependencies", [])}
+    return project["name"], {n for n in names if n.startswith("mxkit")}
+
+
+def test_component_dependencies_point_one_way():
+    seen = set()
+    for pyproject in [*ROOT.glob("packages/*/pyproject.toml"), *ROOT.glob("plugins/*/pyproject.toml")]:
+        name, requires = _mxkit_requirements(pyproject)
+        if name == "mxkit":
+            continue  # the facade installs everything
+        seen.add(name)
+        assert requires <= ALLOWED[name], f"{name} must not depend on {sorted(requires - ALLOWED[name])}"
+    assert seen == set(ALLOWED)
+
+
+def test_core_depends_on_pluggy_only_and_memplan_on_core_only():
+    core = tomllib.loads((ROOT / "packages/mxkit-core/pyproject.toml").read_text())["project"]
+    assert [re.split(r"[<>=]", d)[0] for d in core["dependencies"]] == ["pluggy"]
+    memplan = tomllib.loads((ROOT / "packages/mxkit-memplan/pyproject.toml").read_text())["project"]
+    assert memplan["dependencies"] == ["mxkit-core"]
