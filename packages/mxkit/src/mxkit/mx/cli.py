@@ -21,7 +21,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from mxkit.mx.demo import run_demo
 
-    return run_demo()
+    status: int = run_demo()
+    return status
 
 
 def build_parser() -> argparse.ArgumentParser:
