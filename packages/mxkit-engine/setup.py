@@ -5,7 +5,9 @@ from pathlib import Path
 from setuptools import Extension, setup
 
 HERE = Path(__file__).parent
-SOURCES = sorted((HERE / "src" / "mxkit" / "engine").glob("*.pyx"))
+SOURCE_ROOT = HERE / "src"
+ENGINE_DIR = SOURCE_ROOT / "mxkit" / "engine"
+SOURCES = sorted(ENGINE_DIR.glob("*.pyx"))
 
 
 def extensions():
@@ -18,11 +20,15 @@ def extensions():
             "mxkit.engine." + source.stem,
             [str(source.relative_to(HERE))],
             language="c++",
+            include_dirs=[str(ENGINE_DIR.relative_to(HERE))],
             extra_compile_args=["-O2", "-std=c++17"],
         )
         for source in SOURCES
     ]
-    return cythonize(modules, language_level=3, compiler_directives={"binding": False})
+    # `mxkit` is a namespace package (no __init__.py), so Cython finds the .pxd files
+    # that belong to "mxkit.engine.X" only through the source root on its include path.
+    return cythonize(modules, language_level=3, include_path=[str(SOURCE_ROOT)],
+                     compiler_directives={"binding": False})
 
 
 setup(ext_modules=extensions())
