@@ -1,0 +1,238 @@
+"""The RecordIO wire format of dmlc-core (what MXNet's ``.rec`` files are made of).
+
+A record is a u32 magic ``0xCED7230A`` (little-endian), a u32 ``lrec = cflag << 29 |
+length``, the payload and zero padding to a multiple of 4 bytes. A writer never lets the
+magic word appear 4-byte aligned inside a payload: it cuts the payload there into parts
+(cflag 1 first, 2 middle, 3 last; 0 for a record in one piece) and drops the magic, which
+the reader puts back. Every aligned magic in a file is therefore a part header, and one
+with cflag 0 or 1 is the head of a record: that is what lets a reader start anywhere.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from typing import IO
+
+import numpy as np
+from mxkit.core.errors import DTypeError, FormatError
+from mxkit.io._streams import SEQUENTIAL_CHUNK_BYTES
+
+MAGIC = 0xCED7230A
+MAGIC_BYTES = struct.pack("<I", MAGIC)
+MAX_RECORD_BYTES = 1 << 29
+_LENGTH_MASK = MAX_RECORD_BYTES - 1
+_HEADER = struct.Struct("<II")
+_PADDING = (b"", b"\0\0\0", b"\0\0", b"\0")
+
+# cflag values: a whole record, or the first / a middle / the last part of a split one.
+WHOLE, FIRST, MIDDLE, LAST = 0, 1, 2, 3
+
+#: First read after a seek; doubled on each sequential refill up to SEQUENTIAL_CHUNK_BYTES,
+#: so random access reads little and a scan soon reads big chunks.
+_RANDOM_ACCESS_READ = 64 << 10
+
+
+def as_payload(buf: object) -> bytes | bytearray | memoryview:
+    """Check that ``buf`` is a bytes-like record payload of a legal size."""
+    if isinstance(buf, str):
+        raise DTypeError(
+            f"a record payload must be bytes, got str {buf[:20]!r}...; encode it first, e.g. text.encode()"
+        )
+    if not isinstance(buf, (bytes, bytearray, memoryview)):
+        raise DTypeError(
+            f"a record payload must be bytes-like (bytes, bytearray, memoryview), got {type(buf).__name__}"
+        )
+    size = buf.nbytes if isinstance(buf, memoryview) else len(buf)
+    if size >= MAX_RECORD_BYTES:
+        raise FormatError(
+            f"a record of {size} bytes is too large: RecordIO records must be under 2**29 = "
+            f"{MAX_RECORD_BYTES} bytes; split the data over several records"
+        )
+    return buf
+
+
+def aligned_magic_positions(payload: bytes | bytearray | memoryview) -> list[int]:
+    """Offsets of every 4-byte-aligned occurrence of the magic word in ``payload``."""
+    data = bytes(payload) if isinstance(payload, memoryview) else payload
+    positions = []
+    start = data.find(MAGIC_BYTES)
+    while start >= 0:
+        if start % 4 == 0:
+            positions.append(start)
+            start = data.find(MAGIC_BYTES, start + 4)
+        else:
+            start = data.find(MAGIC_BYTES, start + 1)
+    return positions
+
+
+def encode_record(payload: bytes | bytearray | memoryview) -> list[bytes | bytearray | memoryview]:
+    """The pieces to write for one record, byte for byte what dmlc-core's writer emits."""
+    payload = as_payload(payload)
+    length = len(payload) if not isinstance(payload, memoryview) else payload.nbytes
+    cuts = aligned_magic_positions(payload) if MAGIC_BYTES in payload else []
+    pieces: list[bytes | bytearray | memoryview] = []
+    part_start = 0
+    for cut in cuts:
+        cflag = FIRST if part_start == 0 else MIDDLE
+        pieces.append(_HEADER.pack(MAGIC, cflag << 29 | (cut - part_start)))
+        if cut != part_start:
+            pieces.append(payload[part_start:cut])
+        part_start = cut + 4
+    cflag = LAST if part_start != 0 else WHOLE
+    pieces.append(_HEADER.pack(MAGIC, cflag << 29 | (length - part_start)))
+    if length != part_start:
+        pieces.append(payload[part_start:] if part_start else payload)
+    # Only the final part can end unaligned: every cut sits on a multiple of 4.
+    pieces.append(_PADDING[length % 4])
+    return pieces
+
+
+class RecordReader:
+    """Reads records from a binary file handle through a read-ahead buffer.
+
+    Parameters
+    ----------
+    handle : binary file object
+        Open for reading, positioned anywhere; the reader owns its position from now on.
+    name : str
+        How errors name the file.
+    start : int
+        File offset of the handle's current position.
+    """
+
+    def __init__(self, handle: IO[bytes], name: str, start: int = 0):
+        self.handle = handle
+        self.name = name
+        self._buf = b""
+        self._buf_start = start
+        self._pos = 0
+        self._read_ahead = _RANDOM_ACCESS_READ
+
+    def tell(self) -> int:
+        """File offset of the next record (or part) to read."""
+        return self._buf_start + self._pos
+
+    def seek(self, offset: int) -> None:
+        """Move to ``offset``; a move inside the buffer costs no read."""
+        if self._buf_start <= offset <= self._buf_start + len(self._buf):
+            self._pos = offset - self._buf_start
+            return
+        self.handle.seek(offset)
+        self._buf = b""
+        self._buf_start = offset
+        self._pos = 0
+        self._read_ahead = _RANDOM_ACCESS_READ
+
+    def _fill(self, needed: int) -> int:
+        """Make at least ``needed`` bytes available from the cursor; return how many are."""
+        rest = self._buf[self._pos:]
+        more = self.handle.read(max(self._read_ahead, needed - len(rest)))
+        self._buf_start += self._pos
+        self._buf = rest + more if rest else more
+        self._pos = 0
+        self._read_ahead = min(self._read_ahead * 2, SEQUENTIAL_CHUNK_BYTES)
+        return len(self._buf)
+
+    def _corrupt(self, offset: int, what: str) -> FormatError:
+        return FormatError(
+            f"corrupt RecordIO file {self.name!r} at byte offset {offset}: {what}; "
+            f"`mxkit rec verify` lists every damaged record"
+        )
+
+    def read(self) -> bytes | None:
+        """The next record's payload, or None at the end of the file."""
+        parts: list[bytes] | None = None
+        record_start = self.tell()
+        while True:
+            buf, pos = self._buf, self._pos
+            if len(buf) - pos < 8:
+                available = self._fill(8)
+                buf, pos = self._buf, 0
+                if available == 0:
+                    if parts is None:
+                        return None
+                    raise self._corrupt(record_start, "the file ends inside a split record")
+                if available < 8:
+                    raise self._corrupt(
+                        self.tell(), f"truncated record header ({available} of 8 bytes before the end)"
+                    )
+            magic, lrec = _HEADER.unpack_from(buf, pos)
+            if magic != MAGIC:
+                raise self._corrupt(
+                    self.tell(), f"bad magic 0x{magic:08X} where a record header 0x{MAGIC:08X} should be"
+                )
+            cflag = lrec >> 29
+            length = lrec & _LENGTH_MASK
+            padded = 8 + length + (-length & 3)
+            if pos + padded > len(buf):
+                available = self._fill(padded)
+                buf, pos = self._buf, 0
+                if available < padded:
+                    raise self._corrupt(
+                        self.tell(),
+                        f"truncated record: the header declares {length} payload bytes "
+                        f"({padded - 8} with padding) but only {available - 8} remain in the file",
+                    )
+            payload = buf[pos + 8:pos + 8 + length]
+            self._pos = pos + padded
+            if cflag == WHOLE:
+                if parts is not None:
+                    raise self._corrupt(
+                        self._buf_start + pos, f"a whole record inside the split record at {record_start}"
+                    )
+                return payload
+            if cflag == FIRST:
+                if parts is not None:
+                    raise self._corrupt(
+                        self._buf_start + pos, f"a new record starts inside the split record at {record_start}"
+                    )
+                parts = [payload]
+            elif parts is None:
+                raise self._corrupt(
+                    self._buf_start + pos,
+                    f"a continuation part (cflag {cflag}) where a record should start (cflag 0 or 1)",
+                )
+            else:
+                parts.append(payload)
+                if cflag == LAST:
+                    return MAGIC_BYTES.join(parts)
+
+
+def iter_record_heads(
+    handle: IO[bytes], start: int = 0, stop: int | None = None
+) -> Iterator[int]:
+    """File offsets of record heads (aligned magic with cflag 0 or 1) in ``[start, stop)``.
+
+    Scans raw bytes with numpy, without parsing records, so it also finds the heads after
+    a damaged region: it is how a reader resynchronises, shards and rebuilds an index.
+    """
+    offset = (start + 3) & ~3
+    handle.seek(offset)
+    carry = b""
+    while stop is None or offset < stop:
+        chunk = handle.read(SEQUENTIAL_CHUNK_BYTES)
+        data = carry + chunk
+        if len(data) < 8:
+            return
+        usable = len(data) & ~3
+        words = np.frombuffer(data, dtype="<u4", count=usable // 4)
+        # A head needs the word after it; the last word waits for the next chunk.
+        hits = np.flatnonzero((words[:-1] == MAGIC) & ((words[1:] >> 29) <= FIRST))
+        for word_index in hits.tolist():
+            head = offset + 4 * word_index
+            if stop is not None and head >= stop:
+                return
+            yield head
+        if not chunk:
+            return
+        consumed = usable - 4
+        carry = data[consumed:]
+        offset += consumed
+
+
+def next_record_head(handle: IO[bytes], offset: int, stop: int | None = None) -> int | None:
+    """The first record head at or after ``offset`` (before ``stop``), or None."""
+    for head in iter_record_heads(handle, offset, stop):
+        return head
+    return None

@@ -1,0 +1,212 @@
+"""``CSVIter`` and ``LibSVMIter``: batches from text files, with MXNet's round_batch rule."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+from mxkit.core.errors import FormatError, ShapeError
+from mxkit.io._batch_arrays import batch_converter
+from mxkit.io._batching import RoundBatchSchedule
+from mxkit.io._streams import open_text
+from mxkit.io.databatch import DataBatch, DataDesc, DataIter
+
+__all__ = ["CSVIter", "LibSVMIter"]
+
+
+def _shape(value: Any, what: str) -> tuple[int, ...]:
+    shape = (int(value),) if np.isscalar(value) else tuple(int(v) for v in value)
+    if not shape or any(v < 1 for v in shape):
+        raise ShapeError(f"{what} must be a tuple of positive integers, got {value!r}")
+    return shape
+
+
+def _read_csv(path: str, row_shape: tuple[int, ...], what: str) -> np.ndarray:
+    width = int(np.prod(row_shape))
+    rows = []
+    with open_text(path, "r") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                values = [float(v) for v in line.strip().split(",")]
+            except ValueError:
+                raise FormatError(
+                    f"{what} {path!r} line {line_number} is {line.strip()[:60]!r}: expected "
+                    f"comma-separated numbers"
+                ) from None
+            if len(values) != width:
+                raise ShapeError(
+                    f"{what} {path!r} line {line_number} has {len(values)} values; shape {row_shape} "
+                    f"needs {width} per line"
+                )
+            rows.append(values)
+    if not rows:
+        raise FormatError(f"{what} {path!r} has no rows")
+    return np.asarray(rows, dtype=np.float32).reshape(len(rows), *row_shape)
+
+
+class _TextBatchIter(DataIter):
+    """Batches over samples held in memory, cut by a :class:`RoundBatchSchedule`."""
+
+    def __init__(self, data: np.ndarray, label: np.ndarray, batch_size: int, round_batch: bool,
+                 data_name: str, label_name: str):
+        super().__init__(batch_size)
+        if label.shape[0] != data.shape[0]:
+            raise ShapeError(
+                f"the data has {data.shape[0]} rows but the labels have {label.shape[0]}; "
+                f"both files need one line per sample"
+            )
+        self._data = data
+        self._label = label
+        self._data_name = data_name
+        self._label_name = label_name
+        self._schedule = RoundBatchSchedule(data.shape[0], batch_size, round_batch)
+        self._previous: tuple[np.ndarray, np.ndarray] | None = None
+        self._convert = batch_converter()
+
+    @property
+    def provide_data(self) -> list[DataDesc]:
+        """The data input: ``(batch_size, *data_shape)`` float32."""
+        return [DataDesc(self._data_name, (self.batch_size, *self._data.shape[1:]), np.float32)]
+
+    @property
+    def provide_label(self) -> list[DataDesc]:
+        """The label input: ``(batch_size,)`` for width-1 labels, else ``(batch_size, width)``."""
+        return [DataDesc(self._label_name, (self.batch_size, *self._label.shape[1:]), np.float32)]
+
+    def reset(self) -> None:
+        """Start the next epoch."""
+        self._schedule.reset()
+
+    def next(self) -> DataBatch:
+        """The next batch; ``pad`` counts the samples that are not part of this epoch."""
+        step = self._schedule.next_batch()
+        if step is None:
+            raise StopIteration
+        indices, pad, _ = step
+        data = self._data[indices]
+        label = self._label[indices]
+        if len(indices) < self.batch_size:
+            # MXNet leaves the previous batch's rows in the unfilled tail; so do we.
+            data = np.concatenate([data, self._tail(0, len(indices), data)])
+            label = np.concatenate([label, self._tail(1, len(indices), label)])
+        self._previous = (data, label)
+        return DataBatch([self._convert(data)], [self._convert(label)], pad=pad, index=indices)
+
+    def _tail(self, which: int, filled: int, current: np.ndarray) -> np.ndarray:
+        if self._previous is None:
+            return np.zeros((self.batch_size - filled, *current.shape[1:]), dtype=current.dtype)
+        return self._previous[which][filled:]
+
+
+class CSVIter(_TextBatchIter):
+    """Batches from CSV files (MXNet's ``mx.io.CSVIter``).
+
+    Parameters
+    ----------
+    data_csv : str
+        CSV file, one sample per line (local path or fsspec URI).
+    data_shape : tuple of int
+        Shape of one sample; each line holds ``prod(data_shape)`` values.
+    label_csv : str, optional
+        CSV file of labels; every label is 0 when omitted.
+    label_shape : tuple of int
+        Shape of one label (``(1,)`` gives a label array of shape ``(batch_size,)``).
+    batch_size : int
+        Samples per batch.
+    round_batch : bool
+        Complete the last batch from the start of the data (see ``pad``).
+    """
+
+    def __init__(self, data_csv: str | os.PathLike[str], data_shape: Any, label_csv: str | None = None,
+                 label_shape: Any = (1,), batch_size: int = 1, round_batch: bool = True,
+                 data_name: str = "data", label_name: str = "softmax_label", **_ignored: Any):
+        data_shape = _shape(data_shape, "data_shape")
+        label_shape = _shape(label_shape, "label_shape")
+        data = _read_csv(os.fspath(data_csv), data_shape, "data_csv")
+        if label_csv is None or label_csv == "NULL":
+            label = np.zeros((data.shape[0], *label_shape), dtype=np.float32)
+        else:
+            label = _read_csv(os.fspath(label_csv), label_shape, "label_csv")
+        if label_shape == (1,):
+            label = label.reshape(-1)
+        super().__init__(data, label, batch_size, round_batch, data_name, label_name)
+
+
+def _read_libsvm(path: str, width: int, what: str, with_label: bool) -> tuple[np.ndarray, np.ndarray]:
+    rows: list[np.ndarray] = []
+    labels: list[float] = []
+    with open_text(path, "r") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            fields = line.split()
+            if not fields:
+                continue
+            row = np.zeros(width, dtype=np.float32)
+            if with_label:
+                try:
+                    labels.append(float(fields[0]))
+                except ValueError:
+                    raise FormatError(
+                        f"{what} {path!r} line {line_number} starts with {fields[0]!r}; expected "
+                        f"'label index:value ...'"
+                    ) from None
+                fields = fields[1:]
+            for field in fields:
+                index_text, _, value_text = field.partition(":")
+                try:
+                    index, value = int(index_text), float(value_text)
+                except ValueError:
+                    raise FormatError(
+                        f"{what} {path!r} line {line_number} has {field!r}; expected index:value"
+                    ) from None
+                if not 0 <= index < width:
+                    raise ShapeError(
+                        f"{what} {path!r} line {line_number} has feature index {index}, outside the "
+                        f"shape's 0..{width - 1}; raise data_shape/label_shape or fix the file"
+                    )
+                row[index] = value
+            rows.append(row)
+    if not rows:
+        raise FormatError(f"{what} {path!r} has no rows")
+    return np.stack(rows), np.asarray(labels, dtype=np.float32)
+
+
+class LibSVMIter(_TextBatchIter):
+    """Batches from LibSVM text files, as dense arrays (MXNet's ``mx.io.LibSVMIter``).
+
+    Lines read ``label index:value index:value ...`` with 0-based feature indices.
+
+    Parameters
+    ----------
+    data_libsvm : str
+        The data file.
+    data_shape : tuple of int
+        ``(num_features,)``.
+    label_libsvm : str, optional
+        A file of ``index:value`` label rows (no leading label) for multi-dimensional
+        labels; the first column of ``data_libsvm`` is the label when omitted.
+    label_shape : tuple of int
+        ``(1,)`` or ``(label_width,)``.
+    batch_size : int
+        Samples per batch.
+    round_batch : bool
+        Complete the last batch from the start of the data.
+    """
+
+    def __init__(self, data_libsvm: str | os.PathLike[str], data_shape: Any, label_libsvm: str | None = None,
+                 label_shape: Any = (1,), batch_size: int = 1, round_batch: bool = True,
+                 data_name: str = "data", label_name: str = "softmax_label", **_ignored: Any):
+        data_shape = _shape(data_shape, "data_shape")
+        label_shape = _shape(label_shape, "label_shape")
+        if len(data_shape) != 1:
+            raise ShapeError(f"LibSVMIter data_shape must be (num_features,), got {data_shape}")
+        data, label = _read_libsvm(os.fspath(data_libsvm), data_shape[0], "data_libsvm", with_label=True)
+        if label_libsvm is not None and label_libsvm != "NULL":
+            label, _ = _read_libsvm(os.fspath(label_libsvm), int(np.prod(label_shape)), "label_libsvm",
+                                    with_label=False)
+            label = label.reshape(label.shape[0], *label_shape)
+            if label_shape == (1,):
+                label = label.reshape(-1)
+        super().__init__(data, label, batch_size, round_batch, data_name, label_name)

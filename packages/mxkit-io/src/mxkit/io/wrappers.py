@@ -1,0 +1,225 @@
+"""Iterators that wrap others: ``PrefetchingIter`` (a background thread) and ``ResizeIter``."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Any
+
+from mxkit.core.errors import ConfigError, MXKitError
+from mxkit.io.databatch import DataBatch, DataDesc, DataIter
+
+__all__ = ["PrefetchingIter", "ResizeIter"]
+
+
+class ResizeIter(DataIter):
+    """Give exactly ``size`` batches per epoch from ``data_iter`` (MXNet's ``ResizeIter``).
+
+    The inner iterator is reset whenever it runs out, so an epoch may span several of its
+    epochs or stop in the middle of one.
+
+    Parameters
+    ----------
+    data_iter : DataIter
+        The iterator to resize.
+    size : int
+        Batches per epoch.
+    reset_internal : bool
+        Reset the inner iterator on ``reset`` as well (otherwise the next epoch goes on
+        where this one stopped).
+    """
+
+    def __init__(self, data_iter: DataIter, size: int, reset_internal: bool = True):
+        super().__init__(data_iter.batch_size)
+        if size < 1:
+            raise ConfigError(f"ResizeIter size must be a positive number of batches, got {size}")
+        self.data_iter = data_iter
+        self.size = size
+        self.reset_internal = reset_internal
+        self.cur = 0
+        self.current_batch: DataBatch | None = None
+        self.provide_data = data_iter.provide_data  # type: ignore[misc]
+        self.provide_label = data_iter.provide_label  # type: ignore[misc]
+        self.default_bucket_key = getattr(data_iter, "default_bucket_key", None)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def reset(self) -> None:
+        """Start the next epoch of ``size`` batches."""
+        self.cur = 0
+        if self.reset_internal:
+            self.data_iter.reset()
+
+    def iter_next(self) -> bool:
+        """Fetch the next batch, restarting the inner iterator when it runs dry."""
+        if self.cur == self.size:
+            return False
+        try:
+            self.current_batch = self.data_iter.next()
+        except StopIteration:
+            self.data_iter.reset()
+            try:
+                self.current_batch = self.data_iter.next()
+            except StopIteration:
+                raise MXKitError(
+                    "ResizeIter's inner iterator yields no batch even right after reset(); "
+                    "it has no data for a single batch"
+                ) from None
+        self.cur += 1
+        return True
+
+    def next(self) -> DataBatch:
+        """The next of the ``size`` batches."""
+        if not self.iter_next():
+            raise StopIteration
+        assert self.current_batch is not None
+        return self.current_batch
+
+    def getdata(self) -> list[Any]:
+        """Data of the current batch."""
+        return self.current_batch.data  # type: ignore[union-attr]
+
+    def getlabel(self) -> list[Any] | None:
+        """Labels of the current batch."""
+        return self.current_batch.label  # type: ignore[union-attr]
+
+    def getindex(self) -> Any:
+        """Indices of the current batch."""
+        return self.current_batch.index  # type: ignore[union-attr]
+
+    def getpad(self) -> int:
+        """Padding of the current batch."""
+        return self.current_batch.pad or 0  # type: ignore[union-attr]
+
+
+_END = object()
+
+
+class _Failure:
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
+class PrefetchingIter(DataIter):
+    """Keep batches ready in a background thread (MXNet's ``mx.io.PrefetchingIter``).
+
+    With several iterators, each batch joins their data and labels (one input list).
+
+    Parameters
+    ----------
+    iters : DataIter or list of DataIter
+        The iterators to prefetch from, in step.
+    rename_data, rename_label : list of dict, optional
+        Per iterator, a mapping from input names to new names in ``provide_data``.
+    prefetch_depth : int
+        How many batches the thread keeps ready ahead of the consumer.
+    """
+
+    def __init__(self, iters: DataIter | list[DataIter], rename_data: list[dict[str, str]] | None = None,
+                 rename_label: list[dict[str, str]] | None = None, prefetch_depth: int = 2):
+        iters = iters if isinstance(iters, (list, tuple)) else [iters]
+        if not iters:
+            raise ConfigError("PrefetchingIter needs at least one iterator, got an empty list")
+        if prefetch_depth < 1:
+            raise ConfigError(f"prefetch_depth must be at least 1, got {prefetch_depth}")
+        super().__init__(iters[0].batch_size)
+        self.iters = list(iters)
+        self.rename_data = rename_data
+        self.rename_label = rename_label
+        self.prefetch_depth = prefetch_depth
+        self._queue: queue.Queue[Any] | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._start()
+
+    def _renamed(self, descs_per_iter: list[list[DataDesc]], renames: list[dict[str, str]] | None) -> list[DataDesc]:
+        if renames is None:
+            return [d for descs in descs_per_iter for d in descs]
+        return [
+            DataDesc(rename.get(d.name, d.name), d.shape, d.dtype, d.layout)
+            for rename, descs in zip(renames, descs_per_iter)
+            for d in descs
+        ]
+
+    @property
+    def provide_data(self) -> list[DataDesc]:
+        """The data inputs of all iterators, renamed."""
+        return self._renamed([i.provide_data for i in self.iters], self.rename_data)
+
+    @property
+    def provide_label(self) -> list[DataDesc]:
+        """The label inputs of all iterators, renamed."""
+        return self._renamed([i.provide_label for i in self.iters], self.rename_label)
+
+    def _produce(self, out: queue.Queue[Any], stop: threading.Event) -> None:
+        def put(item: Any) -> bool:
+            while not stop.is_set():
+                try:
+                    out.put(item, timeout=0.05)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        try:
+            while not stop.is_set():
+                try:
+                    batches = [it.next() for it in self.iters]
+                except StopIteration:
+                    put(_END)
+                    return
+                if len(batches) == 1:
+                    item = batches[0]
+                else:
+                    item = DataBatch(
+                        data=[d for b in batches for d in b.data],
+                        label=[x for b in batches for x in (b.label or [])],
+                        pad=batches[0].pad,
+                        index=batches[0].index,
+                    )
+                if not put(item):
+                    return
+        except BaseException as error:  # handed to the consumer thread
+            put(_Failure(error))
+
+    def _start(self) -> None:
+        self._stop = threading.Event()
+        self._queue = queue.Queue(maxsize=self.prefetch_depth)
+        self._thread = threading.Thread(
+            target=self._produce, args=(self._queue, self._stop), name="mxkit-io-prefetch", daemon=True
+        )
+        self._thread.start()
+
+    def _halt(self) -> None:
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join()
+        self._thread = None
+
+    def reset(self) -> None:
+        """Stop the thread, reset every iterator and start prefetching the next epoch."""
+        self._halt()
+        for it in self.iters:
+            it.reset()
+        self._start()
+
+    def next(self) -> DataBatch:
+        """The next prefetched batch; errors of the background thread are raised here."""
+        if self._queue is None:
+            raise StopIteration
+        item = self._queue.get()
+        if item is _END:
+            self._queue.put(_END)  # stay exhausted until reset()
+            raise StopIteration
+        if isinstance(item, _Failure):
+            self._queue.put(item)
+            raise item.error
+        return item  # type: ignore[no-any-return]
+
+    def __del__(self) -> None:
+        try:
+            self._halt()
+        except Exception:  # interpreter shutdown
+            pass
