@@ -1,0 +1,40 @@
+"""The built-in memory planners, registered through the ``mxkit_memory_planners`` hook.
+
+Listed in ``mxkit.core.plugins.BUILTIN_PLUGIN_MODULES``; the strategies themselves are
+imported on the first call, so building the plugin registry stays cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from mxkit.core import hookimpl
+from mxkit.core.specs import PlannerSpec
+
+_DESCRIPTIONS = {
+    "none": "one buffer per entry, no sharing (the baseline)",
+    "inplace": "in-place at the last read plus best-fit recycling of freed buffers (MXNet paper)",
+    "coshare": "share only along longest-path colours, so no parallelism is lost (MXNet paper)",
+    "mxnet": "MXNet 1.x default: same-size in-place plus a 16x size-window free list that grows blocks",
+    "greedy": "in-place chains, then offset best fit, largest first, in one arena per device",
+    "auto": "run inplace, mxnet and greedy and keep the smallest plan",
+}
+
+
+def _lazy(name: str) -> Callable[..., Any]:
+    def planner(graph: Any, **options: Any) -> Any:
+        from mxkit.memplan.strategies import STRATEGIES
+
+        return STRATEGIES[name](graph, **options)
+
+    planner.__name__ = f"plan_{name}"
+    planner.__doc__ = f"The {name!r} memory planner: {_DESCRIPTIONS[name]}."
+    return planner
+
+
+@hookimpl(tryfirst=True)
+def mxkit_memory_planners() -> Iterator[PlannerSpec]:
+    """Yield the built-in strategies: none, inplace, coshare, mxnet, greedy, auto."""
+    for name, description in _DESCRIPTIONS.items():
+        yield PlannerSpec(name=name, planner=_lazy(name), description=description)

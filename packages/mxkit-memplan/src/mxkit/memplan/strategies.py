@@ -1,0 +1,225 @@
+"""The planning strategies: ``planner(graph, **options) -> MemoryPlan``.
+
+==========  ==========================================================================
+none        one buffer per entry (the baseline of the MXNet paper)
+inplace     the paper's in-place strategy: reference counts, in-place at the last read
+            (or identity), freed buffers recycled best fit
+coshare     the paper's co-share strategy: in-place and recycling only within a colour
+            of the longest-path colouring, so planning removes no parallelism
+mxnet       MXNet 1.x's default: in-place (same size only) plus a free list that reuses
+            a block within a 16x size window and grows it
+greedy      in-place chains, then offset best fit in one arena per device
+auto        runs ``inplace``, ``mxnet`` and ``greedy`` and keeps the smallest plan
+==========  ==========================================================================
+
+Each is registered as a plugin in :mod:`mxkit.memplan.plugin`; :func:`mxkit.memplan.plan_memory`
+chooses one by name or by the configuration key ``memplan``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from mxkit.memplan.colouring import colour_by_longest_paths, node_predecessors
+from mxkit.memplan.errors import GraphError, PlanError
+from mxkit.memplan.freelists import BestFitAllocator, ColourAllocator, FreshAllocator, MXNetAllocator
+from mxkit.memplan.graph import Graph
+from mxkit.memplan.greedy import Block, place_best_fit
+from mxkit.memplan.liveness import lifetimes, lower_bound
+from mxkit.memplan.plan import MemoryPlan, Pool, Storage
+from mxkit.memplan.simulate import Buffers, Traversal, traverse
+
+Planner = Callable[..., MemoryPlan]
+
+
+def _check_graph(graph: object, strategy: str) -> Graph:
+    if not isinstance(graph, Graph):
+        raise GraphError(
+            f"memory planner {strategy!r} needs a mxkit.memplan.Graph, got {type(graph).__name__} "
+            f"{graph!r:.80}; build one with Graph(nodes, entries) or GraphBuilder"
+        )
+    return graph
+
+
+def _check_options(strategy: str, options: Mapping[str, Any], accepted: Mapping[str, str]) -> None:
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        choices = ", ".join(f"{k} ({v})" for k, v in accepted.items()) or "none"
+        raise PlanError(f"memory planner {strategy!r} got unknown options {unknown}; it accepts: {choices}")
+
+
+def _plan_from_buffers(graph: Graph, strategy: str, traversal: Traversal, buffers: Buffers,
+                       started: float, details: dict[str, Any] | None = None) -> MemoryPlan:
+    """One pool per buffer that holds an entry, numbered in order of first use."""
+    pool_of: dict[int, int] = {}
+    storage: dict[str, Storage] = {}
+    for entry, buffer in enumerate(traversal.buffer_of):
+        if buffer < 0:
+            continue
+        pool = pool_of.setdefault(buffer, len(pool_of))
+        storage[graph.entries[entry].name] = Storage(pool, 0)
+    pools = tuple(Pool(pool, buffers.device[buffer], buffers.size[buffer]) for buffer, pool in pool_of.items())
+    return _finish(graph, strategy, storage, pools, traversal, started, details)
+
+
+def _finish(graph: Graph, strategy: str, storage: dict[str, Storage], pools: tuple[Pool, ...],
+            traversal: Traversal, started: float, details: dict[str, Any] | None) -> MemoryPlan:
+    names = graph.entries
+    inplace = {names[t].name: (names[s].name, identity) for t, (s, identity) in traversal.inplace.items()}
+    profile, bound = lower_bound(graph)
+    return MemoryPlan(strategy=strategy, storage=storage, pools=pools, inplace=inplace, live_bytes=profile,
+                      lower_bound_bytes=bound, planning_seconds=time.perf_counter() - started,
+                      details=details or {})
+
+
+def plan_none(graph: Graph, **options: Any) -> MemoryPlan:
+    """One buffer per planned entry, no sharing: the baseline (``sum`` of sizes)."""
+    started = time.perf_counter()
+    graph = _check_graph(graph, "none")
+    _check_options("none", options, {})
+    allocator = FreshAllocator()
+    traversal = traverse(graph, allocator, inplace=False)
+    return _plan_from_buffers(graph, "none", traversal, allocator.buffers, started)
+
+
+def plan_inplace(graph: Graph, **options: Any) -> MemoryPlan:
+    """The MXNet paper's in-place strategy with recycling of freed buffers.
+
+    An output takes an input's buffer when the option is an identity or the buffer's
+    reference count reaches zero at this node; other outputs take the smallest freed
+    buffer that is large enough, else a new one. Buffers never grow, so the plan never
+    exceeds ``none``. O(n log n).
+    """
+    started = time.perf_counter()
+    graph = _check_graph(graph, "inplace")
+    _check_options("inplace", options, {})
+    allocator = BestFitAllocator()
+    traversal = traverse(graph, allocator)
+    return _plan_from_buffers(graph, "inplace", traversal, allocator.buffers, started)
+
+
+def plan_mxnet(graph: Graph, match_range: int = MXNetAllocator.MATCH_RANGE, **options: Any) -> MemoryPlan:
+    """MXNet 1.x's ``PlanMemory``: in-place for same-size, read outputs, then a free list
+    keyed by size that reuses a block within a ``match_range`` size window and grows it.
+
+    Parameters
+    ----------
+    match_range : int
+        MXNet's ``NNVM_EXEC_MATCH_RANGE`` (16); 0 disables recycling.
+    """
+    started = time.perf_counter()
+    graph = _check_graph(graph, "mxnet")
+    _check_options("mxnet", options, {})
+    if isinstance(match_range, bool) or not isinstance(match_range, int) or match_range < 0:
+        raise PlanError(f"mxnet planner: match_range must be an int >= 0 (MXNet uses 16), got {match_range!r}")
+    allocator = MXNetAllocator(match_range)
+    traversal = traverse(graph, allocator, same_size_only=True, output_must_be_read=True)
+    return _plan_from_buffers(graph, "mxnet", traversal, allocator.buffers, started,
+                              {"match_range": match_range})
+
+
+def plan_coshare(graph: Graph, max_colours: int | None = None, **options: Any) -> MemoryPlan:
+    """The MXNet paper's co-share strategy.
+
+    Nodes are coloured by repeated longest paths (:mod:`mxkit.memplan.colouring`); a freed
+    buffer is reused, and an input overwritten in place, only by a node of the colour of
+    the node that freed it and after every node that read it, so planning never orders
+    two nodes that could have run in parallel.
+
+    Parameters
+    ----------
+    max_colours : int, optional
+        Stop colouring paths after this many; the nodes left each get a colour of their
+        own. ``None`` colours until every node has one (the paper).
+    """
+    started = time.perf_counter()
+    graph = _check_graph(graph, "coshare")
+    _check_options("coshare", options, {})
+    if max_colours is not None and (isinstance(max_colours, bool) or not isinstance(max_colours, int)
+                                    or max_colours < 1):
+        raise PlanError(f"coshare planner: max_colours must be None or an int >= 1, got {max_colours!r}")
+    predecessors = node_predecessors(graph)
+    colour, rounds = colour_by_longest_paths(graph, max_colours, predecessors)
+    allocator = ColourAllocator(colour, predecessors)
+    traversal = traverse(graph, allocator, inplace_filter=lambda step, _entry, buffer:
+                         allocator.precedes_all_readers(buffer, step))
+    details = {"path_colours": rounds, "colours": max(colour, default=-1) + 1,
+               "retired_buffers": allocator.retired}
+    return _plan_from_buffers(graph, "coshare", traversal, allocator.buffers, started, details)
+
+
+def plan_greedy(graph: Graph, **options: Any) -> MemoryPlan:
+    """In-place chains first, then offset best fit, largest first, in one arena per device.
+
+    O(n log n) to find each block's lifetime neighbours plus the sum over blocks of the
+    neighbours' count (sorted), which is small for dataflow graphs.
+    """
+    started = time.perf_counter()
+    graph = _check_graph(graph, "greedy")
+    _check_options("greedy", options, {})
+    allocator = FreshAllocator()
+    traversal = traverse(graph, allocator)
+    life = lifetimes(graph)
+    buffers = allocator.buffers
+    blocks = [Block(size, graph.num_steps, -1) for size in buffers.size]
+    for entry, buffer in enumerate(traversal.buffer_of):
+        if buffer >= 0:
+            block = blocks[buffer]
+            block.start = min(block.start, life.start[entry])
+            block.end = max(block.end, life.end[entry])
+    pools: list[Pool] = []
+    pool_of_device: dict[str, int] = {}
+    for device in dict.fromkeys(buffers.device):
+        ids = [b for b, d in enumerate(buffers.device) if d == device]
+        arena = place_best_fit([blocks[b] for b in ids], graph.num_steps)
+        pool_of_device[device] = len(pools)
+        pools.append(Pool(len(pools), device, arena))
+    storage = {
+        graph.entries[entry].name: Storage(pool_of_device[buffers.device[buffer]], blocks[buffer].offset)
+        for entry, buffer in enumerate(traversal.buffer_of) if buffer >= 0
+    }
+    return _finish(graph, "greedy", storage, tuple(pools), traversal, started, {"blocks": len(blocks)})
+
+
+AUTO_CANDIDATES = ("inplace", "mxnet", "greedy")
+
+
+def plan_auto(graph: Graph, candidates: Iterable[str] = AUTO_CANDIDATES, **options: Any) -> MemoryPlan:
+    """Run the cheap strategies and keep the smallest plan (ties: the earlier candidate).
+
+    Parameters
+    ----------
+    candidates : iterable of str
+        Strategy names of this module to try (default ``inplace``, ``mxnet``, ``greedy``).
+    """
+    started = time.perf_counter()
+    graph = _check_graph(graph, "auto")
+    _check_options("auto", options, {})
+    names = [candidates] if isinstance(candidates, str) else list(candidates)
+    unknown = [n for n in names if n not in STRATEGIES or n == "auto"]
+    if not names or unknown:
+        raise PlanError(
+            f"auto planner: candidates {names!r} must be a non-empty list of "
+            f"{', '.join(n for n in STRATEGIES if n != 'auto')}"
+        )
+    plans = [STRATEGIES[name](graph) for name in names]
+    best = min(plans, key=lambda plan: plan.total_bytes)
+    details = {"chosen": best.strategy, "candidates": {p.strategy: p.total_bytes for p in plans},
+               **best.details}
+    return replace(best, strategy="auto", details=details, planning_seconds=time.perf_counter() - started)
+
+
+STRATEGIES: dict[str, Planner] = {
+    "none": plan_none,
+    "inplace": plan_inplace,
+    "coshare": plan_coshare,
+    "mxnet": plan_mxnet,
+    "greedy": plan_greedy,
+    "auto": plan_auto,
+}
+
+__all__ = ["AUTO_CANDIDATES", "STRATEGIES", "plan_auto", "plan_coshare", "plan_greedy", "plan_inplace",
+           "plan_mxnet", "plan_none"]
