@@ -67,6 +67,7 @@ DEVICE_TYPES: dict[int, str] = {1: "cpu", 2: "gpu", 3: "cpu_pinned", 5: "cpu_sha
 
 # numpy 1.x cannot hold more dimensions; a larger ndim in a file is corruption, not data.
 _MAX_NDIM = 32
+_MAX_ELEMENTS = sys.maxsize // 16  # leaves room for the widest element (8 bytes) and then some
 _INDEX_FLAGS = {DTYPE_FLAGS[name] for name in ("int32", "int64", "uint8", "int8", "uint32", "uint64")}
 
 
@@ -105,8 +106,21 @@ class SparseArray:
         return self.data.dtype
 
     def todense(self) -> np.ndarray:
-        """The dense numpy array this sparse array stands for."""
-        dense = np.zeros(self.shape, dtype=self.data.dtype)
+        """The dense numpy array this sparse array stands for.
+
+        Raises
+        ------
+        MXKitError
+            If the dense array does not fit in memory (a sparse array's logical shape
+            may be far larger than what it stores).
+        """
+        try:
+            dense = np.zeros(self.shape, dtype=self.data.dtype)
+        except MemoryError:
+            nbytes = _size(self.shape) * self.data.dtype.itemsize
+            raise MXKitError(f"the dense form of this {self.stype} array of shape {self.shape} needs "
+                             f"{nbytes} bytes, more than memory allows; keep it sparse "
+                             "(load_arrays(..., sparse='keep'))") from None
         if self.stype == "row_sparse":
             dense[self.indices] = self.data
         else:
@@ -207,6 +221,11 @@ def _read_shape(reader: _Reader, what: str, *, legacy_u32: bool = False) -> tupl
 def _check_dims(reader: _Reader, shape: tuple[int, ...], what: str, start: int) -> None:
     if any(d < 0 for d in shape):
         raise reader.fail(f"{what} {shape} has a negative dimension; expected sizes >= 0", start)
+    # numpy refuses a shape whose nonzero dimensions multiply past its index range, even
+    # when another dimension is 0 and nothing is stored
+    if _size([d for d in shape if d]) > _MAX_ELEMENTS:
+        raise reader.fail(f"{what} {shape} is larger than any array can be; expected at most "
+                          f"{_MAX_ELEMENTS} elements", start)
 
 
 def _read_device(reader: _Reader, what: str) -> tuple[str, int]:
@@ -231,7 +250,7 @@ def _read_dtype(reader: _Reader, what: str, *, index_only: bool = False) -> np.d
     return np.dtype(to_numpy(FLAG_DTYPES[flag])).newbyteorder("<")
 
 
-def _size(shape: tuple[int, ...]) -> int:
+def _size(shape: tuple[int, ...] | list[int]) -> int:
     size = 1
     for d in shape:
         size *= d
@@ -498,9 +517,13 @@ def _sparse_structure_problem(arr: SparseArray) -> str | None:
     return None
 
 
-def _as_savable(value: Any, what: str) -> np.ndarray | SparseArray | None:
-    if value is None or isinstance(value, SparseArray):
+def _as_savable(value: Any, what: str) -> np.ndarray | SparseArray:
+    if isinstance(value, SparseArray):
         return value
+    if value is None:
+        # MXNet writes a none array as a bare ndim-0 shape, but its Python cannot wrap one
+        # when loading ("unknown storage type: -1"), so such a file would be unreadable there
+        raise MXKitError(f"{what} is None; a none array cannot be saved in a file MXNet can load")
     if isinstance(value, np.ndarray | np.generic) or hasattr(value, "__array__"):
         arr = np.asarray(value)
         try:
@@ -509,10 +532,10 @@ def _as_savable(value: Any, what: str) -> np.ndarray | SparseArray | None:
             raise DTypeError(f"{what} cannot be saved: {err}") from None
         return arr
     raise MXKitError(f"{what} is a {type(value).__name__}; expected a numpy array "
-                     "(or an object with __array__, a SparseArray, or None)")
+                     "(or an object with __array__, or a SparseArray)")
 
 
-def _normalise(data: Any) -> tuple[list[np.ndarray | SparseArray | None], list[str]]:
+def _normalise(data: Any) -> tuple[list[np.ndarray | SparseArray], list[str]]:
     if isinstance(data, Mapping):
         names = []
         for key in data:
@@ -528,10 +551,9 @@ def _normalise(data: Any) -> tuple[list[np.ndarray | SparseArray | None], list[s
                      "a dict str -> array, or one array")
 
 
-def _choose_version(values: list[np.ndarray | SparseArray | None], version: int | None) -> int:
+def _choose_version(values: list[np.ndarray | SparseArray], version: int | None) -> int:
     has_0d = any(isinstance(v, np.ndarray) and v.ndim == 0 for v in values)
-    has_v2_only = [("a sparse array" if isinstance(v, SparseArray) else "a none array")
-                   for v in values if v is None or isinstance(v, SparseArray)]
+    has_sparse = any(isinstance(v, SparseArray) for v in values)
     if version is None:
         version = 3 if has_0d else 2
     if version not in (2, 3):
@@ -540,9 +562,9 @@ def _choose_version(values: list[np.ndarray | SparseArray | None], version: int 
     if version == 2 and has_0d:
         raise ShapeError("a 0-d array needs version 3 (numpy shape semantics): in version 2 ndim 0 "
                          "means 'no array'; pass version=3 or reshape it to (1,)")
-    if version == 3 and has_v2_only:
-        raise ShapeError(f"{has_v2_only[0]} cannot be written in version 3 (numpy shape semantics allow "
-                         "only dense arrays); save it in a separate version-2 file")
+    if version == 3 and has_sparse:
+        raise ShapeError("a sparse array cannot be written in version 3 (numpy shape semantics allow "
+                         "only dense arrays); save sparse arrays in a separate version-2 file")
     return version
 
 
@@ -558,11 +580,8 @@ def _little_endian(arr: np.ndarray) -> np.ndarray:
     return arr.reshape(-1).view(np.uint8)
 
 
-def _write_record(out: BinaryIO, value: np.ndarray | SparseArray | None, version: int) -> None:
+def _write_record(out: BinaryIO, value: np.ndarray | SparseArray, version: int) -> None:
     magic = V3_MAGIC if version == 3 else V2_MAGIC
-    if value is None:  # V2 only (checked): ndim 0 ends the record
-        out.write(struct.pack("<Iii", magic, 0, 0))
-        return
     cpu = struct.pack("<ii", 1, 0)
     if isinstance(value, np.ndarray):
         out.write(struct.pack("<Ii", magic, 0) + _shape_bytes(value.shape) + cpu)
@@ -604,8 +623,9 @@ def save_arrays(fname_or_file: Any, data: Any, *, version: int | None = None) ->
         and renamed into place, so a failed save never leaves half a file behind.
     data : list of arrays, dict str -> array, or one array
         numpy arrays (or objects with ``__array__``) of any dtype of
-        :data:`mxkit.core.dtypes.DTYPE_FLAGS`, :class:`SparseArray` values, or None for a
-        none array. Dict order is kept. Arrays are recorded as dense on cpu(0).
+        :data:`mxkit.core.dtypes.DTYPE_FLAGS`, or :class:`SparseArray` values. Dict order
+        is kept. Dense arrays are recorded on cpu(0). MXNet 1.9.1 itself cannot read the
+        dtype flags 8 to 11 (int16, uint16, uint32, uint64): they load back only here.
     version : {None, 2, 3}
         Record layout. 2 is what ``mx.nd.save`` writes and ``mx.nd.load`` reads by default;
         3 (numpy shape semantics) is needed for 0-d arrays and must be loaded in MXNet
@@ -614,7 +634,7 @@ def save_arrays(fname_or_file: Any, data: Any, *, version: int | None = None) ->
     Raises
     ------
     ShapeError
-        If the arrays need both layouts (a 0-d array with a sparse or none array), or
+        If the arrays need both layouts (a 0-d array with a sparse array), or
         ``version=2`` is asked for a 0-d array.
     DTypeError
         If an array's dtype has no MXNet type flag (complex, object, strings, ...).
