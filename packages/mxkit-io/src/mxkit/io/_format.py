@@ -135,10 +135,13 @@ class RecordReader:
         return len(self._buf)
 
     def _corrupt(self, offset: int, what: str) -> FormatError:
-        return FormatError(
+        error = FormatError(
             f"corrupt RecordIO file {self.name!r} at byte offset {offset}: {what}; "
             f"`mxkit rec verify` lists every damaged record"
         )
+        error.offset = offset  # type: ignore[attr-defined]
+        error.reason = what  # type: ignore[attr-defined]
+        return error
 
     def read(self) -> bytes | None:
         """The next record's payload, or None at the end of the file."""
