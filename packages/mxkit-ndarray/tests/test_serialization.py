@@ -266,6 +266,12 @@ def test_loaded_arrays_are_writable_and_aligned():
     assert got.flags.aligned and got.flags.c_contiguous and got.tolist() == list(range(1, 9))
 
 
+def test_csr_columns_may_restart_at_each_row():
+    csr = SparseArray("csr", [2, 3], np.array([1.0, 2, 3, 4]), np.array([1, 2, 0, 2]), np.array([0, 2, 4]))
+    assert csr.shape == (2, 3)
+    assert_same(csr.todense(), np.array([[0, 1.0, 2], [3, 0, 4]]))
+
+
 def test_sparse_round_trip_both_ways():
     dense = np.array([[0, 0], [1, 2], [0, 0], [3, 0]], dtype=np.float64)
     rsp = SparseArray("row_sparse", dense.shape, dense[[1, 3]], np.array([1, 3], np.int32))
@@ -452,6 +458,10 @@ def test_bad_things_to_save(tmp_path):
      r"indptr must rise from 0 to nnz=1, got \[0, 2, 1\]"),
     (dict(stype="csr", shape=(2, 2), data=np.ones(1), indices=np.array([2]), indptr=np.array([0, 1, 1])),
      r"column indices must lie in \[0, 2\), got \[2\]"),
+    (dict(stype="csr", shape=(2, 3), data=np.ones(3), indices=np.array([2, 1, 0]), indptr=np.array([0, 2, 3])),
+     r"column indices must strictly increase within each row, got \[2, 1, 0\]"),
+    (dict(stype="row_sparse", shape=(2, "x"), data=np.ones(1), indices=np.array([0])),
+     r"the shape of a row_sparse array must be a tuple of ints, got \(2, 'x'\)"),
 ])
 def test_invalid_sparse_arrays(kwargs, message):
     with pytest.raises(ShapeError, match=message):

@@ -68,7 +68,7 @@ DEVICE_TYPES: dict[int, str] = {1: "cpu", 2: "gpu", 3: "cpu_pinned", 5: "cpu_sha
 # numpy 1.x cannot hold more dimensions; a larger ndim in a file is corruption, not data.
 _MAX_NDIM = 32
 _MAX_ELEMENTS = sys.maxsize // 16  # leaves room for the widest element (8 bytes) and then some
-_INDEX_FLAGS = {DTYPE_FLAGS[name] for name in ("int32", "int64", "uint8", "int8", "uint32", "uint64")}
+_INDEX_FLAGS = {flag for name, flag in DTYPE_FLAGS.items() if name.startswith(("int", "uint"))}
 
 
 @dataclass(frozen=True, eq=False)
@@ -96,6 +96,10 @@ class SparseArray:
     indptr: np.ndarray | None = None
 
     def __post_init__(self) -> None:
+        try:
+            object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
+        except (TypeError, ValueError):
+            raise ShapeError(f"the shape of a {self.stype} array must be a tuple of ints, got {self.shape!r}") from None
         problem = _sparse_structure_problem(self)
         if problem is not None:
             raise ShapeError(f"invalid {self.stype} array of shape {self.shape}: {problem}")
@@ -190,7 +194,7 @@ class _Reader:
         nbytes = count * dtype.itemsize
         self.need(nbytes, what)
         out = np.empty(count, dtype=dtype)
-        view = memoryview(out.view(np.uint8))
+        view = out.view(np.uint8).data
         got = 0
         while got < nbytes:  # unbuffered streams may fill less than asked
             step = self.stream.readinto(view[got:])  # type: ignore[attr-defined]
@@ -200,21 +204,20 @@ class _Reader:
         if got != nbytes:
             raise self.fail(f"expected {what} ({nbytes} bytes), but the stream ended after {got}")
         self.offset += nbytes
-        if sys.byteorder == "big" and dtype.itemsize > 1:
-            out = out.byteswap()
+        if not out.dtype.isnative:  # a big-endian host: hand out native arrays
+            out = out.astype(out.dtype.newbyteorder("="))
         return out
 
 
-def _read_shape(reader: _Reader, what: str, *, legacy_u32: bool = False) -> tuple[int, ...] | None:
-    """A shape; None when ndim is -1 (unknown). Dimension values are returned unchecked."""
+def _read_shape(reader: _Reader, what: str) -> tuple[int, ...] | None:
+    """A shape (i32 ndim, i64 dims); None when ndim is -1 (unknown). Dimensions are unchecked."""
     start = reader.offset
-    ndim = reader.unpack("I" if legacy_u32 else "i", f"the ndim of {what}")
+    ndim = reader.unpack("i", f"the ndim of {what}")
     if ndim == -1:
         return None
     if not 0 <= ndim <= _MAX_NDIM:
         raise reader.fail(f"the ndim of {what} is {ndim}; expected 0..{_MAX_NDIM} (or -1 for unknown)", start)
-    dims_dtype = np.dtype("<u4" if legacy_u32 else "<i8")
-    dims = reader.array(ndim, dims_dtype, f"the {ndim} dimensions of {what}")
+    dims = reader.array(ndim, np.dtype("<i8"), f"the {ndim} dimensions of {what}")
     return tuple(int(d) for d in dims)
 
 
@@ -247,7 +250,8 @@ def _read_dtype(reader: _Reader, what: str, *, index_only: bool = False) -> np.d
     if flag not in allowed:
         known = ", ".join(f"{f}={FLAG_DTYPES[f]}" for f in sorted(allowed))
         raise reader.fail(f"unknown dtype flag {flag} for {what}; expected one of {known}", start)
-    return np.dtype(to_numpy(FLAG_DTYPES[flag])).newbyteorder("<")
+    numpy_dtype: np.dtype = np.dtype(to_numpy(FLAG_DTYPES[flag]))
+    return numpy_dtype.newbyteorder("<")
 
 
 def _size(shape: tuple[int, ...] | list[int]) -> int:
@@ -514,6 +518,14 @@ def _sparse_structure_problem(arr: SparseArray) -> str | None:
         return f"indptr must rise from 0 to nnz={len(arr.data)}, got {indptr.tolist()}"
     if len(arr.indices) and (arr.indices.min() < 0 or arr.indices.max() >= shape[1]):
         return f"column indices must lie in [0, {shape[1]}), got {arr.indices.tolist()}"
+    # as MXNet's check_format: columns strictly increase within each row (a repeated
+    # column would leave the dense value ambiguous)
+    rises = np.diff(arr.indices.astype(np.int64)) > 0
+    row_starts = indptr[1:-1].astype(np.int64)
+    crossing = row_starts[(row_starts > 0) & (row_starts < len(arr.indices))] - 1
+    rises[crossing] = True
+    if not rises.all():
+        return f"column indices must strictly increase within each row, got {arr.indices.tolist()}"
     return None
 
 
@@ -572,12 +584,13 @@ def _shape_bytes(shape: tuple[int, ...]) -> bytes:
     return struct.pack(f"<i{len(shape)}q", len(shape), *shape)
 
 
-def _little_endian(arr: np.ndarray) -> np.ndarray:
+def _little_endian(arr: np.ndarray) -> memoryview:
+    """The bytes of ``arr`` in C order, little-endian, without a copy when they already are."""
     arr = np.ascontiguousarray(arr)
     swapped = arr.dtype.byteorder == ">" or (arr.dtype.byteorder == "=" and sys.byteorder == "big")
     if swapped and arr.dtype.itemsize > 1:
         arr = arr.astype(arr.dtype.newbyteorder("<"))
-    return arr.reshape(-1).view(np.uint8)
+    return arr.reshape(-1).view(np.uint8).data
 
 
 def _write_record(out: BinaryIO, value: np.ndarray | SparseArray, version: int) -> None:
