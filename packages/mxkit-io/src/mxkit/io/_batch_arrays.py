@@ -42,7 +42,8 @@ def batch_converter() -> Any:
     if constructor is None:
         if choice == "ndarray":
             raise MissingComponentError(
-                "io_batch_type is 'ndarray' but mxkit-ndarray is not installed; install it "
+                "io_batch_type is 'ndarray' but mxkit.ndarray.array is not available (mxkit-ndarray "
+                "is not installed or too old); install it "
                 "(`pip install mxkit-ndarray mxkit-cpu`) or set io_batch_type to 'numpy' or 'auto'"
             )
         return _identity

@@ -19,9 +19,10 @@ _LAST_BATCH_HANDLES = ("pad", "discard", "roll_over")
 def _to_numpy(value: Any, name: str) -> np.ndarray:
     if hasattr(value, "asnumpy"):  # an NDArray keeps its dtype, as in MXNet
         return np.asarray(value.asnumpy())
+    # MXNet converts every other input with mx.nd.array, i.e. to the default dtype.
+    dtype = config.get("default_dtype")
     try:
-        # MXNet converts every other input with mx.nd.array, i.e. to the default dtype.
-        return np.asarray(value, dtype=config.get("default_dtype"))
+        return np.asarray(value, dtype=dtype)
     except (TypeError, ValueError):
         raise ShapeError(
             f"input {name!r} of NDArrayIter is a {type(value).__name__} that is not convertible "

@@ -38,12 +38,20 @@ class ResizeIter(DataIter):
         self.reset_internal = reset_internal
         self.cur = 0
         self.current_batch: DataBatch | None = None
-        self.provide_data = data_iter.provide_data  # type: ignore[misc]
-        self.provide_label = data_iter.provide_label  # type: ignore[misc]
         self.default_bucket_key = getattr(data_iter, "default_bucket_key", None)
 
     def __len__(self) -> int:
         return self.size
+
+    @property
+    def provide_data(self) -> list[DataDesc]:
+        """The inner iterator's data inputs."""
+        return self.data_iter.provide_data
+
+    @property
+    def provide_label(self) -> list[DataDesc]:
+        """The inner iterator's label inputs."""
+        return self.data_iter.provide_label
 
     def reset(self) -> None:
         """Start the next epoch of ``size`` batches."""

@@ -1,0 +1,215 @@
+"""NDArrayIter, CSVIter, LibSVMIter, PrefetchingIter and ResizeIter against MXNet 1.9.1."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from mxkit.core.errors import ConfigError, FormatError, MissingComponentError, ShapeError
+from mxkit.io import CSVIter, DataBatch, DataDesc, DataIter, LibSVMIter, NDArrayIter, PrefetchingIter, ResizeIter
+from mxkit_io_test_helpers import FIXTURES
+
+
+def _epochs(data_iter, count):
+    out = []
+    for _ in range(count):
+        out.append(list(data_iter))
+        data_iter.reset()
+    return out
+
+
+def _assert_like_mxnet(epochs, reference, with_data=True):
+    assert [len(e) for e in epochs] == [len(e) for e in reference]
+    for epoch, ref_epoch in zip(epochs, reference):
+        for batch, ref in zip(epoch, ref_epoch):
+            assert isinstance(batch.data[0], np.ndarray)
+            assert batch.pad == ref["pad"]
+            if with_data:
+                np.testing.assert_array_equal(batch.data[0], np.asarray(ref["data"], dtype=np.float32))
+            np.testing.assert_array_equal(batch.label[0], np.asarray(ref["label"], dtype=np.float32))
+
+
+@pytest.mark.parametrize("handle", ["pad", "discard", "roll_over"])
+def test_ndarrayiter_matches_mxnet(handle, mxnet_results):
+    data = np.arange(40).reshape((10, 2, 2))
+    labels = np.arange(10).reshape((10, 1)) * 1.5
+    data_iter = NDArrayIter(data, labels, 3, False, last_batch_handle=handle)
+    _assert_like_mxnet(_epochs(data_iter, 3), mxnet_results[f"ndarrayiter_{handle}"])
+    [(name, shape, dtype)] = mxnet_results[f"ndarrayiter_{handle}_provide_data"]
+    [desc] = data_iter.provide_data
+    assert (desc.name, list(desc.shape), np.dtype(desc.dtype).name) == (name, shape, dtype)
+    assert data_iter.provide_label[0].name == "softmax_label"
+
+
+def test_ndarrayiter_dicts_lists_and_shuffle():
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(11, 3)), rng.normal(size=(11,))
+    data_iter = NDArrayIter({"b": b, "a": a}, [b * 2], batch_size=4, shuffle=True, last_batch_handle="discard")
+    assert [d.name for d in data_iter.provide_data] == ["a", "b"]  # sorted, as MXNet
+    assert len(data_iter) == 2
+    for _ in range(2):
+        batches = list(data_iter)
+        assert len(batches) == 2
+        for batch in batches:
+            got_a, got_b = batch.data
+            # Rows stay aligned across inputs and labels through the shuffle.
+            for row_a, row_b in zip(got_a, got_b):
+                match = np.flatnonzero(np.all(np.isclose(a, row_a), axis=1))
+                assert len(match) == 1 and np.isclose(b[match[0]], row_b)
+            np.testing.assert_allclose(batch.label[0], got_b * 2, rtol=1e-6)
+        data_iter.reset()
+    multi = NDArrayIter([a, b], batch_size=5)
+    assert [d.name for d in multi.provide_data] == ["_0_data", "_1_data"]
+
+
+def test_ndarrayiter_bad_inputs():
+    with pytest.raises(ShapeError, match=r"'softmax_label' has shape \(3,\)"):
+        NDArrayIter(np.zeros((4, 2)), np.zeros(3))
+    with pytest.raises(ConfigError, match="last_batch_handle must be one of pad, discard, roll_over, got 'wrap'"):
+        NDArrayIter(np.zeros((4, 2)), last_batch_handle="wrap")
+    with pytest.raises(ConfigError, match="batch_size must be a positive integer, got 0"):
+        NDArrayIter(np.zeros((4, 2)), batch_size=0)
+    with pytest.raises(ShapeError, match="needs data"):
+        NDArrayIter(None)
+
+
+def test_ndarrayiter_pad_with_batch_larger_than_data():
+    batches = list(NDArrayIter(np.arange(3.0), batch_size=7))
+    assert len(batches) == 1 and batches[0].pad == 4
+    np.testing.assert_array_equal(batches[0].data[0], [0, 1, 2, 0, 1, 2, 0])
+
+
+@pytest.mark.parametrize("round_batch", [True, False])
+def test_csviter_matches_mxnet(round_batch, mxnet_results):
+    data_iter = CSVIter(
+        data_csv=str(FIXTURES / "mxnet_csv_data.csv"), data_shape=(2, 3),
+        label_csv=str(FIXTURES / "mxnet_csv_label.csv"), label_shape=(1,), batch_size=3, round_batch=round_batch,
+    )
+    _assert_like_mxnet(_epochs(data_iter, 3), mxnet_results[f"csviter_round_{int(round_batch)}"])
+    assert data_iter.provide_data == [DataDesc("data", (3, 2, 3))]
+
+
+def test_csviter_errors(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("1,2,3\n4,5\n")
+    with pytest.raises(ShapeError, match=r"line 2 has 2 values; shape \(3,\) needs 3"):
+        CSVIter(data_csv=str(bad), data_shape=(3,), batch_size=1)
+    bad.write_text("1,x,3\n")
+    with pytest.raises(FormatError, match="line 1 is '1,x,3'"):
+        CSVIter(data_csv=str(bad), data_shape=(3,), batch_size=1)
+    with pytest.raises(ShapeError, match="batch_size 6 is larger than the 1 samples"):
+        bad.write_text("1,2,3\n")
+        list(CSVIter(data_csv=str(bad), data_shape=(3,), batch_size=6))
+
+
+def test_libsvmiter_against_dense_reference(tmp_path):
+    rng = np.random.default_rng(3)
+    dense = np.where(rng.random((9, 6)) < 0.4, rng.normal(size=(9, 6)), 0).astype(np.float32)
+    labels = rng.integers(0, 3, size=9).astype(np.float32)
+    lines = []
+    for label, row in zip(labels, dense):
+        lines.append(" ".join([f"{label:g}"] + [f"{j}:{float(row[j])!r}" for j in np.flatnonzero(row)]))
+    path = tmp_path / "d.libsvm"
+    path.write_text("\n".join(lines) + "\n")
+    data_iter = LibSVMIter(data_libsvm=str(path), data_shape=(6,), batch_size=4)
+    batches = list(data_iter)
+    assert [b.pad for b in batches] == [0, 0, 3]
+    got = np.concatenate([b.data[0] for b in batches])[:9]
+    np.testing.assert_allclose(got, dense, rtol=1e-6)
+    np.testing.assert_array_equal(np.concatenate([b.label[0] for b in batches])[:9], labels)
+    path.write_text("1 7:1.0\n")
+    with pytest.raises(ShapeError, match=r"feature index 7, outside the shape's 0\.\.5"):
+        LibSVMIter(data_libsvm=str(path), data_shape=(6,), batch_size=1)
+
+
+def test_resizeiter_gives_exactly_size_batches():
+    inner = NDArrayIter(np.arange(10.0), batch_size=3, last_batch_handle="discard")
+    resized = ResizeIter(inner, 5)
+    first = [b.data[0][0] for b in resized]
+    assert first == [0, 3, 6, 0, 3] and len(resized) == 5
+    resized.reset()
+    assert [b.data[0][0] for b in resized] == [0, 3, 6, 0, 3]
+    kept = ResizeIter(NDArrayIter(np.arange(10.0), batch_size=3, last_batch_handle="discard"), 2, reset_internal=False)
+    assert [b.data[0][0] for b in kept] == [0, 3]
+    kept.reset()
+    assert [b.data[0][0] for b in kept] == [6, 0]
+    with pytest.raises(ConfigError, match="positive number of batches, got 0"):
+        ResizeIter(inner, 0)
+
+
+def test_prefetchingiter_matches_the_serial_iterator():
+    data = np.arange(50.0).reshape(25, 2)
+    serial = [b.data[0] for b in NDArrayIter(data, batch_size=4)]
+    prefetch = PrefetchingIter(NDArrayIter(data, batch_size=4), prefetch_depth=3)
+    for _ in range(2):
+        got = [b.data[0] for b in prefetch]
+        assert len(got) == len(serial)
+        for a, b in zip(got, serial):
+            np.testing.assert_array_equal(a, b)
+        prefetch.reset()
+
+
+def test_prefetchingiter_combines_iterators_and_renames():
+    left = NDArrayIter(np.zeros((6, 2)), np.ones(6), batch_size=2)
+    right = NDArrayIter(np.ones((6, 3)), batch_size=2)
+    both = PrefetchingIter([left, right], rename_data=[{"data": "left"}, {"data": "right"}])
+    assert [d.name for d in both.provide_data] == ["left", "right"]
+    batch = next(iter(both))
+    assert [d.shape for d in batch.data] == [(2, 2), (2, 3)] and len(batch.label) == 1
+
+
+class _SlowIter(DataIter):
+    """Counts batches made; each waits until the test lets it through."""
+
+    def __init__(self):
+        super().__init__(1)
+        self.made = 0
+        self.gate = threading.Semaphore(0)
+
+    def next(self):
+        if self.made == 6:
+            raise StopIteration
+        self.made += 1
+        return DataBatch([np.full(1, self.made)])
+
+
+def test_prefetchingiter_runs_ahead_and_bounds_its_buffer():
+    source = _SlowIter()
+    prefetch = PrefetchingIter(source, prefetch_depth=2)
+    deadline = threading.Event()
+    for _ in range(100):  # wait (up to 1 s) for the thread to fill its buffer
+        if source.made >= 3:
+            break
+        deadline.wait(0.01)
+    # depth 2 in the queue plus one batch waiting to be put: never the whole epoch.
+    assert 2 <= source.made <= 3
+    assert [int(b.data[0][0]) for b in prefetch] == [1, 2, 3, 4, 5, 6]
+
+
+class _Broken(DataIter):
+    def next(self):
+        raise FormatError("record 3 is damaged")
+
+
+def test_prefetchingiter_reraises_errors_of_the_thread():
+    prefetch = PrefetchingIter(_Broken())
+    with pytest.raises(FormatError, match="record 3 is damaged"):
+        prefetch.next()
+    with pytest.raises(FormatError):  # still failing, not hanging
+        prefetch.next()
+
+
+def test_batch_type_switch(monkeypatch):
+    monkeypatch.setenv("MXKIT_IO_BATCH_TYPE", "ndarray")
+    try:
+        from mxkit.ndarray import array  # noqa: F401
+    except ImportError:
+        with pytest.raises(MissingComponentError, match=r"mxkit\.ndarray\.array is not available"):
+            NDArrayIter(np.zeros((2, 2)))
+    else:
+        batch = next(iter(NDArrayIter(np.zeros((2, 2)), batch_size=2)))
+        assert not isinstance(batch.data[0], np.ndarray) and hasattr(batch.data[0], "asnumpy")
+    monkeypatch.setenv("MXKIT_IO_BATCH_TYPE", "tensor")
+    with pytest.raises(ConfigError, match="io_batch_type"):
+        NDArrayIter(np.zeros((2, 2)))
