@@ -1,0 +1,306 @@
+"""Imperative automatic differentiation, MXNet 1.x style (``mx.autograd``).
+
+While :func:`record` is active, every operator applied to an array that depends on a
+variable (an array after :meth:`NDArray.attach_grad`) is remembered with its inputs and
+outputs. :func:`backward` walks that record from the heads in reverse, asking each
+operator's registered gradient for its inputs' gradients; the gradient functions apply
+registered (backward) operators, so the backward pass runs on the engine like the
+forward pass, and can itself be recorded (``create_graph=True``) for higher orders.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from mxkit.core.errors import MXKitError
+from mxkit.ndarray.registry import OpDef
+
+
+class AutogradError(MXKitError):
+    """autograd was misused: no variables, no recorded graph, mismatched head gradients..."""
+
+
+class _State(threading.local):
+    def __init__(self) -> None:
+        self.recording = False
+        self.training = False
+
+
+_state = _State()
+_GRAD_REQS = ("write", "add", "null")
+
+
+class _Node:
+    """One recorded operator application."""
+
+    __slots__ = ("inputs", "op", "outputs", "params")
+
+    def __init__(self, op: OpDef, params: dict, inputs: Sequence[Any], outputs: Sequence[Any]):
+        self.op = op
+        self.params = params
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+
+
+class _Variable:
+    """Marks an array as a leaf whose gradient is stored in its grad buffer."""
+
+    __slots__ = ()
+
+
+VARIABLE = _Variable()
+
+
+def record_op(op: OpDef, params: dict, inputs: Sequence[Any], outputs: Sequence[Any]) -> None:
+    """Remember an operator application if any input takes part in differentiation."""
+    if not any(array._ag is not None for array in inputs):
+        return
+    node = _Node(op, params, inputs, outputs)
+    for index, array in enumerate(outputs):
+        array._ag = (node, index)
+
+
+# ---- scopes ----------------------------------------------------------------------------
+
+def is_recording() -> bool:
+    """Whether operations are being recorded."""
+    return _state.recording
+
+
+def is_training() -> bool:
+    """Whether operators run in training mode (Dropout, BatchNorm)."""
+    return _state.training
+
+
+def set_recording(is_recording: bool) -> bool:
+    """Turn recording on or off; return the previous state."""
+    previous = _state.recording
+    _state.recording = bool(is_recording)
+    return previous
+
+
+def set_training(train_mode: bool) -> bool:
+    """Turn training mode on or off; return the previous state."""
+    previous = _state.training
+    _state.training = bool(train_mode)
+    return previous
+
+
+class _Scope:
+    def __init__(self, recording: bool | None, training: bool | None):
+        self._recording = recording
+        self._training = training
+        self._saved: tuple[bool, bool] | None = None
+
+    def __enter__(self) -> _Scope:
+        self._saved = (_state.recording, _state.training)
+        if self._recording is not None:
+            _state.recording = self._recording
+        if self._training is not None:
+            _state.training = self._training
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._saved is not None
+        _state.recording, _state.training = self._saved
+
+
+def record(train_mode: bool = True) -> _Scope:
+    """Record operations in this block (``with mx.autograd.record():``), in training mode by default."""
+    return _Scope(True, train_mode)
+
+
+def pause(train_mode: bool = False) -> _Scope:
+    """Stop recording in this block."""
+    return _Scope(False, train_mode)
+
+
+def train_mode() -> _Scope:
+    """Training mode in this block (recording unchanged)."""
+    return _Scope(None, True)
+
+
+def predict_mode() -> _Scope:
+    """Inference mode in this block (recording unchanged)."""
+    return _Scope(None, False)
+
+
+# ---- variables ----------------------------------------------------------------------------
+
+def mark_variables(variables: Any, gradients: Any, grad_reqs: str | Sequence[str] = "write") -> None:
+    """Make ``variables`` leaves of differentiation whose gradients go into ``gradients``."""
+    from mxkit.ndarray.ndarray import NDArray
+
+    variables = [variables] if isinstance(variables, NDArray) else list(variables)
+    gradients = [gradients] if isinstance(gradients, NDArray) else list(gradients)
+    reqs = [grad_reqs] * len(variables) if isinstance(grad_reqs, str) else list(grad_reqs)
+    if not len(variables) == len(gradients) == len(reqs):
+        raise AutogradError(f"mark_variables got {len(variables)} variables, {len(gradients)} gradients and "
+                            f"{len(reqs)} grad_reqs; they must match")
+    for variable, gradient, req in zip(variables, gradients, reqs):
+        if req not in _GRAD_REQS:
+            raise AutogradError(f"grad_req must be one of {', '.join(_GRAD_REQS)}, got {req!r}")
+        if gradient.shape != variable.shape:
+            raise AutogradError(f"gradient buffer shape {gradient.shape} differs from variable shape "
+                                f"{variable.shape}")
+        variable._ag = VARIABLE
+        variable._grad = gradient
+        variable._grad_req = req
+
+
+# ---- backward -----------------------------------------------------------------------------
+
+class _Applier:
+    """The operator applier handed to gradient functions: ``F("op", *inputs, **params)``."""
+
+    def __call__(self, op_name: str, *inputs: Any, **params: Any) -> Any:
+        from mxkit.ndarray.invoke import invoke_by_name
+
+        return invoke_by_name(op_name, *inputs, **params)
+
+    def __getattr__(self, op_name: str) -> Any:
+        if op_name.startswith("__"):
+            raise AttributeError(op_name)
+        return lambda *inputs, **params: self(op_name, *inputs, **params)
+
+
+_APPLIER = _Applier()
+
+
+def _topological_nodes(heads: Sequence[Any]) -> list[_Node]:
+    order: list[_Node] = []
+    seen: set[int] = set()
+    stack: list[tuple[_Node, bool]] = []
+    for head in heads:
+        if isinstance(head._ag, tuple):
+            stack.append((head._ag[0], False))
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        for array in node.inputs:
+            if isinstance(array._ag, tuple) and id(array._ag[0]) not in seen:
+                stack.append((array._ag[0], False))
+    return order
+
+
+def _accumulate(store: dict, key: Any, grad: Any) -> None:
+    previous = store.get(key)
+    store[key] = grad if previous is None else previous + grad
+
+
+def _compute(heads: Sequence[Any], head_grads: Sequence[Any] | None, create_graph: bool,
+             train: bool) -> dict[int, tuple[Any, Any]]:
+    """Gradients of ``heads`` w.r.t. every reached variable: ``{id(var): (var, grad)}``."""
+    from mxkit.ndarray.creation import ones
+    from mxkit.ndarray.ndarray import NDArray
+
+    heads = [heads] if isinstance(heads, NDArray) else list(heads)
+    if head_grads is None:
+        head_grads = [None] * len(heads)
+    elif isinstance(head_grads, NDArray):
+        head_grads = [head_grads]
+    if len(head_grads) != len(heads):
+        raise AutogradError(f"got {len(head_grads)} head gradients for {len(heads)} heads")
+    if not any(head._ag is not None for head in heads):
+        raise AutogradError("cannot differentiate: no head was computed from a variable while recording; "
+                            "call attach_grad() on the inputs and compute the heads inside "
+                            "`with mx.autograd.record():`")
+    entry_grads: dict[tuple[int, int], Any] = {}
+    leaf_grads: dict[int, tuple[Any, Any]] = {}
+    saved = (_state.recording, _state.training)
+    _state.recording, _state.training = create_graph, train
+    try:
+        for head, grad in zip(heads, head_grads):
+            if grad is None:
+                grad = ones(head.shape, ctx=head.context, dtype=head._data.dtype)
+            elif grad.shape != head.shape:
+                raise AutogradError(f"head gradient shape {grad.shape} differs from head shape {head.shape}")
+            if head._ag is VARIABLE:
+                _accumulate_leaf(leaf_grads, head, grad)
+            elif head._ag is not None:
+                node, index = head._ag
+                _accumulate(entry_grads, (id(node), index), grad)
+        for node in reversed(_topological_nodes(heads)):
+            out_grads = [entry_grads.pop((id(node), i), None) for i in range(len(node.outputs))]
+            if all(g is None for g in out_grads):
+                continue
+            if node.op.gradient is None:
+                raise AutogradError(f"operator {node.op.name} is not differentiable, but a gradient flows "
+                                    f"through it; compute it outside autograd.record() or detach() its input")
+            out_grads = [g if g is not None else _zeros_like(o) for g, o in zip(out_grads, node.outputs)]
+            in_grads = node.op.gradient(_APPLIER, node.params, node.inputs, node.outputs, out_grads)
+            in_grads = list(in_grads) if isinstance(in_grads, (list, tuple)) else [in_grads]
+            for array, grad in zip(node.inputs, in_grads):
+                if grad is None or array._ag is None:
+                    continue
+                if array._ag is VARIABLE:
+                    _accumulate_leaf(leaf_grads, array, grad)
+                else:
+                    child, index = array._ag
+                    _accumulate(entry_grads, (id(child), index), grad)
+    finally:
+        _state.recording, _state.training = saved
+    return leaf_grads
+
+
+def _zeros_like(array: Any) -> Any:
+    from mxkit.ndarray.creation import zeros
+
+    return zeros(array.shape, ctx=array.context, dtype=array._data.dtype)
+
+
+def _accumulate_leaf(store: dict, array: Any, grad: Any) -> None:
+    previous = store.get(id(array))
+    store[id(array)] = (array, grad if previous is None else previous[1] + grad)
+
+
+def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, train_mode: bool = True) -> None:
+    """Compute gradients of ``heads`` and store them in the variables' grad buffers.
+
+    ``grad_req="write"`` overwrites the buffer, ``"add"`` adds to it, ``"null"`` skips it.
+    """
+    for variable, grad in _compute(heads, head_grads, False, train_mode).values():
+        if variable._grad_req == "write":
+            variable._grad[:] = grad
+        elif variable._grad_req == "add":
+            variable._grad += grad
+
+
+def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool | None = None,
+         create_graph: bool = False, train_mode: bool = True) -> list[Any]:
+    """The gradients of ``heads`` with respect to ``variables``, returned (not stored).
+
+    With ``create_graph=True`` the gradient computation is itself recorded, so the result
+    can be differentiated again.
+    """
+    from mxkit.ndarray.ndarray import NDArray
+
+    single = isinstance(variables, NDArray)
+    variables = [variables] if single else list(variables)
+    for variable in variables:
+        if variable._ag is not VARIABLE:
+            raise AutogradError("grad() needs variables marked with attach_grad() (or mark_variables) "
+                                f"before recording; got an unmarked array of shape {variable.shape}")
+    computed = _compute(heads, head_grads, create_graph, train_mode)
+    results = []
+    for variable in variables:
+        entry = computed.get(id(variable))
+        results.append(entry[1] if entry is not None else _zeros_like(variable))
+    return results
+
+
+def get_symbol(x: Any) -> Any:
+    """Not available: recorded graphs are not exported as Symbols."""
+    raise AutogradError("autograd.get_symbol is not supported by mxkit; build the graph with mx.sym instead")
+
+
+__all__ = ["AutogradError", "backward", "grad", "is_recording", "is_training", "mark_variables", "pause",
+           "predict_mode", "record", "record_op", "set_recording", "set_training", "train_mode"]

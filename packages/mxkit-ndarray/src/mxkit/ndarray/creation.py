@@ -1,0 +1,122 @@
+"""Array creation: ``array``, ``empty``, ``zeros``, ``ones``, ``full``, ``arange``, ``eye``, ``*_like``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from mxkit.core.dtypes import dtype_name
+from mxkit.core.errors import DTypeError, ShapeError
+from mxkit.ndarray.invoke import backend_of, engine, invoke_by_name, numpy_dtype, resolve_context
+from mxkit.ndarray.ndarray import NDArray
+
+
+def _shape_tuple(shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (int(shape),)
+    try:
+        dims = tuple(int(d) for d in shape)
+    except TypeError:
+        raise ShapeError(f"a shape must be an int or a tuple of ints, got {shape!r}") from None
+    if any(d < 0 for d in dims):
+        raise ShapeError(f"shape {dims} has a negative dimension; dimensions must be >= 0")
+    return dims
+
+
+def _default_dtype(dtype: Any) -> str:
+    if dtype is None:
+        from mxkit.core import config
+
+        return dtype_name(config.get("default_dtype"))
+    return dtype_name(dtype)
+
+
+def empty(shape: Any, ctx: Any = None, dtype: Any = None) -> NDArray:
+    """An uninitialised array of ``shape`` on ``ctx`` (default: the current context)."""
+    context = resolve_context(ctx)
+    data = backend_of(context).empty(_shape_tuple(shape), numpy_dtype(_default_dtype(dtype)))
+    return NDArray._from_data(data, context, engine().new_var())
+
+
+def array(source_array: Any, ctx: Any = None, dtype: Any = None) -> NDArray:
+    """An array holding a copy of ``source_array`` (NDArray, numpy array, nested lists, scalar).
+
+    Like MXNet, the dtype is ``source_array``'s for an NDArray or numpy array and float32
+    for Python lists, unless ``dtype`` is given.
+    """
+    if isinstance(source_array, NDArray):
+        result = empty(source_array.shape, ctx or source_array.context,
+                       dtype if dtype is not None else source_array._data.dtype)
+        return source_array.copyto(result)
+    if isinstance(source_array, np.ndarray):
+        name = dtype_name(dtype if dtype is not None else source_array.dtype)
+        host = source_array
+    else:
+        try:
+            host = np.asarray(source_array, dtype=None if dtype is None else numpy_dtype(dtype_name(dtype)))
+        except (TypeError, ValueError) as exc:
+            raise DTypeError(f"cannot make an NDArray from {type(source_array).__name__}: {exc}") from None
+        if host.dtype == object:
+            raise DTypeError(f"cannot make an NDArray from ragged or non-numeric data {source_array!r}")
+        name = dtype_name(dtype) if dtype is not None else "float32"
+    context = resolve_context(ctx)
+    backend = backend_of(context)
+    data = backend.from_host(np.ascontiguousarray(host, dtype=numpy_dtype(name)))
+    return NDArray._from_data(data, context, engine().new_var())
+
+
+def zeros(shape: Any, ctx: Any = None, dtype: Any = None, **kwargs: Any) -> NDArray:
+    """An array of zeros."""
+    return invoke_by_name("_zeros", shape=_shape_tuple(shape), dtype=_default_dtype(dtype), ctx=_ctx(ctx), **kwargs)
+
+
+def ones(shape: Any, ctx: Any = None, dtype: Any = None, **kwargs: Any) -> NDArray:
+    """An array of ones."""
+    return invoke_by_name("_ones", shape=_shape_tuple(shape), dtype=_default_dtype(dtype), ctx=_ctx(ctx), **kwargs)
+
+
+def full(shape: Any, val: Any, ctx: Any = None, dtype: Any = None, out: NDArray | None = None) -> NDArray:
+    """An array filled with ``val``."""
+    return invoke_by_name("_full", shape=_shape_tuple(shape), value=float(val), dtype=_default_dtype(dtype),
+                          ctx=_ctx(ctx), out=out)
+
+
+def arange(start: float, stop: float | None = None, step: float = 1.0, repeat: int = 1,
+           infer_range: bool = False, ctx: Any = None, dtype: Any = None) -> NDArray:
+    """Evenly spaced values in ``[start, stop)``, each repeated ``repeat`` times (MXNet's ``arange``)."""
+    return invoke_by_name("_arange", start=start, stop=stop, step=step, repeat=repeat,
+                          dtype=_default_dtype(dtype), ctx=_ctx(ctx))
+
+
+def eye(N: int, M: int = 0, k: int = 0, ctx: Any = None, dtype: Any = None) -> NDArray:
+    """A 2-D array with ones on the ``k``-th diagonal."""
+    return invoke_by_name("_eye", N=N, M=M, k=k, dtype=_default_dtype(dtype), ctx=_ctx(ctx))
+
+
+def _ctx(ctx: Any) -> Any:
+    return resolve_context(ctx)
+
+
+def moveaxis(tensor: NDArray, source: int, destination: int) -> NDArray:
+    """Move axis ``source`` of ``tensor`` to position ``destination``."""
+    axes = list(range(tensor.ndim))
+    source, destination = source % tensor.ndim, destination % tensor.ndim
+    axes.insert(destination, axes.pop(source))
+    return invoke_by_name("transpose", tensor, axes=tuple(axes))
+
+
+def concatenate(arrays: list[NDArray], axis: int = 0, always_copy: bool = True) -> NDArray:
+    """Join ``arrays`` along ``axis`` (MXNet's ``mx.nd.concatenate``)."""
+    if not arrays:
+        raise ShapeError("concatenate needs at least one array")
+    if len(arrays) == 1 and not always_copy:
+        return arrays[0]
+    return invoke_by_name("Concat", *arrays, dim=axis, num_args=len(arrays))
+
+
+def waitall() -> None:
+    """Wait for every pending operation (MXNet's ``mx.nd.waitall``)."""
+    engine().wait_all()
+
+
+__all__ = ["arange", "array", "concatenate", "empty", "eye", "full", "moveaxis", "ones", "waitall", "zeros"]

@@ -1,0 +1,185 @@
+"""Imperative dispatch: run one registry operator on NDArrays through the engine.
+
+Shapes and dtypes are inferred here, synchronously, so a bad call fails at the line that
+made it with the operator, its parameters and the input shapes; the outputs are
+allocated, and the kernel is pushed to the engine reading the inputs' vars and writing
+the outputs'. A kernel that fails raises at the next sync point (``asnumpy``,
+``wait_to_read``, ``mx.nd.waitall``) with the same description.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from mxkit.core.context import Context, current_context
+from mxkit.core.errors import DeviceError, DTypeError, MXKitError, ShapeError
+from mxkit.ndarray import autograd
+from mxkit.ndarray.registry import OpDef, get_registry
+
+_backends: dict[Context, Any] = {}
+_numpy_dtypes: dict[str, Any] = {}
+_engine_holder: list[Any] = []
+_lock = threading.Lock()
+
+
+class OperatorError(MXKitError):
+    """An operator's kernel failed; the message names the operator, parameters and input shapes."""
+
+
+def backend_of(ctx: Context) -> Any:
+    """The backend object of ``ctx`` (cached); a missing plugin raises :class:`DeviceError`."""
+    backend = _backends.get(ctx)
+    if backend is None:
+        backend = ctx.backend
+        _backends[ctx] = backend
+    return backend
+
+
+def numpy_dtype(name: str) -> Any:
+    """numpy dtype of a canonical dtype name (cached)."""
+    dtype = _numpy_dtypes.get(name)
+    if dtype is None:
+        from mxkit.core.dtypes import to_numpy
+
+        dtype = _numpy_dtypes[name] = to_numpy(name)
+    return dtype
+
+
+def engine() -> Any:
+    """The process engine."""
+    import mxkit.engine
+
+    return mxkit.engine.get()
+
+
+def resolve_context(ctx: Any) -> Context:
+    """A Context from ``None`` (the current one), a Context, or a string like ``"cpu(1)"``/``"cpu"``."""
+    if ctx is None:
+        return current_context()
+    if isinstance(ctx, Context):
+        return ctx
+    if isinstance(ctx, str):
+        text = ctx.strip()
+        if text.endswith(")") and "(" in text:
+            kind, _, rest = text[:-1].partition("(")
+            return Context(kind, int(rest))
+        return Context(text, 0)
+    raise DeviceError(f"expected a Context like mx.cpu(0) or a string like 'cpu(0)', got {ctx!r}")
+
+
+def _var_list(arrays: Sequence[Any], exclude: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for array in arrays:
+        var = array._var
+        if var not in out and var not in exclude:
+            out.append(var)
+    return out
+
+
+def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = None,
+           ctx: Context | None = None) -> list[Any]:
+    """Run ``op`` on NDArrays ``inputs`` with typed ``params``; return the output NDArrays.
+
+    Parameters
+    ----------
+    op : OpDef
+        The operator.
+    inputs : sequence of NDArray
+        Its inputs, all on one context.
+    params : dict
+        Typed parameters (see :meth:`OpDef.parse_params`).
+    out : NDArray or list of NDArray, optional
+        Where to write the outputs (shapes must match what the operator infers).
+    ctx : Context, optional
+        The device of an operator without inputs (default: the current context).
+
+    Raises
+    ------
+    ShapeError, DTypeError
+        When shape or dtype inference fails; the message names the call.
+    DeviceError
+        When the inputs live on different devices.
+    """
+    from mxkit.ndarray.ndarray import NDArray
+
+    if inputs:
+        ctx = inputs[0]._ctx
+        for array in inputs:
+            if array._ctx != ctx:
+                raise DeviceError(f"{op.describe_call(params, [a.shape for a in inputs])}: inputs are on "
+                                  f"different devices ({', '.join(str(a._ctx) for a in inputs)}); move them "
+                                  f"to one with as_in_context()")
+    elif ctx is None:
+        ctx = current_context()
+    in_data = [array._data for array in inputs]
+    in_shapes = [data.shape for data in in_data]
+    try:
+        out_shapes = op.infer_shape(params, in_shapes)
+        out_dtypes = op.infer_dtype(params, [data.dtype.name for data in in_data])
+    except (ShapeError, DTypeError) as exc:
+        raise type(exc)(f"{op.describe_call(params, in_shapes)}: {exc}") from None
+    except MXKitError:
+        raise
+    except (ValueError, TypeError, IndexError) as exc:
+        raise ShapeError(f"{op.describe_call(params, in_shapes)}: {exc}") from None
+    backend = backend_of(ctx)
+    if out is None:
+        outputs = [NDArray._from_data(backend.empty(shape, numpy_dtype(dtype)), ctx, engine().new_var())
+                   for shape, dtype in zip(out_shapes, out_dtypes)]
+    else:
+        outputs = list(out) if isinstance(out, (list, tuple)) else [out]
+        if len(outputs) != len(out_shapes):
+            raise ShapeError(f"{op.describe_call(params, in_shapes)}: got {len(outputs)} out arrays for "
+                             f"{len(out_shapes)} outputs")
+        for target, shape in zip(outputs, out_shapes):
+            if target._data.shape != tuple(shape):
+                raise ShapeError(f"{op.describe_call(params, in_shapes)}: out has shape {target.shape}, "
+                                 f"the result has shape {tuple(shape)}")
+            if target._ctx != ctx:
+                raise DeviceError(f"{op.describe_call(params, in_shapes)}: out is on {target._ctx}, the "
+                                  f"inputs on {ctx}")
+    out_data = [array._data for array in outputs]
+    writes = _var_list(outputs, [])
+    reads = _var_list(inputs, writes)
+    kernel = op.kernel_for(backend.name)
+    xp = backend.xp
+    run_params = params
+    if op.needs_rng:
+        from mxkit.ndarray.random import generator_state
+
+        state = generator_state(ctx)
+        run_params = dict(params, _rng=state.generator_proxy())
+        writes.append(state.var)
+
+    def run() -> None:
+        try:
+            kernel(xp, in_data, out_data, run_params)
+        except Exception as exc:
+            raise OperatorError(f"{op.describe_call(params, in_shapes)} failed: {type(exc).__name__}: {exc}") \
+                from exc
+
+    engine().push(run, reads, writes, ctx, 0, op.name)
+    if autograd._state.recording:
+        autograd.record_op(op, params, inputs, outputs)
+    return outputs
+
+
+def invoke_by_name(name: str, *inputs: Any, out: Any = None, ctx: Any = None, **params: Any) -> Any:
+    """Run the registry operator ``name``; one output is returned bare, several as a list."""
+    op = get_registry().get(name)
+    typed = op.parse_params(params)
+    outputs = invoke(op, list(inputs), typed, out=out, ctx=resolve_context(ctx) if ctx is not None else None)
+    return outputs[0] if len(outputs) == 1 else outputs
+
+
+def push_raw(fn: Any, reads: Sequence[Any], writes: Sequence[Any], ctx: Context, name: str) -> None:
+    """Push a plain function reading and writing the given NDArrays (indexing, copies)."""
+    write_vars = _var_list(writes, [])
+    read_vars = _var_list(reads, write_vars)
+    engine().push(fn, read_vars, write_vars, ctx, 0, name)
+
+
+__all__ = ["OperatorError", "backend_of", "engine", "invoke", "invoke_by_name", "numpy_dtype", "push_raw",
+           "resolve_context"]

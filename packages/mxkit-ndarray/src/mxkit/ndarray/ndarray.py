@@ -1,0 +1,472 @@
+"""The NDArray: an array on a device whose operations run asynchronously on the engine.
+
+An NDArray is a backend array (its storage, or a strided view of it: offset and strides
+live in that view) plus a context and an engine var. Views made by basic slicing and
+``reshape`` share the storage *and the var* of their parent, so a write through a view
+is ordered with every other operation on the parent.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from mxkit.core.context import Context
+from mxkit.core.errors import DTypeError, MXKitError, ShapeError
+from mxkit.ndarray.invoke import engine, invoke_by_name, push_raw
+
+_BINARY = {
+    # python operator: (broadcast op, scalar op, reversed scalar op)
+    "add": ("broadcast_add", "_plus_scalar", "_plus_scalar"),
+    "sub": ("broadcast_sub", "_minus_scalar", "_rminus_scalar"),
+    "mul": ("broadcast_mul", "_mul_scalar", "_mul_scalar"),
+    "div": ("broadcast_div", "_div_scalar", "_rdiv_scalar"),
+    "mod": ("broadcast_mod", "_mod_scalar", "_rmod_scalar"),
+    "pow": ("broadcast_power", "_power_scalar", "_rpower_scalar"),
+    "eq": ("broadcast_equal", "_equal_scalar", "_equal_scalar"),
+    "ne": ("broadcast_not_equal", "_not_equal_scalar", "_not_equal_scalar"),
+    "gt": ("broadcast_greater", "_greater_scalar", "_lesser_scalar"),
+    "ge": ("broadcast_greater_equal", "_greater_equal_scalar", "_lesser_equal_scalar"),
+    "lt": ("broadcast_lesser", "_lesser_scalar", "_greater_scalar"),
+    "le": ("broadcast_lesser_equal", "_lesser_equal_scalar", "_greater_equal_scalar"),
+}
+
+
+def _is_scalar(value: Any) -> bool:
+    return isinstance(value, (int, float, np.number, np.bool_)) and not isinstance(value, np.ndarray)
+
+
+class NDArray:
+    """An n-dimensional array on a device (MXNet's ``mx.nd.NDArray``).
+
+    Make one with :func:`mxkit.ndarray.array`, :func:`~mxkit.ndarray.zeros` and friends;
+    operations return new arrays immediately while their work runs on the engine.
+    """
+
+    __slots__ = ("__weakref__", "_ag", "_ctx", "_data", "_grad", "_grad_req", "_var")
+    __array_priority__ = 1000.0  # numpy defers to NDArray's reflected operators
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        raise MXKitError("NDArray is not made directly; use mx.nd.array(), mx.nd.zeros(), mx.nd.empty() ...")
+
+    @classmethod
+    def _from_data(cls, data: Any, ctx: Context, var: Any) -> NDArray:
+        self = object.__new__(cls)
+        self._data = data
+        self._ctx = ctx
+        self._var = var
+        self._ag = None
+        self._grad = None
+        self._grad_req = "null"
+        return self
+
+    def _view(self, data: Any) -> NDArray:
+        """An NDArray over ``data`` (a view of this array's storage) sharing its var."""
+        return NDArray._from_data(data, self._ctx, self._var)
+
+    # ---- properties --------------------------------------------------------------------
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The shape (a tuple of ints)."""
+        return self._data.shape
+
+    @property
+    def dtype(self) -> type:
+        """The element type, as a numpy scalar type (``numpy.float32``), like MXNet."""
+        return self._data.dtype.type
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return int(self._data.size)
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return self._data.ndim
+
+    @property
+    def context(self) -> Context:
+        """The device of this array."""
+        return self._ctx
+
+    ctx = context
+
+    @property
+    def stype(self) -> str:
+        """Storage type: always ``"default"`` (dense)."""
+        return "default"
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Byte strides of this array (a view may be non-contiguous)."""
+        return self._data.strides
+
+    @property
+    def var(self) -> Any:
+        """The engine var that orders operations on this array's storage."""
+        return self._var
+
+    @property
+    def T(self) -> NDArray:
+        """The transpose (a new array)."""
+        return self.transpose()
+
+    @property
+    def grad(self) -> NDArray | None:
+        """The gradient buffer made by :meth:`attach_grad` (``None`` before)."""
+        return self._grad
+
+    # ---- synchronization and host copies ---------------------------------------------
+
+    def wait_to_read(self) -> None:
+        """Block until every pending write to this array is done (re-raising its error)."""
+        engine().wait_for_var(self._var)
+
+    def wait_to_write(self) -> None:
+        """Block until every pending read and write of this array is done."""
+        eng = engine()
+        eng.push(lambda: None, (), [self._var], self._ctx, 0, "wait_to_write")
+        eng.wait_for_var(self._var)
+
+    def asnumpy(self) -> np.ndarray:
+        """A numpy copy of the data (waits for pending writes)."""
+        engine().wait_for_var(self._var)
+        host = self._ctx.backend.to_host(self._data) if self._ctx.device_type != "cpu" else self._data
+        return np.array(host, copy=True)
+
+    def asscalar(self) -> Any:
+        """The value of a one-element array as a numpy scalar."""
+        if self.size != 1:
+            raise ShapeError(f"asscalar needs an array of exactly one element, this one has shape {self.shape}")
+        return self.asnumpy().reshape(())[()]
+
+    def item(self) -> Any:
+        """The value of a one-element array as a Python scalar."""
+        return self.asscalar().item()
+
+    def tolist(self) -> list:
+        """The data as nested Python lists."""
+        return self.asnumpy().tolist()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        array = self.asnumpy()
+        return array if dtype is None else array.astype(dtype)
+
+    def __repr__(self) -> str:
+        shape = "x".join(str(d) for d in self.shape)
+        return f"\n{self.asnumpy()}\n<{type(self).__name__} {shape} @{self._ctx}>"
+
+    def __str__(self) -> str:
+        return repr(self)
+
+    # ---- copies, dtype, devices -------------------------------------------------------
+
+    def copy(self) -> NDArray:
+        """A deep copy on the same device."""
+        return invoke_by_name("_copy", self)
+
+    def astype(self, dtype: Any, copy: bool = True) -> NDArray:
+        """This array cast to ``dtype`` (``self`` when ``copy=False`` and the dtype matches)."""
+        from mxkit.core.dtypes import dtype_name
+
+        if not copy and dtype_name(dtype) == self._data.dtype.name:
+            return self
+        return invoke_by_name("Cast", self, dtype=dtype)
+
+    def copyto(self, other: NDArray | Context) -> NDArray:
+        """Copy into ``other`` (an NDArray, of the same shape) or a new array on device ``other``."""
+        from mxkit.ndarray.creation import empty
+
+        if isinstance(other, Context):
+            target = empty(self.shape, ctx=other, dtype=self._data.dtype)
+        elif isinstance(other, NDArray):
+            if other is self:
+                return self
+            if other.shape != self.shape:
+                raise ShapeError(f"copyto: source shape {self.shape} differs from target shape {other.shape}")
+            target = other
+        else:
+            raise MXKitError(f"copyto takes an NDArray or a Context, got {type(other).__name__}")
+        copy_into(target, self)
+        return target
+
+    def as_in_context(self, context: Context) -> NDArray:
+        """This array if it is on ``context``, else a copy there."""
+        return self if context == self._ctx else self.copyto(context)
+
+    def detach(self) -> NDArray:
+        """A view of the same data outside the autograd graph."""
+        return self._view(self._data)
+
+    def attach_grad(self, grad_req: str = "write", stype: str | None = None) -> None:
+        """Allocate a gradient buffer and mark this array as a variable for autograd."""
+        from mxkit.ndarray.autograd import mark_variables
+        from mxkit.ndarray.creation import zeros
+
+        mark_variables([self], [zeros(self.shape, ctx=self._ctx, dtype=self._data.dtype)], grad_req)
+
+    def backward(self, out_grad: NDArray | None = None, retain_graph: bool = False,
+                 train_mode: bool = True) -> None:
+        """Compute the gradients of this array with respect to the marked variables."""
+        from mxkit.ndarray.autograd import backward
+
+        backward([self], None if out_grad is None else [out_grad], retain_graph, train_mode)
+
+    # ---- shape ------------------------------------------------------------------------
+
+    def reshape(self, *shape: Any, **kwargs: Any) -> NDArray:
+        """A reshaped array, with MXNet's codes (0, -1, -2, -3, -4); a view when possible."""
+        from mxkit.ndarray import autograd
+        from mxkit.ndarray.shapes import infer_reshape
+
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        if "shape" in kwargs:
+            shape = tuple(kwargs.pop("shape"))
+        reverse = bool(kwargs.pop("reverse", False))
+        if kwargs:
+            raise MXKitError(f"reshape got unknown arguments {sorted(kwargs)}; it takes shape and reverse")
+        target = infer_reshape(self.shape, shape, reverse, "reshape")
+        if self._data.flags.c_contiguous and not (autograd._state.recording and self._ag is not None):
+            return self._view(self._data.reshape(target))
+        return invoke_by_name("Reshape", self, shape=target)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d NDArray")
+        return self.shape[0]
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def __bool__(self) -> bool:
+        if self.size == 0:
+            return False
+        if self.size == 1:
+            return bool(self.asscalar())
+        raise ValueError(f"the truth value of an NDArray with {self.size} elements is ambiguous; "
+                         f"use (a != 0).sum() or similar")
+
+    __hash__ = object.__hash__
+
+    # ---- indexing ---------------------------------------------------------------------
+
+    def __getitem__(self, key: Any) -> NDArray:
+        from mxkit.ndarray.indexing import get_item
+
+        return get_item(self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        from mxkit.ndarray.indexing import set_item
+
+        set_item(self, key, value)
+
+    # ---- arithmetic -------------------------------------------------------------------
+
+    def _binary(self, other: Any, kind: str, reverse: bool = False, out: Any = None) -> NDArray:
+        broadcast_op, scalar_op, reverse_op = _BINARY[kind]
+        if isinstance(other, NDArray):
+            args = (other, self) if reverse else (self, other)
+            return invoke_by_name(broadcast_op, *args, out=out)
+        if _is_scalar(other):
+            return invoke_by_name(reverse_op if reverse else scalar_op, self, out=out, scalar=float(other))
+        if isinstance(other, (np.ndarray, list, tuple)):
+            from mxkit.ndarray.creation import array
+
+            return self._binary(array(other, ctx=self._ctx, dtype=self._data.dtype), kind, reverse, out)
+        return NotImplemented
+
+    def __add__(self, other: Any) -> NDArray:
+        return self._binary(other, "add")
+
+    def __radd__(self, other: Any) -> NDArray:
+        return self._binary(other, "add", reverse=True)
+
+    def __iadd__(self, other: Any) -> NDArray:
+        return self._binary(other, "add", out=self)
+
+    def __sub__(self, other: Any) -> NDArray:
+        return self._binary(other, "sub")
+
+    def __rsub__(self, other: Any) -> NDArray:
+        return self._binary(other, "sub", reverse=True)
+
+    def __isub__(self, other: Any) -> NDArray:
+        return self._binary(other, "sub", out=self)
+
+    def __mul__(self, other: Any) -> NDArray:
+        return self._binary(other, "mul")
+
+    def __rmul__(self, other: Any) -> NDArray:
+        return self._binary(other, "mul", reverse=True)
+
+    def __imul__(self, other: Any) -> NDArray:
+        return self._binary(other, "mul", out=self)
+
+    def __truediv__(self, other: Any) -> NDArray:
+        return self._binary(other, "div")
+
+    def __rtruediv__(self, other: Any) -> NDArray:
+        return self._binary(other, "div", reverse=True)
+
+    def __itruediv__(self, other: Any) -> NDArray:
+        return self._binary(other, "div", out=self)
+
+    __div__, __rdiv__, __idiv__ = __truediv__, __rtruediv__, __itruediv__
+
+    def __mod__(self, other: Any) -> NDArray:
+        return self._binary(other, "mod")
+
+    def __rmod__(self, other: Any) -> NDArray:
+        return self._binary(other, "mod", reverse=True)
+
+    def __imod__(self, other: Any) -> NDArray:
+        return self._binary(other, "mod", out=self)
+
+    def __pow__(self, other: Any) -> NDArray:
+        return self._binary(other, "pow")
+
+    def __rpow__(self, other: Any) -> NDArray:
+        return self._binary(other, "pow", reverse=True)
+
+    def __ipow__(self, other: Any) -> NDArray:
+        return self._binary(other, "pow", out=self)
+
+    def __eq__(self, other: Any) -> NDArray:  # type: ignore[override]
+        return self._binary(other, "eq")
+
+    def __ne__(self, other: Any) -> NDArray:  # type: ignore[override]
+        return self._binary(other, "ne")
+
+    def __gt__(self, other: Any) -> NDArray:
+        return self._binary(other, "gt")
+
+    def __ge__(self, other: Any) -> NDArray:
+        return self._binary(other, "ge")
+
+    def __lt__(self, other: Any) -> NDArray:
+        return self._binary(other, "lt")
+
+    def __le__(self, other: Any) -> NDArray:
+        return self._binary(other, "le")
+
+    def __neg__(self) -> NDArray:
+        return invoke_by_name("negative", self)
+
+    def __pos__(self) -> NDArray:
+        return self
+
+    def __abs__(self) -> NDArray:
+        return invoke_by_name("abs", self)
+
+    # ---- DLPack -------------------------------------------------------------------------
+
+    def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
+        """A DLPack capsule of this array's memory (waits for pending writes; shares the memory)."""
+        from mxkit.ndarray.dlpack import export_capsule
+
+        return export_capsule(self, stream, **kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        from mxkit.ndarray.dlpack import dlpack_device
+
+        return dlpack_device(self)
+
+    def to_dlpack_for_read(self) -> Any:
+        """A DLPack capsule for reading (after pending writes finish)."""
+        return self.__dlpack__()
+
+    def to_dlpack_for_write(self) -> Any:
+        """A DLPack capsule for writing (after pending reads and writes finish)."""
+        self.wait_to_write()
+        return self.__dlpack__()
+
+
+def copy_into(target: NDArray, source: Any) -> None:
+    """Push a copy of ``source`` (NDArray, numpy array or scalar) into ``target``, broadcasting."""
+    if isinstance(source, NDArray):
+        src_data, dst_data = source._data, target._data
+        if source._ctx.device_type == target._ctx.device_type == "cpu" or \
+                source._ctx == target._ctx:
+            xp = target._ctx.backend.xp
+
+            def run() -> None:
+                xp.copyto(dst_data, xp.broadcast_to(src_data, dst_data.shape), casting="unsafe")
+        else:
+            src_backend, dst_backend = source._ctx.backend, target._ctx.backend
+
+            def run() -> None:
+                host = np.broadcast_to(src_backend.to_host(src_data), dst_data.shape)
+                dst_data[...] = dst_backend.from_host(np.ascontiguousarray(host, dtype=dst_data.dtype))
+        push_raw(run, [source], [target], target._ctx, "_copyto")
+        return
+    if _is_scalar(source):
+        value = source
+        data = target._data
+
+        def fill() -> None:
+            data[...] = value
+
+        push_raw(fill, [], [target], target._ctx, "_set_value")
+        return
+    try:
+        host = np.asarray(source)
+    except Exception as exc:
+        raise DTypeError(f"cannot assign a {type(source).__name__} to an NDArray: {exc}") from None
+    if host.dtype == object:
+        raise DTypeError(f"cannot assign a {type(source).__name__} of mixed objects to an NDArray; "
+                         f"use numbers, a numpy array or an NDArray")
+    try:
+        np.broadcast_shapes(host.shape, target.shape)
+    except ValueError:
+        raise ShapeError(f"cannot assign a value of shape {host.shape} to an array of shape {target.shape}") \
+            from None
+    backend = target._ctx.backend
+    device_value = backend.from_host(np.ascontiguousarray(np.broadcast_to(host, target.shape),
+                                                         dtype=target._data.dtype))
+    data = target._data
+
+    def copy_host() -> None:
+        data[...] = device_value
+
+    push_raw(copy_host, [], [target], target._ctx, "_copy_from_host")
+
+
+def _method(op_name: str, doc_name: str):
+    def method(self: NDArray, *args: Any, **kwargs: Any) -> Any:
+        from mxkit.ndarray import op_functions
+
+        return op_functions.call(op_name, (self, *args), kwargs)
+
+    method.__name__ = doc_name
+    method.__doc__ = f"Same as ``mx.nd.{op_name}(self, ...)``."
+    return method
+
+
+#: NDArray methods that call the operator of the same (or the given) name with self first
+METHOD_OPS = {
+    "transpose": "transpose", "swapaxes": "SwapAxis", "flatten": "Flatten", "expand_dims": "expand_dims",
+    "squeeze": "squeeze", "tile": "tile", "repeat": "repeat", "flip": "reverse", "split": "SliceChannel",
+    "slice": "slice", "slice_axis": "slice_axis", "clip": "clip", "one_hot": "one_hot", "pick": "pick",
+    "take": "take", "topk": "topk", "sort": "sort", "argsort": "argsort", "sum": "sum", "mean": "mean",
+    "max": "max", "min": "min", "prod": "prod", "nansum": "nansum", "nanprod": "nanprod",
+    "argmax": "argmax", "argmin": "argmin", "norm": "norm", "argmax_channel": "argmax_channel",
+    "dot": "dot", "broadcast_to": "broadcast_to", "broadcast_like": "broadcast_like",
+    "broadcast_axes": "broadcast_axis", "reshape_like": "reshape_like", "zeros_like": "zeros_like",
+    "ones_like": "ones_like", "softmax": "softmax", "log_softmax": "log_softmax", "relu": "relu",
+    "sigmoid": "sigmoid", "tanh": "tanh", "exp": "exp", "expm1": "expm1", "log": "log", "log10": "log10",
+    "log2": "log2", "log1p": "log1p", "sqrt": "sqrt", "rsqrt": "rsqrt", "cbrt": "cbrt", "rcbrt": "rcbrt",
+    "square": "square", "reciprocal": "reciprocal", "abs": "abs", "sign": "sign", "sin": "sin", "cos": "cos",
+    "tan": "tan", "arcsin": "arcsin", "arccos": "arccos", "arctan": "arctan", "sinh": "sinh",
+    "cosh": "cosh", "arcsinh": "arcsinh", "arccosh": "arccosh", "arctanh": "arctanh", "degrees": "degrees",
+    "radians": "radians", "floor": "floor", "ceil": "ceil", "round": "round", "rint": "rint",
+    "trunc": "trunc", "fix": "fix", "softrelu": "softrelu", "shuffle": "_shuffle",
+}
+
+for _name, _op in METHOD_OPS.items():
+    setattr(NDArray, _name, _method(_op, _name))
+
+__all__ = ["NDArray", "copy_into"]

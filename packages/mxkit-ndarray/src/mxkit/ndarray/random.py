@@ -1,0 +1,136 @@
+"""Random sampling (``mx.random`` and ``mx.nd.random``) with reproducible seeds.
+
+Each device has one generator guarded by an engine var: every sampling operator reads
+and writes that var, so samples are drawn in push order even on a threaded engine, and
+:func:`seed` (itself pushed) takes effect exactly between the operations pushed before
+and after it.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+from mxkit.core.context import Context
+from mxkit.core.errors import MXKitError
+from mxkit.ndarray.invoke import backend_of, engine, invoke_by_name, resolve_context
+
+
+class GeneratorState:
+    """The generator of one device and the engine var that orders its use.
+
+    Kernels receive this object as ``params["_rng"]`` and call generator methods on it
+    (``uniform``, ``normal``, ``integers``, ``permutation``); it forwards them to the
+    generator current when the kernel runs.
+    """
+
+    def __init__(self, ctx: Context, seed: int | None):
+        self.ctx = ctx
+        self.var = engine().new_var()
+        self.generator = _make_generator(ctx, seed)
+
+    def generator_proxy(self) -> GeneratorState:
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["generator"], name)
+
+
+def _make_generator(ctx: Context, seed: int | None) -> Any:
+    backend = backend_of(ctx)
+    maker = getattr(backend, "make_rng", None)
+    if maker is not None:
+        return maker(seed)
+    return np.random.default_rng(seed)
+
+
+_states: dict[Context, GeneratorState] = {}
+_lock = threading.Lock()
+
+
+def _initial_seed() -> int | None:
+    from mxkit.core import config
+
+    value = config.get("seed")
+    return None if value is None or value < 0 else int(value)
+
+
+def generator_state(ctx: Context) -> GeneratorState:
+    """The generator state of ``ctx`` (made on first use, seeded from config ``seed``)."""
+    state = _states.get(ctx)
+    if state is None:
+        with _lock:
+            state = _states.get(ctx)
+            if state is None:
+                state = _states[ctx] = GeneratorState(ctx, _initial_seed())
+    return state
+
+
+def seed(seed_state: int, ctx: Any = "all") -> None:
+    """Seed the generators of every device (``ctx="all"``) or of one device.
+
+    After ``mx.random.seed(s)`` the same sequence of sampling calls gives the same numbers.
+    """
+    if isinstance(seed_state, bool) or not isinstance(seed_state, (int, np.integer)):
+        raise MXKitError(f"seed must be an int, got {seed_state!r}")
+    value = int(seed_state)
+    if ctx == "all":
+        from mxkit.core.context import current_context
+
+        contexts = set(_states) | {current_context()}
+    else:
+        contexts = {resolve_context(ctx)}
+    for context in contexts:
+        state = generator_state(context)
+
+        def reseed(state: GeneratorState = state, context: Context = context) -> None:
+            state.generator = _make_generator(context, value)
+
+        engine().push(reseed, (), [state.var], context, 0, "_random_seed")
+
+
+def _sample(op: str, shape: Any, dtype: Any, ctx: Any, out: Any, **params: Any) -> Any:
+    if out is not None:
+        shape, ctx = out.shape, out.context
+        dtype = dtype if dtype is not None else out._data.dtype
+    if shape is None:
+        shape = (1,)
+    if isinstance(shape, int):
+        shape = (shape,)
+    if dtype is not None:
+        params["dtype"] = dtype
+    return invoke_by_name(op, shape=tuple(shape), ctx=resolve_context(ctx), out=out, **params)
+
+
+def uniform(low: float = 0.0, high: float = 1.0, shape: Any = None, dtype: Any = None, ctx: Any = None,
+            out: Any = None, **kwargs: Any) -> Any:
+    """Samples uniformly from ``[low, high)``."""
+    return _sample("_random_uniform", shape, dtype, ctx, out, low=low, high=high, **kwargs)
+
+
+def normal(loc: float = 0.0, scale: float = 1.0, shape: Any = None, dtype: Any = None, ctx: Any = None,
+           out: Any = None, **kwargs: Any) -> Any:
+    """Samples from a normal distribution with mean ``loc`` and standard deviation ``scale``."""
+    return _sample("_random_normal", shape, dtype, ctx, out, loc=loc, scale=scale, **kwargs)
+
+
+def randn(*shape: int, loc: float = 0.0, scale: float = 1.0, dtype: Any = None, ctx: Any = None) -> Any:
+    """Normal samples of the given shape (``mx.nd.random.randn(2, 3)``)."""
+    return normal(loc, scale, shape=shape or (1,), dtype=dtype, ctx=ctx)
+
+
+def randint(low: int, high: int, shape: Any = None, dtype: Any = None, ctx: Any = None, out: Any = None,
+            **kwargs: Any) -> Any:
+    """Samples integers uniformly from ``[low, high)`` (int32 by default)."""
+    if high <= low:
+        raise MXKitError(f"randint needs low < high, got low={low}, high={high}")
+    return _sample("_random_randint", shape, dtype, ctx, out, low=low, high=high, **kwargs)
+
+
+def shuffle(data: Any, **kwargs: Any) -> Any:
+    """A copy of ``data`` with its first axis randomly permuted."""
+    return invoke_by_name("_shuffle", data, **kwargs)
+
+
+__all__ = ["normal", "randint", "randn", "seed", "shuffle", "uniform"]
