@@ -78,8 +78,10 @@ def test_pack_img_bad_arguments():
     img = np.zeros((4, 4, 3), np.uint8)
     with pytest.raises(ConfigError, match=r"'\.gif'"):
         recordio.pack_img(IRHeader(0, 0, 0, 0), img, img_fmt=".gif")
-    with pytest.raises(ConfigError, match=r"0\.\.9, got 50"):
-        recordio.pack_img(IRHeader(0, 0, 0, 0), img, quality=50, img_fmt=".png")
+    with pytest.raises(ConfigError, match=r"0\.\.9 \(higher means 9\), got -1"):
+        recordio.pack_img(IRHeader(0, 0, 0, 0), img, quality=-1, img_fmt=".png")
+    assert recordio.pack_img(IRHeader(0, 0, 0, 0), img, 95, ".png") == recordio.pack_img(
+        IRHeader(0, 0, 0, 0), img, 9, ".png")
     with pytest.raises(FormatError, match="could not decode 5 bytes"):
         recordio.unpack_img(recordio.pack(IRHeader(0, 0, 0, 0), b"abcde"))
 

@@ -30,7 +30,10 @@ def cv2_module() -> Any:
 
 
 def imencode(img: np.ndarray, img_fmt: str = ".jpg", quality: int = 95) -> bytes:
-    """Encode ``img`` as JPEG (``quality`` 0-100) or PNG (``quality`` = compression 0-9)."""
+    """Encode ``img`` as JPEG (``quality`` 0-100) or PNG (``quality`` = compression 0-9).
+
+    A PNG compression above 9 means 9, as in OpenCV (so MXNet's default of 95 works).
+    """
     cv2 = cv2_module()
     fmt = img_fmt.lower()
     if fmt in (".jpg", ".jpeg"):
@@ -38,9 +41,10 @@ def imencode(img: np.ndarray, img_fmt: str = ".jpg", quality: int = 95) -> bytes
             raise ConfigError(f"JPEG quality must be in 0..100, got {quality}")
         params = [cv2.IMWRITE_JPEG_QUALITY, int(quality)]
     elif fmt == ".png":
-        if not 0 <= quality <= 9:
-            raise ConfigError(f"PNG compression must be in 0..9, got {quality}")
-        params = [cv2.IMWRITE_PNG_COMPRESSION, int(quality)]
+        if quality < 0:
+            raise ConfigError(f"PNG compression must be in 0..9 (higher means 9), got {quality}")
+        # MXNet passes its default quality (95) straight to OpenCV, which caps it at 9.
+        params = [cv2.IMWRITE_PNG_COMPRESSION, min(int(quality), 9)]
     else:
         raise ConfigError(f"image format must be '.jpg', '.jpeg' or '.png', got {img_fmt!r}")
     img = np.asarray(img)
