@@ -68,6 +68,9 @@ DEVICE_TYPES: dict[int, str] = {1: "cpu", 2: "gpu", 3: "cpu_pinned", 5: "cpu_sha
 # numpy 1.x cannot hold more dimensions; a larger ndim in a file is corruption, not data.
 _MAX_NDIM = 32
 _MAX_ELEMENTS = sys.maxsize // 16  # leaves room for the widest element (8 bytes) and then some
+_FLAG_CACHE: dict[np.dtype, int] = {}  # dtype -> flag, and flag -> little-endian dtype
+_DTYPE_CACHE: dict[int, np.dtype] = {}
+_STRUCTS: dict[str, struct.Struct] = {}  # compiled little-endian layouts, by format
 _INDEX_FLAGS = {flag for name, flag in DTYPE_FLAGS.items() if name.startswith(("int", "uint"))}
 
 
@@ -179,15 +182,22 @@ class _Reader:
                             f"but only {left} bytes remain")
 
     def read(self, nbytes: int, what: str) -> bytes:
-        self.need(nbytes, what)
+        if nbytes > self.size - self.offset:
+            self.need(nbytes, what)
         chunk = self.stream.read(nbytes)
         if len(chunk) != nbytes:  # the stream shrank under us
             raise self.fail(f"expected {what} ({nbytes} bytes), but the stream ended after {len(chunk)}")
         self.offset += nbytes
         return chunk
 
+    def values(self, fmt: str, what: str) -> tuple[Any, ...]:
+        """The little-endian ``struct`` fields of ``fmt``."""
+        layout = _STRUCTS.get(fmt) or _STRUCTS.setdefault(fmt, struct.Struct("<" + fmt))
+        return layout.unpack(self.read(layout.size, what))
+
     def unpack(self, fmt: str, what: str) -> Any:
-        return struct.unpack("<" + fmt, self.read(struct.calcsize("<" + fmt), what))[0]
+        """The one ``struct`` field of ``fmt``."""
+        return self.values(fmt, what)[0]
 
     def array(self, count: int, dtype: np.dtype, what: str) -> np.ndarray:
         """``count`` elements of ``dtype`` into a fresh, writable, aligned array."""
@@ -217,8 +227,7 @@ def _read_shape(reader: _Reader, what: str) -> tuple[int, ...] | None:
         return None
     if not 0 <= ndim <= _MAX_NDIM:
         raise reader.fail(f"the ndim of {what} is {ndim}; expected 0..{_MAX_NDIM} (or -1 for unknown)", start)
-    dims = reader.array(ndim, np.dtype("<i8"), f"the {ndim} dimensions of {what}")
-    return tuple(int(d) for d in dims)
+    return reader.values(f"{ndim}q", f"the {ndim} dimensions of {what}")
 
 
 def _check_dims(reader: _Reader, shape: tuple[int, ...], what: str, start: int) -> None:
@@ -231,27 +240,27 @@ def _check_dims(reader: _Reader, shape: tuple[int, ...], what: str, start: int) 
                           f"{_MAX_ELEMENTS} elements", start)
 
 
-def _read_device(reader: _Reader, what: str) -> tuple[str, int]:
+def _read_device_and_dtype(reader: _Reader, what: str) -> tuple[str, int, np.dtype]:
+    """The i32 device type, i32 device id and i32 dtype flag that follow a record's shape."""
     start = reader.offset
-    dev_type = reader.unpack("i", f"the device type of {what}")
-    dev_id = reader.unpack("i", f"the device id of {what}")
+    dev_type, dev_id, flag = reader.values("iii", f"the device type, device id and dtype flag of {what}")
     if dev_type not in DEVICE_TYPES:
         known = ", ".join(f"{code} ({name})" for code, name in DEVICE_TYPES.items())
         raise reader.fail(f"unknown device type {dev_type} in {what}; expected one of {known}", start)
     if dev_id < 0:
         raise reader.fail(f"device id {dev_id} of {what} is negative; expected >= 0", start + 4)
-    return DEVICE_TYPES[dev_type], dev_id
+    return DEVICE_TYPES[dev_type], dev_id, _dtype_of_flag(reader, flag, what, start + 8)
 
 
-def _read_dtype(reader: _Reader, what: str, *, index_only: bool = False) -> np.dtype:
-    start = reader.offset
-    flag = reader.unpack("i", f"the dtype flag of {what}")
+def _dtype_of_flag(reader: _Reader, flag: int, what: str, at: int, *, index_only: bool = False) -> np.dtype:
     allowed = _INDEX_FLAGS if index_only else FLAG_DTYPES.keys()
     if flag not in allowed:
         known = ", ".join(f"{f}={FLAG_DTYPES[f]}" for f in sorted(allowed))
-        raise reader.fail(f"unknown dtype flag {flag} for {what}; expected one of {known}", start)
-    numpy_dtype: np.dtype = np.dtype(to_numpy(FLAG_DTYPES[flag]))
-    return numpy_dtype.newbyteorder("<")
+        raise reader.fail(f"unknown dtype flag {flag} for {what}; expected one of {known}", at)
+    numpy_dtype = _DTYPE_CACHE.get(flag)
+    if numpy_dtype is None:
+        numpy_dtype = _DTYPE_CACHE.setdefault(flag, np.dtype(to_numpy(FLAG_DTYPES[flag])).newbyteorder("<"))
+    return numpy_dtype
 
 
 def _size(shape: tuple[int, ...] | list[int]) -> int:
@@ -263,9 +272,8 @@ def _size(shape: tuple[int, ...] | list[int]) -> int:
 
 def _read_dense_tail(reader: _Reader, shape: tuple[int, ...], version: int, what: str) -> StoredArray:
     """Device, dtype and data of a dense record whose shape has been read."""
-    device, dev_id = _read_device(reader, what)
-    dtype = _read_dtype(reader, what)
-    data = reader.array(_size(shape), dtype, f"the data of {what}, shape {shape}, {dtype.name}")
+    device, dev_id, dtype = _read_device_and_dtype(reader, what)
+    data = reader.array(_size(shape), dtype, f"the data of {what} (shape {shape})")
     return StoredArray(data.reshape(shape), version, device, dev_id)
 
 
@@ -283,8 +291,7 @@ def _read_legacy_record(reader: _Reader, first_word: int, what: str) -> StoredAr
             raise reader.fail(
                 f"{what} starts with 0x{first_word:08X}, which is neither a record magic (0x{V3_MAGIC:08X}, "
                 f"0x{V2_MAGIC:08X}, 0x{V1_MAGIC:08X}) nor a legacy ndim (0..{_MAX_NDIM})", start)
-        dims = reader.array(first_word, np.dtype("<u4"), f"the {first_word} dimensions of {what}")
-        shape = tuple(int(d) for d in dims)
+        shape = reader.values(f"{first_word}I", f"the {first_word} dimensions of {what}")
     _check_dims(reader, shape, f"the shape of {what}", start)
     if len(shape) == 0:  # before np shape semantics, ndim 0 meant "no array", and nothing follows
         return StoredArray(None, version)
@@ -293,12 +300,13 @@ def _read_legacy_record(reader: _Reader, first_word: int, what: str) -> StoredAr
 
 def _read_sparse_tail(reader: _Reader, stype: int, storage_shape: tuple[int, ...],
                       shape: tuple[int, ...], what: str, start: int) -> StoredArray:
-    device, dev_id = _read_device(reader, what)
-    dtype = _read_dtype(reader, what)
+    device, dev_id, dtype = _read_device_and_dtype(reader, what)
     aux_layout = []
     for k in range(_AUX_COUNT[stype]):
         aux_what = f"aux array {k} of {what}"
-        aux_dtype = _read_dtype(reader, aux_what, index_only=True)
+        flag_at = reader.offset
+        flag = reader.unpack("i", f"the dtype flag of {aux_what}")
+        aux_dtype = _dtype_of_flag(reader, flag, aux_what, flag_at, index_only=True)
         aux_start = reader.offset
         aux_shape = _read_shape(reader, aux_what)
         if aux_shape is None or len(aux_shape) != 1:
@@ -363,6 +371,7 @@ def _read_names(reader: _Reader, count: int) -> list[str]:
     if n_names not in (0, count):
         raise reader.fail(f"the file has {count} arrays but {n_names} names; expected 0 or {count}", start)
     names: list[str] = []
+    seen: set[str] = set()
     for i in range(n_names):
         length = reader.unpack("Q", f"the length of name {i}")
         name_start = reader.offset
@@ -372,8 +381,9 @@ def _read_names(reader: _Reader, count: int) -> list[str]:
         except UnicodeDecodeError as err:
             raise reader.fail(f"name {i} is not valid UTF-8 ({err.reason} at byte {err.start})",
                               name_start) from None
-        if name in names:
+        if name in seen:
             raise reader.fail(f"name {name!r} appears twice; expected unique names", name_start)
+        seen.add(name)
         names.append(name)
     return names
 
@@ -539,7 +549,7 @@ def _as_savable(value: Any, what: str) -> np.ndarray | SparseArray:
     if isinstance(value, np.ndarray | np.generic) or hasattr(value, "__array__"):
         arr = np.asarray(value)
         try:
-            dtype_flag(arr.dtype)
+            _flag_of(arr.dtype)
         except DTypeError as err:
             raise DTypeError(f"{what} cannot be saved: {err}") from None
         return arr
@@ -580,6 +590,14 @@ def _choose_version(values: list[np.ndarray | SparseArray], version: int | None)
     return version
 
 
+def _flag_of(dtype: np.dtype) -> int:
+    # the name lookup behind dtype_flag costs microseconds; files hold many small arrays
+    flag = _FLAG_CACHE.get(dtype)
+    if flag is None:
+        flag = _FLAG_CACHE.setdefault(dtype, dtype_flag(dtype))
+    return flag
+
+
 def _shape_bytes(shape: tuple[int, ...]) -> bytes:
     return struct.pack(f"<i{len(shape)}q", len(shape), *shape)
 
@@ -598,7 +616,7 @@ def _write_record(out: BinaryIO, value: np.ndarray | SparseArray, version: int) 
     cpu = struct.pack("<ii", 1, 0)
     if isinstance(value, np.ndarray):
         out.write(struct.pack("<Ii", magic, 0) + _shape_bytes(value.shape) + cpu)
-        out.write(struct.pack("<i", dtype_flag(value.dtype)))
+        out.write(struct.pack("<i", _flag_of(value.dtype)))
         out.write(_little_endian(value))
         return
     # MXNet keeps sparse indices as int64 whatever they were given as
@@ -606,7 +624,7 @@ def _write_record(out: BinaryIO, value: np.ndarray | SparseArray, version: int) 
     aux64 = [np.asarray(a, dtype=np.int64) for a in aux]
     stype = 1 if value.stype == "row_sparse" else 2
     out.write(struct.pack("<Ii", magic, stype) + _shape_bytes(value.data.shape) + _shape_bytes(value.shape))
-    out.write(cpu + struct.pack("<i", dtype_flag(value.data.dtype)))
+    out.write(cpu + struct.pack("<i", _flag_of(value.data.dtype)))
     for a in aux64:
         out.write(struct.pack("<i", DTYPE_FLAGS["int64"]) + _shape_bytes(a.shape))
     out.write(_little_endian(value.data))
@@ -614,9 +632,13 @@ def _write_record(out: BinaryIO, value: np.ndarray | SparseArray, version: int) 
         out.write(_little_endian(a))
 
 
-def _write_file(out: BinaryIO, data: Any, version: int | None) -> None:
+def _prepare(data: Any, version: int | None) -> tuple[list[np.ndarray | SparseArray], list[str], int]:
+    """Checked values, names and the record version, before anything is written."""
     values, names = _normalise(data)
-    chosen = _choose_version(values, version)
+    return values, names, _choose_version(values, version)
+
+
+def _write_file(out: BinaryIO, values: list[np.ndarray | SparseArray], names: list[str], chosen: int) -> None:
     out.write(struct.pack("<QQQ", LIST_MAGIC, 0, len(values)))
     for value in values:
         _write_record(out, value, chosen)
@@ -654,18 +676,17 @@ def save_arrays(fname_or_file: Any, data: Any, *, version: int | None = None) ->
     """
     if isinstance(fname_or_file, str | os.PathLike):
         path = os.fspath(fname_or_file)
-        values = _normalise(data)  # fail on bad input before touching the disk
-        _choose_version(values[0], version)
+        prepared = _prepare(data, version)  # fail on bad input before touching the disk
         tmp = f"{path}.tmp{os.getpid()}"
         try:
             with open(tmp, "wb") as out:
-                _write_file(out, data, version)
+                _write_file(out, *prepared)
             os.replace(tmp, path)
         finally:
             if os.path.exists(tmp):
                 os.remove(tmp)
     elif hasattr(fname_or_file, "write"):
-        _write_file(fname_or_file, data, version)
+        _write_file(fname_or_file, *_prepare(data, version))
     else:
         raise MXKitError(f"cannot write arrays to {type(fname_or_file).__name__}; "
                          "expected a file name or a binary file object")
@@ -674,7 +695,7 @@ def save_arrays(fname_or_file: Any, data: Any, *, version: int | None = None) ->
 def dumps_arrays(data: Any, *, version: int | None = None) -> bytes:
     """The bytes :func:`save_arrays` would write for ``data``."""
     buffer = io.BytesIO()
-    _write_file(buffer, data, version)
+    _write_file(buffer, *_prepare(data, version))
     return buffer.getvalue()
 
 
