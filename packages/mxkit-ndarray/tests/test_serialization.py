@@ -468,7 +468,17 @@ def test_invalid_sparse_arrays(kwargs, message):
         SparseArray(**kwargs)
 
 
-def test_bad_things_to_load():
+def test_bytes_like_sources():
+    data = dumps_arrays([np.arange(3, dtype=np.int8)])
+    for source in (bytearray(data), memoryview(data)):
+        assert_same(loads_arrays(source)[0], np.arange(3, dtype=np.int8))
+
+
+def test_bad_things_to_load(tmp_path):
+    (tmp_path / "x.params").write_bytes(dumps_arrays([np.ones(1)]))
+    with open(tmp_path / "x.params", encoding="latin-1") as text, \
+            pytest.raises(MXKitError, match=r"x.params gave str, not bytes; open the file in binary mode"):
+        load_arrays(text)
     with pytest.raises(MXKitError, match=r"cannot read arrays from int; expected a file name"):
         load_arrays(12)
     with pytest.raises(MXKitError, match=r"loads_arrays expects bytes, got str"):

@@ -425,6 +425,9 @@ def _open_for_reading(source: Any) -> Iterator[_Reader]:
             yield _Reader(source, size, label)
         else:  # a pipe or socket: its length is only known once it has been read
             data = source.read()
+            if not isinstance(data, bytes | bytearray):
+                raise MXKitError(f"{label} gave {type(data).__name__}, not bytes; open the file in binary "
+                                 "mode ('rb')")
             yield _Reader(io.BytesIO(data), len(data), label)
     else:
         raise MXKitError(f"cannot read arrays from {type(source).__name__}; expected a file name, "
