@@ -1,0 +1,93 @@
+"""``mxkit rec verify``/``rec index`` and ``mxkit im2rec`` against MXNet's im2rec tool."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+
+import numpy as np
+import pytest
+from mxkit.core.errors import ConfigError, FormatError
+from mxkit.io import recordio
+from mxkit.io.im2rec import PackOptions, pack_list, read_list
+from mxkit.mx.cli_io import add_io_commands
+from mxkit_io_test_helpers import FIXTURES, generators
+
+
+def run_cli(*argv):
+    parser = argparse.ArgumentParser(prog="mxkit")
+    add_io_commands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args([str(a) for a in argv])
+    return args.run(args)
+
+
+@pytest.fixture
+def image_folder(tmp_path):
+    """The folder MXNet's im2rec ran on, rebuilt from the image records."""
+    reader = recordio.MXIndexedRecordIO(str(FIXTURES / "mxnet_images.idx"), str(FIXTURES / "mxnet_images.rec"), "r")
+    payloads = [recordio.unpack(reader.read_idx(i))[1] for i in range(8)]
+    root = tmp_path / "images"
+    generators.write_image_folder(root, payloads)
+    return root
+
+
+def test_im2rec_lists_match_mxnet(image_folder, tmp_path, capsys):
+    prefix = tmp_path / "mxnet_im2rec"
+    assert run_cli("im2rec", prefix, image_folder, "--list", "--recursive", "--train-ratio", "0.75") == 0
+    for name in ("mxnet_im2rec_train.lst", "mxnet_im2rec_val.lst"):
+        assert (tmp_path / name).read_text() == (FIXTURES / name).read_text()
+    assert "wrote" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_im2rec_pass_through_is_byte_identical(image_folder, tmp_path, workers):
+    shutil.copy(FIXTURES / "mxnet_im2rec_train.lst", tmp_path / "train.lst")
+    assert run_cli("im2rec", tmp_path / "train.lst", image_folder, "--pass-through", "--num-thread", workers) == 0
+    assert (tmp_path / "train.rec").read_bytes() == (FIXTURES / "mxnet_im2rec_train.rec").read_bytes()
+    assert (tmp_path / "train.idx").read_text() == (FIXTURES / "mxnet_im2rec_train.idx").read_text()
+
+
+def test_im2rec_resize_center_crop_png_matches_mxnet_pixels(image_folder, tmp_path):
+    shutil.copy(FIXTURES / "mxnet_im2rec_all.lst", tmp_path / "all.lst")
+    assert run_cli("im2rec", tmp_path / "all", image_folder, "--resize", "20", "--center-crop",
+                   "--encoding", ".png", "--quality", "3", "--num-thread", "2") == 0
+    ours = recordio.MXIndexedRecordIO(str(tmp_path / "all.idx"), str(tmp_path / "all.rec"), "r")
+    theirs = recordio.MXIndexedRecordIO(str(FIXTURES / "mxnet_im2rec_all.idx"), str(FIXTURES / "mxnet_im2rec_all.rec"),
+                                        "r")
+    assert ours.keys == theirs.keys
+    for key in theirs.keys:
+        header, img = recordio.unpack_img(ours.read_idx(key))
+        ref_header, ref_img = recordio.unpack_img(theirs.read_idx(key))
+        assert header == ref_header and img.shape == ref_img.shape == (20, 20, 3)
+        np.testing.assert_array_equal(img, ref_img)
+
+
+def test_im2rec_skips_unreadable_images_with_a_warning(tmp_path, image_folder, capsys):
+    (tmp_path / "broken.lst").write_text("0\t1.000000\tclass_0/notes.txt\n1\t0.000000\tclass_0/img_0.jpg\n")
+    written, skipped = pack_list(str(tmp_path / "broken.lst"), PackOptions(root=str(image_folder)))
+    assert (written, skipped) == (1, 1)
+    assert "skipping list index 0: cannot decode" in capsys.readouterr().err
+    (tmp_path / "bad.lst").write_text("0\tclass_0/img_0.jpg\n")
+    with pytest.raises(FormatError, match="line 1"):
+        list(read_list(str(tmp_path / "bad.lst")))
+    with pytest.raises(ConfigError, match=r"no \.lst file with prefix"):
+        run_cli("im2rec", tmp_path / "nothing", image_folder)
+
+
+def test_rec_verify_and_index(tmp_path, capsys):
+    rec = tmp_path / "data.rec"
+    rec.write_bytes((FIXTURES / "mxnet_indexed.rec").read_bytes())
+    assert run_cli("rec", "index", rec) == 0
+    assert (tmp_path / "data.idx").read_text() == (FIXTURES / "mxnet_indexed.idx").read_text()
+    assert run_cli("rec", "verify", rec) == 0
+    assert "12 intact records" in capsys.readouterr().out
+    damaged = bytearray(rec.read_bytes())
+    offset = int((tmp_path / "data.idx").read_text().splitlines()[4].split("\t")[1])
+    damaged[offset + 1] ^= 0x40
+    rec.write_bytes(bytes(damaged))
+    assert run_cli("rec", "verify", rec) == 1
+    out = capsys.readouterr().out
+    assert f"offset {offset}: bad magic" in out and "11 intact records" in out
+    assert f"points at byte {offset}, not at an intact record head" in out
+    assert run_cli("rec", "index", rec, "--idx", tmp_path / "fixed.idx") == 1
+    assert len((tmp_path / "fixed.idx").read_text().splitlines()) == 11
