@@ -54,7 +54,6 @@ def _view_key(key: Any) -> tuple:
 def get_item(array: Any, key: Any) -> Any:
     """``array[key]``: a view for basic indexing, a copy for integer-array indexing."""
     from mxkit.ndarray import autograd
-    from mxkit.ndarray.ndarray import NDArray
 
     if _is_basic(key):
         _check_basic(array, key)
@@ -64,10 +63,9 @@ def get_item(array: Any, key: Any) -> Any:
         if view.ndim == 0:  # MXNet 1.x NDArrays have no 0-d results from indexing
             view = view.reshape((1,))
         return array._view(view)
-    index = _as_index_arrays(array, key)
-    if isinstance(index, NDArray):
-        return invoke_by_name("take", array, index, axis=0, mode="raise")
-    return invoke_by_name("gather_nd", array, index)
+    if not isinstance(key, tuple):
+        return invoke_by_name("take", array, _as_index_arrays(array, key), axis=0, mode="raise")
+    return invoke_by_name("gather_nd", array, _as_index_arrays(array, key))
 
 
 def _as_index_arrays(array: Any, key: Any) -> Any:

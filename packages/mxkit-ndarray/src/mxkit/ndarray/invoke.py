@@ -49,9 +49,26 @@ def numpy_dtype(name: str) -> Any:
 
 def engine() -> Any:
     """The process engine."""
+    return _engine_get()
+
+
+def _engine_get() -> Any:
+    global _engine_get
     import mxkit.engine
 
-    return mxkit.engine.get()
+    _engine_get = mxkit.engine.get  # later calls go straight to the engine package
+    return _engine_get()
+
+
+_dtype_names: dict[Any, str] = {}
+
+
+def dtype_name_of(dtype: Any) -> str:
+    """Canonical name of a numpy dtype (cached: ``dtype.name`` is slow in numpy)."""
+    name = _dtype_names.get(dtype)
+    if name is None:
+        name = _dtype_names[dtype] = dtype.name
+    return name
 
 
 def resolve_context(ctx: Any) -> Context:
@@ -117,16 +134,18 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
     in_shapes = [data.shape for data in in_data]
     try:
         out_shapes = op.infer_shape(params, in_shapes)
-        out_dtypes = op.infer_dtype(params, [data.dtype.name for data in in_data])
+        out_dtypes = op.infer_dtype(params, [dtype_name_of(data.dtype) for data in in_data])
     except (ShapeError, DTypeError) as exc:
         raise type(exc)(f"{op.describe_call(params, in_shapes)}: {exc}") from None
     except MXKitError:
         raise
     except (ValueError, TypeError, IndexError) as exc:
         raise ShapeError(f"{op.describe_call(params, in_shapes)}: {exc}") from None
-    backend = backend_of(ctx)
+    backend = _backends.get(ctx) or backend_of(ctx)
+    eng = _engine_get()
     if out is None:
-        outputs = [NDArray._from_data(backend.empty(shape, numpy_dtype(dtype)), ctx, engine().new_var())
+        outputs = [NDArray._from_data(backend.empty(shape, _numpy_dtypes.get(dtype) or numpy_dtype(dtype)),
+                                      ctx, eng.new_var())
                    for shape, dtype in zip(out_shapes, out_dtypes)]
     else:
         outputs = list(out) if isinstance(out, (list, tuple)) else [out]
@@ -141,8 +160,12 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
                 raise DeviceError(f"{op.describe_call(params, in_shapes)}: out is on {target._ctx}, the "
                                   f"inputs on {ctx}")
     out_data = [array._data for array in outputs]
-    writes = _var_list(outputs, [])
-    reads = _var_list(inputs, writes)
+    writes = [outputs[0]._var] if len(outputs) == 1 else _var_list(outputs, [])
+    reads = []
+    for array in inputs:
+        var = array._var
+        if var not in reads and var not in writes:
+            reads.append(var)
     kernel = op.kernel_for(backend.name)
     xp = backend.xp
     run_params = params
@@ -160,7 +183,7 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
             raise OperatorError(f"{op.describe_call(params, in_shapes)} failed: {type(exc).__name__}: {exc}") \
                 from exc
 
-    engine().push(run, reads, writes, ctx, 0, op.name)
+    eng.push(run, reads, writes, ctx, 0, op.name)
     if autograd._state.recording:
         autograd.record_op(op, params, inputs, outputs)
     return outputs

@@ -13,7 +13,8 @@ from typing import Any
 import numpy as np
 from mxkit.core.context import Context
 from mxkit.core.errors import DTypeError, MXKitError, ShapeError
-from mxkit.ndarray.invoke import engine, invoke_by_name, push_raw
+from mxkit.ndarray.invoke import engine, invoke, invoke_by_name, push_raw
+from mxkit.ndarray.registry import get_registry
 
 _BINARY = {
     # python operator: (broadcast op, scalar op, reversed scalar op)
@@ -30,6 +31,16 @@ _BINARY = {
     "lt": ("broadcast_lesser", "_lesser_scalar", "_greater_scalar"),
     "le": ("broadcast_lesser_equal", "_lesser_equal_scalar", "_greater_equal_scalar"),
 }
+
+
+_BINARY_OPS: dict[str, tuple[Any, Any, Any]] = {}
+_NO_PARAMS: dict[str, Any] = {}
+
+
+def _binary_ops(kind: str) -> tuple[Any, Any, Any]:
+    registry = get_registry()
+    ops = _BINARY_OPS[kind] = tuple(registry.get(name) for name in _BINARY[kind])
+    return ops
 
 
 def _is_scalar(value: Any) -> bool:
@@ -267,12 +278,13 @@ class NDArray:
     # ---- arithmetic -------------------------------------------------------------------
 
     def _binary(self, other: Any, kind: str, reverse: bool = False, out: Any = None) -> NDArray:
-        broadcast_op, scalar_op, reverse_op = _BINARY[kind]
+        # the hot path of a + b: operators looked up once, parameters already typed
+        ops = _BINARY_OPS.get(kind) or _binary_ops(kind)
         if isinstance(other, NDArray):
-            args = (other, self) if reverse else (self, other)
-            return invoke_by_name(broadcast_op, *args, out=out)
+            args = [other, self] if reverse else [self, other]
+            return invoke(ops[0], args, _NO_PARAMS, out)[0]
         if _is_scalar(other):
-            return invoke_by_name(reverse_op if reverse else scalar_op, self, out=out, scalar=float(other))
+            return invoke(ops[2] if reverse else ops[1], [self], {"scalar": float(other)}, out)[0]
         if isinstance(other, (np.ndarray, list, tuple)):
             from mxkit.ndarray.creation import array
 

@@ -43,6 +43,8 @@ def call(op_name: str, args: tuple, kwargs: dict[str, Any]) -> Any:
         for name in named[len(inputs):]:
             if name in kwargs:
                 inputs.append(kwargs.pop(name))
+            elif rest:
+                inputs.append(rest.pop(0))  # not an NDArray: reported below
             else:
                 break
     param_names = [n for n in op.params.names() if n not in kwargs]

@@ -59,6 +59,18 @@ REVERSE_SCALAR_NAMES = {"sub": "_rminus_scalar", "div": "_rdiv_scalar", "mod": "
                         "power": "_rpower_scalar"}
 
 
+def _same_dtypes(name):
+    def infer(params, dtypes):
+        if dtypes[0] != dtypes[1]:
+            from mxkit.core.errors import DTypeError
+
+            raise DTypeError(f"{name}: both inputs must have one dtype, got {dtypes[0]} and {dtypes[1]}; "
+                             f"cast one with astype()")
+        return [dtypes[0]]
+
+    return infer
+
+
 def _binary_kernel(forward):
     def kernel(xp, inputs, outputs, params):
         write(xp, outputs[0], forward(xp, inputs[0], inputs[1]))
@@ -116,7 +128,7 @@ def _define_binary(key: str, name: str, aliases: tuple[str, ...], infer) -> None
     kernel = _FAST.get(key, _binary_kernel(forward))
     define(OpDef(
         name=name, infer_shape=infer, kernel=kernel, num_inputs=2, input_names=("lhs", "rhs"),
-        aliases=aliases, inplace=((0, 0, False), (1, 0, False)),
+        aliases=aliases, inplace=((0, 0, False), (1, 0, False)), infer_dtype=_same_dtypes(name),
         gradient=_binary_gradient(backward) if differentiable else no_gradient,
         backward_ignores=frozenset({0, 1}) if key in ("add", "sub") else frozenset(),
         doc=f"{key} of two arrays" + (" with broadcasting." if name.startswith("broadcast") else
