@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-
 from mxkit import mx
 from mxkit.core.errors import DeviceError, DTypeError, EngineError, MXKitError, ShapeError
 

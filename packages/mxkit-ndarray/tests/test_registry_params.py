@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-
 from mxkit.core.errors import MXKitError, ShapeError
 from mxkit.ndarray.params import Param, ParamError, format_value, schema
 from mxkit.ndarray.registry import UnknownOperatorError, get_op, get_registry, reload_kernels
@@ -48,7 +47,7 @@ def test_registry_lookup_and_aliases():
     assert get_op("reshape") is get_op("Reshape")
     assert get_op("_plus") is get_op("elemwise_add")
     assert "broadcast_add" in registry.names()
-    with pytest.raises(UnknownOperatorError, match="did you mean .*broadcast_add"):
+    with pytest.raises(UnknownOperatorError, match=r"did you mean .*broadcast_add"):
         get_op("broadcast_addd")
 
 
