@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from mxkit.core.errors import ConfigError, DTypeError, FormatError, MXKitError, ShapeError
+from mxkit.ndarray import serialization
 from mxkit.ndarray.serialization import (
     SparseArray,
     dumps_arrays,
@@ -124,6 +125,7 @@ def test_bfloat16_file_from_mxnet():
 
 def test_bfloat16_without_ml_dtypes_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "ml_dtypes", None)
+    monkeypatch.setattr(serialization, "_DTYPE_CACHE", {})  # forget a bfloat16 dtype met before
     with pytest.raises(DTypeError, match="ml_dtypes"):
         load_arrays(FIXTURES / "bfloat16.params")
 

@@ -26,7 +26,9 @@ Shape semantics differ between versions, and so does what ends a record early:
 - V3 (numpy shape semantics, ``npx.set_np()``) writes 0-d arrays as ``ndim == 0`` with
   one element of data; an unknown shape (``ndim == -1`` or a dimension of -1) is a none
   array. MXNet allows only dense storage in V3.
-- V1 and V0 come from MXNet before 1.0: ``ndim == 0`` is a none array.
+- V1 and V0 come from MXNet before 1.0, whose writers stopped a none array's record
+  after ``ndim == 0``; they are read that way here. (MXNet 1.9.1's legacy loader reads
+  such a record as 0-d and then fails on the bytes that follow.)
 
 Storage types: 0 dense, 1 row_sparse (one aux array: the row indices; the storage shape
 is ``(number of stored rows, *shape[1:])``), 2 csr (two aux arrays: indptr, then column
@@ -36,6 +38,8 @@ indices; the storage shape is ``(nnz,)``). Device types: 1 cpu, 2 gpu, 3 cpu_pin
 Loading never trusts a size read from the file: every count is checked against the bytes
 that remain before anything is allocated, and a short, corrupt or over-long file raises
 :class:`~mxkit.core.errors.FormatError` naming the offset and what was expected there.
+Stricter than MXNet, it also refuses bytes after the last name and repeated names (which
+``mx.nd.load`` would silently collapse into one dict entry).
 """
 
 from __future__ import annotations
