@@ -1,5 +1,54 @@
 """mxkit-symbol: declarative graphs, automatic differentiation and the executor.
 
-The Symbol API lands with the Symbol issue; this distribution already exists so the
-workspace, the facade and the isolation matrix have their final shape.
+``mx.sym`` / ``mx.symbol``::
+
+    data = mx.sym.Variable("data")
+    fc1 = mx.sym.FullyConnected(data, num_hidden=128, name="fc1")
+    net = mx.sym.SoftmaxOutput(mx.sym.Activation(fc1, act_type="relu"), name="softmax")
+    exe = net.simple_bind(mx.cpu(), data=(32, 784))
+
+Every operator of the registry is available as ``mx.sym.<name>`` (looked up on first use).
 """
+
+from __future__ import annotations
+
+from typing import Any
+
+from mxkit.symbol.symbol import Group, Symbol, SymbolError, Variable, var
+
+# MXNet's creation functions whose registry names are internal (``_zeros``...)
+_RENAMED = {"zeros": "_zeros", "ones": "_ones", "full": "_full", "arange": "_arange"}
+_functions: dict[str, Any] = {}
+
+
+def load(fname: str) -> Symbol:
+    """Load a symbol from an MXNet JSON file (``model-symbol.json``)."""
+    from mxkit.symbol.json_format import load as _load
+
+    return _load(fname)
+
+
+def load_json(json_str: str) -> Symbol:
+    """Load a symbol from an MXNet JSON string."""
+    from mxkit.symbol.json_format import from_json
+
+    return from_json(json_str)
+
+
+def __getattr__(name: str) -> Any:
+    function = _functions.get(name)
+    if function is not None:
+        return function
+    if name.startswith("__"):
+        raise AttributeError(name)
+    from mxkit.symbol.op import operator_function
+
+    function = operator_function(_RENAMED.get(name, name))
+    if function is None:
+        raise AttributeError(f"module 'mxkit.symbol' has no attribute {name!r} (no operator of that name is "
+                             f"registered)")
+    _functions[name] = function
+    return function
+
+
+__all__ = ["Group", "Symbol", "SymbolError", "Variable", "load", "load_json", "var"]

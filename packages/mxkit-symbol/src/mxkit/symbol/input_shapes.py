@@ -1,0 +1,131 @@
+"""Backward shape rules: the shapes of an operator's inputs from what is already known.
+
+The registry's ``infer_shape`` runs forward (input shapes to output shapes). MXNet's shape
+inference also runs the other way, which is how ``simple_bind(data=(128, 784))`` learns
+``fc1_weight`` is ``(128, 784)``: the parameter shapes follow from the data shape and the
+operator's parameters. The rules here supply that direction for the operators that need
+it, by MXNet operator name; each returns shapes only for inputs it can determine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from math import prod
+from typing import Any
+
+Shape = tuple[int, ...]
+Rule = Callable[[dict, list[Any], list[Any]], dict[int, Shape]]
+
+
+def _fully_connected(params: dict, ins: list, outs: list) -> dict[int, Shape]:
+    data = ins[0]
+    if data is None:
+        return {}
+    hidden = params["num_hidden"]
+    width = data[-1] if not params.get("flatten", True) else prod(data[1:])
+    found = {1: (hidden, width)}
+    if len(ins) > 2:
+        found[2] = (hidden,)
+    return found
+
+
+def _convolution(params: dict, ins: list, outs: list) -> dict[int, Shape]:
+    data = ins[0]
+    if data is None:
+        return {}
+    groups = params.get("num_group", 1) or 1
+    layout = params.get("layout") or ""
+    channels = data[-1] if layout.endswith("C") else data[1]
+    found = {1: (params["num_filter"], channels // groups, *params["kernel"])}
+    if len(ins) > 2:
+        found[2] = (params["num_filter"],)
+    return found
+
+
+def _deconvolution(params: dict, ins: list, outs: list) -> dict[int, Shape]:
+    data = ins[0]
+    if data is None:
+        return {}
+    groups = params.get("num_group", 1) or 1
+    found = {1: (data[1], params["num_filter"] // groups, *params["kernel"])}
+    if len(ins) > 2:
+        found[2] = (params["num_filter"],)
+    return found
+
+
+def _per_channel(default_axis: int) -> Rule:
+    def rule(params: dict, ins: list, outs: list) -> dict[int, Shape]:
+        data = ins[0]
+        if data is None:
+            return {}
+        axis = params.get("axis", default_axis)
+        axis = default_axis if axis is None else axis
+        channels = data[axis % len(data)]
+        return {i: (channels,) for i in range(1, len(ins))}
+
+    return rule
+
+
+def _embedding(params: dict, ins: list, outs: list) -> dict[int, Shape]:
+    return {1: (params["input_dim"], params["output_dim"])}
+
+
+def _softmax_label(params: dict, ins: list, outs: list) -> dict[int, Shape]:
+    data = ins[0]
+    if data is None:
+        return {}
+    if params.get("multi_output"):
+        return {1: (data[0], *data[2:])}
+    return {1: tuple(data[:-1])}
+
+
+def _label_like_data(params: dict, ins: list, outs: list) -> dict[int, Shape]:
+    data = ins[0]
+    return {} if data is None else {1: tuple(data)}
+
+
+def _prelu(params: dict, ins: list, outs: list) -> dict[int, Shape]:
+    data = ins[0]
+    if data is None or params.get("act_type") != "prelu" or len(ins) < 2:
+        return {}
+    return {1: (data[1],)}
+
+
+RULES: dict[str, Rule] = {
+    "FullyConnected": _fully_connected,
+    "Convolution": _convolution,
+    "Deconvolution": _deconvolution,
+    "BatchNorm": _per_channel(1),
+    "InstanceNorm": _per_channel(1),
+    "LayerNorm": _per_channel(-1),
+    "Embedding": _embedding,
+    "SoftmaxOutput": _softmax_label,
+    "LinearRegressionOutput": _label_like_data,
+    "LogisticRegressionOutput": _label_like_data,
+    "MAERegressionOutput": _label_like_data,
+    "LeakyReLU": _prelu,
+}
+
+
+def is_elementwise(op: Any) -> bool:
+    """Whether every input and the output of ``op`` share one shape (shape flows both ways)."""
+    qualname = getattr(op.infer_shape, "__qualname__", "")
+    return qualname.startswith("elementwise_shape") or op.name.startswith("elemwise_")
+
+
+def input_shapes(op: Any, params: dict, ins: list, outs: list) -> dict[int, Shape]:
+    """Shapes of inputs of ``op`` known from its parameters, known inputs and outputs."""
+    rule = RULES.get(op.name)
+    if rule is not None:
+        try:
+            return rule(params, ins, outs)
+        except (KeyError, IndexError, TypeError, ZeroDivisionError):
+            return {}
+    if is_elementwise(op):
+        known = next((s for s in list(ins) + list(outs[:1]) if s is not None), None)
+        if known is not None:
+            return {i: tuple(known) for i, s in enumerate(ins) if s is None}
+    return {}
+
+
+__all__ = ["RULES", "input_shapes", "is_elementwise"]

@@ -1,0 +1,125 @@
+"""MXNet 1.x symbol JSON, both ways.
+
+The format (nnvm's graph JSON): ``nodes`` in topological order, each with ``op``
+(``"null"`` for a variable), ``name``, string ``attrs`` and ``inputs`` as ``[node, output,
+version]``; ``arg_nodes`` (indices of the variables); ``node_row_ptr`` (prefix sums of the
+output counts); ``heads`` (the symbol's outputs) and ``attrs.mxnet_version``. Files from
+MXNet 0.x use ``param``/``attr`` instead of ``attrs`` and two-element inputs; both load.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mxkit.core.errors import FormatError, MXKitError
+from mxkit.ndarray.registry import UnknownOperatorError, get_registry
+from mxkit.symbol.graph import Entry, Node, topo_order
+from mxkit.symbol.symbol import Symbol
+
+MXNET_VERSION = 10901  # the MXNet release whose files we write (1.9.1)
+
+
+def to_dict(symbol: Symbol) -> dict[str, Any]:
+    """The JSON object of ``symbol``."""
+    order = topo_order(symbol._outputs)
+    index = {id(node): i for i, node in enumerate(order)}
+    nodes = []
+    row_ptr = [0]
+    for node in order:
+        item: dict[str, Any] = {"op": node.op_name, "name": node.name}
+        if node.attrs:
+            item["attrs"] = dict(node.attrs)
+        item["inputs"] = [[index[id(e.node)], e.index, 0] for e in node.inputs]
+        nodes.append(item)
+        row_ptr.append(row_ptr[-1] + node.num_outputs())
+    return {
+        "nodes": nodes,
+        "arg_nodes": [i for i, node in enumerate(order) if node.is_variable],
+        "node_row_ptr": row_ptr,
+        "heads": [[index[id(e.node)], e.index, 0] for e in symbol._outputs],
+        "attrs": {"mxnet_version": ["int", MXNET_VERSION]},
+    }
+
+
+def to_json(symbol: Symbol) -> str:
+    """``symbol`` as an MXNet JSON string."""
+    return json.dumps(to_dict(symbol), indent=2)
+
+
+def from_json(text: str) -> Symbol:
+    """The symbol of an MXNet JSON string.
+
+    Raises
+    ------
+    FormatError
+        When the text is not a symbol JSON (naming what is missing or malformed).
+    UnknownOperatorError
+        Naming every operator of the file the registry does not know, with their nodes.
+    """
+    try:
+        graph = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FormatError(f"symbol JSON does not parse: {exc}") from None
+    if not isinstance(graph, dict) or not isinstance(graph.get("nodes"), list) or "heads" not in graph:
+        keys = sorted(graph) if isinstance(graph, dict) else type(graph).__name__
+        raise FormatError(f"not a symbol JSON: expected an object with 'nodes' and 'heads', got {keys}")
+    registry = get_registry()
+    items = graph["nodes"]
+    unknown = [(item.get("op"), item.get("name")) for item in items
+               if item.get("op") not in ("null", None) and item.get("op") not in registry]
+    if unknown:
+        listed = ", ".join(f"{op} (node {name!r})" for op, name in unknown)
+        raise UnknownOperatorError(f"the symbol JSON uses operators this installation does not register: {listed}; "
+                                   f"install the package that provides them")
+    nodes: list[Node] = []
+    for position, item in enumerate(items):
+        nodes.append(_load_node(item, position, nodes, registry))
+    heads = [_entry(head, nodes, "heads") for head in graph["heads"]]
+    return Symbol(heads)
+
+
+def _load_node(item: dict, position: int, nodes: list[Node], registry: Any) -> Node:
+    name = item.get("name")
+    op_name = item.get("op")
+    if not isinstance(name, str) or op_name is None:
+        raise FormatError(f"symbol JSON node {position} needs 'op' and 'name', got {item!r}")
+    attrs: dict[str, str] = {}
+    for field in ("param", "attr", "attrs"):  # 0.x files: 'param' (op params) and 'attr'
+        for key, value in (item.get(field) or {}).items():
+            attrs[key] = value if isinstance(value, str) else json.dumps(value)
+    inputs = [_entry(raw, nodes, f"node {name!r} inputs") for raw in item.get("inputs", [])]
+    if op_name == "null":
+        return Node(None, name, attrs, inputs)
+    op = registry.get(op_name)
+    try:
+        return Node(op, name, attrs, inputs)
+    except MXKitError as exc:
+        raise FormatError(f"symbol JSON node {name!r} (operator {op_name}): {exc}") from None
+
+
+def _entry(raw: Any, nodes: list[Node], where: str) -> Entry:
+    if not isinstance(raw, list) or len(raw) not in (2, 3):
+        raise FormatError(f"symbol JSON {where}: an entry is [node, output, version], got {raw!r}")
+    node_index, output = raw[0], raw[1]
+    if not isinstance(node_index, int) or not 0 <= node_index < len(nodes):
+        raise FormatError(f"symbol JSON {where}: entry {raw!r} refers to node {node_index}, but only nodes "
+                          f"0..{len(nodes) - 1} come before it")
+    node = nodes[node_index]
+    if not isinstance(output, int) or not 0 <= output < node.num_outputs():
+        raise FormatError(f"symbol JSON {where}: entry {raw!r} asks for output {output} of node {node.name!r}, "
+                          f"which has {node.num_outputs()}")
+    return Entry(node, output)
+
+
+def load(fname: str) -> Symbol:
+    """The symbol stored in file ``fname``."""
+    try:
+        with open(fname, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise FormatError(f"cannot read symbol file {fname!r}: {exc}") from None
+    return from_json(text)
+
+
+__all__ = ["MXNET_VERSION", "from_json", "load", "to_dict", "to_json"]
