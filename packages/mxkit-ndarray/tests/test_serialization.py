@@ -434,6 +434,11 @@ def test_bad_things_to_save(tmp_path):
         dumps_arrays([np.ones(2, np.complex64)])
     with pytest.raises(DTypeError, match=r"array 'o' cannot be saved: unsupported dtype"):
         dumps_arrays({"o": np.array(["a"], dtype=object)})
+    with pytest.raises(MXKitError, match=r"array name '\\udc80' cannot be written as UTF-8"):
+        dumps_arrays({"\udc80": np.ones(1)})
+    sparse_complex = SparseArray("row_sparse", (2,), np.ones(1, np.complex64), np.array([0]))
+    with pytest.raises(DTypeError, match=r"array 0 cannot be saved: unsupported dtype .*complex64"):
+        dumps_arrays([sparse_complex])
     with pytest.raises(ConfigError, match=r"version=4 cannot be written; expected 2 .* or 3"):
         dumps_arrays([np.ones(1)], version=4)
     with pytest.raises(ShapeError, match=r"0-d array needs version 3"):
@@ -450,6 +455,8 @@ def test_bad_things_to_save(tmp_path):
 
 @pytest.mark.parametrize(("kwargs", "message"), [
     (dict(stype="coo", shape=(2,), data=np.ones(1), indices=np.array([0])), r"stype 'coo' is not"),
+    (dict(stype="row_sparse", shape=(-2,), data=np.ones(0), indices=np.array([], np.int64)),
+     r"shape \(-2,\): dimensions must be >= 0"),
     (dict(stype="row_sparse", shape=(3, 2), data=np.ones((2, 3)), indices=np.array([0, 1])),
      r"data shape \(2, 3\) != \(len\(indices\), \*shape\[1:\]\) = \(2, 2\)"),
     (dict(stype="row_sparse", shape=(3,), data=np.ones(2), indices=np.array([1, 1])), r"strictly increasing"),

@@ -510,6 +510,8 @@ def _sparse_structure_problem(arr: SparseArray) -> str | None:
     shape = arr.shape
     if arr.stype not in ("row_sparse", "csr"):
         return f"stype {arr.stype!r} is not 'row_sparse' or 'csr'"
+    if any(d < 0 for d in shape):
+        return "dimensions must be >= 0"
     if not all(isinstance(a, np.ndarray) for a in (arr.data, arr.indices)):
         return "data and indices must be numpy arrays"
     if arr.indices.ndim != 1 or arr.indices.dtype.kind not in "iu":
@@ -548,6 +550,10 @@ def _sparse_structure_problem(arr: SparseArray) -> str | None:
 
 def _as_savable(value: Any, what: str) -> np.ndarray | SparseArray:
     if isinstance(value, SparseArray):
+        try:
+            _flag_of(value.data.dtype)
+        except DTypeError as err:
+            raise DTypeError(f"{what} cannot be saved: {err}") from None
         return value
     if value is None:
         # MXNet writes a none array as a bare ndim-0 shape, but its Python cannot wrap one
@@ -570,6 +576,11 @@ def _normalise(data: Any) -> tuple[list[np.ndarray | SparseArray], list[str]]:
         for key in data:
             if not isinstance(key, str):
                 raise MXKitError(f"array names must be str, got {key!r} ({type(key).__name__})")
+            try:
+                key.encode("utf-8")
+            except UnicodeEncodeError as err:
+                raise MXKitError(f"array name {key!r} cannot be written as UTF-8 ({err.reason}); "
+                                 "expected text without lone surrogates") from None
             names.append(key)
         return [_as_savable(v, f"array {k!r}") for k, v in data.items()], names
     if isinstance(data, list | tuple):
