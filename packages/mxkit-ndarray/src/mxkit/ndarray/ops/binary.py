@@ -114,6 +114,27 @@ def _binary_gradient(backward_name):
     return gradient
 
 
+def _composed_gradient(key):
+    """Gradients of add/sub/mul/div built from differentiable forward operators, so that
+    they can be differentiated again (``autograd.grad(..., create_graph=True)``)."""
+
+    def gradient(F, params, inputs, outputs, out_grads):
+        lhs, rhs = inputs
+        g = out_grads[0]
+        if key == "add":
+            d_lhs, d_rhs = g, g
+        elif key == "sub":
+            d_lhs, d_rhs = g, F("negative", g)
+        elif key == "mul":
+            d_lhs, d_rhs = F("broadcast_mul", g, rhs), F("broadcast_mul", g, lhs)
+        else:  # div
+            d_lhs = F("broadcast_div", g, rhs)
+            d_rhs = F("negative", F("broadcast_div", F("broadcast_mul", g, outputs[0]), rhs))
+        return [F("_reduce_sum_like", d_lhs, lhs), F("_reduce_sum_like", d_rhs, rhs)]
+
+    return gradient
+
+
 def _broadcast_infer(name):
     def infer(params, in_shapes):
         return [broadcast_shape(tuple(in_shapes[0]), tuple(in_shapes[1]), name)]
@@ -129,7 +150,7 @@ def _define_binary(key: str, name: str, aliases: tuple[str, ...], infer) -> None
     define(OpDef(
         name=name, infer_shape=infer, kernel=kernel, num_inputs=2, input_names=("lhs", "rhs"),
         aliases=aliases, inplace=((0, 0, False), (1, 0, False)), infer_dtype=_same_dtypes(name),
-        gradient=_binary_gradient(backward) if differentiable else no_gradient,
+        gradient=(_composed_gradient(key) if key in ("add", "sub", "mul", "div") else _binary_gradient(backward) if differentiable else no_gradient),
         backward_ignores=frozenset({0, 1}) if key in ("add", "sub") else frozenset(),
         doc=f"{key} of two arrays" + (" with broadcasting." if name.startswith("broadcast") else
                                       " of the same shape."),
@@ -200,6 +221,30 @@ def _scalar_gradient(backward_name):
     return gradient
 
 
+def _composed_scalar_gradient(name):
+    """Scalar-op gradients from differentiable forward operators (twice differentiable)."""
+
+    def gradient(F, params, inputs, outputs, out_grads):
+        g, s = out_grads[0], params["scalar"]
+        if name in ("_plus_scalar", "_minus_scalar"):
+            return [F("_copy", g)]
+        if name == "_rminus_scalar":
+            return [F("negative", g)]
+        if name == "_mul_scalar":
+            return [F("_mul_scalar", g, scalar=s)]
+        if name == "_div_scalar":
+            return [F("_div_scalar", g, scalar=s)]
+        # _power_scalar: s * x ** (s - 1)
+        local = F("_mul_scalar", F("_power_scalar", inputs[0], scalar=s - 1), scalar=s)
+        return [F("broadcast_mul", g, local)]
+
+    return gradient
+
+
+_COMPOSED_SCALAR = ("_plus_scalar", "_minus_scalar", "_rminus_scalar", "_mul_scalar", "_div_scalar",
+                    "_power_scalar")
+
+
 def _define_scalar(key: str, name: str, reverse: bool) -> None:
     forward, d_lhs, d_rhs = FUNCTIONS[key]
     derivative = d_rhs if reverse else d_lhs
@@ -209,7 +254,8 @@ def _define_scalar(key: str, name: str, reverse: bool) -> None:
         name=name, infer_shape=first_shape,
         kernel=_fast_scalar_kernel(fast) if fast else _scalar_kernel(forward, reverse),
         params=_SCALAR_SCHEMA, inplace=((0, 0, False),),
-        gradient=_scalar_gradient(backward) if derivative is not None else no_gradient,
+        gradient=(_composed_scalar_gradient(name) if name in _COMPOSED_SCALAR
+                  else _scalar_gradient(backward) if derivative is not None else no_gradient),
         doc=f"{key} of an array and a scalar" + (" (scalar on the left)." if reverse else "."),
     ))
     if derivative is not None:

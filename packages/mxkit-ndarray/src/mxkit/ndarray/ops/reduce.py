@@ -26,7 +26,8 @@ def _axes(params, shape, name):
 def _reduce_shape(name):
     def infer(params, in_shapes):
         shape = tuple(in_shapes[0])
-        return [reduced_shape(shape, _axes(params, shape, name), params["keepdims"])]
+        # MXNet 1.x has no 0-d arrays: reducing every axis gives shape (1,)
+        return [reduced_shape(shape, _axes(params, shape, name), params["keepdims"]) or (1,)]
 
     return infer
 
@@ -100,6 +101,9 @@ def _define_reduction(name, method, local, needs_output, aliases, params=_REDUCE
         params=params, num_inputs=3 if needs_output else 2,
         input_names=("out_grad", "data", "output") if needs_output else ("out_grad", "data"),
         infer_dtype=lambda p, dtypes: [dtypes[0]],
+        # spreading (sum) or averaging-spreading (mean) is linear in out_grad; its adjoint is
+        # the reduction itself, which makes these two twice differentiable
+        gradient=(lambda F, p, i, o, g: [F(name, g[0], **p), None]) if name in ("sum", "mean") else None,
         backward_ignores=frozenset(), doc=f"Backward of {name}: the gradient spread back over the reduced axes.",
     ))
 
@@ -135,9 +139,9 @@ def _arg_shape(name):
         shape = tuple(in_shapes[0])
         axis = params["axis"]
         if axis is None:
-            return [(1,) * len(shape) if params["keepdims"] else ()]
+            return [(1,) * len(shape) if params["keepdims"] and shape else (1,)]
         axis = normalize_axis(axis, len(shape), name)
-        return [reduced_shape(shape, (axis,), params["keepdims"])]
+        return [reduced_shape(shape, (axis,), params["keepdims"]) or (1,)]
 
     return infer
 

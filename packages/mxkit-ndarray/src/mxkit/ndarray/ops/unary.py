@@ -142,14 +142,15 @@ def _activation_kernel(xp, inputs, outputs, params):
 
 
 def _activation_gradient(F, params, inputs, outputs, out_grads):
-    return [F("_backward_" + params["act_type"], out_grads[0], outputs[0])]
+    act = params["act_type"]
+    return [F("_backward_" + act, out_grads[0], outputs[0] if UNARY[act][2] == "y" else inputs[0])]
 
 
 define(OpDef(
     name="Activation", infer_shape=first_shape, kernel=_activation_kernel,
     params=schema([Param("act_type", "str", choices=("relu", "sigmoid", "tanh", "softrelu", "softsign"),
                          doc="The activation function.")]),
-    inplace=((0, 0, False),), gradient=_activation_gradient, backward_ignores=frozenset({0}),
+    inplace=((0, 0, False),), gradient=_activation_gradient,
     doc="Applies an activation function elementwise.",
 ))
 
