@@ -167,13 +167,32 @@ def test_part_arguments_are_checked(plain_file):
         part_byte_range(str(path), 0, 0)
 
 
-def test_reader_handles_records_larger_than_a_chunk(tmp_path, monkeypatch):
+@pytest.mark.parametrize("buffering", [0, 16, 1024, 1 << 16])
+def test_reader_with_any_buffer_size(tmp_path, buffering):
     import mxkit.io._format as fmt
 
-    monkeypatch.setattr(fmt, "SEQUENTIAL_CHUNK_BYTES", 1024)
-    monkeypatch.setattr(fmt, "_RANDOM_ACCESS_READ", 256)
     path = tmp_path / "big.rec"
-    payloads = _write_random_file(path, [5000, 10, 700, 4096, 3], seed=1)
-    assert read_all(recordio.MXRecordIO(str(path), "r")) == payloads
-    heads = list(fmt.iter_record_heads(open(path, "rb")))
+    payloads = _write_random_file(path, [5000, 10, 700, 4096, 3, 0, 1 << 17], seed=1)
+    with open(path, "rb", buffering=buffering) as handle:
+        reader = fmt.RecordReader(handle, str(path))
+        assert read_all(reader) == payloads
+        reader.seek(0)
+        assert reader.read() == payloads[0]
+
+
+def test_head_scan_across_chunk_boundaries(tmp_path, monkeypatch):
+    import mxkit.io._format as fmt
+
+    monkeypatch.setattr(fmt, "SEQUENTIAL_CHUNK_BYTES", 64)
+    path = tmp_path / "heads.rec"
+    payloads = _write_random_file(path, [50, 10, 70, 0, 3, 200, 1], seed=2)
+    with open(path, "rb") as handle:
+        heads = list(fmt.iter_record_heads(handle))
     assert len(heads) == len(payloads) and struct.unpack("<I", path.read_bytes()[:4])[0] == 0xCED7230A
+    reader = recordio.MXRecordIO(str(path), "r")
+    offsets = []
+    while True:
+        offsets.append(reader.tell())
+        if reader.read() is None:
+            break
+    assert heads == offsets[:-1]

@@ -28,9 +28,9 @@ _PADDING = (b"", b"\0\0\0", b"\0\0", b"\0")
 # cflag values: a whole record, or the first / a middle / the last part of a split one.
 WHOLE, FIRST, MIDDLE, LAST = 0, 1, 2, 3
 
-#: First read after a seek; doubled on each sequential refill up to SEQUENTIAL_CHUNK_BYTES,
-#: so random access reads little and a scan soon reads big chunks.
-_RANDOM_ACCESS_READ = 64 << 10
+#: Buffer of the file objects that records are read through: small payloads come out of
+#: it, larger ones are read past it straight into their own bytes (see RecordReader).
+READ_BUFFER_BYTES = 64 << 10
 
 
 def as_payload(buf: object) -> bytes | bytearray | memoryview:
@@ -89,12 +89,19 @@ def encode_record(payload: bytes | bytearray | memoryview) -> list[bytes | bytea
 
 
 class RecordReader:
-    """Reads records from a binary file handle through a read-ahead buffer.
+    """Reads records from a buffered binary file handle.
+
+    Each part is read as an 8-byte header and then its payload with one ``read`` of the
+    exact length: the file object serves small payloads from its buffer and reads large
+    ones straight into the new ``bytes``, so a large payload is copied once, as a plain
+    ``file.read`` would. (Cutting records out of big chunks would copy every byte twice;
+    ``benchmarks/io.py`` measures both against the raw read loop.) Open local files with
+    ``buffering=READ_BUFFER_BYTES``.
 
     Parameters
     ----------
     handle : binary file object
-        Open for reading, positioned anywhere; the reader owns its position from now on.
+        Open for reading, positioned at ``start``; the reader owns its position from now on.
     name : str
         How errors name the file.
     start : int
@@ -104,35 +111,32 @@ class RecordReader:
     def __init__(self, handle: IO[bytes], name: str, start: int = 0):
         self.handle = handle
         self.name = name
-        self._buf = b""
-        self._buf_start = start
-        self._pos = 0
-        self._read_ahead = _RANDOM_ACCESS_READ
+        self._position = start
 
     def tell(self) -> int:
         """File offset of the next record (or part) to read."""
-        return self._buf_start + self._pos
+        return self._position
 
     def seek(self, offset: int) -> None:
-        """Move to ``offset``; a move inside the buffer costs no read."""
-        if self._buf_start <= offset <= self._buf_start + len(self._buf):
-            self._pos = offset - self._buf_start
-            return
-        self.handle.seek(offset)
-        self._buf = b""
-        self._buf_start = offset
-        self._pos = 0
-        self._read_ahead = _RANDOM_ACCESS_READ
+        """Move to ``offset`` (a buffered file object makes short moves cheap)."""
+        if offset != self._position:
+            self.handle.seek(offset)
+            self._position = offset
 
-    def _fill(self, needed: int) -> int:
-        """Make at least ``needed`` bytes available from the cursor; return how many are."""
-        rest = self._buf[self._pos:]
-        more = self.handle.read(max(self._read_ahead, needed - len(rest)))
-        self._buf_start += self._pos
-        self._buf = rest + more if rest else more
-        self._pos = 0
-        self._read_ahead = min(self._read_ahead * 2, SEQUENTIAL_CHUNK_BYTES)
-        return len(self._buf)
+    def _read_exact(self, size: int) -> bytes:
+        data = self.handle.read(size)
+        if len(data) == size or not data:
+            return data
+        # Short reads happen on some fsspec files and pipes, not at EOF only.
+        pieces = [data]
+        got = len(data)
+        while got < size:
+            more = self.handle.read(size - got)
+            if not more:
+                break
+            pieces.append(more)
+            got += len(more)
+        return b"".join(pieces)
 
     def _corrupt(self, offset: int, what: str) -> FormatError:
         error = FormatError(
@@ -141,59 +145,62 @@ class RecordReader:
         )
         error.offset = offset  # type: ignore[attr-defined]
         error.reason = what  # type: ignore[attr-defined]
+        # The handle's position is unknown after a failed read: re-seek on the next call.
+        self.handle.seek(offset)
+        self._position = offset
         return error
 
     def read(self) -> bytes | None:
         """The next record's payload, or None at the end of the file."""
         parts: list[bytes] | None = None
-        record_start = self.tell()
+        record_start = self._position
+        read = self.handle.read
         while True:
-            buf, pos = self._buf, self._pos
-            if len(buf) - pos < 8:
-                available = self._fill(8)
-                buf, pos = self._buf, 0
-                if available == 0:
+            header_offset = self._position
+            header = read(8)
+            if len(header) < 8:
+                if len(header) > 0:
+                    header += self._read_exact(8 - len(header))
+                if not header:
                     if parts is None:
                         return None
                     raise self._corrupt(record_start, "the file ends inside a split record")
-                if available < 8:
+                if len(header) < 8:
                     raise self._corrupt(
-                        self.tell(), f"truncated record header ({available} of 8 bytes before the end)"
+                        header_offset, f"truncated record header ({len(header)} of 8 bytes before the end)"
                     )
-            magic, lrec = _HEADER.unpack_from(buf, pos)
+            magic, lrec = _HEADER.unpack(header)
             if magic != MAGIC:
                 raise self._corrupt(
-                    self.tell(), f"bad magic 0x{magic:08X} where a record header 0x{MAGIC:08X} should be"
+                    header_offset, f"bad magic 0x{magic:08X} where a record header 0x{MAGIC:08X} should be"
                 )
             cflag = lrec >> 29
             length = lrec & _LENGTH_MASK
-            padded = 8 + length + (-length & 3)
-            if pos + padded > len(buf):
-                available = self._fill(padded)
-                buf, pos = self._buf, 0
-                if available < padded:
-                    raise self._corrupt(
-                        self.tell(),
-                        f"truncated record: the header declares {length} payload bytes "
-                        f"({padded - 8} with padding) but only {available - 8} remain in the file",
-                    )
-            payload = buf[pos + 8:pos + 8 + length]
-            self._pos = pos + padded
+            payload = read(length) if length else b""
+            if len(payload) < length:
+                payload += self._read_exact(length - len(payload))
+            padding = -length & 3
+            tail = read(padding) if padding else b""
+            if len(payload) < length or len(tail) < padding:
+                raise self._corrupt(
+                    header_offset,
+                    f"truncated record: the header declares {length} payload bytes ({length + padding} with "
+                    f"padding) but only {len(payload) + len(tail)} remain in the file",
+                )
+            self._position = header_offset + 8 + length + padding
             if cflag == WHOLE:
                 if parts is not None:
-                    raise self._corrupt(
-                        self._buf_start + pos, f"a whole record inside the split record at {record_start}"
-                    )
+                    raise self._corrupt(header_offset, f"a whole record inside the split record at {record_start}")
                 return payload
             if cflag == FIRST:
                 if parts is not None:
                     raise self._corrupt(
-                        self._buf_start + pos, f"a new record starts inside the split record at {record_start}"
+                        header_offset, f"a new record starts inside the split record at {record_start}"
                     )
                 parts = [payload]
             elif parts is None:
                 raise self._corrupt(
-                    self._buf_start + pos,
+                    header_offset,
                     f"a continuation part (cflag {cflag}) where a record should start (cflag 0 or 1)",
                 )
             else:

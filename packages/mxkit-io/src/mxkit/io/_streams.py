@@ -33,15 +33,18 @@ def _fsspec() -> Any:
     return fsspec
 
 
-def open_binary(path: str | os.PathLike[str], mode: str) -> IO[bytes]:
-    """Open ``path`` for binary reading (``"rb"``) or writing (``"wb"``/``"ab"``)."""
+def open_binary(path: str | os.PathLike[str], mode: str, buffering: int = -1) -> IO[bytes]:
+    """Open ``path`` for binary reading (``"rb"``) or writing (``"wb"``/``"ab"``).
+
+    ``buffering`` sets the buffer size of local files (fsspec files keep their own).
+    """
     text = os.fspath(path)
     if is_uri(text):
         if text.startswith("file://"):
-            return open(text[len("file://"):], mode)  # the caller owns the handle
+            return open(text[len("file://"):], mode, buffering=buffering)  # the caller owns the handle
         fs_file = _fsspec().open(text, mode)
         return fs_file.open()  # type: ignore[no-any-return]
-    return open(text, mode)  # the caller owns the handle
+    return open(text, mode, buffering=buffering)  # the caller owns the handle
 
 
 def open_text(path: str | os.PathLike[str], mode: str) -> IO[str]:

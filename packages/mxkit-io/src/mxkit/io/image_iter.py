@@ -23,7 +23,7 @@ import numpy as np
 from mxkit.core.errors import ConfigError, DTypeError, FormatError, ShapeError
 from mxkit.io._batch_arrays import batch_converter
 from mxkit.io._batching import RoundBatchSchedule
-from mxkit.io._format import RecordReader
+from mxkit.io._format import READ_BUFFER_BYTES, RecordReader
 from mxkit.io._streams import open_binary
 from mxkit.io.databatch import DataBatch, DataDesc, DataIter
 from mxkit.io.image import center_crop, cv2_module, random_crop, resize_short
@@ -268,7 +268,7 @@ class ImageRecordIter(DataIter):
             out.put((data, label, pad, indices))
 
         try:
-            with open_binary(self.path_imgrec, "rb") as handle:
+            with open_binary(self.path_imgrec, "rb", buffering=READ_BUFFER_BYTES) as handle:
                 reader = RecordReader(handle, self.path_imgrec)
                 batch_number = 0
                 while not stop.is_set():

@@ -16,7 +16,7 @@ from typing import IO, Any, NamedTuple
 
 import numpy as np
 from mxkit.core.errors import ConfigError, FormatError, MXKitError
-from mxkit.io._format import RecordReader, encode_record
+from mxkit.io._format import READ_BUFFER_BYTES, RecordReader, encode_record
 from mxkit.io._streams import file_size, open_binary, open_text
 
 __all__ = [
@@ -29,6 +29,12 @@ __all__ = [
     "unpack",
     "unpack_img",
 ]
+
+
+_getpid = os.getpid
+
+#: Small records are gathered into writes of this size; large ones are written directly.
+WRITE_BUFFER_BYTES = 1 << 20
 
 
 class RecordKeyError(MXKitError, KeyError):
@@ -70,7 +76,10 @@ class MXRecordIO:
 
     def open(self) -> None:
         """Open the file (called by the constructor, ``reset`` and after a fork)."""
-        self._file = open_binary(self.uri, "wb" if self.writable else "rb")
+        if self.writable:
+            self._file = open_binary(self.uri, "wb", buffering=WRITE_BUFFER_BYTES)
+        else:
+            self._file = open_binary(self.uri, "rb", buffering=READ_BUFFER_BYTES)
         self._reader = None if self.writable else RecordReader(self._file, self.uri)
         self.is_open = True
         self.pid = os.getpid()
@@ -149,9 +158,12 @@ class MXRecordIO:
 
     def read(self) -> bytes | None:
         """The next record's payload, or None after the last record."""
-        self._require(writing=False)
-        self._check_pid(allow_reset=True)
-        return self._reader.read()  # type: ignore[union-attr]
+        reader = self._reader
+        if reader is None or self.pid != _getpid():  # the per-record fast path checks once
+            self._require(writing=False)
+            self._check_pid(allow_reset=True)
+            reader = self._reader
+        return reader.read()  # type: ignore[union-attr]
 
     def tell(self) -> int:
         """Byte offset of the next record to read or write."""

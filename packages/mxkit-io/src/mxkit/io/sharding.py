@@ -13,7 +13,7 @@ import struct
 from collections.abc import Iterator
 
 from mxkit.core.errors import ConfigError, FormatError
-from mxkit.io._format import MAGIC, RecordReader, next_record_head
+from mxkit.io._format import MAGIC, READ_BUFFER_BYTES, RecordReader, next_record_head
 from mxkit.io._streams import file_size, open_binary
 
 __all__ = ["iter_part_records", "part_byte_range", "part_record_offsets"]
@@ -82,7 +82,7 @@ def iter_part_records(
     """``(offset, payload)`` of every record of one part, read sequentially in big chunks."""
     text = os.fspath(uri)
     begin, end = part_byte_range(text, num_parts, part_index)
-    with open_binary(text, "rb") as handle:
+    with open_binary(text, "rb", buffering=READ_BUFFER_BYTES) as handle:
         handle.seek(begin)
         reader = RecordReader(handle, text, start=begin)
         while True:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from mxkit.core.errors import ConfigError, FormatError
-from mxkit.io._format import RecordReader, next_record_head
+from mxkit.io._format import READ_BUFFER_BYTES, RecordReader, next_record_head
 from mxkit.io._streams import exists, file_size, open_binary, open_text
 from mxkit.io.recordio import unpack
 
@@ -45,7 +45,7 @@ class VerifyReport:
 def scan_records(uri: str | os.PathLike[str], problems: list[RecordProblem]) -> Iterator[tuple[int, bytes]]:
     """``(offset, payload)`` of every intact record; damaged regions go to ``problems``."""
     text = os.fspath(uri)
-    with open_binary(text, "rb") as handle, open_binary(text, "rb") as search_handle:
+    with open_binary(text, "rb", READ_BUFFER_BYTES) as handle, open_binary(text, "rb") as search_handle:
         reader = RecordReader(handle, text)
         while True:
             start = reader.tell()
