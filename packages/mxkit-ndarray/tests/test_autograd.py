@@ -12,7 +12,7 @@ RNG = np.random.default_rng(2)
 def numeric_gradient(f, inputs, weights, eps=1e-6):
     """Central differences of sum(f(inputs) * weights) w.r.t. each input."""
     grads = []
-    for i, x in enumerate(inputs):
+    for x in inputs:
         grad = np.zeros_like(x)
         for index in np.ndindex(x.shape):
             saved = x[index]

@@ -196,7 +196,7 @@ def test_selection_operators():
                                   np.where(np.array([1, 0, 1])[:, None], A, -A))
     np.testing.assert_allclose(mx.nd.clip(x, -0.5, 0.5).asnumpy(), np.clip(A, -0.5, 0.5))
     np.testing.assert_array_equal(mx.nd.one_hot(mx.nd.array([1, 0, 3, 7]), depth=4).asnumpy(),
-                                  np.eye(4, dtype=np.float32)[[1, 0, 3]].tolist() + [[0, 0, 0, 0]])
+                                  [*np.eye(4, dtype=np.float32)[[1, 0, 3]].tolist(), [0, 0, 0, 0]])
     np.testing.assert_array_equal(mx.nd.one_hot(mx.nd.array([[2]]), 3, on_value=5, off_value=-1).asnumpy(),
                                   [[[-1, -1, 5]]])
     index = np.array([0, 3, 1], np.float32)

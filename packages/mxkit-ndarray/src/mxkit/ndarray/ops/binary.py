@@ -135,6 +135,12 @@ def _composed_gradient(key):
     return gradient
 
 
+def _pick_gradient(key, backward, differentiable):
+    if key in ("add", "sub", "mul", "div"):
+        return _composed_gradient(key)
+    return _binary_gradient(backward) if differentiable else no_gradient
+
+
 def _broadcast_infer(name):
     def infer(params, in_shapes):
         return [broadcast_shape(tuple(in_shapes[0]), tuple(in_shapes[1]), name)]
@@ -150,7 +156,7 @@ def _define_binary(key: str, name: str, aliases: tuple[str, ...], infer) -> None
     define(OpDef(
         name=name, infer_shape=infer, kernel=kernel, num_inputs=2, input_names=("lhs", "rhs"),
         aliases=aliases, inplace=((0, 0, False), (1, 0, False)), infer_dtype=_same_dtypes(name),
-        gradient=(_composed_gradient(key) if key in ("add", "sub", "mul", "div") else _binary_gradient(backward) if differentiable else no_gradient),
+        gradient=_pick_gradient(key, backward, differentiable),
         backward_ignores=frozenset({0, 1}) if key in ("add", "sub") else frozenset(),
         doc=f"{key} of two arrays" + (" with broadcasting." if name.startswith("broadcast") else
                                       " of the same shape."),
