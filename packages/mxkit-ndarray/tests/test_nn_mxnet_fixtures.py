@@ -1,0 +1,63 @@
+"""Every neural-network operator against real MXNet 1.9.1: forward outputs, input gradients and
+BatchNorm's updated moving statistics, from the fixtures written by fixtures/nn/make_nn_fixtures.py."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "fixtures", "nn"))
+
+import mxkit.ndarray.ops.nn_activation as nn_activation
+import nn_harness as harness
+from mxkit.ndarray.registry import OperatorRegistry, get_registry
+
+get_registry()
+
+# MXNet 1.9.1 behaviours we deliberately do not copy (our gradients match finite differences instead,
+# see test_nn_gradients.py):
+# - BatchNorm's backward after a prediction-mode forward applies the training formula (batch
+#   statistics terms) to the moving statistics, which is not the gradient of the prediction;
+# - LeakyReLU(selu)'s backward multiplies lambda * (y + alpha) for x <= 0, where the derivative is
+#   y + lambda * alpha.
+FORWARD_ONLY = {"batchnorm_eval", "leaky_selu"}
+
+LEAKY_FIXTURES = harness.fixture_names("leaky_")
+REGISTERED_FIXTURES = [name for name in harness.fixture_names() if name not in LEAKY_FIXTURES]
+
+
+def _full_leaky_registry() -> OperatorRegistry:
+    registry = OperatorRegistry()
+    registry.register(nn_activation.LEAKY_RELU)
+    registry.register(nn_activation.BACKWARD_LEAKY_RELU)
+    return registry
+
+
+def test_every_big_operator_has_fixtures():
+    ops = {harness.load_fixture(name)["op"] for name in harness.fixture_names()}
+    for op in ("FullyConnected", "Convolution", "Deconvolution", "Pooling", "BatchNorm", "SoftmaxOutput",
+               "LeakyReLU", "Embedding", "LRN", "UpSampling", "Pad", "SequenceMask", "smooth_l1"):
+        assert op in ops
+
+
+@pytest.mark.parametrize("name", REGISTERED_FIXTURES)
+def test_matches_mxnet(name):
+    harness.check_against_mxnet(name, compare_gradient=name not in FORWARD_ONLY)
+
+
+@pytest.mark.parametrize("name", LEAKY_FIXTURES)
+def test_full_leaky_relu_matches_mxnet(name):
+    harness.check_against_mxnet(name, registry=_full_leaky_registry(), compare_gradient=name not in FORWARD_ONLY)
+
+
+def test_batchnorm_eval_gradient_is_that_of_the_affine_prediction():
+    record = harness.load_fixture("batchnorm_eval")
+    x, gamma, beta = harness.indexed(record, "in_")
+    moving_mean, moving_var = harness.indexed(record, "aux_")
+    grads = harness.gradients("BatchNorm", [x, gamma, beta], [record["head_0"]], aux=[moving_mean, moving_var],
+                              train=False, **record["params"])
+    inv_std = 1 / np.sqrt(moving_var + 1e-3)
+    np.testing.assert_allclose(grads[0], record["head_0"] * (gamma * inv_std).reshape(1, -1, 1, 1), rtol=1e-5)
