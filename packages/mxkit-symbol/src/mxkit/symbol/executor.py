@@ -1,0 +1,520 @@
+"""The executor: a symbol bound to arrays, run as a static plan on the engine.
+
+Binding infers every shape and dtype, builds the backward nodes when gradients are asked
+for, asks the memory planner (config ``memplan`` or ``memplan=``) where each intermediate
+lives, verifies that plan, allocates its pools once and compiles every node to a
+``(kernel, inputs, outputs, params)`` step over fixed arrays. ``forward`` and ``backward``
+then push those steps to the engine in bulk segments of config ``exec_bulk_size`` nodes
+(one engine operation each), reading the argument arrays' vars and writing the output and
+gradient arrays' vars, so NDArray code before and after orders itself around them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from math import prod
+from typing import Any
+
+import numpy as np
+
+from mxkit.core import config
+from mxkit.core.config import Option, register_option
+from mxkit.core.errors import MXKitError, ShapeError
+from mxkit.symbol.exec_graph import ExecGraph, build_exec_graph
+from mxkit.symbol.graph import Entry, Node
+from mxkit.symbol.infer import key
+
+register_option(Option("exec_bulk_size", "int", 15,
+                       "nodes per engine push when an executor runs (MXNet's MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN)",
+                       minimum=1))
+
+
+class ExecutorError(MXKitError):
+    """An executor was bound or called with arrays it cannot use."""
+
+
+def _nd():
+    from mxkit.ndarray import invoke, ndarray
+
+    return invoke, ndarray.NDArray
+
+
+def _new_array(ctx: Any, shape: tuple, dtype: str, zero: bool = True) -> Any:
+    invoke, NDArray = _nd()
+    backend = invoke.backend_of(ctx)
+    data = backend.empty(tuple(shape), invoke.numpy_dtype(dtype))
+    if zero:
+        data[...] = 0
+    return NDArray._from_data(data, ctx, invoke.engine().new_var())
+
+
+class _Step:
+    """One node compiled against fixed arrays."""
+
+    __slots__ = ("inputs", "kernel", "name", "node", "outputs", "params", "predict_params")
+
+    def __init__(self, node: Node, kernel: Any, inputs: list, outputs: list, params: dict, predict: dict) -> None:
+        self.node = node
+        self.name = node.name
+        self.kernel = kernel
+        self.inputs = inputs
+        self.outputs = outputs
+        self.params = params
+        self.predict_params = predict
+
+
+class Executor:
+    """A bound symbol (MXNet's ``Executor``); made by ``Symbol.simple_bind`` and ``Symbol.bind``.
+
+    Attributes
+    ----------
+    arg_arrays, grad_arrays, aux_arrays : list of NDArray
+        In ``list_arguments`` / ``list_auxiliary_states`` order (``None`` for no gradient).
+    arg_dict, grad_dict, aux_dict, output_dict : dict of str to NDArray
+    outputs : list of NDArray
+        The heads' arrays, rewritten by every ``forward``.
+    memory_plan : MemoryPlan
+        Where the intermediates live (verified at bind).
+    """
+
+    def __init__(self, symbol: Any, ctx: Any, graph: ExecGraph, args: list, grads: list, aux: list,
+                 memplan: str | None, shared_exec: Executor | None = None) -> None:
+        invoke, _ = _nd()
+        self._symbol = symbol
+        self._ctx = ctx
+        self._graph = graph
+        self._engine = invoke.engine()
+        self._backend = invoke.backend_of(ctx)
+        self.arg_arrays = args
+        self.grad_arrays = grads
+        self.aux_arrays = aux
+        names = [n.name for n in graph.arg_nodes]
+        self.arg_dict = dict(zip(names, args))
+        self.grad_dict = {n: g for n, g in zip(names, grads) if g is not None}
+        self.aux_dict = dict(zip([n.name for n in graph.aux_nodes], aux))
+        self._grad_req = dict(graph.grad_req)
+        self._monitor = None
+        self._monitor_all = False
+        self._memplan_name = memplan
+        self._internal_var = self._engine.new_var()
+        self._plan_and_allocate(memplan, shared_exec)
+        self._compile()
+
+    # -- binding --------------------------------------------------------------------------
+
+    def _plan_and_allocate(self, memplan: str | None, shared_exec: Executor | None) -> None:
+        from mxkit.memplan import plan_memory
+
+        graph = self._graph
+        self._memory_graph = graph.memory_graph(str(self._ctx))
+        self.memory_plan = plan_memory(self._memory_graph, memplan)
+        self.memory_plan.verify(self._memory_graph)
+        shared = shared_exec._pools if shared_exec is not None else []
+        self._pools = []
+        for pool in self.memory_plan.pools:
+            reuse = next((p for p in shared if p.size >= pool.size and all(p is not q for q in self._pools)), None)
+            self._pools.append(reuse if reuse is not None else self._backend.empty((max(pool.size, 1),), np.uint8))
+        pool_index = {pool.id: i for i, pool in enumerate(self.memory_plan.pools)}
+        self._arrays: dict[Any, Any] = {}
+        for node, array in zip(graph.arg_nodes, self.arg_arrays):
+            self._arrays[(id(node), 0)] = array._data
+        for node, array in zip(graph.aux_nodes, self.aux_arrays):
+            self._arrays[(id(node), 0)] = array._data
+        # outputs: executor-owned arrays (a variable head is its argument's array)
+        self.outputs = []
+        for head in graph.heads:
+            k = key(head)
+            if k not in self._arrays:
+                array = _new_array(self._ctx, graph.shapes[k], graph.dtypes[k], zero=False)
+                self._arrays[k] = array._data
+                self.outputs.append(array)
+            else:
+                self.outputs.append(self._array_of_variable(head.node))
+        self._output_bytes = sum(o._data.nbytes for o, h in zip(self.outputs, graph.heads) if not h.node.is_variable)
+        for name, writer in graph.grad_writers.items():
+            self._arrays[key(writer)] = self.grad_dict[name]._data
+        for name, current in graph.grad_inputs.items():
+            self._arrays[(id(current), 0)] = self.grad_dict[name]._data
+        self._head_grads: list[Any] = []
+        for variable in graph.head_grad_nodes:
+            if variable is None:
+                self._head_grads.append(None)
+                continue
+            k = (id(variable), 0)
+            array = _new_array(self._ctx, graph.shapes[k], graph.dtypes[k], zero=False)
+            array._data[...] = 1
+            self._arrays[k] = array._data
+            self._head_grads.append(array)
+        entry_names = self._entry_names()
+        for node in graph.forward_nodes + graph.backward_nodes:
+            for i in range(node.num_outputs()):
+                k = (id(node), i)
+                if k in self._arrays:
+                    continue
+                storage = self.memory_plan.storage[entry_names[k]]
+                pool = self._pools[pool_index[storage.pool]]
+                dtype = np.dtype(graph.dtypes[k])
+                count = prod(graph.shapes[k])
+                if storage.offset % dtype.itemsize:
+                    raise ExecutorError(f"memory plan {self.memory_plan.strategy!r} placed {entry_names[k]!r} at "
+                                        f"byte {storage.offset}, not a multiple of its itemsize {dtype.itemsize}")
+                raw = pool[storage.offset:storage.offset + count * dtype.itemsize]
+                self._arrays[k] = raw.view(dtype).reshape(graph.shapes[k])
+
+    def _entry_names(self) -> dict[Any, str]:
+        # memory_graph names entries "<n>:<label>" in first-use order; rebuild that mapping
+        names: dict[Any, str] = {}
+        counter = 0
+        for node in self._graph.forward_nodes + self._graph.backward_nodes:
+            for entry in list(node.inputs) + [Entry(node, i) for i in range(node.num_outputs())]:
+                k = key(entry)
+                if k not in names:
+                    names[k] = f"{counter}:{entry.node.output_names()[entry.index]}"
+                    counter += 1
+        return names
+
+    def _array_of_variable(self, node: Node) -> Any:
+        for variable, array in zip(self._graph.arg_nodes, self.arg_arrays):
+            if variable is node:
+                return array
+        for variable, array in zip(self._graph.aux_nodes, self.aux_arrays):
+            if variable is node:
+                return array
+        raise ExecutorError(f"variable {node.name!r} is not bound")
+
+    def _compile(self) -> None:
+        graph = self._graph
+        backend_name = self._backend.name
+        self._forward_steps = [self._compile_node(n, backend_name, train=True) for n in graph.forward_nodes]
+        self._backward_steps = [self._compile_node(n, backend_name, train=True) for n in graph.backward_nodes]
+        self._uses_rng = any(n.op.needs_rng for n in graph.forward_nodes + graph.backward_nodes)
+        arg_vars = [a._var for a in self.arg_arrays]
+        aux_vars = [a._var for a in self.aux_arrays]
+        out_vars = _unique([o._var for o, h in zip(self.outputs, graph.heads) if not h.node.is_variable])
+        grad_vars = _unique([self.grad_dict[name]._var for name in graph.grad_writers])
+        head_grad_vars = [g._var for g in self._head_grads if g is not None]
+        self._forward_writes = _unique([self._internal_var, *out_vars, *aux_vars])
+        self._forward_reads = _unique([v for v in arg_vars if v not in self._forward_writes])
+        self._backward_writes = _unique([self._internal_var, *grad_vars])
+        self._backward_reads = _unique([v for v in [*arg_vars, *aux_vars, *out_vars, *head_grad_vars]
+                                        if v not in self._backward_writes])
+
+    def _compile_node(self, node: Node, backend_name: str, train: bool) -> _Step:
+        inputs = [self._arrays[key(e)] for e in node.inputs]
+        outputs = [self._arrays[(id(node), i)] for i in range(node.num_outputs())]
+        params = dict(node.params, _is_train=True)
+        predict = dict(node.params)
+        if node.op.needs_rng:
+            from mxkit.ndarray.random import generator_state
+
+            proxy = generator_state(self._ctx).generator_proxy()
+            params["_rng"] = predict["_rng"] = proxy
+        return _Step(node, node.op.kernel_for(backend_name), inputs, outputs, params, predict)
+
+    # -- running --------------------------------------------------------------------------
+
+    def _push_steps(self, steps: Sequence[_Step], train: bool, reads: list, writes: list, what: str) -> None:
+        if not steps:
+            return
+        bulk = config.get("exec_bulk_size")
+        xp = self._backend.xp
+        if self._uses_rng:
+            from mxkit.ndarray.random import generator_state
+
+            writes = _unique([*writes, generator_state(self._ctx).var])
+        for start in range(0, len(steps), bulk):
+            segment = steps[start:start + bulk]
+
+            def run(segment: Sequence[_Step] = segment) -> None:
+                for step in segment:
+                    try:
+                        step.kernel(xp, step.inputs, step.outputs, step.params if train else step.predict_params)
+                    except Exception as exc:
+                        shapes = [tuple(a.shape) for a in step.inputs]
+                        raise ExecutorError(f"node {step.name!r}: {step.node.op.describe_call(step.node.params, shapes)}"
+                                            f" failed: {type(exc).__name__}: {exc}") from exc
+
+            self._engine.push(run, reads, writes, self._ctx, 0, f"{what}[{segment[0].name}..{segment[-1].name}]")
+
+    def forward(self, is_train: bool = False, **kwargs: Any) -> list:
+        """Run the forward nodes; ``kwargs`` (name to NDArray or array-like) are copied in first.
+
+        Returns
+        -------
+        list of NDArray
+            :attr:`outputs`.
+        """
+        for name, value in kwargs.items():
+            if name not in self.arg_dict:
+                raise ExecutorError(f"forward got {name!r}, which is not an argument; the arguments are: "
+                                    f"{', '.join(self.arg_dict)}")
+            target = self.arg_dict[name]
+            shape = tuple(getattr(value, "shape", np.shape(value)))
+            if shape != target.shape:
+                raise ShapeError(f"forward: {name!r} has shape {shape}, the executor was bound with "
+                                 f"{target.shape}; use exe.reshape({name}={shape}) to change it")
+            target[:] = value
+        self._push_steps(self._forward_steps, is_train, self._forward_reads, self._forward_writes, "forward")
+        self._last_train = is_train
+        if self._monitor is not None:
+            self._run_monitor(self._graph.forward_nodes)
+        return self.outputs
+
+    def backward(self, out_grads: Any = None, is_train: bool = True) -> None:
+        """Run the backward nodes, writing (or adding to) the gradient arrays.
+
+        Parameters
+        ----------
+        out_grads : NDArray or list of NDArray, optional
+            Gradients of the heads that are not loss layers (default: ones).
+        """
+        if not any(req != "null" for req in self._grad_req.values()):
+            raise ExecutorError("backward needs gradients, but every argument has grad_req='null'; bind with "
+                                "grad_req='write' (or 'add') for the arguments to differentiate")
+        if out_grads is not None:
+            grads = [out_grads] if not isinstance(out_grads, list | tuple) else list(out_grads)
+            takers = [i for i, g in enumerate(self._head_grads) if g is not None]
+            if len(grads) not in (len(takers), len(self.outputs)):
+                raise ExecutorError(f"backward got {len(grads)} out_grads; the executor has {len(self.outputs)} "
+                                    f"outputs, {len(takers)} of which take a head gradient")
+            if len(grads) == len(self.outputs):
+                grads = [g for g, h in zip(grads, self._head_grads) if h is not None]
+            for i, grad in zip(takers, grads):
+                target = self._head_grads[i]
+                shape = tuple(getattr(grad, "shape", np.shape(grad)))
+                if shape != target.shape:
+                    raise ShapeError(f"backward: out_grads[{i}] has shape {shape}, output {i} has {target.shape}")
+                target[:] = grad
+        for name, req in self._grad_req.items():
+            if req == "write" and name not in self._graph.grad_writers and name in self.grad_dict:
+                self.grad_dict[name][:] = 0  # no head depends on it: its gradient is zero
+        self._push_steps(self._backward_steps, is_train, self._backward_reads, self._backward_writes, "backward")
+        if self._monitor is not None:
+            self._run_monitor(self._graph.backward_nodes)
+
+    # -- dictionaries and helpers ---------------------------------------------------------
+
+    @property
+    def output_dict(self) -> dict[str, Any]:
+        """Output name to NDArray."""
+        return dict(zip(self._symbol.list_outputs(), self.outputs))
+
+    def copy_params_from(self, arg_params: Mapping[str, Any], aux_params: Mapping[str, Any] | None = None,
+                         allow_extra_params: bool = False) -> None:
+        """Copy parameter arrays into the bound arrays of the same names.
+
+        Raises
+        ------
+        ExecutorError
+            For a name that is not bound, unless ``allow_extra_params``.
+        """
+        for source, targets, what in ((arg_params, self.arg_dict, "argument"),
+                                      (aux_params or {}, self.aux_dict, "auxiliary state")):
+            for name, value in source.items():
+                if name not in targets:
+                    if allow_extra_params:
+                        continue
+                    raise ExecutorError(f"copy_params_from: {name!r} is not an {what} of the executor; its "
+                                        f"{what}s are: {', '.join(targets) or 'none'} (allow_extra_params=True "
+                                        f"skips extras)")
+                targets[name][:] = value
+
+    def set_monitor_callback(self, callback: Any, monitor_all: bool = False) -> None:
+        """Call ``callback(name, NDArray)`` with every node output after each forward/backward
+        (``monitor_all``: inputs too)."""
+        self._monitor = callback
+        self._monitor_all = monitor_all
+
+    def _run_monitor(self, nodes: list[Node]) -> None:
+        from mxkit.ndarray import array
+
+        self._engine.wait_for_var(self._internal_var)
+        for node in nodes:
+            if self._monitor_all:
+                for entry in node.inputs:
+                    label = f"{node.name}_{entry.node.output_names()[entry.index]}"
+                    self._monitor(label, array(np.array(self._arrays[key(entry)]), ctx=self._ctx))
+            for i, label in enumerate(node.output_names()):
+                self._monitor(label, array(np.array(self._arrays[(id(node), i)]), ctx=self._ctx))
+
+    def reshape(self, partial_shaping: bool = False, allow_up_sizing: bool = False, **shapes: Any) -> Executor:
+        """A new executor for new input shapes, sharing this one's arrays where they fit.
+
+        Arrays whose shape stays are shared; smaller ones are views of the old memory; a
+        larger one needs ``allow_up_sizing=True`` (it is then allocated anew).
+        """
+        given = {n: tuple(a.shape) for n, a in self.arg_dict.items()}
+        given.update({n: tuple(s) for n, s in shapes.items()})
+        graph = build_exec_graph(self._symbol, given, {n: str(a.dtype.__name__) for n, a in self.arg_dict.items()},
+                                 self._grad_req, for_training=True)
+        args, grads, aux = [], [], []
+        for node, old in zip(graph.arg_nodes, self.arg_arrays):
+            new_shape = graph.shapes[(id(node), 0)]
+            args.append(self._fit(old, new_shape, node.name, allow_up_sizing, partial_shaping or node.name in shapes))
+            old_grad = self.grad_dict.get(node.name)
+            grads.append(None if old_grad is None else
+                         self._fit(old_grad, new_shape, node.name, allow_up_sizing, True))
+        for node, old in zip(graph.aux_nodes, self.aux_arrays):
+            aux.append(self._fit(old, graph.shapes[(id(node), 0)], node.name, allow_up_sizing, True))
+        return Executor(self._symbol, self._ctx, graph, args, grads, aux, self._memplan_name, shared_exec=self)
+
+    def _fit(self, old: Any, shape: tuple, name: str, allow_up_sizing: bool, may_change: bool) -> Any:
+        _, NDArray = _nd()
+        if tuple(old.shape) == tuple(shape):
+            return old
+        if not may_change:
+            raise ShapeError(f"reshape: the shape of {name!r} changes from {old.shape} to {shape} though it was "
+                             f"not given; pass partial_shaping=True to allow it")
+        count = prod(shape)
+        if count > old._data.size:
+            if not allow_up_sizing:
+                raise ShapeError(f"reshape: {name!r} grows from {old.shape} to {shape}; pass allow_up_sizing=True "
+                                 f"to allocate new memory for it")
+            return _new_array(self._ctx, shape, np.dtype(old._data.dtype).name)
+        return NDArray._from_data(old._data.reshape(-1)[:count].reshape(shape), old._ctx, old._var)
+
+    def debug_str(self) -> str:
+        """The execution plan: nodes with inputs and storage, ending ``Total N MB allocated``."""
+        graph = self._graph
+        names = self._entry_names()
+        lines = ["Symbol Outputs:"]
+        lines += [f"\toutput[{i}]={h.node.name}({h.index})" for i, h in enumerate(graph.heads)]
+        plan = self.memory_plan
+        for node in graph.arg_nodes + graph.aux_nodes:
+            lines.append(f"Variable:{node.name}")
+        for node in graph.forward_nodes + graph.backward_nodes:
+            lines.append("--------------------")
+            lines.append(f"Op:{node.op.name}, Name={node.name}")
+            lines.append("Inputs:")
+            lines += [f"\targ[{i}]={e.node.name}({e.index}) version=0" for i, e in enumerate(node.inputs)]
+            for i in range(node.num_outputs()):
+                k = (id(node), i)
+                storage = plan.storage.get(names.get(k, ""))
+                where = f"pool {storage.pool} offset {storage.offset}" if storage else "external"
+                lines.append(f"\toutput[{i}]={node.output_names()[i]} shape={graph.shapes[k]} {where}")
+        total = plan.total_bytes + self._output_bytes
+        lines.append(f"Total {total >> 20} MB allocated")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<Executor {self._symbol!r} on {self._ctx}, {len(self._forward_steps)} forward and " \
+               f"{len(self._backward_steps)} backward nodes>"
+
+
+def _unique(values: Sequence[Any]) -> list[Any]:
+    out: list[Any] = []
+    for value in values:
+        if all(value is not v for v in out):
+            out.append(value)
+    return out
+
+
+# -- bind entry points ------------------------------------------------------------------------
+
+def _context(ctx: Any) -> Any:
+    invoke, _ = _nd()
+    return invoke.resolve_context(ctx)
+
+
+def _as_list(values: Any, names: list[str], what: str, required: bool) -> list:
+    if values is None:
+        if required and names:
+            raise ExecutorError(f"bind needs {what} for {', '.join(names)}")
+        return [None] * len(names)
+    if isinstance(values, Mapping):
+        missing = [n for n in names if n not in values]
+        if missing and required:
+            raise ExecutorError(f"bind: {what} has no array for {', '.join(missing)}; it needs: {', '.join(names)}")
+        return [values.get(n) for n in names]
+    values = list(values)
+    if len(values) != len(names):
+        raise ExecutorError(f"bind: {what} has {len(values)} arrays for {len(names)} names ({', '.join(names)})")
+    return values
+
+
+def bind(symbol: Any, ctx: Any, args: Any, args_grad: Any = None, grad_req: Any = "write", aux_states: Any = None,
+         memplan: str | None = None, shared_exec: Executor | None = None) -> Executor:
+    """Bind ``symbol`` to given NDArrays.
+
+    Parameters
+    ----------
+    ctx : Context
+        The device.
+    args : list or dict of NDArray
+        Every argument (``list_arguments`` order, or by name).
+    args_grad : list or dict of NDArray, optional
+        Gradient arrays; arguments without one get ``grad_req='null'``.
+    grad_req : str, list or dict
+        ``write``, ``add`` or ``null`` (per argument with a list or dict).
+    aux_states : list or dict of NDArray, optional
+        Auxiliary states (required when the symbol has any).
+    memplan : str, optional
+        The memory-planning strategy (default: config ``memplan``).
+    """
+    ctx = _context(ctx)
+    arguments = symbol.list_arguments()
+    arg_list = _as_list(args, arguments, "args", required=True)
+    _, NDArray = _nd()
+    for name, array in zip(arguments, arg_list):
+        if not isinstance(array, NDArray):
+            raise ExecutorError(f"bind: argument {name!r} is {type(array).__name__}, expected an NDArray")
+    grad_list = _as_list(args_grad, arguments, "args_grad", required=False)
+    from mxkit.symbol.exec_graph import normalize_grad_req
+
+    reqs = normalize_grad_req(grad_req, arguments)
+    reqs = {n: (r if g is not None else "null") for (n, r), g in zip(reqs.items(), grad_list)}
+    aux_names = symbol.list_auxiliary_states()
+    aux_list = _as_list(aux_states, aux_names, "aux_states", required=True)
+    shapes = {n: tuple(a.shape) for n, a in zip(arguments, arg_list)}
+    shapes.update({n: tuple(a.shape) for n, a in zip(aux_names, aux_list)})
+    dtypes = {n: np.dtype(a._data.dtype).name for n, a in zip(arguments, arg_list)}
+    dtypes.update({n: np.dtype(a._data.dtype).name for n, a in zip(aux_names, aux_list)})
+    graph = build_exec_graph(symbol, shapes, dtypes, reqs, for_training=True)
+    for node, array in zip(graph.arg_nodes, arg_list):
+        inferred = graph.shapes[(id(node), 0)]
+        if tuple(array.shape) != tuple(inferred):
+            raise ShapeError(f"bind: argument {node.name!r} has shape {array.shape}, the graph needs {inferred}")
+    for name, grad, array in zip(arguments, grad_list, arg_list):
+        if grad is not None and tuple(grad.shape) != tuple(array.shape):
+            raise ShapeError(f"bind: gradient of {name!r} has shape {grad.shape}, the argument has {array.shape}")
+    return Executor(symbol, ctx, graph, arg_list, grad_list, aux_list, memplan, shared_exec)
+
+
+def simple_bind(symbol: Any, ctx: Any, grad_req: Any = "write", type_dict: Mapping[str, Any] | None = None,
+                memplan: str | None = None, shared_exec: Executor | None = None,
+                shapes: Mapping[str, Any] | None = None) -> Executor:
+    """Allocate every argument, gradient and auxiliary array from input shapes and bind.
+
+    Raises
+    ------
+    ShapeError
+        When the shapes given do not determine every argument (naming those left unknown),
+        or a given shape contradicts the graph.
+    """
+    ctx = _context(ctx)
+    graph = build_exec_graph(symbol, shapes or {}, type_dict or {}, grad_req, for_training=True)
+    args, grads, aux = [], [], []
+    for node in graph.arg_nodes:
+        k = (id(node), 0)
+        args.append(_new_array(ctx, graph.shapes[k], graph.dtypes[k]))
+        grads.append(_new_array(ctx, graph.shapes[k], graph.dtypes[k]) if graph.grad_req[node.name] != "null"
+                     else None)
+    for node in graph.aux_nodes:
+        k = (id(node), 0)
+        aux.append(_new_array(ctx, graph.shapes[k], graph.dtypes[k]))
+    return Executor(symbol, ctx, graph, args, grads, aux, memplan, shared_exec)
+
+
+def plan_memory(symbol: Any, for_training: bool = True, memplan: str | None = None,
+                type_dict: Mapping[str, Any] | None = None, shapes: Mapping[str, Any] | None = None) -> Any:
+    """The verified :class:`~mxkit.memplan.plan.MemoryPlan` of a bind, allocating nothing."""
+    from mxkit.memplan import plan_memory as plan
+
+    graph = build_exec_graph(symbol, shapes or {}, type_dict or {}, "write", for_training=for_training)
+    memory_graph = graph.memory_graph()
+    result = plan(memory_graph, memplan)
+    result.verify(memory_graph)
+    return result
+
+
+__all__ = ["Executor", "ExecutorError", "bind", "plan_memory", "simple_bind"]
