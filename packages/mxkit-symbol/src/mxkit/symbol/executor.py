@@ -16,7 +16,6 @@ from math import prod
 from typing import Any
 
 import numpy as np
-
 from mxkit.core import config
 from mxkit.core.config import Option, register_option
 from mxkit.core.errors import MXKitError, ShapeError
@@ -230,9 +229,9 @@ class Executor:
                     try:
                         step.kernel(xp, step.inputs, step.outputs, step.params if train else step.predict_params)
                     except Exception as exc:
-                        shapes = [tuple(a.shape) for a in step.inputs]
-                        raise ExecutorError(f"node {step.name!r}: {step.node.op.describe_call(step.node.params, shapes)}"
-                                            f" failed: {type(exc).__name__}: {exc}") from exc
+                        call = step.node.op.describe_call(step.node.params, [tuple(a.shape) for a in step.inputs])
+                        raise ExecutorError(f"node {step.name!r}: {call} failed: {type(exc).__name__}: "
+                                            f"{exc}") from exc
 
             self._engine.push(run, reads, writes, self._ctx, 0, f"{what}[{segment[0].name}..{segment[-1].name}]")
 
