@@ -22,6 +22,7 @@ MAGIC = 0xCED7230A
 MAGIC_BYTES = struct.pack("<I", MAGIC)
 MAX_RECORD_BYTES = 1 << 29
 _LENGTH_MASK = MAX_RECORD_BYTES - 1
+_FIRST_FLAG = 1 << 29  # lrec values below this have cflag 0
 _HEADER = struct.Struct("<II")
 _PADDING = (b"", b"\0\0\0", b"\0\0", b"\0")
 
@@ -152,6 +153,22 @@ class RecordReader:
 
     def read(self) -> bytes | None:
         """The next record's payload, or None at the end of the file."""
+        # The common case, a whole record read in full, in as few steps as possible.
+        read = self.handle.read
+        header = read(8)
+        if len(header) == 8:
+            magic, lrec = _HEADER.unpack(header)
+            if magic == MAGIC and lrec < _FIRST_FLAG:  # cflag 0
+                payload = read(lrec)
+                padding = -lrec & 3
+                if len(payload) == lrec and (not padding or len(read(padding)) == padding):
+                    self._position += 8 + lrec + padding
+                    return payload
+        # Anything else (end of file, split record, damage, short read): start over carefully.
+        self.handle.seek(self._position)
+        return self._read_carefully()
+
+    def _read_carefully(self) -> bytes | None:
         parts: list[bytes] | None = None
         record_start = self._position
         read = self.handle.read

@@ -162,6 +162,7 @@ class ImageRecordIter(DataIter):
         channels = shape[0]
         self._mean = np.asarray(means[:channels], dtype=np.float32).reshape(channels, 1, 1)
         self._factor = (scale / np.asarray(stds[:channels], dtype=np.float32)).reshape(channels, 1, 1)
+        self._identity_normalisation = not any(means[:channels]) and bool(np.all(self._factor == 1))
         self._data_name = data_name
         self._label_name = label_name
         self._prefetch_buffer = prefetch_buffer
@@ -248,7 +249,7 @@ class ImageRecordIter(DataIter):
             chw = img[:, :, ::-1].transpose(2, 0, 1)  # BGR -> RGB, HWC -> CHW
         else:
             chw = img[None, :, :]
-        if self.dtype == np.uint8:
+        if self.dtype == np.uint8 or self._identity_normalisation:
             data_out[...] = chw
         else:
             np.subtract(chw, self._mean, out=data_out, dtype=np.float32)

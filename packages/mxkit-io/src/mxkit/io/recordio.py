@@ -11,6 +11,7 @@ from __future__ import annotations
 import numbers
 import os
 import struct
+import weakref
 from collections.abc import Callable
 from typing import IO, Any, NamedTuple
 
@@ -31,7 +32,20 @@ __all__ = [
 ]
 
 
-_getpid = os.getpid
+# Open readers read through their RecordReader's bound ``read`` (no per-record checks).
+# A forked child must not share the parent's file position, so after a fork every such
+# shortcut is removed and the next ``read`` goes through the checks, which re-open.
+_fast_readers: weakref.WeakSet[MXRecordIO] = weakref.WeakSet()
+
+
+def _drop_fast_paths_after_fork() -> None:
+    for record_file in list(_fast_readers):
+        record_file.__dict__.pop("read", None)
+    _fast_readers.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_drop_fast_paths_after_fork)
 
 #: Small records are gathered into writes of this size; large ones are written directly.
 WRITE_BUFFER_BYTES = 1 << 20
@@ -83,12 +97,17 @@ class MXRecordIO:
         self._reader = None if self.writable else RecordReader(self._file, self.uri)
         self.is_open = True
         self.pid = os.getpid()
+        if self._reader is not None:
+            self.read = self._reader.read  # type: ignore[method-assign]
+            _fast_readers.add(self)
 
     def close(self) -> None:
         """Close the file; a closed reader or writer can be re-opened with ``open``."""
         if not self.is_open:
             return
         assert self._file is not None
+        self.__dict__.pop("read", None)
+        _fast_readers.discard(self)
         self._file.close()
         self._file = None
         self._reader = None
@@ -114,6 +133,7 @@ class MXRecordIO:
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
+        state.pop("read", None)
         state["_file"] = None
         state["_reader"] = None
         state["pid"] = None
@@ -158,12 +178,11 @@ class MXRecordIO:
 
     def read(self) -> bytes | None:
         """The next record's payload, or None after the last record."""
-        reader = self._reader
-        if reader is None or self.pid != _getpid():  # the per-record fast path checks once
-            self._require(writing=False)
-            self._check_pid(allow_reset=True)
-            reader = self._reader
-        return reader.read()  # type: ignore[union-attr]
+        # While open in its own process, a reader's ``read`` is its RecordReader's (set by
+        # ``open``); this method runs when the file is closed, written, or after a fork.
+        self._require(writing=False)
+        self._check_pid(allow_reset=True)
+        return self._reader.read()  # type: ignore[union-attr]
 
     def tell(self) -> int:
         """Byte offset of the next record to read or write."""
