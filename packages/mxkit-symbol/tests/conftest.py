@@ -37,3 +37,12 @@ def naive_engine():
         engine.set_engine(previous)
     else:
         engine.reset()
+
+
+@pytest.fixture(autouse=True)
+def only_implemented_passes():
+    """Run the tests with the passes this package implements (the default config also lists fusion)."""
+    from mxkit.core import config
+
+    with config.override(graph_passes=["prune"]):
+        yield

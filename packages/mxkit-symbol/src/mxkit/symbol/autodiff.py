@@ -19,7 +19,7 @@ from typing import Any
 
 from mxkit.core.errors import MXKitError
 from mxkit.ndarray.registry import get_registry
-from mxkit.symbol.graph import Entry, Node, topo_order
+from mxkit.symbol.graph import Entry, Node, known_attributes, topo_order
 
 # Operators whose gradient does not depend on a head gradient (MXNet's loss layers).
 LOSS_OPERATORS = frozenset({"SoftmaxOutput", "LinearRegressionOutput", "LogisticRegressionOutput",
@@ -49,9 +49,11 @@ class GraphApplier:
         Prefix of the names of the nodes made (the forward node's name).
     """
 
-    def __init__(self, stem: str) -> None:
+    def __init__(self, stem: str, shapes: dict | None = None, dtypes: dict | None = None) -> None:
         self.stem = stem
         self.count = 0
+        self.shapes = shapes
+        self.dtypes = dtypes
 
     def __call__(self, op_name: str, *inputs: Entry, **params: Any) -> Entry | list[Entry]:
         op = get_registry().get(op_name)
@@ -65,12 +67,34 @@ class GraphApplier:
                     list(inputs), typed)
         self.count += 1
         outputs = [Entry(node, i) for i in range(node.num_outputs())]
+        if self.shapes is not None:
+            self._infer(node, outputs)
         return outputs[0] if len(outputs) == 1 else outputs
 
     def __getattr__(self, op_name: str) -> Any:
         if op_name.startswith("__"):
             raise AttributeError(op_name)
         return lambda *inputs, **params: self(op_name, *inputs, **params)
+
+    def _infer(self, node: Node, outputs: list[Entry]) -> None:
+        """Shapes and dtypes of a new node right away: later gradient code may read them."""
+        from mxkit.symbol.infer import key
+
+        in_shapes = [self.shapes.get(key(e)) for e in node.inputs]
+        in_dtypes = [self.dtypes.get(key(e)) for e in node.inputs]
+        if any(s is None for s in in_shapes) or any(d is None for d in in_dtypes):
+            return
+        try:
+            out_shapes = node.op.infer_shape(node.params, [tuple(s) for s in in_shapes])
+            out_dtypes = node.op.infer_dtype(node.params, list(in_dtypes))
+        except MXKitError as exc:
+            raise GradientError(f"backward node {node.name!r}: {node.op.describe_call(node.params, in_shapes)}: "
+                                f"{exc}") from None
+        from mxkit.core.dtypes import dtype_name
+
+        for entry, shape, dtype in zip(outputs, out_shapes, out_dtypes):
+            self.shapes[key(entry)] = tuple(shape)
+            self.dtypes[key(entry)] = dtype_name(dtype)
 
 
 def _needs_gradient(order: Sequence[Node], wrt: set[int]) -> set[int]:
@@ -82,16 +106,17 @@ def _needs_gradient(order: Sequence[Node], wrt: set[int]) -> set[int]:
     return needed
 
 
-def _sum(entries: list[Entry], stem: str) -> Entry:
+def _sum(entries: list[Entry], stem: str, shapes: dict | None, dtypes: dict | None) -> Entry:
     """One entry holding the sum of ``entries`` (a chain of ``elemwise_add`` nodes)."""
     total = entries[0]
-    applier = GraphApplier(f"{stem}_sum")
+    applier = GraphApplier(f"{stem}_sum", shapes, dtypes)
     for entry in entries[1:]:
         total = applier("elemwise_add", total, entry)
     return total
 
 
-def build_backward(heads: Sequence[Entry], head_grads: Sequence[Entry], wrt: Sequence[Node]) -> dict[int, Entry]:
+def build_backward(heads: Sequence[Entry], head_grads: Sequence[Entry], wrt: Sequence[Node],
+                   shapes: dict | None = None, dtypes: dict | None = None) -> dict[int, Entry]:
     """Gradient entries of the variables ``wrt`` given the gradients of ``heads``.
 
     Parameters
@@ -102,6 +127,9 @@ def build_backward(heads: Sequence[Entry], head_grads: Sequence[Entry], wrt: Seq
         Their gradients (same order).
     wrt : list of Node
         Variable nodes to differentiate with respect to.
+    shapes, dtypes : dict, optional
+        Inferred shapes and dtypes of the forward entries; gradient definitions may read
+        ``entry.shape``, and the new nodes' values are added to these dicts.
 
     Returns
     -------
@@ -109,6 +137,14 @@ def build_backward(heads: Sequence[Entry], head_grads: Sequence[Entry], wrt: Seq
         ``id(variable node)`` to the entry of its gradient; a variable no head depends on
         is missing (its gradient is zero).
     """
+    if shapes is None:
+        return _build_backward(heads, head_grads, wrt, None, None)
+    with known_attributes(shapes, dtypes):
+        return _build_backward(heads, head_grads, wrt, shapes, dtypes)
+
+
+def _build_backward(heads: Sequence[Entry], head_grads: Sequence[Entry], wrt: Sequence[Node],
+                    shapes: dict | None, dtypes: dict | None) -> dict[int, Entry]:
     order = topo_order(heads)
     needed = _needs_gradient(order, {id(n) for n in wrt})
     pending: dict[tuple[int, int], list[Entry]] = {}
@@ -122,17 +158,17 @@ def build_backward(heads: Sequence[Entry], head_grads: Sequence[Entry], wrt: Seq
         if node.op is None:
             grads = pending.get((id(node), 0))
             if grads:
-                result[id(node)] = _sum(grads, f"{node.name}_grad")
+                result[id(node)] = _sum(grads, f"{node.name}_grad", shapes, dtypes)
             continue
         count = node.num_outputs()
         out_grads: list[Entry | None] = []
         for i in range(count):
             grads = pending.pop((id(node), i), None)
-            out_grads.append(_sum(grads, f"{node.name}_out{i}_grad") if grads else None)
+            out_grads.append(_sum(grads, f"{node.name}_out{i}_grad", shapes, dtypes) if grads else None)
         if all(g is None for g in out_grads):
             continue
         outputs = [Entry(node, i) for i in range(count)]
-        applier = GraphApplier(f"{node.name}_backward")
+        applier = GraphApplier(f"{node.name}_backward", shapes, dtypes)
         filled = [g if g is not None else applier("zeros_like", outputs[i]) for i, g in enumerate(out_grads)]
         in_grads = _call_gradient(node, applier, outputs, filled)
         for entry, grad in zip(node.inputs, in_grads):

@@ -209,14 +209,14 @@ def _add_backward(graph: ExecGraph, wrt: list[Node]) -> None:
     for head in graph.heads:
         if is_loss_head(head):
             graph.head_grad_nodes.append(None)
-            head_grads.append(GraphApplier(f"{head.node.name}_head")("ones_like", head))
+            head_grads.append(GraphApplier(f"{head.node.name}_head", graph.shapes, graph.dtypes)("ones_like", head))
         else:
             variable = Node(None, f"{head.node.output_names()[head.index]}_head_grad")
             graph.head_grad_nodes.append(variable)
             head_grads.append(Entry(variable, 0))
             graph.shapes[(id(variable), 0)] = graph.shapes[key(head)]
             graph.dtypes[(id(variable), 0)] = graph.dtypes[key(head)]
-    grads = build_backward(graph.heads, head_grads, wrt)
+    grads = build_backward(graph.heads, head_grads, wrt, graph.shapes, graph.dtypes)
     claimed: dict[Any, int] = {}
     for entry in list(grads.values()) + graph.heads:
         claimed[key(entry)] = claimed.get(key(entry), 0) + 1
@@ -229,9 +229,12 @@ def _add_backward(graph: ExecGraph, wrt: list[Node]) -> None:
         if req == "add":
             current = Node(None, f"{node.name}_grad_current")
             graph.grad_inputs[node.name] = current
-            writer = GraphApplier(f"{node.name}_grad")("elemwise_add", Entry(current, 0), grad)
+            graph.shapes[(id(current), 0)] = graph.shapes[(id(node), 0)]
+            graph.dtypes[(id(current), 0)] = graph.dtypes[(id(node), 0)]
+            writer = GraphApplier(f"{node.name}_grad", graph.shapes, graph.dtypes)("elemwise_add", Entry(current, 0),
+                                                                                  grad)
         elif grad.node.is_variable or claimed[key(grad)] > 1 or key(grad) in {key(w) for w in writers}:
-            writer = GraphApplier(f"{node.name}_grad")("identity", grad)
+            writer = GraphApplier(f"{node.name}_grad", graph.shapes, graph.dtypes)("identity", grad)
         else:
             writer = grad
         graph.grad_writers[node.name] = writer

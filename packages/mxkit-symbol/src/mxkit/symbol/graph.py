@@ -10,10 +10,30 @@ composition and gradient construction make new nodes and share the unchanged one
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, NamedTuple
 
+from mxkit.core.errors import ShapeError
 from mxkit.ndarray.registry import OpDef
+
+_known = threading.local()
+
+
+@contextmanager
+def known_attributes(shapes: Mapping[tuple[int, int], tuple], dtypes: Mapping[tuple[int, int], str]) -> Iterator[None]:
+    """Make ``entry.shape``/``ndim``/``dtype`` answer from these inferred values inside the block.
+
+    Gradient definitions written for NDArrays read their inputs' shapes (``len(x.shape)``);
+    while the backward graph is built, entries answer from shape inference.
+    """
+    previous = getattr(_known, "values", None)
+    _known.values = (shapes, dtypes)
+    try:
+        yield
+    finally:
+        _known.values = previous
 
 
 class Entry(NamedTuple):
@@ -21,6 +41,29 @@ class Entry(NamedTuple):
 
     node: Node
     index: int
+
+    def _lookup(self, which: int, what: str) -> Any:
+        values = getattr(_known, "values", None)
+        value = None if values is None else values[which].get((id(self.node), self.index))
+        if value is None:
+            raise ShapeError(f"the {what} of {self.node.output_names()[self.index]!r} is not known here; graph "
+                             f"entries have shapes only while a bound graph is being differentiated")
+        return value
+
+    @property
+    def shape(self) -> tuple:
+        """The inferred shape (only while differentiating a graph with known shapes)."""
+        return tuple(self._lookup(0, "shape"))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def dtype(self) -> Any:
+        from mxkit.core.dtypes import to_numpy
+
+        return to_numpy(self._lookup(1, "dtype"))
 
 
 class Node:
@@ -122,4 +165,4 @@ def aux_variables(order: Sequence[Node]) -> set[int]:
     return aux
 
 
-__all__ = ["Entry", "Node", "aux_variables", "op_params", "topo_order"]
+__all__ = ["Entry", "Node", "aux_variables", "known_attributes", "op_params", "topo_order"]
