@@ -106,6 +106,11 @@ def _pool_shape(params: dict, in_shapes: list) -> list:
     return [tuple(int(d) for d in data[:2]) + geometry.out_spatial]
 
 
+def _lowest(xp, dtype):
+    """The fill of max pooling: a window wholly in the padding (full convention) gives it, as in MXNet."""
+    return xp.finfo(dtype).min if dtype.kind == "f" else xp.iinfo(dtype).min
+
+
 def _window_counts(xp, g: _PoolGeometry, include_pad: bool, dtype):
     """How many cells each window averages over (MXNet's rule for padding and overhanging windows)."""
     ones = xp.ones((1, 1, *g.spatial), dtype=dtype)
@@ -125,10 +130,7 @@ def _pool_kernel(xp, inputs, outputs, params):
     data = inputs[0]
     g = _PoolGeometry(params, data.shape)
     pool_type = params["pool_type"]
-    fill = -xp.inf if pool_type == "max" and data.dtype.kind == "f" else 0
-    if pool_type == "max" and data.dtype.kind != "f":
-        fill = xp.iinfo(data.dtype).min
-    padded = g.padded(xp, data, fill)
+    padded = g.padded(xp, data, _lowest(xp, data.dtype) if pool_type == "max" else 0)
     if pool_type == "lp":
         padded = xp.abs(padded) ** params["p_value"]
     result = None
@@ -155,7 +157,7 @@ def _pool_backward_kernel(xp, inputs, outputs, params):
     grid_shape = tuple(data.shape[:2]) + tuple(s + p + a for s, p, a in zip(g.spatial, g.pad, g.after))
     grid = xp.zeros(grid_shape, dtype=out_grad.dtype)
     if pool_type == "max":
-        padded = g.padded(xp, data, -xp.inf if data.dtype.kind == "f" else xp.iinfo(data.dtype).min)
+        padded = g.padded(xp, data, _lowest(xp, data.dtype))
         unclaimed = xp.ones(output.shape, dtype=bool)
         for offset in g.offsets():
             # the first maximal cell of a window (row-major order) takes its gradient, as in MXNet
