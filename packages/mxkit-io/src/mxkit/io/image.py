@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from mxkit.core.errors import ConfigError, FormatError, MissingComponentError, ShapeError
 
-__all__ = ["center_crop", "imdecode", "imencode", "random_crop", "resize_short"]
+__all__ = ["center_crop", "crop_at", "imdecode", "imencode", "random_crop", "resize_short"]
 
 
 def cv2_module() -> Any:
@@ -105,6 +105,14 @@ def center_crop(img: np.ndarray, height: int, width: int) -> np.ndarray:
     _check_fits(img, height, width)
     top = (img.shape[0] - height) // 2
     left = (img.shape[1] - width) // 2
+    return img[top:top + height, left:left + width]
+
+
+def crop_at(img: np.ndarray, height: int, width: int, row_fraction: float, column_fraction: float) -> np.ndarray:
+    """The ``height`` x ``width`` window at fractions in [0, 1) of the free rows and columns."""
+    _check_fits(img, height, width)
+    top = int(row_fraction * (img.shape[0] - height + 1))
+    left = int(column_fraction * (img.shape[1] - width + 1))
     return img[top:top + height, left:left + width]
 
 
