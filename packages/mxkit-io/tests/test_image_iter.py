@@ -160,3 +160,14 @@ def test_grayscale_and_label_vectors():
     np.testing.assert_array_equal(batch.data[0][0, 0], gray[top:top + 20, left:left + 20])
     data_iter.close()
     assert generators.image_format(0)[0] == ".jpg"
+
+
+def test_reset_in_the_middle_of_an_epoch(big_images):
+    path, _ = big_images
+    data_iter = ImageRecordIter(path, (3, 32, 32), 2, prefetch_buffer=1, preprocess_threads=2)
+    first = next(data_iter)
+    np.testing.assert_array_equal(first.label[0], [0, 1])
+    data_iter.reset()  # the producer is blocked on its full queue: reset must stop it
+    labels = [int(v) for batch in data_iter for v in batch.label[0]]
+    assert len(labels) == 20 and sorted(labels) == list(range(20))
+    data_iter.close()

@@ -213,3 +213,16 @@ def test_batch_type_switch(monkeypatch):
     monkeypatch.setenv("MXKIT_IO_BATCH_TYPE", "tensor")
     with pytest.raises(ConfigError, match="io_batch_type"):
         NDArrayIter(np.zeros((2, 2)))
+
+
+def test_prefetchingiter_reset_in_the_middle_of_an_epoch():
+    data = np.arange(40.0).reshape(20, 2)
+    prefetch = PrefetchingIter(NDArrayIter(data, batch_size=3), prefetch_depth=1)
+    next(prefetch)
+    prefetch.reset()  # must not hang on the thread blocked on its full queue
+    assert [int(b.data[0][0, 0]) for b in prefetch] == list(range(0, 40, 6))
+
+
+def test_text_iterators_know_their_length():
+    data_iter = CSVIter(data_csv=str(FIXTURES / "mxnet_csv_data.csv"), data_shape=(2, 3), batch_size=3)
+    assert len(data_iter) == 3 == len(list(data_iter))

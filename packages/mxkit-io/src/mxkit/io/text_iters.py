@@ -66,6 +66,10 @@ class _TextBatchIter(DataIter):
         self._previous: tuple[np.ndarray, np.ndarray] | None = None
         self._convert = batch_converter()
 
+    def __len__(self) -> int:
+        """Batches in the first epoch (the last one padded)."""
+        return -(-self._data.shape[0] // self.batch_size)
+
     @property
     def provide_data(self) -> list[DataDesc]:
         """The data input: ``(batch_size, *data_shape)`` float32."""
