@@ -9,14 +9,15 @@ import numpy as np
 import pytest
 from mxkit.core.errors import ConfigError, FormatError
 from mxkit.io import recordio
-from mxkit.io.im2rec import PackOptions, pack_list, read_list
-from mxkit.mx.cli_io import add_io_commands
+from mxkit.io.im2rec import PackOptions, make_list, pack_list, read_list
 from mxkit_io_test_helpers import FIXTURES, generators
 
 
 def run_cli(*argv):
+    # The commands live in the facade (mxkit); mxkit-io installed alone tests the functions.
+    cli_io = pytest.importorskip("mxkit.mx.cli_io", reason="the mxkit facade is not installed")
     parser = argparse.ArgumentParser(prog="mxkit")
-    add_io_commands(parser.add_subparsers(dest="command", required=True))
+    cli_io.add_io_commands(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args([str(a) for a in argv])
     return args.run(args)
 
@@ -42,12 +43,30 @@ def test_im2rec_lists_match_mxnet(image_folder, tmp_path, capsys):
 @pytest.mark.parametrize("workers", [1, 2])
 def test_im2rec_pass_through_is_byte_identical(image_folder, tmp_path, workers):
     shutil.copy(FIXTURES / "mxnet_im2rec_train.lst", tmp_path / "train.lst")
+    assert pack_list(str(tmp_path / "train.lst"), PackOptions(str(image_folder), pass_through=True), workers) == (6, 0)
+    assert (tmp_path / "train.rec").read_bytes() == (FIXTURES / "mxnet_im2rec_train.rec").read_bytes()
+    assert (tmp_path / "train.idx").read_text() == (FIXTURES / "mxnet_im2rec_train.idx").read_text()
+
+
+def test_make_list_matches_mxnet(image_folder, tmp_path):
+    written = make_list(str(tmp_path / "mxnet_im2rec"), str(image_folder), recursive=True, train_ratio=0.75)
+    assert sorted(written) == sorted(str(tmp_path / n) for n in ("mxnet_im2rec_train.lst", "mxnet_im2rec_val.lst"))
+    for name in ("mxnet_im2rec_train.lst", "mxnet_im2rec_val.lst"):
+        assert (tmp_path / name).read_text() == (FIXTURES / name).read_text()
+    with pytest.raises(ConfigError, match="must be fractions summing to at most 1"):
+        make_list(str(tmp_path / "x"), str(image_folder), train_ratio=0.8, test_ratio=0.5)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_cli_im2rec_pass_through(image_folder, tmp_path, workers):
+    shutil.copy(FIXTURES / "mxnet_im2rec_train.lst", tmp_path / "train.lst")
     assert run_cli("im2rec", tmp_path / "train.lst", image_folder, "--pass-through", "--num-thread", workers) == 0
     assert (tmp_path / "train.rec").read_bytes() == (FIXTURES / "mxnet_im2rec_train.rec").read_bytes()
     assert (tmp_path / "train.idx").read_text() == (FIXTURES / "mxnet_im2rec_train.idx").read_text()
 
 
 def test_im2rec_resize_center_crop_png_matches_mxnet_pixels(image_folder, tmp_path):
+    pytest.importorskip("cv2")
     shutil.copy(FIXTURES / "mxnet_im2rec_all.lst", tmp_path / "all.lst")
     assert run_cli("im2rec", tmp_path / "all", image_folder, "--resize", "20", "--center-crop",
                    "--encoding", ".png", "--quality", "3", "--num-thread", "2") == 0
@@ -63,6 +82,7 @@ def test_im2rec_resize_center_crop_png_matches_mxnet_pixels(image_folder, tmp_pa
 
 
 def test_im2rec_skips_unreadable_images_with_a_warning(tmp_path, image_folder, capsys):
+    pytest.importorskip("cv2")
     (tmp_path / "broken.lst").write_text("0\t1.000000\tclass_0/notes.txt\n1\t0.000000\tclass_0/img_0.jpg\n")
     written, skipped = pack_list(str(tmp_path / "broken.lst"), PackOptions(root=str(image_folder)))
     assert (written, skipped) == (1, 1)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from mxkit.core.errors import ConfigError, DTypeError, ShapeError
+
+pytest.importorskip("cv2", reason="ImageRecordIter needs OpenCV (mxkit-io[image])")
 from mxkit.io import ImageRecordIter, recordio
 from mxkit.io.recordio import IRHeader
 from mxkit_io_test_helpers import FIXTURES, generators

@@ -55,6 +55,7 @@ def test_unpack_rejects_short_records():
 
 
 def test_mxnet_images_decode_exactly():
+    pytest.importorskip("cv2")
     reader = recordio.MXIndexedRecordIO(str(FIXTURES / "mxnet_images.idx"), str(FIXTURES / "mxnet_images.rec"), "r")
     with np.load(FIXTURES / "mxnet_images.npz") as arrays:
         for index in range(8):
@@ -67,6 +68,7 @@ def test_mxnet_images_decode_exactly():
 
 @pytest.mark.parametrize("fmt,quality", [(".jpg", 95), (".jpg", 30), (".png", 0), (".png", 9)])
 def test_pack_img_round_trip(fmt, quality):
+    pytest.importorskip("cv2")
     img = generators.fixture_images()[3]
     header, decoded = recordio.unpack_img(recordio.pack_img(IRHeader(0, 1.0, 9, 0), img, quality, fmt))
     assert header.id == 9 and decoded.shape == img.shape
@@ -75,6 +77,7 @@ def test_pack_img_round_trip(fmt, quality):
 
 
 def test_pack_img_bad_arguments():
+    pytest.importorskip("cv2")
     img = np.zeros((4, 4, 3), np.uint8)
     with pytest.raises(ConfigError, match=r"'\.gif'"):
         recordio.pack_img(IRHeader(0, 0, 0, 0), img, img_fmt=".gif")
