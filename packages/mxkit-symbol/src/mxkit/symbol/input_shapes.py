@@ -125,7 +125,14 @@ def input_shapes(op: Any, params: dict, ins: list, outs: list) -> dict[int, Shap
         known = next((s for s in list(ins) + list(outs[:1]) if s is not None), None)
         if known is not None:
             return {i: tuple(known) for i, s in enumerate(ins) if s is None}
+    elif _shaped_like_first_input(op) and ins and ins[0] is None and outs and outs[0] is not None:
+        return {0: tuple(outs[0])}
     return {}
+
+
+def _shaped_like_first_input(op: Any) -> bool:
+    """Unary operators whose output has the input's shape (``relu``, ``Activation``, ``softmax``)."""
+    return getattr(op.infer_shape, "__qualname__", "") == "first_shape" and op.num_outputs == 1
 
 
 __all__ = ["RULES", "input_shapes", "is_elementwise"]

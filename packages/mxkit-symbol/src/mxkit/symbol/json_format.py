@@ -30,7 +30,9 @@ def to_dict(symbol: Symbol) -> dict[str, Any]:
         item: dict[str, Any] = {"op": node.op_name, "name": node.name}
         if node.attrs:
             item["attrs"] = dict(node.attrs)
-        item["inputs"] = [[index[id(e.node)], e.index, 0] for e in node.inputs]
+        # MXNet versions mutable inputs: an auxiliary state an operator updates reads as version 1
+        aux = set(node.aux_input_indices())
+        item["inputs"] = [[index[id(e.node)], e.index, int(i in aux)] for i, e in enumerate(node.inputs)]
         nodes.append(item)
         row_ptr.append(row_ptr[-1] + node.num_outputs())
     return {
@@ -85,8 +87,10 @@ def _load_node(item: dict, position: int, nodes: list[Node], registry: Any) -> N
     if not isinstance(name, str) or op_name is None:
         raise FormatError(f"symbol JSON node {position} needs 'op' and 'name', got {item!r}")
     attrs: dict[str, str] = {}
-    for field in ("param", "attr", "attrs"):  # 0.x files: 'param' (op params) and 'attr'
+    for field in ("param", "attr", "attrs"):  # 0.x files: 'param' (op params) and 'attr' (free-form)
         for key, value in (item.get(field) or {}).items():
+            if field == "attr" and not (key.startswith("__") and key.endswith("__")):
+                key = f"__{key}__"
             attrs[key] = value if isinstance(value, str) else json.dumps(value)
     inputs = [_entry(raw, nodes, f"node {name!r} inputs") for raw in item.get("inputs", [])]
     if op_name == "null":
