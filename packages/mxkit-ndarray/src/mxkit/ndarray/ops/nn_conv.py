@@ -1,8 +1,8 @@
 """``Convolution`` and ``Deconvolution`` (1-D, 2-D and 3-D, NC* layouts), with their backward operators.
 
-A convolution is one im2col copy of the input and one batched matrix product per call:
-the groups are a batch axis of the product (``(G, F/G, C/G*K) @ (N, G, C/G*K, L)``), so a
-depthwise convolution runs as the same single call as a dense one. The data gradient and a
+A convolution is one im2col copy of the input and one matrix product per group, with the
+batch folded into the columns (``(G, F/G, C/G*K) @ (G, C/G*K, N*L)``, one stacked call), so
+the products are large and a depthwise convolution is the same single call as a dense one. The data gradient and a
 deconvolution's forward are the adjoint product followed by col2im.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from mxkit.core.errors import ShapeError
 from mxkit.ndarray.ops._helpers import write
 from mxkit.ndarray.ops.nn_common import as_list, expect_shape, fmt, public, spatial_tuple
-from mxkit.ndarray.ops.nn_im2col import col2im, conv_out_size, im2col
+from mxkit.ndarray.ops.nn_im2col import batch_major, col2im, conv_out_size, group_major, im2col
 from mxkit.ndarray.params import Param, schema
 from mxkit.ndarray.registry import OpDef, define
 
@@ -128,26 +128,24 @@ def _conv_kernel(xp, inputs, outputs, params):
     g = _geometry_of(params, data)
     columns, out_spatial = im2col(xp, data, g.groups, g.kernel, g.stride, g.dilate, g.pad)
     filters = weight.reshape(g.groups, g.num_filter // g.groups, -1)
-    result = xp.matmul(filters, columns)  # (N, G, F/G, L)
     out = outputs[0]
-    write(xp, out, result.reshape(out.shape))
+    result = batch_major(xp, xp.matmul(filters, columns), data.shape[0], out.shape)  # (G, F/G, N*L) -> (N, F, ...)
     if not params["no_bias"]:
-        out += inputs[2].reshape((1, -1) + (1,) * len(out_spatial))
+        result = result + inputs[2].reshape((1, -1) + (1,) * len(out_spatial))
+    write(xp, out, result)
 
 
 def _conv_backward_kernel(xp, inputs, outputs, params):
     out_grad, data, weight = inputs
     g = _geometry_of(params, data)
-    n = data.shape[0]
     columns, out_spatial = im2col(xp, data, g.groups, g.kernel, g.stride, g.dilate, g.pad)
-    grad = out_grad.reshape(n, g.groups, g.num_filter // g.groups, -1)
+    grad = group_major(xp, out_grad, g.groups)  # (G, F/G, N*L)
     filters = weight.reshape(g.groups, g.num_filter // g.groups, -1)
-    column_grad = xp.matmul(filters.swapaxes(-1, -2), grad)  # (N, G, C/G*K, L)
+    column_grad = xp.matmul(filters.swapaxes(-1, -2), grad)  # (G, C/G*K, N*L)
     write(xp, outputs[0], col2im(xp, column_grad, data.shape, g.kernel, g.stride, g.dilate, g.pad, out_spatial))
-    weight_grad = xp.matmul(grad, columns.swapaxes(-1, -2)).sum(axis=0)
-    write(xp, outputs[1], weight_grad.reshape(weight.shape))
+    write(xp, outputs[1], xp.matmul(grad, columns.swapaxes(-1, -2)).reshape(weight.shape))
     if not params["no_bias"]:
-        write(xp, outputs[2], grad.sum(axis=(0, 3)).reshape(-1))
+        write(xp, outputs[2], grad.sum(axis=2).reshape(-1))
 
 
 define(OpDef(
@@ -216,31 +214,28 @@ def _deconv_shape(params: dict, in_shapes: list) -> list:
 def _deconv_kernel(xp, inputs, outputs, params):
     data, weight = inputs[0], inputs[1]
     g, _, out_spatial = _deconv_geometry(params, data.shape)
-    n, channels = data.shape[:2]
-    per_group = channels // g.groups
-    filters = weight.reshape(g.groups, per_group, -1)  # (G, C/G, F/G*K)
-    rows = data.reshape(n, g.groups, per_group, -1)  # (N, G, C/G, L)
-    columns = xp.matmul(filters.swapaxes(-1, -2), rows)  # (N, G, F/G*K, L)
+    channels = data.shape[1]
+    filters = weight.reshape(g.groups, channels // g.groups, -1)  # (G, C/G, F/G*K)
+    columns = xp.matmul(filters.swapaxes(-1, -2), group_major(xp, data, g.groups))  # (G, F/G*K, N*L)
     out = outputs[0]
-    write(xp, out, col2im(xp, columns, out.shape, g.kernel, g.stride, g.dilate, g.pad, g.spatial))
+    result = col2im(xp, columns, out.shape, g.kernel, g.stride, g.dilate, g.pad, g.spatial)
     if not params["no_bias"]:
-        out += inputs[2].reshape((1, -1) + (1,) * len(out_spatial))
+        result = result + inputs[2].reshape((1, -1) + (1,) * len(out_spatial))
+    write(xp, out, result)
 
 
 def _deconv_backward_kernel(xp, inputs, outputs, params):
     out_grad, data, weight = inputs
     g, _, _ = _deconv_geometry(params, data.shape)
-    n, channels = data.shape[:2]
-    per_group = channels // g.groups
-    columns, _ = im2col(xp, out_grad, g.groups, g.kernel, g.stride, g.dilate, g.pad)
+    channels = data.shape[1]
     # adj < stride, so the im2col grid of out_grad has exactly the data's positions
-    filters = weight.reshape(g.groups, per_group, -1)
-    rows = data.reshape(n, g.groups, per_group, -1)
-    write(xp, outputs[0], xp.matmul(filters, columns).reshape(data.shape))
-    weight_grad = xp.matmul(rows, columns.swapaxes(-1, -2)).sum(axis=0)
-    write(xp, outputs[1], weight_grad.reshape(weight.shape))
+    columns, _ = im2col(xp, out_grad, g.groups, g.kernel, g.stride, g.dilate, g.pad)
+    filters = weight.reshape(g.groups, channels // g.groups, -1)
+    write(xp, outputs[0], batch_major(xp, xp.matmul(filters, columns), data.shape[0], data.shape))
+    rows = group_major(xp, data, g.groups)
+    write(xp, outputs[1], xp.matmul(rows, columns.swapaxes(-1, -2)).reshape(weight.shape))
     if not params["no_bias"]:
-        write(xp, outputs[2], out_grad.sum(axis=(0, *tuple(range(2, out_grad.ndim)))))
+        write(xp, outputs[2], out_grad.sum(axis=(0, *range(2, out_grad.ndim))))
 
 
 define(OpDef(

@@ -2,7 +2,7 @@
 
 ``window_view`` exposes every (kernel offset, output position) pair of a padded input as a
 strided view, without copying; ``im2col`` copies that view once into the column matrix
-that one batched matrix product turns into a convolution. ``col2im`` is its adjoint: it
+that one matrix product per group turns into a convolution. ``col2im`` is its adjoint: it
 adds columns back onto the input grid with one vectorised slice-add per kernel offset
 (never a Python loop over pixels), which is the data gradient of a convolution, the
 forward of a deconvolution and the gradient of pooling.
@@ -44,14 +44,19 @@ def conv_out_size(size: int, kernel: int, stride: int, dilate: int, pad_before: 
 
 def im2col(xp: Any, x: Any, groups: int, kernel: Sequence[int], stride: Sequence[int], dilate: Sequence[int],
            pad: Sequence[int]) -> tuple[Any, Shape]:
-    """Column matrix (N, groups, C/groups * prod(kernel), prod(out_spatial)) of ``x`` and the output spatial shape."""
+    """Column matrix (groups, C/groups * prod(kernel), N * prod(out_spatial)) of ``x``, and the output spatial shape.
+
+    The batch is folded into the columns so that a convolution is one large matrix product
+    per group (large products keep BLAS busy; one small product per sample does not).
+    """
     n, channels = x.shape[:2]
     out_spatial = tuple(conv_out_size(size, k, s, d, p, p)
                         for size, k, s, d, p in zip(x.shape[2:], kernel, stride, dilate, pad))
     padded = xp.ascontiguousarray(pad_spatial(xp, x, pad, pad))
-    view = window_view(xp, padded, kernel, stride, dilate, out_spatial)
-    per_group = channels // groups
-    columns = view.reshape(n, groups, per_group * _prod(kernel), _prod(out_spatial))
+    view = window_view(xp, padded, kernel, stride, dilate, out_spatial)  # (N, C, *K, *out)
+    kdim = len(kernel)
+    order = (1, *range(2, 2 + kdim), 0, *range(2 + kdim, 2 + 2 * kdim))  # (C, *K, N, *out)
+    columns = view.transpose(order).reshape(groups, channels // groups * _prod(kernel), n * _prod(out_spatial))
     return columns, out_spatial
 
 
@@ -59,21 +64,31 @@ def col2im(xp: Any, columns: Any, shape: Sequence[int], kernel: Sequence[int], s
            dilate: Sequence[int], pad: Sequence[int], out_spatial: Sequence[int]) -> Any:
     """Sum the columns back onto a grid of ``shape`` (N, C, *spatial): the adjoint of :func:`im2col`.
 
-    ``columns`` holds (N, C * prod(kernel) * prod(out_spatial)) values in im2col's order
-    (any shape with that many elements per sample, e.g. (N, G, C/G * K, L)).
+    ``columns`` holds C * prod(kernel) * N * prod(out_spatial) values in im2col's order
+    (any shape with that many elements, e.g. (G, C/G * K, N * L)).
     """
     n, channels = int(shape[0]), int(shape[1])
     spatial = tuple(int(s) for s in shape[2:])
-    blocks = columns.reshape((n, channels, *tuple(kernel), *tuple(out_spatial)))
+    blocks = columns.reshape((channels, *kernel, n, *out_spatial))
     padded_spatial = tuple(size + 2 * p for size, p in zip(spatial, pad))
     grid = xp.zeros((n, channels, *padded_spatial), dtype=columns.dtype)
     for offset in itertools.product(*(range(k) for k in kernel)):
         steps = [slice(o * d, o * d + s * (count - 1) + 1, s)
                  for o, d, s, count in zip(offset, dilate, stride, out_spatial)]
-        target = (slice(None), slice(None), *steps)
-        grid[target] += blocks[(slice(None), slice(None), *offset)]
-    crop = (slice(None), slice(None), *tuple(slice(p, p + size) for p, size in zip(pad, spatial)))
+        grid[(slice(None), slice(None), *steps)] += blocks[(slice(None), *offset)].swapaxes(0, 1)
+    crop = (slice(None), slice(None), *(slice(p, p + size) for p, size in zip(pad, spatial)))
     return grid[crop]
+
+
+def batch_major(xp: Any, grouped: Any, n: int, out_shape: Sequence[int]) -> Any:
+    """(G, X/G, N * L) products back to an (N, X, *spatial) array of ``out_shape``."""
+    return grouped.reshape(-1, n, int(grouped.shape[-1]) // n).swapaxes(0, 1).reshape(out_shape)
+
+
+def group_major(xp: Any, x: Any, groups: int) -> Any:
+    """(N, C, *spatial) as (G, C/G, N * L): channels first, the batch folded into the columns."""
+    n, channels = x.shape[:2]
+    return x.reshape(n, channels, -1).swapaxes(0, 1).reshape(groups, channels // groups, -1)
 
 
 def _prod(values: Sequence[int]) -> int:
@@ -83,4 +98,4 @@ def _prod(values: Sequence[int]) -> int:
     return total
 
 
-__all__ = ["col2im", "conv_out_size", "im2col", "pad_spatial", "window_view"]
+__all__ = ["batch_major", "col2im", "conv_out_size", "group_major", "im2col", "pad_spatial", "window_view"]
