@@ -3,9 +3,9 @@
 In one run:
 
 1. Sequential read of a file of mixed-size records (80% 100 B - 4 KiB, 15% 4 - 64 KiB,
-   5% 64 KiB - 1 MiB) from the page cache: a plain ``file.read(8 MiB)`` loop (the limit),
-   mxkit's ``MXRecordIO.read`` and, when available, MXNet's ``MXRecordIO.read``. MB/s, best of
-   ``--repeats``.
+   5% 64 KiB - 1 MiB), and of one of image-sized records (16 - 512 KiB), from the page
+   cache: a plain ``file.read(8 MiB)`` loop (the limit), mxkit's ``MXRecordIO.read`` and,
+   when available, MXNet's ``MXRecordIO.read``. MB/s, best of ``--repeats``.
 2. ``ImageRecordIter`` decoding 256x256 JPEGs (quality 90) into 224x224 batches with random
    crop and mirror, at 1 and 2 threads, for mxkit and MXNet. Images/s of a full epoch after
    the first (steady state), best of ``--repeats``.
@@ -73,22 +73,26 @@ print(json.dumps({"seconds": best, "images": images}))
 """
 
 
-def make_record_file(path: str, total_bytes: int, seed: int = 0) -> int:
-    """Write mixed-size records until ``total_bytes``; return how many."""
+# Record-size mixes: (probability, smallest, largest) per size class.
+MIXES = {
+    "mixed": [(0.80, 100, 4 << 10), (0.15, 4 << 10, 64 << 10), (0.05, 64 << 10, 1 << 20)],
+    "image-sized": [(1.0, 16 << 10, 512 << 10)],
+}
+
+
+def make_record_file(path: str, total_bytes: int, mix: str = "mixed", seed: int = 0) -> int:
+    """Write records of the size mix ``mix`` until ``total_bytes``; return how many."""
     from mxkit.io.recordio import MXRecordIO
 
     rng = np.random.default_rng(seed)
     pool = rng.bytes(4 << 20)
+    classes = MIXES[mix]
+    cumulative = np.cumsum([p for p, _, _ in classes])
     written = count = 0
     with MXRecordIO(path, "w") as writer:
         while written < total_bytes:
-            kind = rng.random()
-            if kind < 0.80:
-                size = int(rng.integers(100, 4 << 10))
-            elif kind < 0.95:
-                size = int(rng.integers(4 << 10, 64 << 10))
-            else:
-                size = int(rng.integers(64 << 10, 1 << 20))
+            _, low, high = classes[min(int(np.searchsorted(cumulative, rng.random(), side="right")), len(classes) - 1)]
+            size = int(rng.integers(low, high))
             start = int(rng.integers(0, len(pool) - size))
             writer.write(pool[start:start + size])
             written += size
@@ -166,6 +170,10 @@ def run_mxnet(script: str, *args: object) -> dict[str, float] | None:
     return json.loads(result.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+def kib(size: int) -> str:
+    return f"{size >> 10}K" if size >= 1024 else f"{size}B"
+
+
 def ratio(value: float | None, base: float | None) -> str:
     return f"{value / base:.2f}" if value and base else "-"
 
@@ -186,21 +194,24 @@ def main() -> None:
     mxnet_python = os.environ.get(MXNET_PYTHON_ENV)
 
     with tempfile.TemporaryDirectory(dir=args.workdir) as workdir:
-        records = os.path.join(workdir, "mixed.rec")
-        count = make_record_file(records, args.size_mb << 20)
-        size_mb = os.path.getsize(records) / (1 << 20)
-        raw_read_seconds(records, 1)  # into the page cache
-        raw = size_mb / raw_read_seconds(records, args.repeats)
-        ours = size_mb / mxkit_read_seconds(records, args.repeats)
-        mxnet_run = run_mxnet(MXNET_RECORDIO, records, args.repeats)
-        mxnet = size_mb / mxnet_run["seconds"] if mxnet_run else None
-        os.remove(records)
-
-        print(f"RecordIO sequential read: {size_mb:.0f} MiB, {count} records of mixed sizes, page cache warm")
-        print(f"{'reader':<32}{'MB/s':>10}{'x raw':>9}{'x MXNet':>9}")
-        print(f"{'file.read(8 MiB) loop (limit)':<32}{number(raw):>10}{'1.00':>9}{ratio(raw, mxnet):>9}")
-        print(f"{'mxkit MXRecordIO.read':<32}{number(ours):>10}{ratio(ours, raw):>9}{ratio(ours, mxnet):>9}")
-        print(f"{'MXNet 1.9.1 MXRecordIO.read':<32}{number(mxnet):>10}{ratio(mxnet, raw):>9}{ratio(mxnet, mxnet):>9}")
+        print(f"RecordIO sequential read, page cache warm, best of {args.repeats}")
+        print(f"{'file / reader':<44}{'MB/s':>10}{'x raw':>9}{'x MXNet':>9}")
+        for mix in MIXES:
+            records = os.path.join(workdir, f"{mix}.rec")
+            count = make_record_file(records, args.size_mb << 20, mix)
+            size_mb = os.path.getsize(records) / (1 << 20)
+            raw_read_seconds(records, 1)  # into the page cache
+            raw = size_mb / raw_read_seconds(records, args.repeats)
+            ours = size_mb / mxkit_read_seconds(records, args.repeats)
+            mxnet_run = run_mxnet(MXNET_RECORDIO, records, args.repeats)
+            mxnet = size_mb / mxnet_run["seconds"] if mxnet_run else None
+            os.remove(records)
+            sizes = ", ".join(f"{p:.0%} {kib(lo)}-{kib(hi)}" for p, lo, hi in MIXES[mix])
+            print(f"{mix} records: {size_mb:.0f} MiB, {count} records ({sizes})")
+            print(f"{'  file.read(8 MiB) loop (the limit)':<44}{number(raw):>10}{'1.00':>9}{ratio(raw, mxnet):>9}")
+            print(f"{'  mxkit MXRecordIO.read':<44}{number(ours):>10}{ratio(ours, raw):>9}{ratio(ours, mxnet):>9}")
+            print(f"{'  MXNet 1.9.1 MXRecordIO.read':<44}{number(mxnet):>10}{ratio(mxnet, raw):>9}"
+                  f"{ratio(mxnet, mxnet):>9}")
         print()
 
         images = os.path.join(workdir, "images.rec")
