@@ -1,0 +1,72 @@
+"""print_summary against MXNet's parameter counts; plot_network's graph structure."""
+
+import sys
+import types
+
+import pytest
+from mxkit import symbol as sym
+from mxkit.core.errors import MissingComponentError
+from mxkit.symbol import visualization
+
+
+def _mlp():
+    data = sym.Variable("data")
+    fc1 = sym.FullyConnected(data, num_hidden=128, name="fc1")
+    act = sym.Activation(fc1, act_type="relu", name="relu1")
+    return sym.SoftmaxOutput(sym.FullyConnected(act, num_hidden=10, name="fc2"), name="softmax")
+
+
+def test_print_summary_counts_parameters_like_mxnet(require_ops, capsys):
+    require_ops("FullyConnected", "Activation", "SoftmaxOutput")
+    text = visualization.print_summary(_mlp(), {"data": (1, 784)})
+    assert capsys.readouterr().out.strip() == text.strip()
+    lines = text.splitlines()
+    assert "Total params: " + str(784 * 128 + 128 + 128 * 10 + 10) in lines
+    fc1 = next(line for line in lines if line.startswith("fc1(FullyConnected)"))
+    assert fc1.split()[1:] == ["128", str(784 * 128 + 128), "data"]
+    assert any(line.startswith("relu1(Activation)") and line.split()[-1] == "fc1" for line in lines)
+
+
+def test_print_summary_leaves_out_auxiliary_states(require_ops, fixture_path):
+    require_ops("Convolution", "BatchNorm")
+    net = sym.load(fixture_path("bn-symbol.json"))
+    text = visualization.print_summary(net, {"data": (2, 3, 5, 5)})
+    # conv: 4 filters of 3x3x3 plus 4 biases; BatchNorm: gamma and beta only
+    assert f"Total params: {4 * 27 + 4 + 2 * 4}" in text
+
+
+class _FakeDigraph:
+    def __init__(self, name, format):
+        self.name, self.format = name, format
+        self.nodes, self.edges = {}, []
+
+    def node(self, name, label, **attrs):
+        self.nodes[name] = (label, attrs)
+
+    def edge(self, tail_name, head_name, **attrs):
+        self.edges.append((tail_name, head_name, attrs))
+
+
+@pytest.fixture
+def fake_graphviz(monkeypatch):
+    monkeypatch.setitem(sys.modules, "graphviz", types.SimpleNamespace(Digraph=_FakeDigraph))
+
+
+def test_plot_network_draws_layers_and_shapes(fake_graphviz):
+    data = sym.Variable("data")
+    net = sym.softmax(sym.relu(sym.dot(data, sym.Variable("fc_weight"), name="fc"), name="act"), name="prob")
+    dot = visualization.plot_network(net, shape={"data": (2, 3), "fc_weight": (3, 5)}, node_attrs={"shape": "oval"})
+    labels = {label for label, _ in dot.nodes.values()}
+    assert labels == {"data", "dot", "relu", "softmax"}  # the weight is hidden
+    by_label = {label: name for name, (label, _) in dot.nodes.items()}
+    edge_labels = {(t, h): a.get("label") for t, h, a in dot.edges}
+    assert edge_labels[(by_label["dot"], by_label["data"])] == "3"
+    assert edge_labels[(by_label["relu"], by_label["dot"])] == "5"
+    shown = visualization.plot_network(net, hide_weights=False)
+    assert "fc_weight" in {label for label, _ in shown.nodes.values()}
+
+
+def test_plot_network_without_graphviz_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "graphviz", None)
+    with pytest.raises(MissingComponentError, match="pip install graphviz"):
+        visualization.plot_network(sym.Variable("x"))
