@@ -6,8 +6,11 @@ import threading
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mxkit.core.errors import ConfigError, FormatError, MissingComponentError, ShapeError
 from mxkit.io import CSVIter, DataBatch, DataDesc, DataIter, LibSVMIter, NDArrayIter, PrefetchingIter, ResizeIter
+from mxkit.io._batching import RoundBatchSchedule
 from mxkit_io_test_helpers import FIXTURES
 
 
@@ -226,3 +229,72 @@ def test_prefetchingiter_reset_in_the_middle_of_an_epoch():
 def test_text_iterators_know_their_length():
     data_iter = CSVIter(data_csv=str(FIXTURES / "mxnet_csv_data.csv"), data_shape=(2, 3), batch_size=3)
     assert len(data_iter) == 3 == len(list(data_iter))
+
+
+# --- property tests against serial reference models ------------------------------------------
+
+
+
+def _reference_ndarrayiter(n, batch, handle, epochs):
+    """Sample ids per batch and pad, replayed from MXNet's documented rules."""
+    out = []
+    carried = []
+    for _ in range(epochs):
+        epoch = []
+        if handle == "pad":
+            for start in range(0, n, batch):
+                ids = [(start + k) % n for k in range(batch)]
+                epoch.append((ids, max(0, start + batch - n)))
+        elif handle == "discard":
+            epoch = [(list(range(s, s + batch)), 0) for s in range(0, n - batch + 1, batch)]
+        else:  # roll_over: the leftover opens the next epoch; its pad is the leftover count
+            stream = carried + list(range(n))
+            full = len(stream) // batch
+            for b in range(full):
+                epoch.append((stream[b * batch:(b + 1) * batch], len(carried) if b == 0 and carried else 0))
+            carried = stream[full * batch:]
+        out.append(epoch)
+    return out
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 23), st.integers(1, 9), st.sampled_from(["pad", "discard", "roll_over"]))
+def test_ndarrayiter_against_a_serial_replay(n, batch, handle):
+    if handle == "roll_over" and batch > n:
+        return  # MXNet itself cannot roll over more than one epoch's worth
+    data_iter = NDArrayIter(np.arange(n, dtype=np.float32), batch_size=batch, last_batch_handle=handle)
+    got = []
+    for _ in range(4):
+        got.append([(b.data[0].astype(int).tolist(), b.pad) for b in data_iter])
+        data_iter.reset()
+    assert got == _reference_ndarrayiter(n, batch, handle, 4)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 30), st.integers(1, 12), st.booleans(), st.integers(1, 5))
+def test_round_batch_schedule_walks_the_data_cyclically(n, batch, round_batch, epochs):
+    if round_batch and batch > n:
+        return
+    schedule = RoundBatchSchedule(n, batch, round_batch)
+    stream, pads, real_per_epoch, borrowed_per_epoch = [], [], [], []
+    for _ in range(epochs):
+        epoch_pads = []
+        while (step := schedule.next_batch()) is not None:
+            indices, pad, _ = step
+            assert len(indices) == (batch if round_batch else batch - pad)
+            stream.extend(indices.tolist())
+            epoch_pads.append(pad)
+        assert all(p == 0 for p in epoch_pads[:-1])  # only the last batch of an epoch pads
+        real_per_epoch.append(len(epoch_pads) * batch - epoch_pads[-1])
+        borrowed_per_epoch.append(epoch_pads[-1])
+        pads.extend(epoch_pads)
+        schedule.reset()
+    if round_batch:
+        # One endless cycle over the data cut into full batches; the samples borrowed from
+        # the next pass are padding, and the next epoch starts right after them.
+        assert stream == [i % n for i in range(len(stream))]
+        assert real_per_epoch == [n - b for b in [0, *borrowed_per_epoch[:-1]]]
+    else:
+        assert stream == list(range(n)) * epochs
+        assert real_per_epoch == [n] * epochs
+        assert borrowed_per_epoch == [(-n) % batch] * epochs
