@@ -173,3 +173,51 @@ def test_reset_in_the_middle_of_an_epoch(big_images):
     labels = [int(v) for batch in data_iter for v in batch.label[0]]
     assert len(labels) == 20 and sorted(labels) == list(range(20))
     data_iter.close()
+
+
+def test_index_and_header_scan_give_the_same_parts():
+    for part in range(3):
+        with_index = ImageRecordIter(REC, (3, 24, 24), 1, label_width=2, num_parts=3, part_index=part,
+                                     path_imgidx=REC[:-4] + ".idx")
+        scanned = ImageRecordIter(REC, (3, 24, 24), 1, label_width=2, num_parts=3, part_index=part)
+        assert with_index.num_samples == scanned.num_samples
+        assert [b.label[0].tolist() for b in with_index] == [b.label[0].tolist() for b in scanned]
+
+
+class _SlowDecoder:
+    """OpenCV with an imdecode that sleeps (releasing the GIL) and counts overlapping calls."""
+
+    def __init__(self, cv2):
+        import threading
+
+        self._cv2 = cv2
+        self._lock = threading.Lock()
+        self.active = 0
+        self.most_active = 0
+
+    def __getattr__(self, name):
+        return getattr(self._cv2, name)
+
+    def imdecode(self, data, flag):
+        import time
+
+        with self._lock:
+            self.active += 1
+            self.most_active = max(self.most_active, self.active)
+        time.sleep(0.02)
+        with self._lock:
+            self.active -= 1
+        return self._cv2.imdecode(data, flag)
+
+
+def test_decode_threads_run_concurrently(big_images):
+    path, _ = big_images
+    data_iter = ImageRecordIter(path, (3, 32, 32), 8, preprocess_threads=4)
+    list(data_iter)  # the first epoch used the real decoder
+    slow = _SlowDecoder(data_iter._cv2)
+    data_iter._cv2 = slow
+    data_iter.reset()
+    batches = list(data_iter)
+    # 20 images, batches of 8: this epoch starts after the 4 borrowed by the last one.
+    assert len(batches) == 2 and slow.most_active >= 2  # not serialised by the GIL or the producer
+    data_iter.close()
