@@ -221,3 +221,21 @@ def test_decode_threads_run_concurrently(big_images):
     # 20 images, batches of 8: this epoch starts after the 4 borrowed by the last one.
     assert len(batches) == 2 and slow.most_active >= 2  # not serialised by the GIL or the producer
     data_iter.close()
+
+
+def test_an_abandoned_iterator_stops_its_threads(big_images):
+    import gc
+    import time
+
+    path, _ = big_images
+    data_iter = ImageRecordIter(path, (3, 32, 32), 2, prefetch_buffer=1, preprocess_threads=2)
+    next(data_iter)
+    producer = data_iter._producer
+    assert producer.is_alive()  # blocked on its full queue
+    del data_iter
+    gc.collect()
+    for _ in range(100):
+        if not producer.is_alive():
+            break
+        time.sleep(0.05)
+    assert not producer.is_alive()

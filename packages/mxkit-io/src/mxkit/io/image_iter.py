@@ -17,6 +17,7 @@ import collections
 import os
 import queue
 import threading
+import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -256,70 +257,100 @@ class ImageRecordIter(DataIter):
                 np.multiply(data_out[channel], self._factor[channel], out=data_out[channel])
 
     # --- the producer thread ---------------------------------------------------------------
-    def _produce(self, epoch: int, out: queue.Queue[Any], stop: threading.Event) -> None:
-        label_shape = (self.batch_size, self.label_width)
+    @staticmethod
+    def _produce(
+        owner_ref: weakref.ref[ImageRecordIter], epoch: int, out: queue.Queue[Any], stop: threading.Event
+    ) -> None:
+        """Fill ``out`` with the batches of one epoch.
+
+        It holds its iterator only through a weak reference while it waits on the queue,
+        so an iterator dropped in the middle of an epoch is collected and its threads end.
+        """
+
+        def put(item: Any) -> bool:
+            while not stop.is_set():
+                try:
+                    out.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    if owner_ref() is None:
+                        return False
+            return False
+
         in_flight: collections.deque[tuple[list[Future[None]], np.ndarray, np.ndarray, int, np.ndarray]] = (
             collections.deque()
         )
 
-        def finish_oldest() -> None:
+        def finish_oldest() -> tuple[np.ndarray, np.ndarray, int, np.ndarray]:
             futures, data, label, pad, indices = in_flight.popleft()
             for future in futures:
                 future.result()
-            out.put((data, label, pad, indices))
+            return data, label, pad, indices
 
         try:
-            with open_binary(self.path_imgrec, "rb", buffering=READ_BUFFER_BYTES) as handle:
-                reader = RecordReader(handle, self.path_imgrec)
+            owner = owner_ref()
+            if owner is None:
+                return
+            with open_binary(owner.path_imgrec, "rb", buffering=READ_BUFFER_BYTES) as handle:
+                reader = RecordReader(handle, owner.path_imgrec)
                 batch_number = 0
                 while not stop.is_set():
-                    step = self._schedule.next_batch()
+                    step = owner._schedule.next_batch()
                     if step is None:
                         break
                     indices, pad, _ = step
-                    data = np.zeros((self.batch_size, *self.data_shape), dtype=self.dtype)
-                    label = np.zeros(label_shape, dtype=np.float32)
+                    data = np.zeros((owner.batch_size, *owner.data_shape), dtype=owner.dtype)
+                    label = np.zeros((owner.batch_size, owner.label_width), dtype=np.float32)
                     # The batch's random draws (crop row, crop column, mirror) per slot, from
                     # a generator of its own: the same whatever thread decodes which image.
-                    draws = np.random.default_rng([self.seed, epoch, batch_number]).random((len(indices), 3))
+                    draws = np.random.default_rng([owner.seed, epoch, batch_number]).random((len(indices), 3))
                     futures = []
                     for slot, sample in enumerate(indices.tolist()):
-                        reader.seek(self._offsets[sample])
+                        reader.seek(owner._offsets[sample])
                         record = reader.read()
                         if record is None:
-                            raise FormatError(f"no record at byte {self._offsets[sample]} of {self.path_imgrec!r}")
+                            raise FormatError(f"no record at byte {owner._offsets[sample]} of {owner.path_imgrec!r}")
                         futures.append(
-                            self._pool.submit(self._decode_into, record, data[slot], label[slot], draws[slot])
+                            owner._pool.submit(owner._decode_into, record, data[slot], label[slot], draws[slot])
                         )
                     in_flight.append((futures, data, label, pad, indices))
                     batch_number += 1
-                    if len(in_flight) >= self._prefetch_buffer:
-                        finish_oldest()
+                    if len(in_flight) >= owner._prefetch_buffer:
+                        ready = finish_oldest()
+                        del owner  # not kept alive while waiting for the consumer
+                        if not put(ready):
+                            return
+                        owner = owner_ref()
+                        if owner is None:
+                            return
+                del owner
                 while in_flight and not stop.is_set():
-                    finish_oldest()
-            out.put(_END)
+                    if not put(finish_oldest()):
+                        return
+            put(_END)
         except BaseException as error:  # handed to the consumer thread
-            out.put(_Failure(error))
+            put(_Failure(error))
 
     def _start(self) -> None:
         self._stop = threading.Event()
         self._queue = queue.Queue(maxsize=self._prefetch_buffer)
         self._producer = threading.Thread(
-            target=self._produce, args=(self._epoch, self._queue, self._stop), name="mxkit-io-images", daemon=True
+            target=ImageRecordIter._produce,
+            args=(weakref.ref(self), self._epoch, self._queue, self._stop),
+            name="mxkit-io-images",
+            daemon=True,
         )
         self._producer.start()
 
     def _halt(self) -> None:
-        if self._producer is None:
+        producer = self._producer
+        if producer is None:
             return
         self._stop.set()
-        while self._producer.is_alive():
-            try:  # unblock a producer waiting on a full queue
-                self._queue.get(timeout=0.05)
-            except queue.Empty:
-                pass
-        self._producer.join()
         self._producer = None
+        if producer is threading.current_thread():
+            return  # collected by its own producer: it is on its way out
+        producer.join()
 
     def reset(self) -> None:
         """Start the next epoch (a new shuffle; after a rounded batch, continue after it)."""
@@ -348,6 +379,8 @@ class ImageRecordIter(DataIter):
 
     def __del__(self) -> None:
         try:
-            self.close()
+            # The last reference may go in a pool or producer thread, which cannot wait for itself.
+            self._halt()
+            self._pool.shutdown(wait=False, cancel_futures=True)
         except Exception:  # interpreter shutdown
             pass
