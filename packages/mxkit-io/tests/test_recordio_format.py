@@ -112,6 +112,9 @@ def test_record_size_limit():
 
 
 def test_memoryview_and_bytearray_payloads(tmp_path):
-    path = tmp_path / "m.rec"
-    write_records(path, [bytearray(b"abc" + MAGIC), memoryview(b"abcd" + MAGIC + b"!")])
-    assert read_all(recordio.MXRecordIO(str(path), "r")) == [b"abc" + MAGIC, b"abcd" + MAGIC + b"!"]
+    payloads = [b"abc" + MAGIC, b"abcd" + MAGIC + b"!", MAGIC * 3]
+    write_records(tmp_path / "bytes.rec", payloads)
+    as_int32 = memoryview(np.frombuffer(MAGIC * 3, dtype="<u4"))  # items of 4 bytes, 3 of them
+    write_records(tmp_path / "views.rec", [bytearray(payloads[0]), memoryview(payloads[1]), as_int32])
+    assert (tmp_path / "views.rec").read_bytes() == (tmp_path / "bytes.rec").read_bytes()
+    assert read_all(recordio.MXRecordIO(str(tmp_path / "views.rec"), "r")) == payloads

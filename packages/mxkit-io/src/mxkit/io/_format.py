@@ -34,8 +34,12 @@ WHOLE, FIRST, MIDDLE, LAST = 0, 1, 2, 3
 READ_BUFFER_BYTES = 64 << 10
 
 
-def as_payload(buf: object) -> bytes | bytearray | memoryview:
-    """Check that ``buf`` is a bytes-like record payload of a legal size."""
+def as_payload(buf: object) -> bytes | bytearray:
+    """Check that ``buf`` is a bytes-like record payload of a legal size.
+
+    A memoryview becomes bytes (its raw bytes, whatever its format and shape), so that
+    the search for magic words sees bytes and not items.
+    """
     if isinstance(buf, str):
         raise DTypeError(
             f"a record payload must be bytes, got str {buf[:20]!r}...; encode it first, e.g. text.encode()"
@@ -44,7 +48,9 @@ def as_payload(buf: object) -> bytes | bytearray | memoryview:
         raise DTypeError(
             f"a record payload must be bytes-like (bytes, bytearray, memoryview), got {type(buf).__name__}"
         )
-    size = buf.nbytes if isinstance(buf, memoryview) else len(buf)
+    if isinstance(buf, memoryview):
+        buf = buf.tobytes()
+    size = len(buf)
     if size >= MAX_RECORD_BYTES:
         raise FormatError(
             f"a record of {size} bytes is too large: RecordIO records must be under 2**29 = "
@@ -53,9 +59,8 @@ def as_payload(buf: object) -> bytes | bytearray | memoryview:
     return buf
 
 
-def aligned_magic_positions(payload: bytes | bytearray | memoryview) -> list[int]:
-    """Offsets of every 4-byte-aligned occurrence of the magic word in ``payload``."""
-    data = bytes(payload) if isinstance(payload, memoryview) else payload
+def aligned_magic_positions(data: bytes | bytearray) -> list[int]:
+    """Offsets of every 4-byte-aligned occurrence of the magic word in ``data``."""
     positions = []
     start = data.find(MAGIC_BYTES)
     while start >= 0:
@@ -70,7 +75,7 @@ def aligned_magic_positions(payload: bytes | bytearray | memoryview) -> list[int
 def encode_record(payload: bytes | bytearray | memoryview) -> list[bytes | bytearray | memoryview]:
     """The pieces to write for one record, byte for byte what dmlc-core's writer emits."""
     payload = as_payload(payload)
-    length = len(payload) if not isinstance(payload, memoryview) else payload.nbytes
+    length = len(payload)
     cuts = aligned_magic_positions(payload) if MAGIC_BYTES in payload else []
     pieces: list[bytes | bytearray | memoryview] = []
     part_start = 0
