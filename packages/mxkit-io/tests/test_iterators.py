@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mxkit.core.errors import ConfigError, FormatError, MissingComponentError, ShapeError
+from mxkit.core.errors import ConfigError, DTypeError, FormatError, MissingComponentError, ShapeError
 from mxkit.io import CSVIter, DataBatch, DataDesc, DataIter, LibSVMIter, NDArrayIter, PrefetchingIter, ResizeIter
 from mxkit.io._batching import RoundBatchSchedule
 from mxkit_io_test_helpers import FIXTURES
@@ -91,6 +91,18 @@ def test_csviter_matches_mxnet(round_batch, mxnet_results):
     )
     _assert_like_mxnet(_epochs(data_iter, 3), mxnet_results[f"csviter_round_{int(round_batch)}"])
     assert data_iter.provide_data == [DataDesc("data", (3, 2, 3))]
+
+
+def test_csviter_dtype_and_unknown_arguments():
+    data_iter = CSVIter(data_csv=str(FIXTURES / "mxnet_csv_data.csv"), data_shape=(2, 3), batch_size=2,
+                        dtype="int32")
+    batch = next(data_iter)
+    assert batch.data[0].dtype == np.int32 and data_iter.provide_data[0].dtype == np.int32
+    np.testing.assert_array_equal(batch.data[0].reshape(2, 6)[1], (np.arange(6, 12) / 4).astype(np.int32))
+    with pytest.raises(DTypeError, match=r"dtype must be one of .*got 'complex64'"):
+        CSVIter(data_csv=str(FIXTURES / "mxnet_csv_data.csv"), data_shape=(2, 3), dtype="complex64")
+    with pytest.raises(TypeError, match="shuffle"):
+        CSVIter(data_csv=str(FIXTURES / "mxnet_csv_data.csv"), data_shape=(2, 3), shuffle=True)
 
 
 def test_csviter_errors(tmp_path):

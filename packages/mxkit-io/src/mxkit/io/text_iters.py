@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 import numpy as np
-from mxkit.core.errors import FormatError, ShapeError
+from mxkit.core.errors import DTypeError, FormatError, ShapeError
 from mxkit.io._batch_arrays import batch_converter
 from mxkit.io._batching import RoundBatchSchedule
 from mxkit.io._streams import open_text
@@ -47,6 +47,19 @@ def _read_csv(path: str, row_shape: tuple[int, ...], what: str) -> np.ndarray:
     return np.asarray(rows, dtype=np.float32).reshape(len(rows), *row_shape)
 
 
+_CSV_DTYPES = ("float32", "float64", "int32", "int64", "uint8")
+
+
+def _output_dtype(dtype: Any) -> np.dtype[Any]:
+    try:
+        resolved = np.dtype(dtype)
+    except TypeError:
+        resolved = None
+    if resolved is None or resolved.name not in _CSV_DTYPES:
+        raise DTypeError(f"CSVIter dtype must be one of {', '.join(_CSV_DTYPES)}, got {dtype!r}")
+    return resolved
+
+
 class _TextBatchIter(DataIter):
     """Batches over samples held in memory, cut by a :class:`RoundBatchSchedule`."""
 
@@ -73,7 +86,7 @@ class _TextBatchIter(DataIter):
     @property
     def provide_data(self) -> list[DataDesc]:
         """The data input: ``(batch_size, *data_shape)`` float32."""
-        return [DataDesc(self._data_name, (self.batch_size, *self._data.shape[1:]), np.float32)]
+        return [DataDesc(self._data_name, (self.batch_size, *self._data.shape[1:]), self._data.dtype)]
 
     @property
     def provide_label(self) -> list[DataDesc]:
@@ -122,13 +135,20 @@ class CSVIter(_TextBatchIter):
         Samples per batch.
     round_batch : bool
         Complete the last batch from the start of the data (see ``pad``).
+    dtype : str
+        dtype of the data batches (labels stay float32, as in MXNet).
+    prefetch_buffer, ctx
+        Accepted for MXNet compatibility; the file is parsed into memory up front, so
+        there is nothing to prefetch.
     """
 
     def __init__(self, data_csv: str | os.PathLike[str], data_shape: Any, label_csv: str | None = None,
                  label_shape: Any = (1,), batch_size: int = 1, round_batch: bool = True,
-                 data_name: str = "data", label_name: str = "softmax_label", **_ignored: Any):
+                 data_name: str = "data", label_name: str = "softmax_label", dtype: str = "float32",
+                 prefetch_buffer: int = 4, ctx: Any = None):
         data_shape = _shape(data_shape, "data_shape")
         label_shape = _shape(label_shape, "label_shape")
+        out_dtype = _output_dtype(dtype)
         data = _read_csv(os.fspath(data_csv), data_shape, "data_csv")
         if label_csv is None or label_csv == "NULL":
             label = np.zeros((data.shape[0], *label_shape), dtype=np.float32)
@@ -136,7 +156,7 @@ class CSVIter(_TextBatchIter):
             label = _read_csv(os.fspath(label_csv), label_shape, "label_csv")
         if label_shape == (1,):
             label = label.reshape(-1)
-        super().__init__(data, label, batch_size, round_batch, data_name, label_name)
+        super().__init__(data.astype(out_dtype), label, batch_size, round_batch, data_name, label_name)
 
 
 def _read_libsvm(path: str, width: int, what: str, with_label: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -197,11 +217,14 @@ class LibSVMIter(_TextBatchIter):
         Samples per batch.
     round_batch : bool
         Complete the last batch from the start of the data.
+    prefetch_buffer, ctx
+        Accepted for MXNet compatibility; the file is parsed into memory up front.
     """
 
     def __init__(self, data_libsvm: str | os.PathLike[str], data_shape: Any, label_libsvm: str | None = None,
                  label_shape: Any = (1,), batch_size: int = 1, round_batch: bool = True,
-                 data_name: str = "data", label_name: str = "softmax_label", **_ignored: Any):
+                 data_name: str = "data", label_name: str = "softmax_label", prefetch_buffer: int = 4,
+                 ctx: Any = None):
         data_shape = _shape(data_shape, "data_shape")
         label_shape = _shape(label_shape, "label_shape")
         if len(data_shape) != 1:
