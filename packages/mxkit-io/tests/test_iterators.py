@@ -310,3 +310,16 @@ def test_round_batch_schedule_walks_the_data_cyclically(n, batch, round_batch, e
         assert stream == list(range(n)) * epochs
         assert real_per_epoch == [n] * epochs
         assert borrowed_per_epoch == [(-n) % batch] * epochs
+
+
+def test_libsvmiter_with_a_label_file(tmp_path):
+    data = tmp_path / "d.libsvm"
+    labels = tmp_path / "l.libsvm"
+    data.write_text("0 0:1.5 2:2\n1 1:-1\n0 3:4\n")
+    labels.write_text("0:1 1:0.5\n1:2\n0:3\n")
+    data_iter = LibSVMIter(data_libsvm=str(data), data_shape=(4,), label_libsvm=str(labels), label_shape=(2,),
+                           batch_size=3)
+    batch = next(data_iter)
+    np.testing.assert_array_equal(batch.data[0], [[1.5, 0, 2, 0], [0, -1, 0, 0], [0, 0, 0, 4]])
+    np.testing.assert_array_equal(batch.label[0], [[1, 0.5], [0, 2], [3, 0]])
+    assert data_iter.provide_label[0].shape == (3, 2)

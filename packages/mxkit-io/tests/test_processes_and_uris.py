@@ -103,3 +103,16 @@ def test_missing_fsspec_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_fsspec)
     with pytest.raises(MXKitError, match=r"pip install mxkit-io\[fsspec\]"):
         recordio.MXRecordIO("s3://bucket/data.rec", "r")
+
+
+def test_sharded_reading_through_fsspec():
+    pytest.importorskip("fsspec")
+    from mxkit.io.sharding import iter_part_records
+
+    uri = "memory://mxkit-io-test/shards.rec"
+    payloads = [bytes([i % 251]) * (i * 37 % 500) for i in range(40)]
+    with recordio.MXRecordIO(uri, "w") as writer:
+        for payload in payloads:
+            writer.write(payload)
+    seen = [p for part in range(3) for _, p in iter_part_records(uri, 3, part)]
+    assert seen == payloads
