@@ -323,3 +323,19 @@ def test_libsvmiter_with_a_label_file(tmp_path):
     np.testing.assert_array_equal(batch.data[0], [[1.5, 0, 2, 0], [0, -1, 0, 0], [0, 0, 0, 4]])
     np.testing.assert_array_equal(batch.label[0], [[1, 0.5], [0, 2], [3, 0]])
     assert data_iter.provide_label[0].shape == (3, 2)
+
+
+def test_an_abandoned_prefetchingiter_stops_its_thread():
+    import gc
+    import time
+
+    prefetch = PrefetchingIter(NDArrayIter(np.zeros((50, 2)), batch_size=1), prefetch_depth=1)
+    next(prefetch)
+    thread = prefetch._thread
+    del prefetch
+    gc.collect()
+    for _ in range(100):
+        if not thread.is_alive():
+            break
+        time.sleep(0.05)
+    assert not thread.is_alive()

@@ -160,7 +160,10 @@ class PrefetchingIter(DataIter):
         """The label inputs of all iterators, renamed."""
         return self._renamed([i.provide_label for i in self.iters], self.rename_label)
 
-    def _produce(self, out: queue.Queue[Any], stop: threading.Event) -> None:
+    @staticmethod
+    def _produce(iters: list[DataIter], out: queue.Queue[Any], stop: threading.Event) -> None:
+        # A static method: the thread must not keep the PrefetchingIter alive, so that one
+        # dropped in the middle of an epoch is collected and its __del__ stops the thread.
         def put(item: Any) -> bool:
             while not stop.is_set():
                 try:
@@ -173,7 +176,7 @@ class PrefetchingIter(DataIter):
         try:
             while not stop.is_set():
                 try:
-                    batches = [it.next() for it in self.iters]
+                    batches = [it.next() for it in iters]
                 except StopIteration:
                     put(_END)
                     return
@@ -195,16 +198,19 @@ class PrefetchingIter(DataIter):
         self._stop = threading.Event()
         self._queue = queue.Queue(maxsize=self.prefetch_depth)
         self._thread = threading.Thread(
-            target=self._produce, args=(self._queue, self._stop), name="mxkit-io-prefetch", daemon=True
+            target=PrefetchingIter._produce, args=(self.iters, self._queue, self._stop),
+            name="mxkit-io-prefetch", daemon=True,
         )
         self._thread.start()
 
     def _halt(self) -> None:
-        if self._thread is None:
+        thread = self._thread
+        if thread is None:
             return
         self._stop.set()
-        self._thread.join()
         self._thread = None
+        if thread is not threading.current_thread():
+            thread.join()
 
     def reset(self) -> None:
         """Stop the thread, reset every iterator and start prefetching the next epoch."""
