@@ -111,3 +111,16 @@ def test_rec_verify_and_index(tmp_path, capsys):
     assert f"points at byte {offset}, not at an intact record head" in out
     assert run_cli("rec", "index", rec, "--idx", tmp_path / "fixed.idx") == 1
     assert len((tmp_path / "fixed.idx").read_text().splitlines()) == 11
+
+
+def test_make_list_chunks_and_three_way_split(image_folder, tmp_path):
+    written = make_list(str(tmp_path / "p"), str(image_folder), recursive=True, train_ratio=0.5, test_ratio=0.25,
+                        chunks=2)
+    names = sorted(p.rsplit("/", 1)[-1] for p in written)
+    assert names == ["p_0_test.lst", "p_0_train.lst", "p_0_val.lst", "p_1_test.lst", "p_1_train.lst", "p_1_val.lst"]
+    items = [item for path in written for item in read_list(path)]
+    assert sorted(item.index for item in items) == list(range(8))  # every image once
+    assert {item.path for item in items} == {f"class_{i % 3}/img_{i}{generators.image_format(i)[0]}"
+                                             for i in range(8)}
+    for item in items:  # the class of an image is its folder's rank
+        assert item.labels == (float(item.path.split("/")[0][-1]),)
