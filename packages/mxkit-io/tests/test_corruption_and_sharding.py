@@ -31,9 +31,9 @@ def plain_file(tmp_path):
 def test_truncated_file_reports_the_offset(plain_file):
     path, offsets = plain_file
     data = path.read_bytes()
-    path.write_bytes(data[:-100])  # inside the last (20000-byte) record
+    path.write_bytes(data[:-100])  # inside the last (9000-byte) record
     reader = recordio.MXRecordIO(str(path), "r")
-    with pytest.raises(FormatError, match=rf"offset {offsets[-1]}: truncated record: .*20000 payload bytes"):
+    with pytest.raises(FormatError, match=rf"offset {offsets[-1]}: truncated record: .*9000 payload bytes"):
         read_all(reader)
 
 
