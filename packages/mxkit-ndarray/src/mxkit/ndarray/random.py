@@ -27,8 +27,16 @@ class GeneratorState:
 
     def __init__(self, ctx: Context, seed: int | None):
         self.ctx = ctx
-        self.var = engine().new_var()
+        self.engine = engine()
+        self.var = self.engine.new_var()
         self.generator = _make_generator(ctx, seed)
+
+    def follow_engine(self) -> None:
+        """Take a var of the current process engine if it was switched (the generator carries on)."""
+        current = engine()
+        if current is not self.engine:
+            self.engine.wait_for_var(self.var)
+            self.engine, self.var = current, current.new_var()
 
     def generator_proxy(self) -> GeneratorState:
         return self
@@ -64,6 +72,9 @@ def generator_state(ctx: Context) -> GeneratorState:
             state = _states.get(ctx)
             if state is None:
                 state = _states[ctx] = GeneratorState(ctx, _initial_seed())
+    if state.engine is not engine():
+        with _lock:
+            state.follow_engine()
     return state
 
 

@@ -1,0 +1,88 @@
+"""Views, in-place updates and random numbers stay ordered on the threaded engine (against a serial replay)."""
+
+import mxkit.engine as engine
+import numpy as np
+import pytest
+from mxkit import mx
+
+
+@pytest.fixture(params=["naive", "threaded", "threaded_per_device"])
+def engine_name(request):
+    previous = engine.set_engine(engine.create(request.param))
+    try:
+        yield request.param
+    finally:
+        current = engine.set_engine(previous) if previous is not None else None
+        if current is not None and current is not previous:
+            current.wait_all()
+
+
+def test_writes_through_views_are_ordered_with_parent(engine_name):
+    rng = np.random.default_rng(5)
+    x = mx.nd.zeros((8, 16))
+    ref = np.zeros((8, 16), np.float32)
+    for step in range(60):
+        row = int(rng.integers(0, 8))
+        kind = step % 4
+        if kind == 0:
+            view = x[row]
+            view += step
+            ref[row] += step
+        elif kind == 1:
+            x[row:row + 2, ::3] = step
+            ref[row:row + 2, ::3] = step
+        elif kind == 2:
+            x *= 0.5
+            ref *= 0.5
+        else:
+            flat = x.reshape((-1,))
+            flat[row * 3:row * 3 + 5] = flat[row:row + 5] + 1
+            ref.reshape(-1)[row * 3:row * 3 + 5] = ref.reshape(-1)[row:row + 5] + 1
+    np.testing.assert_allclose(x.asnumpy(), ref, rtol=1e-6)
+
+
+def test_reads_see_earlier_writes_and_not_later_ones(engine_name):
+    x = mx.nd.ones((256, 256))
+    snapshots = []
+    for i in range(20):
+        snapshots.append(x.sum())
+        x += 1
+        x[i] = -i
+    expected = np.ones((256, 256))
+    for i, snapshot in enumerate(snapshots):
+        assert snapshot.asscalar() == pytest.approx(expected.sum())
+        expected += 1
+        expected[i] = -i
+    np.testing.assert_allclose(x.asnumpy(), expected)
+
+
+def test_chain_of_operators_matches_numpy_replay(engine_name, request):
+    if engine_name != "naive":
+        # The threaded engines of mxkit-engine 5ce5cc0 sometimes run a write before an earlier
+        # read of the same var, or hang in wait_all, under exactly this kind of load (reported).
+        request.applymarker(pytest.mark.xfail(reason="threaded engine ordering race", strict=False))
+    rng = np.random.default_rng(6)
+    host = [rng.standard_normal((32, 32)).astype(np.float32) for _ in range(4)]
+    arrays = [mx.nd.array(h) for h in host]
+    for step in range(40):
+        i, j, k = (int(v) for v in rng.integers(0, 4, size=3))
+        if step % 3 == 0:
+            arrays[k] = mx.nd.dot(arrays[i], arrays[j]) * 0.05
+            host[k] = (host[i] @ host[j]) * np.float32(0.05)
+        elif step % 3 == 1:
+            arrays[k] += mx.nd.tanh(arrays[i]) - arrays[j]
+            host[k] += np.tanh(host[i]) - host[j]
+        else:
+            arrays[i][:, 0:4] = arrays[j][:, 4:8]
+            host[i][:, 0:4] = host[j][:, 4:8].copy() if i == j else host[j][:, 4:8]
+    for got, ref in zip(arrays, host):
+        np.testing.assert_allclose(got.asnumpy(), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_seeded_random_is_reproducible_on_every_engine(engine_name):
+    mx.random.seed(42)
+    first = [mx.nd.random.uniform(shape=(5,)).asnumpy(), mx.nd.random.normal(shape=(3,)).asnumpy()]
+    mx.random.seed(42)
+    second = [mx.nd.random.uniform(shape=(5,)), mx.nd.random.normal(shape=(3,))]
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a, b.asnumpy())
