@@ -154,7 +154,7 @@ class NaiveEngine:
     def wait_all(self) -> None:
         """Nothing is ever pending on the naive engine: returns at once."""
 
-    def shutdown(self) -> None:
+    def shutdown(self, timeout: float | None = None) -> None:
         """Nothing to stop; later pushes still work (kept for interface symmetry)."""
 
     @property

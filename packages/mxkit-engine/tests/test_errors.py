@@ -1,0 +1,135 @@
+"""Errors: stored on written vars, inherited by later ops, reported once, engine survives."""
+
+import threading
+
+import pytest
+from mxkit.core.errors import EngineError
+
+
+def fail(message="bad input (2, 3)", kind=ValueError):
+    def op():
+        raise kind(message)
+
+    return op
+
+
+def test_error_is_raised_by_wait_for_var_with_name_and_cause(threaded_engine):
+    eng = threaded_engine
+    var = eng.new_var()
+    eng.push(fail(), writes=(var,), name="conv1")
+    with pytest.raises(EngineError, match=r"'conv1' failed: ValueError: bad input \(2, 3\)") as info:
+        eng.wait_for_var(var)
+    assert isinstance(info.value.__cause__, ValueError)
+    assert info.value.__cause__.__traceback__ is not None  # the original traceback is kept
+    assert info.value.op_name == "conv1"
+    # reported once: the var works again
+    eng.wait_for_var(var)
+    eng.push(lambda: None, writes=(var,))
+    eng.wait_for_var(var)
+
+
+def test_error_propagates_through_a_chain_and_skips_the_ops(threaded_engine):
+    eng = threaded_engine
+    a, b, c, unrelated = (eng.new_var() for _ in range(4))
+    ran = []
+    eng.push(fail(kind=KeyError), writes=(a,), name="source")
+    eng.push(lambda: ran.append("b"), reads=(a,), writes=(b,), name="mid")
+    eng.push(lambda: ran.append("c"), reads=(b,), writes=(c,), name="sink")
+    eng.push(lambda: ran.append("unrelated"), writes=(unrelated,))
+    with pytest.raises(EngineError, match="'source' failed: KeyError") as info:
+        eng.wait_for_var(c)
+    assert isinstance(info.value.__cause__, KeyError)
+    eng.wait_for_var(unrelated)
+    assert ran == ["unrelated"]
+    # versions still count the (skipped) writes: the queue moved on
+    assert (a.version, b.version, c.version) == (1, 1, 1)
+
+
+def test_a_write_to_an_errored_var_inherits_rather_than_clearing_it(threaded_engine):
+    eng = threaded_engine
+    var = eng.new_var()
+    ran = []
+    eng.push(fail(), writes=(var,), name="first")
+    eng.push(lambda: ran.append(1), writes=(var,), name="overwrite")
+    with pytest.raises(EngineError, match="'first' failed"):
+        eng.wait_for_var(var)
+    assert ran == []
+
+
+def test_wait_all_raises_the_first_error_once_and_clears(threaded_engine):
+    eng = threaded_engine
+    a, b = eng.new_var(), eng.new_var()
+    gate = threading.Event()
+    eng.push(lambda: gate.wait(5), writes=(b,))
+    eng.push(fail("first"), writes=(a,), name="one")
+    eng.push(fail("second"), reads=(b,), writes=(b,), name="two")  # after the gate: fails later
+    while a.version == 0:  # 'one' has failed; only now let 'two' run
+        threading.Event().wait(0.001)
+    gate.set()
+    with pytest.raises(EngineError, match="'one' failed: ValueError: first"):
+        eng.wait_all()
+    eng.wait_all()  # cleared
+    eng.wait_for_var(a)
+    eng.wait_for_var(b)  # wait_all cleared the vars' errors too
+    done = []
+    eng.push(lambda: done.append(1), reads=(a,), writes=(b,))
+    eng.wait_all()
+    assert done == [1]
+
+
+@pytest.mark.parametrize("raised", [KeyboardInterrupt, SystemExit, MemoryError])
+def test_base_exceptions_do_not_kill_the_workers(threaded_engine, raised):
+    eng = threaded_engine
+    var = eng.new_var()
+    for _ in range(eng.num_workers * 2):
+        eng.push(fail(kind=raised), writes=(var,), name="rude")
+        with pytest.raises(EngineError, match=raised.__name__):
+            eng.wait_for_var(var)
+    done = []
+    eng.push(lambda: done.append(1), writes=(var,))
+    eng.wait_for_var(var)
+    assert done == [1]
+
+
+def test_async_failure_and_double_completion(any_engine):
+    eng = any_engine
+    var = eng.new_var()
+    calls = []
+
+    def starts_io(on_complete):
+        def finish():
+            on_complete(OSError("disk gone"))
+            try:
+                on_complete()
+            except EngineError as exc:
+                calls.append(str(exc))
+        threading.Thread(target=finish).start()
+
+    with pytest.raises(EngineError, match="'read' failed: OSError: disk gone"):
+        eng.push_async(starts_io, writes=(var,), name="read")
+        eng.wait_for_var(var)
+    for _ in range(100):
+        if calls:
+            break
+        threading.Event().wait(0.01)
+    assert calls and "called twice" in calls[0]
+
+
+def test_async_op_raising_before_completing_counts_as_its_failure(threaded_engine):
+    eng = threaded_engine
+    var = eng.new_var()
+
+    def broken(on_complete):
+        raise RuntimeError("could not start")
+
+    eng.push_async(broken, writes=(var,), name="start")
+    with pytest.raises(EngineError, match="'start' failed: RuntimeError: could not start"):
+        eng.wait_for_var(var)
+
+
+def test_on_complete_with_a_non_exception_is_an_error(threaded_engine):
+    eng = threaded_engine
+    var = eng.new_var()
+    eng.push_async(lambda done: done("oops"), writes=(var,), name="weird")
+    with pytest.raises(EngineError, match="pass an exception or nothing"):
+        eng.wait_for_var(var)
