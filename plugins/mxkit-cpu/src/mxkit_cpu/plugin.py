@@ -14,3 +14,10 @@ def _make_cpu_backend(device_id: int):
 def mxkit_backends():
     yield BackendSpec(name="numpy", device_type="cpu", factory=_make_cpu_backend,
                       description="host memory, numpy kernels")
+
+
+@hookimpl
+def mxkit_kernels(registry):
+    from mxkit_cpu.kernels import register
+
+    register(registry)

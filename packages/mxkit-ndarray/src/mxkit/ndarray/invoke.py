@@ -86,6 +86,17 @@ def resolve_context(ctx: Any) -> Context:
     raise DeviceError(f"expected a Context like mx.cpu(0) or a string like 'cpu(0)', got {ctx!r}")
 
 
+_from_data: Any = None
+
+
+def _load_ndarray() -> Any:
+    global _from_data
+    from mxkit.ndarray.ndarray import NDArray
+
+    _from_data = NDArray._from_data
+    return _from_data
+
+
 def _var_list(arrays: Sequence[Any], exclude: list[Any]) -> list[Any]:
     out: list[Any] = []
     for array in arrays:
@@ -119,12 +130,10 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
     DeviceError
         When the inputs live on different devices.
     """
-    from mxkit.ndarray.ndarray import NDArray
-
     if inputs:
         ctx = inputs[0]._ctx
         for array in inputs:
-            if array._ctx != ctx:
+            if array._ctx is not ctx and array._ctx != ctx:
                 raise DeviceError(f"{op.describe_call(params, [a.shape for a in inputs])}: inputs are on "
                                   f"different devices ({', '.join(str(a._ctx) for a in inputs)}); move them "
                                   f"to one with as_in_context()")
@@ -144,8 +153,8 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
     backend = _backends.get(ctx) or backend_of(ctx)
     eng = _engine_get()
     if out is None:
-        outputs = [NDArray._from_data(backend.empty(shape, _numpy_dtypes.get(dtype) or numpy_dtype(dtype)),
-                                      ctx, eng.new_var())
+        make = _from_data or _load_ndarray()
+        outputs = [make(backend.empty(shape, _numpy_dtypes.get(dtype) or numpy_dtype(dtype)), ctx, eng.new_var())
                    for shape, dtype in zip(out_shapes, out_dtypes)]
     else:
         outputs = list(out) if isinstance(out, (list, tuple)) else [out]
@@ -156,7 +165,7 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
             if target._data.shape != tuple(shape):
                 raise ShapeError(f"{op.describe_call(params, in_shapes)}: out has shape {target.shape}, "
                                  f"the result has shape {tuple(shape)}")
-            if target._ctx != ctx:
+            if target._ctx is not ctx and target._ctx != ctx:
                 raise DeviceError(f"{op.describe_call(params, in_shapes)}: out is on {target._ctx}, the "
                                   f"inputs on {ctx}")
     out_data = [array._data for array in outputs]
@@ -166,7 +175,7 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
         var = array._var
         if var not in reads and var not in writes:
             reads.append(var)
-    kernel = op.kernel_for(backend.name)
+    kernel = op.kernels.get(backend.name) or op.kernel or op.kernel_for(backend.name)
     xp = backend.xp
     run_params = params
     if op.needs_rng:

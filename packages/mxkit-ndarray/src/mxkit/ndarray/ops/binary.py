@@ -143,7 +143,10 @@ def _pick_gradient(key, backward, differentiable):
 
 def _broadcast_infer(name):
     def infer(params, in_shapes):
-        return [broadcast_shape(tuple(in_shapes[0]), tuple(in_shapes[1]), name)]
+        lhs, rhs = in_shapes
+        if lhs == rhs and 0 not in lhs:
+            return [tuple(lhs)]
+        return [broadcast_shape(tuple(lhs), tuple(rhs), name)]
 
     return infer
 
