@@ -240,11 +240,26 @@ def get_registry() -> OperatorRegistry:
         with _hooks_lock:
             if not _hooks_called:
                 import mxkit.ndarray.ops  # noqa: F401  (defines the built-in operators)
-                from mxkit.core.plugins import call_kernel_hooks
 
                 _hooks_called = True
-                call_kernel_hooks(_REGISTRY)
+                _call_kernel_hooks(_REGISTRY)
     return _REGISTRY
+
+
+def _call_kernel_hooks(registry: OperatorRegistry) -> None:
+    """Call every plugin's ``mxkit_kernels`` in registration order, so that a plugin
+    registered later (a third party, a test) overrides the kernels of earlier ones."""
+    from mxkit.core.errors import PluginError
+    from mxkit.core.plugins import get_plugin_manager
+
+    for impl in get_plugin_manager().hook.mxkit_kernels.get_hookimpls():
+        try:
+            impl.function(registry=registry)
+        except MXKitError:
+            raise
+        except Exception as exc:
+            raise PluginError(f"plugin {impl.plugin_name!r} failed in mxkit_kernels: "
+                              f"{type(exc).__name__}: {exc}") from exc
 
 
 def reload_kernels() -> None:

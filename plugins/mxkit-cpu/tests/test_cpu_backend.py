@@ -1,0 +1,81 @@
+"""The CPU backend plugin: registration through the public hook, allocation, devices, kernels."""
+
+import numpy as np
+import pytest
+from mxkit import mx
+from mxkit.core.plugins import get_backend, plugin_info, registry
+from mxkit.ndarray.registry import get_op
+from mxkit_cpu import kernels
+from mxkit_cpu.backend import ALIGNMENT, SMALL_LIMIT, CPUBackend
+
+
+def test_registered_as_an_entry_point_plugin():
+    spec = get_backend("cpu")
+    assert spec.name == "numpy"
+    names = [name for name, _, origin in registry("backend").items()]
+    assert "cpu" in names
+    origins = {name: origin for name, _, origin in registry("backend").items()}
+    assert origins["cpu"].distribution == "mxkit-cpu"
+    assert plugin_info("cpu").distribution == "mxkit-cpu"
+
+
+@pytest.mark.parametrize("shape, dtype", [((3,), "float32"), ((7, 5), "float64"), ((0,), "int8"),
+                                          ((1000, 3), "float16"), ((SMALL_LIMIT,), "uint8"), ((), "int64")])
+def test_allocation_is_aligned_writable_and_independent(shape, dtype):
+    backend = CPUBackend(0)
+    arrays = [backend.empty(shape, np.dtype(dtype)) for _ in range(3)]
+    for array in arrays:
+        assert array.shape == shape and array.dtype == np.dtype(dtype)
+        assert array.ctypes.data % ALIGNMENT == 0 and array.flags.writeable and array.flags.c_contiguous
+    if arrays[0].size:
+        for i, array in enumerate(arrays):
+            array[...] = i
+        assert [int(np.asarray(a).reshape(-1)[0]) for a in arrays] == [0, 1, 2]
+
+
+def test_from_host_copies():
+    host = np.arange(5.0)
+    device = CPUBackend(0).from_host(host)
+    host[0] = 99
+    assert device[0] == 0 and device.ctypes.data % ALIGNMENT == 0
+    assert CPUBackend(0).to_host(device) is device
+
+
+def test_cpu_ids_are_distinct_devices():
+    a = mx.nd.ones((2,), ctx=mx.cpu(0))
+    b = mx.nd.ones((2,), ctx=mx.cpu(3))
+    assert b.context == mx.cpu(3) and mx.cpu(3).backend is not mx.cpu(0).backend
+    with pytest.raises(mx.MXKitError, match="different devices"):
+        a + b
+    assert (a + b.as_in_context(mx.cpu(0))).asnumpy().tolist() == [2, 2]
+
+
+def test_plugin_kernels_are_the_ones_used():
+    for name, kernel in kernels.KERNELS.items():
+        assert get_op(name).kernels.get("numpy") is kernel, name
+
+
+@pytest.mark.parametrize("name", sorted(kernels.KERNELS))
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_plugin_kernels_agree_with_generic_kernels(name, dtype):
+    op = get_op(name)
+    rng = np.random.default_rng(0)
+    count = op.count_inputs(op.parse_params({}))
+    inputs = [(np.abs(rng.standard_normal((4, 6))) + 0.1).astype(dtype) for _ in range(count)]
+    params = op.parse_params({})
+    expected = [np.empty((4, 6), dtype)]
+    got = [np.empty((4, 6), dtype)]
+    op.kernel(np, inputs, expected, params)
+    kernels.KERNELS[name](np, inputs, got, params)
+    np.testing.assert_allclose(got[0], expected[0], rtol=1e-6 if dtype == "float32" else 1e-12)
+
+
+def test_integer_inputs_still_work_through_plugin_kernels():
+    x = mx.nd.array([-2, 3], dtype="int32")
+    assert mx.nd.relu(x).asnumpy().tolist() == [0, 3]
+    assert mx.nd.abs(x).asnumpy().tolist() == [2, 3]
+
+
+def test_rng_is_seeded():
+    backend = CPUBackend(0)
+    assert backend.make_rng(5).random() == backend.make_rng(5).random()
