@@ -1,0 +1,138 @@
+"""The engine across the process's life: the process engine, fork, interpreter exit."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import mxkit.engine as engine
+import pytest
+from mxkit.core import config
+from mxkit.core.errors import EngineError, UnknownPluginError
+
+
+@pytest.fixture
+def fresh_process_engine():
+    engine.reset()
+    yield
+    engine.reset()
+
+
+def test_get_uses_config_and_is_cached(fresh_process_engine, monkeypatch):
+    monkeypatch.setenv("MXKIT_ENGINE", "naive")
+    first = engine.get()
+    assert first.name == "naive"
+    assert engine.get() is first
+    engine.reset()
+    monkeypatch.delenv("MXKIT_ENGINE")
+    assert engine.get().name == "threaded_per_device"  # the default
+
+
+def test_set_engine_switches_and_returns_the_previous(fresh_process_engine):
+    with config.override(engine="threaded"):
+        previous = engine.get()
+    assert previous.name == "threaded"
+    returned = engine.set_engine("naive")
+    assert returned is previous
+    assert engine.get().name == "naive"
+
+
+def test_unknown_engine_lists_the_choices(monkeypatch):
+    monkeypatch.setenv("MXKIT_ENGINE", "turbo")
+    with pytest.raises(UnknownPluginError, match=r"unknown engine 'turbo'.*naive, threaded, threaded_per_device"):
+        engine.create()
+
+
+def _run_child(code, timeout=60, env=None):
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          timeout=timeout, env=full_env)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_fork_child_gets_a_fresh_engine_and_a_clear_error_on_the_old_one():
+    # In a subprocess, so that forking never copies this test runner's threads.
+    result = _run_child("""
+        import os, threading
+        import mxkit.engine as engine
+        from mxkit.core.errors import EngineError
+
+        eng = engine.get()
+        var = eng.new_var()
+        gate = threading.Event()
+        eng.push(lambda: gate.wait(2), writes=(var,))   # busy worker at the fork
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                eng.push(lambda: None, writes=(var,))
+                code = 10
+            except EngineError as exc:
+                code = 0 if "before os.fork()" in str(exc) else 11
+            fresh = engine.get()
+            if fresh is eng:
+                code = 12
+            v = fresh.new_var()
+            out = []
+            for i in range(100):
+                fresh.push(lambda i=i: out.append(i), writes=(v,))
+            fresh.wait_for_var(v)
+            if out != list(range(100)):
+                code = 13
+            os._exit(code)
+        gate.set()
+        _, status = os.waitpid(pid, 0)
+        eng.wait_for_var(var)
+        print("child", os.waitstatus_to_exitcode(status), "parent", var.version)
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["child", "0", "parent", "1"]
+
+
+def test_interpreter_exit_runs_pending_operations():
+    result = _run_child("""
+        import time
+        import mxkit.engine as engine
+        eng = engine.get()
+        var = eng.new_var()
+        for i in range(20):
+            eng.push(lambda i=i: (time.sleep(0.01), print("op", i, flush=True)), writes=(var,))
+        # no wait: the interpreter exits with 20 pending operations
+    """)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:20] == [f"op {i}" for i in range(20)]
+
+
+def test_interpreter_exit_does_not_hang_on_a_stuck_operation():
+    started = time.monotonic()
+    result = _run_child("""
+        import threading
+        import mxkit.engine as engine
+        eng = engine.get()
+        var = eng.new_var()
+        eng.push(lambda: threading.Event().wait(), writes=(var,))  # never finishes
+        eng.push(lambda: print("never"), writes=(var,))
+        print("leaving", flush=True)
+    """, env={"MXKIT_ENGINE_EXIT_TIMEOUT": "0.5"}, timeout=30)
+    assert time.monotonic() - started < 20
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["leaving"]
+    assert "Fatal" not in result.stderr and "Segmentation" not in result.stderr
+
+
+def test_engine_error_on_missing_extension_is_clear(monkeypatch):
+    import builtins
+
+    from mxkit.engine import threaded
+
+    real_import = builtins.__import__
+
+    def no_extension(name, *args, **kwargs):
+        if name == "mxkit.engine._threaded":
+            raise ImportError("no compiled module")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_extension)
+    with pytest.raises(EngineError, match=r"compiled module mxkit\.engine\._threaded is missing"):
+        threaded.make_threaded_engine()
