@@ -115,3 +115,21 @@ def test_save_rejects_non_ndarrays(tmp_path):
         mx.nd.save(str(tmp_path / "x"), [mx.nd.ones((1,)), np.ones(1)])
     with pytest.raises(MXKitError, match="dict of str -> NDArray"):
         mx.nd.save(str(tmp_path / "x"), {1: mx.nd.ones((1,))})
+
+
+FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures"
+
+
+@pytest.mark.parametrize("name", ["named_dict.params", "dtypes_list.params"])
+def test_mxnet_written_files_load_as_ndarrays_and_save_back_byte_identical(tmp_path, name):
+    expected = np.load(FIXTURES / "expected.npz", allow_pickle=False)
+    loaded = mx.nd.load(str(FIXTURES / name))
+    items = loaded.items() if isinstance(loaded, dict) else enumerate(loaded)
+    for key, array in items:
+        assert isinstance(array, mx.nd.NDArray) and array.context == mx.cpu(0)
+        reference = expected[f"{name}/{key}"]
+        assert array.dtype == reference.dtype.type
+        np.testing.assert_array_equal(array.asnumpy(), reference)
+    out = tmp_path / name
+    mx.nd.save(str(out), loaded)
+    assert out.read_bytes() == (FIXTURES / name).read_bytes()
