@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 from mxkit.core.context import Context
 from mxkit.core.errors import DTypeError, MXKitError, ShapeError
+from mxkit.ndarray import invoke as _invoke_module
+from mxkit.ndarray.autograd import _state as _autograd_state
 from mxkit.ndarray.invoke import engine, invoke, invoke_by_name, push_raw
 from mxkit.ndarray.registry import get_registry
 
@@ -41,6 +43,37 @@ def _binary_ops(kind: str) -> tuple[Any, Any, Any]:
     registry = get_registry()
     ops = _BINARY_OPS[kind] = tuple(registry.get(name) for name in _BINARY[kind])
     return ops
+
+
+def _same_shape_elementwise(op: Any, inputs: list, params: dict) -> NDArray:
+    """The hot path of ``a + b`` and ``a + 1``: inputs of one shape, dtype and device give an
+    output of that shape and dtype, so inference is skipped; everything else is as in
+    :func:`~mxkit.ndarray.invoke.invoke` (the registry's kernel, pushed to the engine)."""
+    first = inputs[0]
+    data = first._data
+    ctx = first._ctx
+    backend = _invoke_module._backends.get(ctx) or _invoke_module.backend_of(ctx)
+    eng = _invoke_module._engine_get()
+    out_data = backend.empty(data.shape, data.dtype)
+    result = NDArray._from_data(out_data, ctx, eng.new_var())
+    kernel = op.kernels.get(backend.name) or op.kernel or op.kernel_for(backend.name)
+    xp = backend.xp
+    in_data = [array._data for array in inputs]
+    outputs = [out_data]
+
+    def run() -> None:
+        try:
+            kernel(xp, in_data, outputs, params)
+        except Exception as exc:
+            raise _invoke_module.OperatorError(
+                f"{op.describe_call(params, [d.shape for d in in_data])} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+
+    reads = [first._var]
+    if len(inputs) > 1 and inputs[1]._var is not first._var:
+        reads.append(inputs[1]._var)
+    eng.push(run, reads, [result._var], ctx, 0, op.name)
+    return result
 
 
 def _is_scalar(value: Any) -> bool:
@@ -282,9 +315,15 @@ class NDArray:
         ops = _BINARY_OPS.get(kind) or _binary_ops(kind)
         if isinstance(other, NDArray):
             args = [other, self] if reverse else [self, other]
+            if out is None and self._data.shape == other._data.shape and self._data.dtype == other._data.dtype \
+                    and self._ctx is other._ctx and not _autograd_state.recording:
+                return _same_shape_elementwise(ops[0], args, _NO_PARAMS)
             return invoke(ops[0], args, _NO_PARAMS, out)[0]
         if _is_scalar(other):
-            return invoke(ops[2] if reverse else ops[1], [self], {"scalar": float(other)}, out)[0]
+            params = {"scalar": float(other)}
+            if out is None and not _autograd_state.recording:
+                return _same_shape_elementwise(ops[2] if reverse else ops[1], [self], params)
+            return invoke(ops[2] if reverse else ops[1], [self], params, out)[0]
         if isinstance(other, (np.ndarray, list, tuple)):
             from mxkit.ndarray.creation import array
 
