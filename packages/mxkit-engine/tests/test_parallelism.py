@@ -18,6 +18,7 @@ import pytest
 np = pytest.importorskip("numpy")
 
 MATMUL_SCRIPT = textwrap.dedent("""
+    import threading
     import time
     import numpy as np
     import mxkit.engine as engine
@@ -34,26 +35,34 @@ MATMUL_SCRIPT = textwrap.dedent("""
             out[key] = c
         return op
 
-    eng = engine.create("threaded", num_workers=2)
-    x, y = eng.new_var(), eng.new_var()
-    best = 0.0
-    for attempt in range(6):
-        serial = {}
+    def timed(fn):
         start = time.perf_counter()
-        work(serial, "x")()
-        work(serial, "y")()
-        serial_s = time.perf_counter() - start
-        out = {}
-        start = time.perf_counter()
+        fn()
+        return time.perf_counter() - start
+
+    def on_two_threads(out):
+        threads = [threading.Thread(target=work(out, k)) for k in "xy"]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    def on_engine(out):
         eng.push(work(out, "x"), writes=(x,))
         eng.push(work(out, "y"), writes=(y,))
         eng.wait_all()
-        parallel_s = time.perf_counter() - start
-        assert np.array_equal(out["x"], serial["x"]) and np.array_equal(out["y"], serial["y"])
-        best = max(best, serial_s / parallel_s)
-        if best > 1.6:
+
+    eng = engine.create("threaded", num_workers=2)
+    x, y = eng.new_var(), eng.new_var()
+    for attempt in range(8):
+        serial, raw, pushed = {}, {}, {}
+        serial_s = timed(lambda: (work(serial, "x")(), work(serial, "y")()))
+        threads_s = timed(lambda: on_two_threads(raw))
+        engine_s = timed(lambda: on_engine(pushed))
+        assert all(np.array_equal(pushed[k], serial[k]) for k in "xy")
+        print(f"{serial_s:.4f} {threads_s:.4f} {engine_s:.4f}")
+        if serial_s / engine_s > 1.4:
             break
-    print(best)
 """)
 
 
@@ -64,9 +73,12 @@ def test_two_independent_matrix_products_run_in_parallel():
     result = subprocess.run([sys.executable, "-c", MATMUL_SCRIPT], capture_output=True, text=True, timeout=120,
                             env={**os.environ, **single_threaded_blas})
     assert result.returncode == 0, result.stderr
-    speedup = float(result.stdout.strip())
-    # two cores: ideally 2x; anything well above 1 proves the GIL was released in parallel
-    assert speedup > 1.3, f"two independent matmuls on two workers: speedup {speedup:.2f}"
+    attempts = [tuple(map(float, line.split())) for line in result.stdout.split("\n") if line.strip()]
+    # Two cores: ideally 2x. When other processes hold the cores, two plain threads
+    # cannot speed up either; then the engine must merely keep up with them.
+    ok = [serial / pushed > 1.3 or (serial / threads < 1.3 and pushed < 1.25 * threads)
+          for serial, threads, pushed in attempts]
+    assert any(ok), f"(serial, two threads, engine) seconds per attempt: {attempts}"
 
 
 @pytest.mark.parametrize("name", ["threaded", "threaded_per_device"])
