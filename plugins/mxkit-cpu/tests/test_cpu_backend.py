@@ -79,3 +79,25 @@ def test_integer_inputs_still_work_through_plugin_kernels():
 def test_rng_is_seeded():
     backend = CPUBackend(0)
     assert backend.make_rng(5).random() == backend.make_rng(5).random()
+
+
+def test_large_buffers_are_recycled_only_when_unused():
+    backend = CPUBackend(0)
+    shape, dtype = (40_000,), np.dtype("float32")  # 160 kB: pooled
+    first = backend.empty(shape, dtype)
+    address = first.ctypes.data
+    assert backend.empty(shape, dtype).ctypes.data != address  # still in use
+    view = first[5:9]
+    del first
+    assert backend.empty(shape, dtype).ctypes.data != address  # a view keeps the memory busy
+    view[:] = 7
+    del view
+    again = backend.empty(shape, dtype)
+    assert again.ctypes.data == address and again.ctypes.data % ALIGNMENT == 0
+
+
+def test_ndarray_results_stay_correct_with_recycling():
+    a = mx.nd.array(np.arange(100_000, dtype=np.float32))
+    results = [a * float(i) for i in range(12)]  # more live results than the pool keeps per size
+    for i, result in enumerate(results):
+        assert result.asnumpy()[-1] == 99_999 * i
