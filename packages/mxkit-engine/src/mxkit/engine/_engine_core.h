@@ -16,6 +16,7 @@
 #include <deque>
 #include <mutex>
 #include <queue>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -26,20 +27,30 @@ struct MxOpr;
 struct MxWaiter {
   std::mutex m;
   std::condition_variable cv;
-  bool done = false;
+  std::atomic<bool> done{false};
   std::atomic<int> refs{2};
 
   void signal() {
     {
       std::lock_guard<std::mutex> guard(m);
-      done = true;
+      done.store(true, std::memory_order_release);
     }
     cv.notify_all();
+  }
+  // Spins for a few microseconds first: a short operation usually finishes within
+  // them, and the waiter then skips a sleep/wake-up pair of futex calls.
+  bool spin(int rounds) {
+    for (int i = 0; i < rounds; ++i) {
+      if (done.load(std::memory_order_acquire)) return true;
+      std::this_thread::yield();
+    }
+    return done.load(std::memory_order_acquire);
   }
   // true once signalled; false after `ms` milliseconds without it
   bool wait_ms(int ms) {
     std::unique_lock<std::mutex> lock(m);
-    return cv.wait_for(lock, std::chrono::milliseconds(ms), [this] { return done; });
+    return cv.wait_for(lock, std::chrono::milliseconds(ms),
+                       [this] { return done.load(std::memory_order_acquire); });
   }
   void release() {
     if (refs.fetch_sub(1) == 1) delete this;

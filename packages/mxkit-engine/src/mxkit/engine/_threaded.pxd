@@ -13,6 +13,7 @@ from libcpp.vector cimport vector
 cdef extern from "_engine_core.h" nogil:
     cdef cppclass MxWaiter:
         cbool wait_ms(int ms)
+        cbool spin(int rounds)
         void signal()
         void release()
 

@@ -34,6 +34,8 @@ cdef extern from "Python.h":
 DEF MAX_POOLS = 256
 # How often a waiting thread wakes up to let Ctrl-C (KeyboardInterrupt) through.
 DEF WAIT_SLICE_MS = 20
+# Rounds of sched_yield() a waiter spends before it sleeps (a few tens of microseconds).
+cdef int _spin_rounds = 64
 
 # Bumped in a child process after os.fork(): engines made before it have no worker
 # threads there, and refuse to be used rather than wait forever.
@@ -45,6 +47,13 @@ _worker_state = threading.local()
 
 def _noop():
     pass
+
+
+def _set_spin_rounds(int rounds):
+    """Tune how long wait_for_var spins before sleeping (benchmarks); returns the old value."""
+    global _spin_rounds
+    old, _spin_rounds = _spin_rounds, max(rounds, 0)
+    return old
 
 
 cdef class ErrorBox:
@@ -557,7 +566,9 @@ cdef class ThreadedEngine:
             if mx_opr_release_n(op, granted + 1):
                 core.dispatch(op, -1)
             try:
-                while True:
+                with nogil:
+                    done = waiter.spin(_spin_rounds)
+                while not done:
                     with nogil:
                         done = waiter.wait_ms(WAIT_SLICE_MS)
                     if done:
