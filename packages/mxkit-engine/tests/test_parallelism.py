@@ -66,6 +66,7 @@ MATMUL_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_two_independent_matrix_products_run_in_parallel():
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs two cores")
