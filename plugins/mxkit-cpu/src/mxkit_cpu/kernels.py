@@ -62,6 +62,36 @@ def _binary_ufunc(ufunc_name: str):
     return kernel
 
 
+def backward_take(xp: Any, inputs: list, outputs: list, params: dict) -> None:
+    """Gradient of ``take`` along axis 0 with the Cython row scatter-add (else the generic kernel)."""
+    from mxkit.ndarray.registry import get_op
+
+    out_grad, data, indices = inputs
+    grad = outputs[0]
+    try:
+        from mxkit_cpu._scatter import scatter_add_rows
+    except ImportError:  # built without the extension: numpy.add.at does it, slowly
+        scatter_add_rows = None
+    axis = params["axis"] % max(data.ndim, 1)
+    if scatter_add_rows is None or axis != 0 or grad.dtype not in (np.float32, np.float64) \
+            or out_grad.dtype != grad.dtype or not grad.flags.c_contiguous:
+        get_op("_backward_take").kernel(xp, inputs, outputs, params)
+        return
+    rows = indices.astype(np.int64).reshape(-1)
+    size = data.shape[0]
+    if params["mode"] == "wrap":
+        rows = np.mod(rows, size)
+    else:
+        rows = np.clip(rows, -size if params["mode"] == "raise" else 0, size - 1)
+        if params["mode"] == "raise" and rows.size and (rows.min() < -size or rows.max() >= size):
+            raise IndexError(f"take: an index is out of range for axis 0 of size {size}")
+        rows = np.where(rows < 0, rows + size, rows)
+    grad[...] = 0
+    width = grad.size // size if size else 0
+    values = np.ascontiguousarray(out_grad).reshape(rows.size, width)
+    scatter_add_rows(grad.reshape(size, width), np.ascontiguousarray(rows), values)
+
+
 #: operator name -> kernel
 KERNELS = {
     "relu": relu,
@@ -76,6 +106,7 @@ KERNELS = {
     "broadcast_div": _binary_ufunc("true_divide"),
     "broadcast_maximum": _binary_ufunc("maximum"),
     "broadcast_minimum": _binary_ufunc("minimum"),
+    "_backward_take": backward_take,
 }
 
 
