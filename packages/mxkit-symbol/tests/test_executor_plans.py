@@ -187,12 +187,14 @@ def counting_engine():
 
 def test_a_training_step_is_a_handful_of_pushes(counting_engine):
     net = _three_layers()
-    exe = net.simple_bind(None, data=(2, 3), w1=(3, 4), w2=(4, 4), w3=(4, 2))
+    shapes = {"data": (2, 3), "w1": (3, 4), "w2": (4, 4), "w3": (4, 2)}
+    exe = net.simple_bind(None, **shapes)
     nodes = len(exe._forward_steps) + len(exe._backward_steps)
     assert nodes >= 12
     forward, backward = len(exe._forward_steps), len(exe._backward_steps)
     for bulk, expected in ((100, 2), (1, nodes), (4, -(-forward // 4) - (-backward // 4))):
         with config.override(exec_bulk_size=bulk):
+            exe = net.simple_bind(None, **shapes)  # the segment size is read at bind
             counting_engine.pushes = 0
             exe.forward(is_train=True)
             exe.backward()
@@ -339,3 +341,14 @@ def test_copy_params_from_checks_names():
     with pytest.raises(ExecutorError, match=r"'v' is not an argument.*x, w"):
         exe.copy_params_from({"v": nd.zeros((2,))})
     exe.copy_params_from({"v": nd.zeros((2,))}, allow_extra_params=True)
+
+
+def test_kernels_learn_which_outputs_nobody_reads():
+    """params["_req"] marks unread outputs "null" (MXNet's OpReqType) so kernels may skip them."""
+    data, weight = sym.Variable("data"), sym.Variable("weight")
+    exe = sym.dot(data, weight).simple_bind(None, grad_req={"data": "null", "weight": "write"}, data=(2, 3),
+                                            weight=(3, 4))
+    (backward,) = [s for s in exe._backward_steps if s.node.op.name == "_backward_dot"]
+    assert backward.params["_req"] == ("null", "write")
+    both = sym.dot(data, weight).simple_bind(None, data=(2, 3), weight=(3, 4))
+    assert all("_req" not in s.params for s in both._backward_steps)

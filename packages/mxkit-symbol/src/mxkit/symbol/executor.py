@@ -5,7 +5,7 @@ for, asks the memory planner (config ``memplan`` or ``memplan=``) where each int
 lives, verifies that plan, allocates its pools once and compiles every node to a
 ``(kernel, inputs, outputs, params)`` step over fixed arrays. ``forward`` and ``backward``
 then push those steps to the engine in bulk segments of config ``exec_bulk_size`` nodes
-(one engine operation each), reading the argument arrays' vars and writing the output and
+(read at bind; one engine operation each), reading the argument arrays' vars and writing the output and
 gradient arrays' vars, so NDArray code before and after orders itself around them.
 """
 
@@ -95,6 +95,9 @@ class Executor:
         self._monitor = None
         self._monitor_all = False
         self._memplan_name = memplan
+        # read once at bind, as MXNet reads MXNET_EXEC_BULK_*: a config lookup per forward costs more
+        # than a small network's kernels
+        self._bulk_size = config.get("exec_bulk_size")
         self._internal_var = self._engine.new_var()
         self._plan_and_allocate(memplan, shared_exec)
         self._compile()
@@ -184,6 +187,9 @@ class Executor:
     def _compile(self) -> None:
         graph = self._graph
         backend_name = self._backend.name
+        self._consumed = {key(e) for n in graph.forward_nodes + graph.backward_nodes for e in n.inputs}
+        self._consumed.update(key(h) for h in graph.heads)
+        self._consumed.update(key(w) for w in graph.grad_writers.values())
         self._forward_steps = [self._compile_node(n, backend_name, train=True) for n in graph.forward_nodes]
         self._backward_steps = [self._compile_node(n, backend_name, train=True) for n in graph.backward_nodes]
         self._uses_rng = any(n.op.needs_rng for n in graph.forward_nodes + graph.backward_nodes)
@@ -203,6 +209,11 @@ class Executor:
         outputs = [self._arrays[(id(node), i)] for i in range(node.num_outputs())]
         params = dict(node.params, _is_train=True)
         predict = dict(node.params)
+        # MXNet's OpReqType: outputs nothing reads (the data gradient of a first layer) are marked
+        # "null" so a kernel that honours params["_req"] can skip computing them
+        req = tuple("write" if (id(node), i) in self._consumed else "null" for i in range(node.num_outputs()))
+        if "null" in req:
+            params["_req"] = predict["_req"] = req
         if node.op.needs_rng:
             from mxkit.ndarray.random import generator_state
 
@@ -215,7 +226,7 @@ class Executor:
     def _push_steps(self, steps: Sequence[_Step], train: bool, reads: list, writes: list, what: str) -> None:
         if not steps:
             return
-        bulk = config.get("exec_bulk_size")
+        bulk = self._bulk_size
         xp = self._backend.xp
         if self._uses_rng:
             from mxkit.ndarray.random import generator_state
