@@ -141,9 +141,12 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
         ctx = current_context()
     in_data = [array._data for array in inputs]
     in_shapes = [data.shape for data in in_data]
+    # auxiliary states (BatchNorm's moving statistics) follow the inputs: not inferred, written
+    num_aux = len(op.aux_names)
+    infer_data = in_data[:len(in_data) - num_aux] if num_aux else in_data
     try:
-        out_shapes = op.infer_shape(params, in_shapes)
-        out_dtypes = op.infer_dtype(params, [dtype_name_of(data.dtype) for data in in_data])
+        out_shapes = op.infer_shape(params, in_shapes[:len(infer_data)] if num_aux else in_shapes)
+        out_dtypes = op.infer_dtype(params, [dtype_name_of(data.dtype) for data in infer_data])
     except (ShapeError, DTypeError) as exc:
         raise type(exc)(f"{op.describe_call(params, in_shapes)}: {exc}") from None
     except MXKitError:
@@ -170,6 +173,8 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
                                   f"inputs on {ctx}")
     out_data = [array._data for array in outputs]
     writes = [outputs[0]._var] if len(outputs) == 1 else _var_list(outputs, [])
+    if num_aux:
+        writes = _var_list(list(outputs) + list(inputs[len(inputs) - num_aux:]), [])
     reads = []
     for array in inputs:
         var = array._var
@@ -178,11 +183,13 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
     kernel = op.kernels.get(backend.name) or op.kernel or op.kernel_for(backend.name)
     xp = backend.xp
     run_params = params
+    if autograd._state.training:
+        run_params = dict(params, _is_train=True)  # missing means prediction, as in MXNet
     if op.needs_rng:
         from mxkit.ndarray.random import generator_state
 
         state = generator_state(ctx)
-        run_params = dict(params, _rng=state.generator_proxy())
+        run_params = dict(run_params, _rng=state.generator_proxy())
         writes.append(state.var)
 
     def run() -> None:

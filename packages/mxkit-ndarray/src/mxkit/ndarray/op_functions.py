@@ -39,7 +39,7 @@ def call(op_name: str, args: tuple, kwargs: dict[str, Any]) -> Any:
         if count_key and count_key not in kwargs:
             kwargs[count_key] = len(inputs)
     else:
-        named = op.list_inputs({})
+        named = op.list_inputs({}) + op.aux_names
         for name in named[len(inputs):]:
             if name in kwargs:
                 inputs.append(kwargs.pop(name))
@@ -58,9 +58,9 @@ def call(op_name: str, args: tuple, kwargs: dict[str, Any]) -> Any:
             raise MXKitError(f"operator {op.name}: inputs must be NDArrays, got {type(value).__name__} "
                              f"({value!r}); convert it with mx.nd.array()")
     params = op.parse_params(kwargs)
-    expected = op.count_inputs(params)
+    expected = op.count_inputs(params) + len(op.aux_names)
     if len(inputs) != expected:
-        names = ", ".join(op.list_inputs(params))
+        names = ", ".join(op.list_inputs(params) + op.aux_names)
         raise MXKitError(f"operator {op.name} takes {expected} input arrays ({names}), got {len(inputs)}")
     outputs = invoke(op, inputs, params, out=out, ctx=resolve_context(ctx) if ctx is not None else None)
     return outputs[0] if len(outputs) == 1 else outputs

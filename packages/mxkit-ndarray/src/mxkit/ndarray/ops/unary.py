@@ -155,30 +155,6 @@ define(OpDef(
 ))
 
 
-def _leaky_kernel(xp, inputs, outputs, params):
-    x = inputs[0]
-    write(xp, outputs[0], xp.where(x > 0, x, params["slope"] * x))
-
-
-def _leaky_backward_kernel(xp, inputs, outputs, params):
-    out_grad, x = inputs
-    write(xp, outputs[0], xp.where(x > 0, out_grad, params["slope"] * out_grad))
-
-
-define(OpDef(
-    name="LeakyReLU", infer_shape=first_shape, kernel=_leaky_kernel,
-    params=schema([Param("act_type", "str", "leaky", choices=("leaky",)),
-                   Param("slope", "float", 0.25, doc="Slope for negative inputs.")]),
-    gradient=lambda F, p, i, o, g: [F("_backward_LeakyReLU", g[0], i[0], slope=p["slope"])],
-    doc="Leaky ReLU: x for x > 0, slope * x otherwise.",
-))
-define(OpDef(
-    name="_backward_LeakyReLU", infer_shape=elementwise_shape("_backward_LeakyReLU"),
-    kernel=_leaky_backward_kernel, num_inputs=2, input_names=("out_grad", "data"),
-    params=schema([Param("slope", "float", 0.25)]), doc="Backward of LeakyReLU.",
-))
-
-
 def _cast_kernel(xp, inputs, outputs, params):
     write(xp, outputs[0], inputs[0])
 
