@@ -12,7 +12,8 @@ In one run, for each network:
 Networks: LeNet (batch 128, 1x28x28: conv 20@5x5, relu, max-pool 2, conv 50@5x5, relu,
 max-pool 2, fc 500, relu, fc 10, softmax head) and a ResNet basic block (batch 32, 64
 channels, 56x56: conv 3x3, BatchNorm, relu, conv 3x3, BatchNorm, add the input, relu).
-Milliseconds per forward+backward (median of ``--repeats`` after a warm-up) and samples/s;
+Milliseconds per forward+backward (best of ``--repeats`` after a warm-up: on a shared machine
+the best run is the one least disturbed by other load) and samples/s;
 the ratio columns are mxkit's time over the other's (below 1 means mxkit is faster). Nothing
 here asserts on time.
 
@@ -24,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -136,14 +136,15 @@ def mxkit_resnet_block(batch: int, seed: int = 0):
     return step
 
 
-def median_ms(step, repeats: int) -> float:
+def best_ms(step, repeats: int) -> float:
+    """Best of ``repeats`` timed runs after a warm-up (the best is the least disturbed by other load)."""
     step()  # warm-up: first-touch allocations, BLAS thread start
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         step()
         times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1000
+    return min(times) * 1000
 
 
 # ---- PyTorch ---------------------------------------------------------------------------------
@@ -172,7 +173,7 @@ def torch_times(repeats: dict) -> dict:
         loss = functional.cross_entropy(functional.linear(h, w4, b4), label, reduction="sum")
         loss.backward()
 
-    results["lenet"] = median_ms(lenet, repeats["lenet"])
+    results["lenet"] = best_ms(lenet, repeats["lenet"])
     channels = RESNET_BLOCK["shape"][0]
     xb = torch.randn(RESNET_BLOCK["batch"], *RESNET_BLOCK["shape"], requires_grad=True)
     conv_w = [(torch.randn(channels, channels, 3, 3) * 0.05).requires_grad_(True) for _ in range(2)]
@@ -186,7 +187,7 @@ def torch_times(repeats: dict) -> dict:
         h = functional.batch_norm(h, *running[1], *bn[1], training=True, eps=1e-3)
         functional.relu(h + xb).backward(torch.ones_like(xb))
 
-    results["resnet_block"] = median_ms(block, repeats["resnet_block"])
+    results["resnet_block"] = best_ms(block, repeats["resnet_block"])
     results["threads"] = torch.get_num_threads()
     return results
 
@@ -194,13 +195,13 @@ def torch_times(repeats: dict) -> dict:
 # ---- MXNet 1.9.1 in a subprocess -------------------------------------------------------------
 
 MXNET_SCRIPT = r"""
-import json, statistics, sys, time
+import json, sys, time
 import mxnet as mx
 repeats = json.loads(sys.argv[1])
 nd, ag = mx.nd, mx.autograd
 mx.random.seed(0)
 
-def median_ms(step, n):
+def best_ms(step, n):
     step(); nd.waitall()
     times = []
     for _ in range(n):
@@ -219,7 +220,7 @@ def lenet():
         h = nd.relu(nd.FullyConnected(h, w3, b3, num_hidden=500))
         out = nd.SoftmaxOutput(nd.FullyConnected(h, w4, b4, num_hidden=10), label)
     out.backward()
-result = {"lenet": median_ms(lenet, repeats["lenet"])}
+result = {"lenet": best_ms(lenet, repeats["lenet"])}
 c = 64
 xb = nd.random.normal(shape=(32, c, 56, 56)); xb.attach_grad()
 ws = [nd.random.normal(shape=(c, c, 3, 3)) * 0.05 for _ in range(2)]
@@ -234,7 +235,7 @@ def block():
         h = nd.BatchNorm(h, gs[1], bs[1], mm[1], mv[1], fix_gamma=False)
         out = nd.relu(h + xb)
     out.backward()
-result["resnet_block"] = median_ms(block, repeats["resnet_block"])
+result["resnet_block"] = best_ms(block, repeats["resnet_block"])
 print("RESULT " + json.dumps(result))
 """
 
@@ -254,11 +255,11 @@ def mxnet_times(repeats: dict) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5, help="timed runs per network (median reported)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed runs per network (best reported)")
     args = parser.parse_args()
     repeats = {"lenet": args.repeats * 2, "resnet_block": args.repeats}
-    mxkit = {"lenet": median_ms(mxkit_lenet(LENET["batch"]), repeats["lenet"]),
-             "resnet_block": median_ms(mxkit_resnet_block(RESNET_BLOCK["batch"]), repeats["resnet_block"])}
+    mxkit = {"lenet": best_ms(mxkit_lenet(LENET["batch"]), repeats["lenet"]),
+             "resnet_block": best_ms(mxkit_resnet_block(RESNET_BLOCK["batch"]), repeats["resnet_block"])}
     torch = torch_times(repeats)
     mxnet = mxnet_times(repeats)
     batches = {"lenet": LENET["batch"], "resnet_block": RESNET_BLOCK["batch"]}
@@ -269,7 +270,7 @@ def main() -> None:
     def ratio(a, b):
         return f"{a / b:>12.2f}" if b else f"{'-':>12}"
 
-    print(f"forward+backward, ms (median of runs); {os.cpu_count()} CPUs; numpy {np.__version__}")
+    print(f"forward+backward, ms (best of runs); {os.cpu_count()} CPUs; numpy {np.__version__}")
     print(f"{'network':<14}{'mxkit':>10}{'PyTorch':>10}{'MXNet':>10}{'mxkit/torch':>12}{'mxkit/mxnet':>12}"
           f"{'mxkit smp/s':>12}{'torch smp/s':>12}{'mxnet smp/s':>12}")
     for name in ("lenet", "resnet_block"):
