@@ -1,321 +1,24 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
 # distutils: language = c++
-"""The threaded dependency engine (MXNet 1.x's ThreadedEngine), in Cython over C++.
+"""The threaded engines (MXNet 1.x's ThreadedEngine and ThreadedEnginePerDevice).
 
-Bookkeeping lives in C++ structures (``_engine_core.h``) guarded by their own short
-std::mutex sections, never by a Python lock: a push registers the operation on the
-queue of every var it touches, and the operation is handed to a worker pool when its
-wait counter (vars not yet granted, plus one for the push itself) reaches zero. Worker
-threads are Python threads that wait for work with the GIL released and run the pushed
-callables with it; callables that release the GIL (numpy, BLAS, I/O) run in parallel.
+``ThreadedEngine`` checks arguments, removes duplicate vars, picks the worker pool of a
+device and hands the operation to its :class:`~mxkit.engine._core.EngineCore`, which
+keeps the dependency queues and runs the workers.
 """
 
-import atexit
 import os
-import threading
-import weakref
 
 from cpython.object cimport PyCallable_Check
-from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF, PyObject
+from cpython.ref cimport PyObject
 from libcpp.vector cimport vector
 
 from mxkit.core.context import Context
 from mxkit.core.errors import EngineError
 
 from mxkit.engine import _errors
-
-
-cdef extern from "Python.h":
-    int PyErr_CheckSignals() except -1
-
-
-# Pools are kept in a vector reserved once, so worker threads may read it while a push
-# adds a pool (a device seen for the first time) without a reallocation under them.
-DEF MAX_POOLS = 256
-# How often a waiting thread wakes up to let Ctrl-C (KeyboardInterrupt) through.
-DEF WAIT_SLICE_MS = 20
-# Rounds of sched_yield() a waiter spends before it sleeps (a few tens of microseconds).
-cdef int _spin_rounds = 64
-
-# Bumped in a child process after os.fork(): engines made before it have no worker
-# threads there, and refuse to be used rather than wait forever.
-cdef int _fork_generation = 0
-_live_cores = weakref.WeakSet()
-_abandoned_in_child = []
-_worker_state = threading.local()
-
-
-def _noop():
-    pass
-
-
-def _set_spin_rounds(int rounds):
-    """Tune how long wait_for_var spins before sleeping (benchmarks); returns the old value."""
-    global _spin_rounds
-    old, _spin_rounds = _spin_rounds, max(rounds, 0)
-    return old
-
-
-cdef class ErrorBox:
-    """The error of a failed operation, shared by every var it (or an op that inherited
-    it) wrote. Reporting the error once (``wait_for_var``/``wait_all``) clears it for all."""
-
-    def __init__(self, exc, op_name):
-        self.exc = exc
-        self.op_name = op_name
-
-    def __repr__(self):
-        return f"<ErrorBox {self.op_name!r}: {self.exc!r}>"
-
-
-cdef class Var:
-    """A variable of a threaded engine: a node of the dependency graph.
-
-    Attributes
-    ----------
-    version : int
-        Completed writes on this var.
-    name : str or None
-        The name given to ``new_var`` (for messages).
-    """
-
-    def __cinit__(self, EngineCore core, name=None):
-        self.state = new MxVarState()
-        self.core = core
-        self.name = name
-        self.id = core.next_var_id
-        core.next_var_id += 1
-
-    def __dealloc__(self):
-        del self.state
-
-    @property
-    def version(self):
-        return self.state.version
-
-    @property
-    def pending(self):
-        """Operations queued on this var and not yet granted (for diagnostics)."""
-        return self.state.queued()
-
-    def __repr__(self):
-        label = f" {self.name!r}" if self.name is not None else ""
-        return f"<engine var {self.id}{label} version={self.state.version}>"
-
-
-cdef class AsyncCompletion:
-    """The ``on_complete`` handed to an asynchronous operation: call it exactly once,
-    with no argument on success or with the exception on failure, from any thread."""
-
-    cdef EngineCore core
-    cdef MxOpr* op
-    cdef bint done
-
-    def __call__(self, exc=None):
-        if self.done:
-            raise EngineError(
-                f"on_complete of engine operation {_op_label(self.op)!r} was called twice; "
-                f"call it exactly once")
-        self.done = True
-        cdef ErrorBox box = None
-        if exc is not None:
-            if not isinstance(exc, BaseException):
-                exc = EngineError(f"operation {_op_label(self.op)!r} completed with on_complete({exc!r}); "
-                                  f"pass an exception or nothing")
-            box = self.core.record_error(self.op, exc)
-        self.core.complete(self.op, box, -1)
-
-    @property
-    def done(self):
-        """True once on_complete has been called."""
-        return self.done
-
-
-cdef object _op_label(MxOpr* op):
-    if op.name != NULL and <object>op.name is not None:
-        return <object>op.name
-    if op.fn != NULL:
-        fn = <object>op.fn
-        return getattr(fn, "__qualname__", None) or repr(fn)
-    return None
-
-
-cdef class EngineCore:
-    """The state shared by a threaded engine and its worker threads."""
-
-    def __cinit__(self):
-        self.pools.reserve(MAX_POOLS)
-        self.errors = []
-        self.threads = []
-        self.generation = _fork_generation
-        _live_cores.add(self)
-
-    def __dealloc__(self):
-        cdef size_t i
-        if self.generation != _fork_generation:
-            return  # made before a fork: its mutexes may be held by threads that no longer exist
-        for i in range(self.pools.size()):
-            del self.pools[i]
-
-    # -- pools and workers -------------------------------------------------------------
-
-    def add_pool(self, int workers, str label):
-        """Create a ready queue served by ``workers`` threads; return its index."""
-        if self.pools.size() >= MAX_POOLS:
-            raise EngineError(f"an engine supports at most {MAX_POOLS} worker pools (one per device kind)")
-        cdef int index = self.pools.size()
-        self.pools.push_back(new MxPool())
-        for i in range(workers):
-            thread = threading.Thread(target=self.worker_main, args=(index,), daemon=True,
-                                      name=f"mxkit-engine-{label}-{i}")
-            thread.start()
-            self.threads.append(thread)
-        return index
-
-    def worker_main(self, int pool_index):
-        """The loop of one worker thread: take ready operations and run them."""
-        cdef MxPool* pool = self.pools[pool_index]
-        cdef MxOpr* op
-        _worker_state.core = self
-        while True:
-            op = pool.try_take()
-            if op == NULL:
-                with nogil:
-                    op = pool.wait_take()
-                if op == NULL:
-                    return
-            self.execute(op, pool_index)
-
-    cdef int stop_pools(self) except -1:
-        cdef size_t i
-        for i in range(self.pools.size()):
-            self.pools[i].request_stop()
-        return 0
-
-    def request_stop(self):
-        """Let the workers exit once nothing is pending."""
-        if self.generation != _fork_generation:
-            return
-        if self.counter.request_stop():
-            self.stop_pools()
-
-    # -- running and completing --------------------------------------------------------
-
-    cdef int dispatch(self, MxOpr* op, int current_pool) except -1:
-        # A wait marker has nothing to run: complete it here, which wakes the waiter.
-        if op.kind == MX_OPR_WAIT:
-            return self.complete(op, None, -1)
-        # The worker that made `op` ready takes it itself on its next loop, so it need
-        # not wake a sleeping colleague (that costs a futex call and a GIL hand-over).
-        self.pools[op.pool].put(op, op.pool != current_pool)
-        return 0
-
-    cdef ErrorBox record_error(self, MxOpr* op, exc):
-        box = ErrorBox(exc, _op_label(op))
-        self.errors.append(box)
-        return box
-
-    cdef int execute(self, MxOpr* op, int current_pool) except -1:
-        cdef ErrorBox box = None
-        cdef ErrorBox inherited = None
-        cdef AsyncCompletion completion
-        cdef Var var
-        cdef size_t i
-        if op.kind != MX_OPR_DELETE:
-            for i in range(op.writes.size()):
-                var = <Var>op.writes[i]
-                if var.error is not None and (<ErrorBox>var.error).exc is not None:
-                    inherited = var.error
-                    break
-            if inherited is None:
-                for i in range(op.reads.size()):
-                    var = <Var>op.reads[i]
-                    if var.error is not None and (<ErrorBox>var.error).exc is not None:
-                        inherited = var.error
-                        break
-            if inherited is not None:
-                # skipped: its outputs would be computed from a failed input
-                return self.complete(op, inherited, current_pool)
-        fn = <object>op.fn
-        if op.kind == MX_OPR_ASYNC:
-            completion = AsyncCompletion.__new__(AsyncCompletion)
-            completion.core = self
-            completion.op = op
-            try:
-                fn(completion)
-            except BaseException as exc:
-                if not completion.done:
-                    completion(exc)
-            return 0
-        try:
-            fn()
-        except BaseException as exc:  # a failing op must never take its worker down
-            box = self.record_error(op, exc)
-        return self.complete(op, box, current_pool)
-
-    cdef int complete(self, MxOpr* op, ErrorBox box, int current_pool) except -1:
-        cdef vector[MxOpr*] ready
-        cdef Var var
-        cdef size_t i
-        cdef int kind = op.kind
-        cdef int handoff_pool = current_pool
-        for i in range(op.reads.size()):
-            (<Var>op.reads[i]).state.complete_read(ready)
-        for i in range(op.writes.size()):
-            var = <Var>op.writes[i]
-            if box is not None and kind != MX_OPR_DELETE:
-                var.error = box
-            var.state.complete_write(ready)
-        if kind == MX_OPR_WAIT:
-            op.waiter.signal()
-            op.waiter.release()
-        # Python references go last: a __del__ they trigger may push to this engine.
-        Py_XDECREF(op.fn)
-        Py_XDECREF(op.name)
-        for i in range(op.reads.size()):
-            Py_DECREF(<object>op.reads[i])
-        for i in range(op.writes.size()):
-            Py_DECREF(<object>op.writes[i])
-        del op
-        for i in range(ready.size()):
-            if mx_opr_release(ready[i]):
-                # (ready[i] may be run and freed by another thread from here on)
-                self.dispatch(ready[i], handoff_pool)
-                handoff_pool = -1  # at most one hand-off without a wake-up per completion
-        if kind != MX_OPR_WAIT and self.counter.done_one():
-            self.stop_pools()
-        return 0
-
-    # -- waiting -----------------------------------------------------------------------
-
-    def wait_pending_zero(self, double timeout=-1.0):
-        """Wait (Ctrl-C-friendly) until nothing is pending; False if ``timeout`` s passed first."""
-        cdef bint done = False
-        cdef double waited = 0.0
-        while True:
-            with nogil:
-                done = self.counter.wait_zero_ms(WAIT_SLICE_MS)
-            if done:
-                return True
-            waited += WAIT_SLICE_MS / 1000.0
-            if timeout >= 0 and waited >= timeout:
-                return False
-            PyErr_CheckSignals()
-
-    def take_first_error(self):
-        """Forget every recorded error; return (op name, exception) of the first, or None."""
-        errors, self.errors = self.errors, []
-        first = None
-        for box in errors:
-            if (<ErrorBox>box).exc is not None:
-                if first is None:
-                    first = ((<ErrorBox>box).op_name, (<ErrorBox>box).exc)
-                (<ErrorBox>box).exc = None
-        return first
-
-    @property
-    def pending(self):
-        return self.counter.pending_count()
+from mxkit.engine._core import _noop
+from mxkit.engine._core cimport MX_OPR_ASYNC, MX_OPR_DELETE, MX_OPR_SYNC, EngineCore, ErrorBox, Var
 
 
 cdef class ThreadedEngine:
@@ -355,7 +58,7 @@ cdef class ThreadedEngine:
 
     def __dealloc__(self):
         # The workers hold the core; tell them to leave once their work is done.
-        if self._core is not None and self._core.generation == _fork_generation:
+        if self._core is not None and self._core.in_this_process():
             self._core.request_stop()
 
     # -- vars --------------------------------------------------------------------------
@@ -455,11 +158,9 @@ cdef class ThreadedEngine:
         cdef vector[PyObject*] read_vars
         cdef PyObject* ptr
         cdef Var var
-        cdef MxOpr* op
         cdef size_t i, j
-        cdef int granted = 0
         cdef bint seen
-        if core.closed or core.generation != _fork_generation:
+        if core.closed or not core.in_this_process():
             self._check_usable()
         if not PyCallable_Check(fn):
             raise _errors.bad_callable(fn, "push_async" if kind == MX_OPR_ASYNC else "push")
@@ -499,34 +200,7 @@ cdef class ThreadedEngine:
             if not seen:
                 read_vars.push_back(ptr)
 
-        op = new MxOpr()
-        op.kind = kind
-        op.pool = pool
-        op.priority = priority
-        Py_INCREF(fn)
-        op.fn = <PyObject*>fn
-        Py_INCREF(name)
-        op.name = <PyObject*>name
-        op.writes = write_vars
-        op.reads = read_vars
-        for i in range(write_vars.size()):
-            Py_INCREF(<object>write_vars[i])
-        for i in range(read_vars.size()):
-            Py_INCREF(<object>read_vars[i])
-        mx_opr_set_wait(op, <int>(write_vars.size() + read_vars.size()) + 1)
-        core.counter.add()
-        core.push_lock.lock()
-        op.seq = core.next_seq
-        core.next_seq += 1
-        for i in range(write_vars.size()):
-            if (<Var>write_vars[i]).state.append(op, True):
-                granted += 1
-        for i in range(read_vars.size()):
-            if (<Var>read_vars[i]).state.append(op, False):
-                granted += 1
-        core.push_lock.unlock()
-        if mx_opr_release_n(op, granted + 1):
-            core.dispatch(op, -1)
+        core.submit(fn, write_vars, read_vars, pool, priority, name, kind)
         return 0
 
     # -- waiting -----------------------------------------------------------------------
@@ -542,40 +216,8 @@ cdef class ThreadedEngine:
         KeyboardInterrupt
             On Ctrl-C; the operations keep running.
         """
-        cdef EngineCore core = self._core
-        cdef MxWaiter* waiter
-        cdef MxOpr* op
-        cdef bint done = False
-        cdef int granted
         cdef Var var = _checked_var(self, var_obj)
-        if not var.state.readable_now():
-            self._refuse_wait_on_worker("wait_for_var")
-            waiter = new MxWaiter()
-            op = new MxOpr()
-            op.kind = MX_OPR_WAIT
-            op.waiter = waiter
-            op.pool = self._default_pool
-            Py_INCREF(var)
-            op.reads.push_back(<PyObject*>var)
-            mx_opr_set_wait(op, 2)
-            core.push_lock.lock()
-            op.seq = core.next_seq
-            core.next_seq += 1
-            granted = 1 if var.state.append(op, False) else 0
-            core.push_lock.unlock()
-            if mx_opr_release_n(op, granted + 1):
-                core.dispatch(op, -1)
-            try:
-                with nogil:
-                    done = waiter.spin(_spin_rounds)
-                while not done:
-                    with nogil:
-                        done = waiter.wait_ms(WAIT_SLICE_MS)
-                    if done:
-                        break
-                    PyErr_CheckSignals()
-            finally:
-                waiter.release()
+        self._core.wait_var(var)
         box = var.error
         if box is not None and (<ErrorBox>box).exc is not None:
             exc = (<ErrorBox>box).exc
@@ -592,7 +234,10 @@ cdef class ThreadedEngine:
             For the first operation that failed since the last report (the list of
             failures is cleared, and so are the errors stored on vars).
         """
-        self._refuse_wait_on_worker("wait_all")
+        if self._core.on_own_worker():
+            raise EngineError(
+                "wait_all() inside an operation running on this engine would wait for itself; "
+                "push the follow-up work with the right reads/writes instead")
         self._core.wait_pending_zero()
         first = self._core.take_first_error()
         if first is not None:
@@ -602,7 +247,7 @@ cdef class ThreadedEngine:
         """Refuse new pushes, wait up to ``timeout`` s (None: forever) for the pending
         ones, and stop the worker threads. Errors are not raised here."""
         core = self._core
-        if core.closed or core.generation != _fork_generation:
+        if core.closed or not core.in_this_process():
             return
         core.closed = True
         core.wait_pending_zero(-1.0 if timeout is None else float(timeout))
@@ -632,7 +277,7 @@ cdef class ThreadedEngine:
     # -- checks ------------------------------------------------------------------------
 
     def _check_usable(self):
-        if self._core.generation != _fork_generation:
+        if not self._core.in_this_process():
             raise EngineError(
                 "this engine was made before os.fork() and has no worker threads in the child "
                 "process; use mxkit.engine.get() (a fresh engine) or mxkit.engine.create() here")
@@ -640,19 +285,12 @@ cdef class ThreadedEngine:
             raise EngineError("this engine was shut down; make a new one with mxkit.engine.create()")
 
 
-    def _refuse_wait_on_worker(self, what):
-        if getattr(_worker_state, "core", None) is self._core:
-            raise EngineError(
-                f"{what}() inside an operation running on this engine would wait for itself; "
-                f"push the follow-up work with the right reads/writes instead")
-
-
 cdef Var _checked_var(ThreadedEngine engine, object obj):
     if type(obj) is not Var or (<Var>obj).core is not engine._core:
         raise _errors.bad_var(obj, engine.name)
     if (<Var>obj).deleted:
         raise _errors.deleted_var(obj)
-    if engine._core.generation != _fork_generation:
+    if not engine._core.in_this_process():
         engine._check_usable()
     return <Var>obj
 
@@ -671,37 +309,3 @@ cdef int _resolve_workers(value) except -1:
         if value == 0:
             value = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return _positive_int(value, "num_workers")
-
-
-# -- process life cycle ----------------------------------------------------------------
-
-def _after_fork_in_child():
-    global _fork_generation
-    _fork_generation += 1
-    # Keep the parent's engines alive forever: freeing them would touch mutexes that a
-    # parent thread (absent here) may have held at the fork.
-    _abandoned_in_child.extend(_live_cores)
-
-
-def _drain_at_exit():
-    """Interpreter exit: give pending operations ``engine_exit_timeout`` seconds to finish,
-    then stop the workers (they are daemon threads, so exit never waits on a stuck one)."""
-    try:
-        from mxkit.core import config
-
-        timeout = float(config.get("engine_exit_timeout"))
-    except Exception:
-        timeout = 10.0
-    for core in list(_live_cores):
-        if (<EngineCore>core).generation != _fork_generation:
-            continue
-        (<EngineCore>core).closed = True
-        try:
-            (<EngineCore>core).wait_pending_zero(timeout)
-        except KeyboardInterrupt:
-            pass
-        (<EngineCore>core).request_stop()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
-atexit.register(_drain_at_exit)

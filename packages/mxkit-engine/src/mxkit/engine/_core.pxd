@@ -1,0 +1,100 @@
+# Declarations of the threaded engine's core (the C++ state of _engine_core.h, vars and
+# the bookkeeping class), for _threaded.pyx and other Cython code to ``cimport``.
+
+from cpython.ref cimport PyObject
+from libcpp cimport bool as cbool
+from libcpp.vector cimport vector
+
+
+cdef extern from "_engine_core.h" nogil:
+    cdef cppclass MxWaiter:
+        cbool wait_ms(int ms)
+        cbool spin(int rounds)
+        void signal()
+        void release()
+
+    cdef enum MxOprKind:
+        MX_OPR_SYNC
+        MX_OPR_ASYNC
+        MX_OPR_WAIT
+        MX_OPR_DELETE
+
+    cdef cppclass MxOpr:
+        PyObject* fn
+        PyObject* name
+        vector[PyObject*] reads
+        vector[PyObject*] writes
+        int priority
+        long long seq
+        int pool
+        int kind
+        MxWaiter* waiter
+
+    cdef cppclass MxVarState:
+        long long version
+        cbool append(MxOpr* op, cbool is_write)
+        cbool readable_now()
+        void complete_read(vector[MxOpr*]& ready)
+        void complete_write(vector[MxOpr*]& ready)
+        size_t queued()
+
+    cdef cppclass MxPool:
+        void put(MxOpr* op, cbool wake)
+        MxOpr* try_take()
+        MxOpr* wait_take()
+        void request_stop()
+        size_t size()
+
+    cdef cppclass MxPendingCounter:
+        void add()
+        long long pending_count()
+        cbool done_one()
+        cbool wait_zero_ms(int ms)
+        cbool request_stop()
+
+    cdef cppclass MxPushLock:
+        void lock()
+        void unlock()
+
+    int mx_opr_release(MxOpr* op)
+    int mx_opr_release_n(MxOpr* op, int n)
+    void mx_opr_set_wait(MxOpr* op, int n)
+
+
+cdef class Var:
+    cdef MxVarState* state
+    cdef EngineCore core
+    cdef object error          # an ErrorBox shared with the failing op's other vars, or None
+    cdef readonly object name
+    cdef readonly long long id
+    cdef bint deleted
+
+
+cdef class ErrorBox:
+    cdef public object exc     # the original exception; None once reported
+    cdef public object op_name
+
+
+cdef class EngineCore:
+    cdef vector[MxPool*] pools
+    cdef MxPendingCounter counter
+    cdef MxPushLock push_lock
+    cdef long long next_seq
+    cdef long long next_var_id
+    cdef int generation         # fork generation this engine was made in
+    cdef bint closed
+    cdef list errors            # ErrorBoxes in failure order, for wait_all()
+    cdef list threads
+    cdef object __weakref__
+
+    cdef int submit(self, object fn, vector[PyObject*]& write_vars, vector[PyObject*]& read_vars,
+                    int pool, int priority, object name, int kind) except -1
+    cdef int register(self, MxOpr* op) except -1
+    cdef int wait_var(self, Var var) except -1
+    cdef bint in_this_process(self) noexcept
+    cdef bint on_own_worker(self)
+    cdef int dispatch(self, MxOpr* op, int current_pool) except -1
+    cdef int execute(self, MxOpr* op, int current_pool) except -1
+    cdef int complete(self, MxOpr* op, ErrorBox box, int current_pool) except -1
+    cdef int stop_pools(self) except -1
+    cdef ErrorBox record_error(self, MxOpr* op, exc)
