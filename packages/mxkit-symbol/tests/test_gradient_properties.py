@@ -10,7 +10,8 @@ from mxkit import symbol as sym
 
 UNARY = {
     "tanh": sym.tanh, "sigmoid": sym.sigmoid, "square": sym.square, "sin": sym.sin,
-    "scale": lambda s: s * 0.7, "shift": lambda s: 1.5 - s, "softrelu": lambda s: sym.Activation(s, act_type="softrelu"),
+    "scale": lambda s: s * 0.7, "shift": lambda s: 1.5 - s,
+    "softrelu": lambda s: sym.Activation(s, act_type="softrelu"),
 }
 BINARY = {
     "add": lambda a, b: a + b, "mul": lambda a, b: a * b, "sub": lambda a, b: a - b,
