@@ -133,3 +133,21 @@ def test_mxnet_written_files_load_as_ndarrays_and_save_back_byte_identical(tmp_p
     out = tmp_path / name
     mx.nd.save(str(out), loaded)
     assert out.read_bytes() == (FIXTURES / name).read_bytes()
+
+
+def test_devices_draw_different_streams_from_one_seed():
+    mx.random.seed(5)
+    a = mx.nd.random.uniform(shape=(6,), ctx=mx.cpu(0)).asnumpy()
+    b = mx.nd.random.uniform(shape=(6,), ctx=mx.cpu(1)).asnumpy()
+    assert not np.array_equal(a, b)
+
+
+def test_seed_applies_to_devices_first_used_after_it():
+    mx.random.seed(9)
+    first = mx.nd.random.normal(shape=(4,), ctx=mx.cpu(7)).asnumpy()
+    from mxkit.ndarray import random as nd_random
+
+    del nd_random._states[mx.cpu(7)]  # as if cpu(7) had never been used
+    mx.random.seed(9)
+    second = mx.nd.random.normal(shape=(4,), ctx=mx.cpu(7)).asnumpy()
+    np.testing.assert_array_equal(first, second)

@@ -141,8 +141,8 @@ class CPUBackend:
         """The host view of a device array (itself on CPU)."""
         return array
 
-    def make_rng(self, seed: int | None) -> numpy.random.Generator:
-        """The random generator of this device (``seed=None``: seeded from the OS)."""
+    def make_rng(self, seed: Any) -> numpy.random.Generator:
+        """The random generator of this device from an int or a sequence of ints (``None``: from the OS)."""
         return numpy.random.default_rng(seed)
 
     def __repr__(self) -> str:

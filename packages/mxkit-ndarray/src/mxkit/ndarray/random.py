@@ -9,6 +9,7 @@ and after it.
 from __future__ import annotations
 
 import threading
+import zlib
 from typing import Any
 
 import numpy as np
@@ -46,20 +47,28 @@ class GeneratorState:
 
 
 def _make_generator(ctx: Context, seed: int | None) -> Any:
+    # one seed gives every device its own stream (data-parallel replicas must not draw the
+    # same dropout masks), the same for a device in every run
+    entropy = None if seed is None else [seed, zlib.crc32(f"{ctx.device_type}:{ctx.device_id}".encode())]
     backend = backend_of(ctx)
     maker = getattr(backend, "make_rng", None)
     if maker is not None:
-        return maker(seed)
-    return np.random.default_rng(seed)
+        return maker(entropy)
+    return np.random.default_rng(entropy)
 
 
 _states: dict[Context, GeneratorState] = {}
 _lock = threading.Lock()
 
 
+_global_seed: list[int] = []  # the last mx.random.seed(s) for every device, seeds devices first used later
+
+
 def _initial_seed() -> int | None:
     from mxkit.core import config
 
+    if _global_seed:
+        return _global_seed[-1]
     value = config.get("seed")
     return None if value is None or value < 0 else int(value)
 
@@ -89,6 +98,8 @@ def seed(seed_state: int, ctx: Any = "all") -> None:
     if ctx == "all":
         from mxkit.core.context import current_context
 
+        with _lock:
+            _global_seed[:] = [value]
         contexts = set(_states) | {current_context()}
     else:
         contexts = {resolve_context(ctx)}
