@@ -27,6 +27,9 @@ class FreshAllocator:
     def note_read(self, buffer: int, step: int) -> None:
         pass
 
+    def note_overwrite(self, buffer: int, step: int) -> None:
+        pass
+
 
 class BestFitAllocator:
     """Reuse the smallest free buffer at least as large as the request, else a new one.
@@ -51,6 +54,9 @@ class BestFitAllocator:
         bisect.insort(self._free.setdefault(device, []), (self.buffers.size[buffer], buffer))
 
     def note_read(self, buffer: int, step: int) -> None:
+        pass
+
+    def note_overwrite(self, buffer: int, step: int) -> None:
         pass
 
 
@@ -95,6 +101,9 @@ class MXNetAllocator:
     def note_read(self, buffer: int, step: int) -> None:
         pass
 
+    def note_overwrite(self, buffer: int, step: int) -> None:
+        pass
+
 
 class ColourAllocator:
     """Best fit within a colour: a buffer released by node ``r`` is reusable only by a
@@ -103,14 +112,18 @@ class ColourAllocator:
 
     Every node that read the buffer's current contents must also precede the reuser; a
     reader of another colour is accepted only if it is a direct producer of ``r``'s
-    inputs. A buffer that fails this is retired, never reused.
+    inputs. A buffer that fails this is retired, never reused. Nodes beyond the path
+    colours (``colour >= path_colours``) are alone in their colour: a buffer one of them
+    releases is offered to the nodes that read its outputs (its direct successors).
     """
 
-    def __init__(self, colour: Sequence[int], predecessors: Sequence[frozenset[int]]) -> None:
+    def __init__(self, colour: Sequence[int], predecessors: Sequence[frozenset[int]],
+                 path_colours: int) -> None:
         self.buffers = Buffers()
         self.colour = colour
         self.predecessors = predecessors
-        self._free: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        self.path_colours = path_colours
+        self._free: dict[tuple[str, int], list[tuple[int, int]]] = {}  # (device, colour or -1-node)
         self._readers: dict[int, set[int]] = {}
         self.retired = 0
 
@@ -120,15 +133,25 @@ class ColourAllocator:
         colour, preds = self.colour[step], self.predecessors[step]
         return all(r == step or self.colour[r] == colour or r in preds for r in self._readers.get(buffer, ()))
 
+    def _key(self, step: int) -> int:
+        colour = self.colour[step]
+        return colour if colour < self.path_colours else -1 - step
+
     def request(self, device: str, size: int, step: int) -> int:
-        free = self._free.get((device, self.colour[step]))
-        if free:
-            index = bisect.bisect_left(free, (size, -1))
-            if index < len(free):
-                buffer = free.pop(index)[1]
-                self._readers[buffer] = set()
-                return buffer
-        buffer = self.buffers.new(device, size)
+        keys = [self._key(step)]
+        if self.colour[step] >= self.path_colours:
+            keys += [-1 - pred for pred in self.predecessors[step]]
+        best: tuple[int, int, list[tuple[int, int]]] | None = None
+        for key in keys:
+            free = self._free.get((device, key))
+            if free:
+                index = bisect.bisect_left(free, (size, -1))
+                if index < len(free) and (best is None or free[index][0] < best[0]):
+                    best = (free[index][0], index, free)
+        if best is not None:
+            buffer = best[2].pop(best[1])[1]
+        else:
+            buffer = self.buffers.new(device, size)
         self._readers[buffer] = set()
         return buffer
 
@@ -136,11 +159,16 @@ class ColourAllocator:
         if not self.precedes_all_readers(buffer, step):
             self.retired += 1
             return
-        key = (self.buffers.device[buffer], self.colour[step])
+        key = (self.buffers.device[buffer], self._key(step))
         bisect.insort(self._free.setdefault(key, []), (self.buffers.size[buffer], buffer))
 
     def note_read(self, buffer: int, step: int) -> None:
         self._readers[buffer].add(step)
+
+    def note_overwrite(self, buffer: int, step: int) -> None:
+        # the readers of the old contents all precede ``step`` (checked before the
+        # overwrite) and ``step`` reads them now, so ``step`` stands for all of them
+        self._readers[buffer] = {step}
 
 
 __all__ = ["BestFitAllocator", "ColourAllocator", "FreshAllocator", "MXNetAllocator"]

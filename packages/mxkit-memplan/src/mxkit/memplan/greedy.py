@@ -84,26 +84,46 @@ def place_best_fit(blocks: list[Block], num_steps: int) -> int:
     """
     order = sorted(range(len(blocks)),
                    key=lambda b: (-blocks[b].size, blocks[b].start - blocks[b].end, blocks[b].start))
+    return _place(blocks, order, num_steps, best_fit=True)
+
+
+def compact(blocks: list[Block], num_steps: int) -> int:
+    """Slide every placed block down to the lowest offset where it fits (first fit, in
+    order of its current offset); return the arena size.
+
+    No block moves up: a block placed earlier had a lower offset, so after moving it
+    still ends below the current block's offset wherever their lifetimes meet.
+    """
+    order = sorted(range(len(blocks)), key=lambda b: (blocks[b].offset, blocks[b].start))
+    return _place(blocks, order, num_steps, best_fit=False)
+
+
+def _place(blocks: list[Block], order: list[int], num_steps: int, best_fit: bool) -> int:
     index = LifetimeIndex(num_steps)
+    placed: list[tuple[int, int]] = [(0, 0)] * len(blocks)  # (offset, end) once placed
     arena = 0
     for block_id in order:
         block = blocks[block_id]
-        if block.size == 0:
+        size = block.size
+        if size == 0:
             block.offset = 0
             continue
-        neighbours = sorted((blocks[b].offset, blocks[b].offset + blocks[b].size)
-                            for b in index.overlapping(block.start, block.end))
-        best_offset, best_gap = -1, -1
-        top = 0
-        for low, high in neighbours:
+        # the hot loop of the planner: C-level gather and sort, plain compares after
+        best_offset, best_gap, top = -1, -1, 0
+        for low, high in sorted(map(placed.__getitem__, index.overlapping(block.start, block.end))):
             gap = low - top
-            if gap >= block.size and (best_gap < 0 or gap < best_gap):
+            if gap >= size and (best_gap < 0 or gap < best_gap):
                 best_offset, best_gap = top, gap
-            top = max(top, high)
+                if not best_fit:
+                    break
+            if high > top:
+                top = high
         block.offset = best_offset if best_offset >= 0 else top
-        arena = max(arena, block.offset + block.size)
+        placed[block_id] = (block.offset, block.offset + size)
+        if block.offset + size > arena:
+            arena = block.offset + size
         index.add(block_id, block.start, block.end)
     return arena
 
 
-__all__ = ["Block", "LifetimeIndex", "place_best_fit"]
+__all__ = ["Block", "LifetimeIndex", "compact", "place_best_fit"]

@@ -43,6 +43,10 @@ class Allocator(Protocol):
         """Node ``step`` read ``buffer`` (for allocators that track accessors)."""
         ...
 
+    def note_overwrite(self, buffer: int, step: int) -> None:
+        """Node ``step`` wrote an output over the last contents of ``buffer`` in place."""
+        ...
+
 
 @dataclass
 class Buffers:
@@ -118,6 +122,8 @@ def traverse(graph: Graph, allocator: Allocator, *, inplace: bool = True, same_s
             remaining[buffer] += reads[target]
             taken_slots.add(input_slot)
             decisions[target] = (source, identity)
+            if not identity:
+                allocator.note_overwrite(buffer, step)
         for target in outputs:
             if external[target] or buffer_of[target] >= 0:
                 continue

@@ -27,7 +27,7 @@ from mxkit.memplan.colouring import colour_by_longest_paths, node_predecessors
 from mxkit.memplan.errors import GraphError, PlanError
 from mxkit.memplan.freelists import BestFitAllocator, ColourAllocator, FreshAllocator, MXNetAllocator
 from mxkit.memplan.graph import Graph
-from mxkit.memplan.greedy import Block, place_best_fit
+from mxkit.memplan.greedy import Block, compact, place_best_fit
 from mxkit.memplan.liveness import lifetimes, lower_bound
 from mxkit.memplan.plan import MemoryPlan, Pool, Storage
 from mxkit.memplan.simulate import Buffers, Traversal, traverse
@@ -121,7 +121,7 @@ def plan_mxnet(graph: Graph, match_range: int = MXNetAllocator.MATCH_RANGE, **op
                               {"match_range": match_range})
 
 
-def plan_coshare(graph: Graph, max_colours: int | None = None, **options: Any) -> MemoryPlan:
+def plan_coshare(graph: Graph, max_colours: int | None = 8, **options: Any) -> MemoryPlan:
     """The MXNet paper's co-share strategy.
 
     Nodes are coloured by repeated longest paths (:mod:`mxkit.memplan.colouring`); a freed
@@ -132,8 +132,10 @@ def plan_coshare(graph: Graph, max_colours: int | None = None, **options: Any) -
     Parameters
     ----------
     max_colours : int, optional
-        Stop colouring paths after this many; the nodes left each get a colour of their
-        own. ``None`` colours until every node has one (the paper).
+        Stop colouring paths after this many (default 8, about the worker threads of a
+        device; each round costs O(n)); every node left is a colour of its own and
+        reuses only what its direct producers free. ``None`` colours until every node
+        has a path colour (the paper's loop, O(n) per path).
     """
     started = time.perf_counter()
     graph = _check_graph(graph, "coshare")
@@ -143,7 +145,7 @@ def plan_coshare(graph: Graph, max_colours: int | None = None, **options: Any) -
         raise PlanError(f"coshare planner: max_colours must be None or an int >= 1, got {max_colours!r}")
     predecessors = node_predecessors(graph)
     colour, rounds = colour_by_longest_paths(graph, max_colours, predecessors)
-    allocator = ColourAllocator(colour, predecessors)
+    allocator = ColourAllocator(colour, predecessors, rounds)
     traversal = traverse(graph, allocator, inplace_filter=lambda step, _entry, buffer:
                          allocator.precedes_all_readers(buffer, step))
     details = {"path_colours": rounds, "colours": max(colour, default=-1) + 1,
@@ -154,34 +156,78 @@ def plan_coshare(graph: Graph, max_colours: int | None = None, **options: Any) -
 def plan_greedy(graph: Graph, **options: Any) -> MemoryPlan:
     """In-place chains first, then offset best fit, largest first, in one arena per device.
 
-    O(n log n) to find each block's lifetime neighbours plus the sum over blocks of the
-    neighbours' count (sorted), which is small for dataflow graphs.
+    Best fit by size is a heuristic and can lose to a buffer plan on some graphs, so a
+    second layout is made too: MXNet's buffers stacked in the arena, then every block
+    slid down to the lowest offset where it fits (never above where it was). The smaller
+    arena wins; ``details["layout"]`` says which. Each block's lifetime neighbours come
+    from a segment tree (O(log n)); placing it costs O(k log k) in the number k of
+    blocks live beside it, which is small for dataflow graphs.
     """
     started = time.perf_counter()
     graph = _check_graph(graph, "greedy")
     _check_options("greedy", options, {})
-    allocator = FreshAllocator()
-    traversal = traverse(graph, allocator)
     life = lifetimes(graph)
-    buffers = allocator.buffers
-    blocks = [Block(size, graph.num_steps, -1) for size in buffers.size]
+    # a smaller output in place would pin its input's larger size for its whole life;
+    # only equal sizes make an in-place chain exactly as large as each member
+    fresh = FreshAllocator()
+    by_size = traverse(graph, fresh, same_size_only=True)
+    blocks, block_of = _blocks(graph, life, by_size, fresh.buffers)
+    arenas = {device: place_best_fit(group, graph.num_steps) for device, group in blocks.items()}
+    mxnet_allocator = MXNetAllocator()
+    by_buffer = traverse(graph, mxnet_allocator, same_size_only=True, output_must_be_read=True)
+    buffer_blocks, buffer_block_of = _blocks(graph, life, by_buffer, mxnet_allocator.buffers, stack=True)
+    buffer_arenas = {device: compact(group, graph.num_steps) for device, group in buffer_blocks.items()}
+    layout = "best fit by size"
+    if sum(buffer_arenas.values()) < sum(arenas.values()):
+        layout, blocks, block_of, arenas, by_size = (
+            "mxnet buffers, compacted", buffer_blocks, buffer_block_of, buffer_arenas, by_buffer)
+    pools = tuple(Pool(i, device, arenas[device]) for i, device in enumerate(arenas))
+    pool_of = {device: i for i, device in enumerate(arenas)}
+    storage = {}
+    for entry, (device, block) in block_of.items():
+        storage[graph.entries[entry].name] = Storage(pool_of[device], blocks[device][block].offset)
+    return _finish(graph, "greedy", storage, pools, by_size, started,
+                   {"layout": layout, "blocks": sum(len(b) for b in blocks.values())})
+
+
+def _blocks(graph: Graph, life: Any, traversal: Traversal, buffers: Buffers, stack: bool = False,
+            ) -> tuple[dict[str, list[Block]], dict[int, tuple[str, int]]]:
+    """Per device, one block per in-place chain (the entries joined by decisions), with
+    the largest member's size and the union of their lifetimes; and each entry's
+    ``(device, block index)``. With ``stack``, blocks start at their buffer's base offset
+    when the traversal's buffers are laid end to end."""
+    parent: dict[int, int] = {}
+
+    def find(x: int) -> int:
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    for target, (source, _identity) in traversal.inplace.items():
+        parent[find(target)] = find(source)
+    base: dict[int, int] = {}
+    if stack:
+        tops: dict[str, int] = {}
+        for buffer, (device, size) in enumerate(zip(buffers.device, buffers.size)):
+            base[buffer] = tops.get(device, 0)
+            tops[device] = base[buffer] + size
+    blocks: dict[str, list[Block]] = {}
+    index_of_root: dict[int, int] = {}
+    block_of: dict[int, tuple[str, int]] = {}
     for entry, buffer in enumerate(traversal.buffer_of):
-        if buffer >= 0:
-            block = blocks[buffer]
-            block.start = min(block.start, life.start[entry])
-            block.end = max(block.end, life.end[entry])
-    pools: list[Pool] = []
-    pool_of_device: dict[str, int] = {}
-    for device in dict.fromkeys(buffers.device):
-        ids = [b for b, d in enumerate(buffers.device) if d == device]
-        arena = place_best_fit([blocks[b] for b in ids], graph.num_steps)
-        pool_of_device[device] = len(pools)
-        pools.append(Pool(len(pools), device, arena))
-    storage = {
-        graph.entries[entry].name: Storage(pool_of_device[buffers.device[buffer]], blocks[buffer].offset)
-        for entry, buffer in enumerate(traversal.buffer_of) if buffer >= 0
-    }
-    return _finish(graph, "greedy", storage, tuple(pools), traversal, started, {"blocks": len(blocks)})
+        if buffer < 0:
+            continue
+        device, root = graph.entry_device[entry], find(entry)
+        group = blocks.setdefault(device, [])
+        if root not in index_of_root:
+            index_of_root[root] = len(group)
+            group.append(Block(0, life.start[entry], life.end[entry], base.get(buffer, -1)))
+        block = group[index_of_root[root]]
+        block.size = max(block.size, graph.entry_size[entry])
+        block.start = min(block.start, life.start[entry])
+        block.end = max(block.end, life.end[entry])
+        block_of[entry] = (device, index_of_root[root])
+    return blocks, block_of
 
 
 AUTO_CANDIDATES = ("inplace", "mxnet", "greedy")

@@ -1,0 +1,81 @@
+"""Property tests over random DAGs: every strategy's plan is legal and obeys the bounds."""
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from memplan_testing import graphs, reference_check, reference_lifetimes
+from mxkit.memplan import plan_memory
+from mxkit.memplan.liveness import lower_bound
+from mxkit.memplan.strategies import STRATEGIES
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+STRATEGY_NAMES = sorted(STRATEGIES)
+
+
+@SETTINGS
+@given(graphs(devices=("cpu(0)", "gpu(0)")))
+def test_every_strategy_passes_verify_and_the_brute_force_reference(graph):
+    for name in STRATEGY_NAMES:
+        plan = plan_memory(graph, name)
+        plan.verify(graph)
+        assert reference_check(plan, graph) == [], name
+
+
+@SETTINGS
+@given(graphs(devices=("cpu(0)", "gpu(0)")))
+def test_bounds_between_strategies(graph):
+    plans = {name: plan_memory(graph, name) for name in STRATEGY_NAMES}
+    planned = sum(e.size for e in graph.entries if not e.external)
+    assert plans["none"].total_bytes == planned
+    for name, plan in plans.items():
+        assert plan.total_bytes >= plan.lower_bound_bytes, name
+        assert plan.strategy == name
+    assert plans["inplace"].total_bytes <= plans["none"].total_bytes
+    assert plans["mxnet"].total_bytes <= plans["none"].total_bytes
+    assert plans["coshare"].total_bytes <= plans["none"].total_bytes
+    assert plans["greedy"].total_bytes <= plans["mxnet"].total_bytes
+    assert plans["auto"].total_bytes == min(plans[n].total_bytes for n in ("inplace", "mxnet", "greedy"))
+
+
+@SETTINGS
+@given(graphs())
+def test_lower_bound_without_inplace_options_is_the_peak_of_live_sizes(graph):
+    # with no in-place options nothing live at one step can share, so the bound must be
+    # exactly the brute-force peak of the summed sizes of live entries
+    from mxkit.memplan import Graph, Node
+
+    plain = Graph([Node(n.name, n.inputs, n.outputs, (), n.ignored_inputs) for n in graph.nodes], graph.entries)
+    life = reference_lifetimes(plain)
+    sizes = {e.name: e.size for e in plain.entries}
+    expected = [sum(sizes[name] for name, (s, e) in life.items() if s <= step <= e)
+                for step in range(len(plain.nodes))]
+    profile, bound = lower_bound(plain)
+    assert list(profile) == expected
+    assert bound == max(expected)
+
+
+@SETTINGS
+@given(graphs())
+def test_verify_rejects_a_plan_that_moves_an_entry_onto_a_live_neighbour(graph):
+    from dataclasses import replace
+
+    from mxkit.memplan import PlanError
+
+    plan = plan_memory(graph, "none")
+    life = reference_lifetimes(graph)
+    sized = [name for name in life if plan.storage[name] and next(e.size for e in graph.entries if e.name == name)]
+    pairs = [(a, b) for a in sized for b in sized
+             if a < b and not (life[a][1] < life[b][0] or life[b][1] < life[a][0])]
+    if not pairs:
+        return
+    a, b = pairs[0]
+    storage = dict(plan.storage)
+    pool_a = next(p for p in plan.pools if p.id == storage[a].pool)
+    storage[b] = storage[a]
+    pools = tuple(replace(p, size=max(p.size, next(e.size for e in graph.entries if e.name == b)))
+                  if p.id == pool_a.id else p for p in plan.pools)
+    same_device = next(e.device for e in graph.entries if e.name == a) == next(
+        e.device for e in graph.entries if e.name == b)
+    bad = replace(plan, storage=storage, pools=pools)
+    with pytest.raises(PlanError):
+        bad.verify(graph)
+    assert reference_check(bad, graph) != [] or not same_device
