@@ -244,3 +244,45 @@ def test_outputs_keep_the_input_dtype(dtype):
     w = np.ones((3, 2, 3, 3), dtype=dtype)
     assert harness.run("Convolution", [x, w], kernel=(3, 3), num_filter=3, no_bias=True)[0].dtype == dtype
     assert harness.run("Pooling", [x], kernel=(2, 2))[0].dtype == dtype
+
+
+def test_three_dimensional_convolution_matches_the_direct_definition():
+    rng = np.random.default_rng(4)
+    x, w, b = rng.standard_normal((2, 2, 4, 5, 4)), rng.standard_normal((3, 2, 2, 3, 2)), rng.standard_normal(3)
+    params = dict(kernel=(2, 3, 2), stride=(1, 2, 1), pad=(1, 1, 0), dilate=(1, 1, 2), num_filter=3)
+    out = harness.run("Convolution", [x, w, b], **params)[0]
+    expected = direct_convolution(x, w, b, (1, 2, 1), (1, 1, 0), (1, 1, 2), 1)
+    np.testing.assert_allclose(out, expected, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("size, target", [(4, 8), (4, 9), (5, 7)])
+def test_deconvolution_target_shape_sets_pad_and_adj(size, target):
+    x, w = np.random.default_rng(5).standard_normal((1, 2, size, size)), np.ones((2, 1, 3, 3))
+    out = harness.run("Deconvolution", [x, w], kernel=(3, 3), stride=(2, 2), num_filter=1,
+                      target_shape=(target, target))[0]
+    assert out.shape == (1, 1, target, target)
+    total = 2 * (size - 1) + 3 - target
+    explicit = harness.run("Deconvolution", [x, w], kernel=(3, 3), stride=(2, 2), num_filter=1,
+                           pad=((total + 1) // 2,) * 2, adj=(total % 2,) * 2)[0]
+    np.testing.assert_allclose(out, explicit)
+
+
+def test_lp_pooling_is_the_p_norm_of_each_window():
+    x = np.random.default_rng(6).standard_normal((1, 2, 4, 6))
+    out = harness.run("Pooling", [x], kernel=(2, 3), stride=(2, 3), pool_type="lp", p_value=3)[0]
+    windows = np.abs(x).reshape(1, 2, 2, 2, 2, 3) ** 3
+    np.testing.assert_allclose(out, windows.sum(axis=(3, 5)) ** (1 / 3))
+
+
+def test_softmax_output_label_smoothing_and_out_grad():
+    x = np.random.default_rng(7).standard_normal((3, 4))
+    label = np.array([0.0, 3.0, 1.0])
+    prob = np.exp(x) / np.exp(x).sum(axis=1, keepdims=True)
+    target = np.full((3, 4), 0.1 / 3)
+    target[np.arange(3), label.astype(int)] = 0.9
+    head = np.random.default_rng(8).standard_normal((3, 4))
+    grad = harness.gradients("SoftmaxOutput", [x, label], [head], smooth_alpha=0.1)[0]
+    np.testing.assert_allclose(grad, prob - target)
+    grad = harness.gradients("SoftmaxOutput", [x, label], [head], out_grad=True)[0]
+    one_hot = np.eye(4)[label.astype(int)]
+    np.testing.assert_allclose(grad, (prob - one_hot) * head)
