@@ -168,3 +168,12 @@ def test_variadic_operator_counts_its_inputs():
     joined = sym.Concat(a, b, c, dim=1, name="cat")
     assert joined.list_arguments() == ["a", "b", "c"]
     assert joined.attr("num_args") == "3"
+
+
+def test_fluent_methods_create_operator_nodes():
+    x = sym.Variable("x")
+    out = x.reshape(shape=(0, 2, -1)).sum(axis=2).astype("float64").flatten()
+    assert out.infer_shape(x=(3, 8))[1] == [(3, 2)]
+    assert out.infer_type(x="float32")[1][0].__name__ == "float64"
+    with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
+        getattr(x, "nonexistent")  # noqa: B009

@@ -184,6 +184,27 @@ class Symbol:
             replace[arg_name] = _single_entry(value, f"composition argument {arg_name!r}")
         return self._deep_copy(replace)
 
+    # -- fluent operator methods (MXNet's ``sym.reshape(...)``, ``sym.sum(axis=1)``...) -----
+
+    def __getattr__(self, name: str) -> Any:
+        operator = _FLUENT.get(name)
+        if operator is None:
+            raise AttributeError(f"'Symbol' object has no attribute {name!r}")
+        from mxkit.symbol.op import create
+
+        def method(*args: Any, **kwargs: Any) -> Symbol:
+            return create(operator, self, *args, **kwargs)
+
+        method.__name__ = name
+        method.__doc__ = f"``mx.sym.{operator}(self, ...)``."
+        return method
+
+    def astype(self, dtype: Any, name: str | None = None) -> Symbol:
+        """``mx.sym.Cast(self, dtype=dtype)``."""
+        from mxkit.symbol.op import create
+
+        return create("Cast", self, dtype=dtype, name=name)
+
     # -- arithmetic -----------------------------------------------------------------------
 
     def _binary(self, other: Any, op: str, scalar_op: str, reverse_scalar_op: str | None = None,
@@ -306,16 +327,16 @@ class Symbol:
 
     def simple_bind(self, ctx: Any = None, grad_req: Any = "write", type_dict: Any = None, memplan: Any = None,
                     shared_exec: Any = None, **shapes: Any):
-        """Allocate arrays from shapes and bind (see :func:`mxkit.symbol.executor.simple_bind`)."""
-        from mxkit.symbol.executor import simple_bind
+        """Allocate arrays from shapes and bind (see :func:`mxkit.symbol.binding.simple_bind`)."""
+        from mxkit.symbol.binding import simple_bind
 
         return simple_bind(self, ctx, grad_req=grad_req, type_dict=type_dict, memplan=memplan,
                            shared_exec=shared_exec, shapes=shapes)
 
     def bind(self, ctx: Any, args: Any, args_grad: Any = None, grad_req: Any = "write", aux_states: Any = None,
              memplan: Any = None, shared_exec: Any = None):
-        """Bind to given arrays (see :func:`mxkit.symbol.executor.bind`)."""
-        from mxkit.symbol.executor import bind
+        """Bind to given arrays (see :func:`mxkit.symbol.binding.bind`)."""
+        from mxkit.symbol.binding import bind
 
         return bind(self, ctx, args, args_grad=args_grad, grad_req=grad_req, aux_states=aux_states,
                     memplan=memplan, shared_exec=shared_exec)
@@ -323,7 +344,7 @@ class Symbol:
     def plan_memory(self, for_training: bool = True, memplan: str | None = None, type_dict: Any = None,
                     **shapes: Any):
         """The :class:`~mxkit.memplan.plan.MemoryPlan` a bind would use, allocating nothing."""
-        from mxkit.symbol.executor import plan_memory
+        from mxkit.symbol.binding import plan_memory
 
         return plan_memory(self, for_training=for_training, memplan=memplan, type_dict=type_dict, shapes=shapes)
 
@@ -332,6 +353,17 @@ class Symbol:
         executor = self.bind(ctx, kwargs, grad_req="null")
         return executor.forward()
 
+
+# MXNet 1.x's fluent methods of Symbol: method name to operator
+_FLUENT = {name: name for name in (
+    "reshape_like", "zeros_like", "ones_like", "broadcast_axes", "repeat", "split", "slice", "slice_axis", "take",
+    "one_hot", "pick", "sort", "topk", "argsort", "argmax", "argmax_channel", "argmin", "clip", "abs", "sign",
+    "expand_dims", "tile", "transpose", "sum", "nansum", "prod", "nanprod", "mean", "max", "min", "norm", "round",
+    "rint", "fix", "floor", "ceil", "trunc", "sin", "cos", "tan", "arcsin", "arccos", "arctan", "degrees",
+    "radians", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "exp", "expm1", "log", "log10", "log2",
+    "log1p", "sqrt", "rsqrt", "cbrt", "rcbrt", "square", "reciprocal", "relu", "sigmoid", "softmax",
+    "log_softmax", "broadcast_to", "broadcast_like", "swapaxes", "flip")}
+_FLUENT.update({"reshape": "Reshape", "flatten": "Flatten", "swapaxes": "SwapAxis", "flip": "reverse"})
 
 # the operator of each symbol-symbol arithmetic (keyed by MXNet's internal name, the node name stem)
 _SYMBOL_OPS = {"_plus": "elemwise_add", "_minus": "elemwise_sub", "_mul": "elemwise_mul", "_div": "elemwise_div",
