@@ -17,9 +17,9 @@ from .conftest import ENGINE_NAMES, _close, _make
 
 
 @st.composite
-def programs(draw, max_ops=2000):
+def programs(draw, max_ops=3000):
     num_vars = draw(st.integers(2, 40))
-    num_ops = draw(st.integers(200, max_ops))
+    num_ops = draw(st.integers(1000, max_ops))
     # one drawn seed, not thousands of draws: hypothesis stays fast at this size
     rng = random.Random(draw(st.integers(0, 2**32 - 1)))
     ops = []

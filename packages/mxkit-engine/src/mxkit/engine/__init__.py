@@ -31,7 +31,8 @@ if "engine_exit_timeout" not in OPTIONS:
 
 _lock = threading.Lock()
 _process_engine: Any = None
-_process_engine_pid = -1
+# In a child process made by os.fork(): the type of the parent's engine, for a fresh one.
+_engine_name_after_fork: str | None = None
 
 
 def create(name: str | None = None, **options: Any) -> Any:
@@ -64,19 +65,16 @@ def get() -> Any:
     engine of the same type on its first call.
     """
     engine = _process_engine
-    if engine is not None and _process_engine_pid == os.getpid():
+    if engine is not None:
         return engine
     return _make_process_engine()
 
 
 def _make_process_engine() -> Any:
-    global _process_engine, _process_engine_pid
+    global _process_engine
     with _lock:
-        pid = os.getpid()
-        if _process_engine is None or _process_engine_pid != pid:
-            name = getattr(_process_engine, "name", None) if _process_engine_pid != pid else None
-            _process_engine = create(name)
-            _process_engine_pid = pid
+        if _process_engine is None:
+            _process_engine = create(_engine_name_after_fork)
         return _process_engine
 
 
@@ -85,12 +83,11 @@ def set_engine(engine: Any) -> Any:
 
     The previous engine is waited for (so no work is lost) and returned.
     """
-    global _process_engine, _process_engine_pid
+    global _process_engine
     if isinstance(engine, str):
         engine = create(engine)
     with _lock:
-        previous = _process_engine if _process_engine_pid == os.getpid() else None
-        _process_engine, _process_engine_pid = engine, os.getpid()
+        previous, _process_engine = _process_engine, engine
     if previous is not None and previous is not engine:
         previous.wait_all()
     return previous
@@ -98,10 +95,10 @@ def set_engine(engine: Any) -> Any:
 
 def reset() -> None:
     """Wait for and forget the process engine; the next :func:`get` reads the config again."""
-    global _process_engine, _process_engine_pid
+    global _process_engine, _engine_name_after_fork
     with _lock:
-        previous = _process_engine if _process_engine_pid == os.getpid() else None
-        _process_engine, _process_engine_pid = None, -1
+        previous, _process_engine = _process_engine, None
+        _engine_name_after_fork = None
     if previous is not None:
         try:
             previous.wait_all()
@@ -111,9 +108,12 @@ def reset() -> None:
 
 def _forget_process_engine_in_child() -> None:
     # The parent's worker threads do not exist in the child: the next get() makes a new
-    # engine (of the same type: the pid check in _make_process_engine keeps the name).
-    global _process_engine_pid
-    _process_engine_pid = -1
+    # engine of the same type. (The lock may have been held by a parent thread: renew it.)
+    global _process_engine, _engine_name_after_fork, _lock
+    if _process_engine is not None:
+        _engine_name_after_fork = getattr(_process_engine, "name", None)
+    _process_engine = None
+    _lock = threading.Lock()
 
 
 os.register_at_fork(after_in_child=_forget_process_engine_in_child)

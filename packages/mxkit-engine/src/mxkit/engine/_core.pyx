@@ -125,7 +125,7 @@ cdef class AsyncCompletion:
         self.core.complete(self.op, box, -1)
 
     @property
-    def done(self):
+    def completed(self):
         """True once on_complete has been called."""
         return self.done
 
