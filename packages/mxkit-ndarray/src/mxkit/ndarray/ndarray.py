@@ -486,11 +486,17 @@ def copy_into(target: NDArray, source: Any) -> None:
     push_raw(copy_host, [], [target], target._ctx, "_copy_from_host")
 
 
+def _op_functions() -> Any:
+    global _op_functions
+    from mxkit.ndarray import op_functions
+
+    _op_functions = lambda: op_functions  # noqa: E731  (later calls skip the import)
+    return op_functions
+
+
 def _method(op_name: str, doc_name: str):
     def method(self: NDArray, *args: Any, **kwargs: Any) -> Any:
-        from mxkit.ndarray import op_functions
-
-        return op_functions.call(op_name, (self, *args), kwargs)
+        return _op_functions().call(op_name, (self, *args), kwargs)
 
     method.__name__ = doc_name
     method.__doc__ = f"Same as ``mx.nd.{op_name}(self, ...)``."

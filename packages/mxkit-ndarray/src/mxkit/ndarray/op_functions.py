@@ -19,15 +19,34 @@ from mxkit.ndarray.registry import OpDef, get_registry
 _SPECIAL_KWARGS = ("out", "name", "ctx")
 
 
+_NDArray: Any = None
+# op name -> (op, variadic, input names incl. aux, param names, counts num_args)
+_call_info: dict[str, tuple[OpDef, bool, tuple[str, ...], tuple[str, ...], bool]] = {}
+
+
+def _info(op_name: str) -> tuple[OpDef, bool, tuple[str, ...], tuple[str, ...], bool]:
+    global _NDArray
+    if _NDArray is None:
+        from mxkit.ndarray.ndarray import NDArray
+
+        _NDArray = NDArray
+    op = get_registry().get(op_name)
+    variadic = callable(op.num_inputs)
+    named = () if variadic else tuple(op.list_inputs({})) + tuple(op.aux_names)
+    info = (op, variadic, named, tuple(op.params.names()), "num_args" in op.params)
+    _call_info[op_name] = info
+    return info
+
+
 def call(op_name: str, args: tuple, kwargs: dict[str, Any]) -> Any:
     """Call operator ``op_name`` with MXNet's calling convention (see the module docstring)."""
-    from mxkit.ndarray.ndarray import NDArray
-
-    op = get_registry().get(op_name)
-    out = kwargs.pop("out", None)
-    kwargs.pop("name", None)
-    ctx = kwargs.pop("ctx", None)
-    variadic = callable(op.num_inputs)
+    op, variadic, named, all_param_names, counts_args = _call_info.get(op_name) or _info(op_name)
+    NDArray = _NDArray
+    out = kwargs.pop("out", None) if kwargs else None
+    ctx = None
+    if kwargs:
+        kwargs.pop("name", None)
+        ctx = kwargs.pop("ctx", None)
     inputs: list[Any] = []
     rest = list(args)
     while rest and isinstance(rest[0], NDArray):
@@ -35,11 +54,9 @@ def call(op_name: str, args: tuple, kwargs: dict[str, Any]) -> Any:
     if variadic:
         if rest and isinstance(rest[0], (list, tuple)) and rest[0] and isinstance(rest[0][0], NDArray):
             inputs.extend(rest.pop(0))
-        count_key = "num_args" if "num_args" in op.params else None
-        if count_key and count_key not in kwargs:
-            kwargs[count_key] = len(inputs)
+        if counts_args and "num_args" not in kwargs:
+            kwargs["num_args"] = len(inputs)
     else:
-        named = op.list_inputs({}) + op.aux_names
         for name in named[len(inputs):]:
             if name in kwargs:
                 inputs.append(kwargs.pop(name))
@@ -47,12 +64,13 @@ def call(op_name: str, args: tuple, kwargs: dict[str, Any]) -> Any:
                 inputs.append(rest.pop(0))  # not an NDArray: reported below
             else:
                 break
-    param_names = [n for n in op.params.names() if n not in kwargs]
-    if len(rest) > len(param_names):
-        raise ParamError(f"operator {op.name} got {len(rest)} positional parameters {rest!r}; "
-                         f"it takes its inputs and then at most {len(param_names)}: {', '.join(param_names)}")
-    for name, value in zip(param_names, rest):
-        kwargs[name] = value
+    if rest:
+        param_names = [n for n in all_param_names if n not in kwargs]
+        if len(rest) > len(param_names):
+            raise ParamError(f"operator {op.name} got {len(rest)} positional parameters {rest!r}; it takes its "
+                             f"inputs and then at most {len(param_names)}: {', '.join(param_names)}")
+        for name, value in zip(param_names, rest):
+            kwargs[name] = value
     for value in inputs:
         if not isinstance(value, NDArray):
             raise MXKitError(f"operator {op.name}: inputs must be NDArrays, got {type(value).__name__} "
