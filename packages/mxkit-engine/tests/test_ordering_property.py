@@ -7,6 +7,7 @@ operations one by one in push order gives.
 """
 
 import random
+import threading
 import time
 
 import pytest
@@ -33,7 +34,9 @@ def programs(draw, max_ops=3000):
             writes.append(writes[0])  # duplicates are removed
         priority = rng.choice((0, 0, 0, 1, 5, -3))
         sleeps = rng.random() < 0.02  # lets the GIL go, so workers interleave
-        ops.append((reads, writes, priority, sleeps))
+        # a few asynchronous ops: completed inside fn, or later on another thread
+        mode = rng.choices(("sync", "async-inline", "async-thread"), weights=(94, 4, 2))[0]
+        ops.append((reads, writes, priority, sleeps, mode))
     return num_vars, ops
 
 
@@ -42,7 +45,7 @@ def serial_replay(num_vars, ops):
     versions = [0] * num_vars
     seen = []
     write_logs = [[] for _ in range(num_vars)]
-    for op_id, (reads, writes, _priority, _sleeps) in enumerate(ops):
+    for op_id, (reads, writes, _priority, _sleeps, _mode) in enumerate(ops):
         written = list(dict.fromkeys(writes))
         read_only = [v for v in dict.fromkeys(reads) if v not in written]
         seen.append(tuple(versions[v] for v in read_only))
@@ -80,12 +83,18 @@ def run_on_engine(eng, num_vars, ops):
                 write_logs[v].append(op_id)
         return op
 
-    for op_id, (reads, writes, priority, sleeps) in enumerate(ops):
+    for op_id, (reads, writes, priority, sleeps, mode) in enumerate(ops):
         written = list(dict.fromkeys(writes))
         read_only = [v for v in dict.fromkeys(reads) if v not in written]
-        eng.push(make_op(op_id, read_only, written, sleeps),
-                 reads=[vars_[v] for v in reads], writes=tuple(vars_[v] for v in writes),
-                 priority=priority, name=f"op{op_id}")
+        op = make_op(op_id, read_only, written, sleeps)
+        kwargs = dict(reads=[vars_[v] for v in reads], writes=tuple(vars_[v] for v in writes),
+                      priority=priority, name=f"op{op_id}")
+        if mode == "sync":
+            eng.push(op, **kwargs)
+        elif mode == "async-inline":
+            eng.push_async(lambda done, op=op: (op(), done()), **kwargs)
+        else:
+            eng.push_async(lambda done, op=op: threading.Thread(target=lambda: (op(), done())).start(), **kwargs)
     wait_or_fail(eng)
     versions = [var.version for var in vars_]
     return values, seen, write_logs, versions
@@ -111,6 +120,6 @@ def test_random_program_equals_serial_replay(engine_name, program):
 
 def test_serial_replay_reference_catches_a_reordering():
     # The reference is not vacuous: swapping two dependent writes changes what it records.
-    ops = [([], [0], 0, False), ([0], [1], 0, False), ([], [0], 0, False)]
+    ops = [([], [0], 0, False, "sync"), ([0], [1], 0, False, "sync"), ([], [0], 0, False, "sync")]
     swapped = [ops[0], ops[2], ops[1]]
     assert serial_replay(2, ops)[1] != serial_replay(2, swapped)[1]
