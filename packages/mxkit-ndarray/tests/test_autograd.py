@@ -237,3 +237,15 @@ def test_autograd_errors():
         y = x * 2
     with pytest.raises(AutogradError, match="head gradient shape"):
         y.backward(mx.nd.ones((3,)))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: mx.nd.sort(x, axis=1),
+    lambda x: mx.nd.sort(x, axis=None, is_ascend=False),
+    lambda x: mx.nd.topk(x, axis=1, k=2, ret_typ="value"),
+    lambda x: mx.nd.topk(x, axis=None, k=3, ret_typ="value", is_ascend=True),
+    lambda x: mx.nd.topk(x, axis=0, k=1, ret_typ="both")[0],
+], ids=["sort", "sort-flat-desc", "topk", "topk-flat", "topk-both"])
+def test_ordering_gradients(fn):
+    x = RNG.permutation(12).reshape(3, 4) * 0.37 + 0.1  # distinct values: no ties
+    check_gradient(fn, x)

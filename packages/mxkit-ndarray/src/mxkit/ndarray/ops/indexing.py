@@ -232,12 +232,40 @@ def _topk_dtype(params, dtypes):
     return [dtypes[0]]
 
 
+def _topk_backward_kernel(xp, inputs, outputs, params):
+    # the order is recomputed from the data (stable, so it is the forward's order)
+    out_grad, data = inputs
+    grad = outputs[0]
+    axis = _topk_axis(params, data.ndim)
+    flat = axis is None
+    if flat:
+        data, axis = data.reshape(-1), 0
+    order = _order(xp, data, axis, params["is_ascend"])
+    index = [slice(None)] * data.ndim
+    index[axis] = slice(0, params["k"])
+    top = order[tuple(index)]
+    scattered = xp.zeros(data.shape, dtype=grad.dtype)
+    xp.put_along_axis(scattered, top, out_grad.reshape(top.shape), axis=axis)
+    write(xp, grad, scattered.reshape(grad.shape))
+
+
+def _topk_gradient(F, params, inputs, outputs, out_grads):
+    if params["ret_typ"] not in ("value", "both"):
+        return [None]
+    return [F("_backward_topk", out_grads[0], inputs[0], **params)]
+
+
 define(OpDef(
     name="topk", infer_shape=_topk_shape, kernel=_topk_kernel, params=_TOPK_SCHEMA,
     num_outputs=lambda p: 2 if p["ret_typ"] == "both" else 1,
     output_names=lambda p: ("value", "indices") if p["ret_typ"] == "both" else ("output",),
-    infer_dtype=_topk_dtype, gradient=no_gradient,
+    infer_dtype=_topk_dtype, gradient=_topk_gradient,
     doc="The k largest (or smallest) elements along an axis: indices, values, both, or a mask.",
+))
+define(OpDef(
+    name="_backward_topk", infer_shape=lambda p, s: [tuple(s[1])], kernel=_topk_backward_kernel,
+    params=_TOPK_SCHEMA, num_inputs=2, input_names=("out_grad", "data"), infer_dtype=lambda p, d: [d[1]],
+    doc="Backward of topk's values: each gradient goes back to the element it came from.",
 ))
 
 _SORT_SCHEMA = schema([Param("axis", "int", -1, optional=True), Param("is_ascend", "bool", True)])
@@ -268,8 +296,21 @@ def _argsort_kernel(xp, inputs, outputs, params):
     write(xp, outputs[0], _order(xp, data, axis, params["is_ascend"]))
 
 
+def _sort_backward_kernel(xp, inputs, outputs, params):
+    out_grad, data = inputs
+    flat_data, axis = _sort_prepare(xp, data, params)
+    order = _order(xp, flat_data, axis, params["is_ascend"])
+    scattered = xp.zeros(flat_data.shape, dtype=outputs[0].dtype)
+    xp.put_along_axis(scattered, order, out_grad.reshape(order.shape), axis=axis)
+    write(xp, outputs[0], scattered.reshape(outputs[0].shape))
+
+
 define(OpDef(name="sort", infer_shape=_sort_shape, kernel=_sort_kernel, params=_SORT_SCHEMA,
-             gradient=no_gradient, doc="Sorts along an axis (None: the flattened array)."))
+             gradient=lambda F, p, i, o, g: [F("_backward_sort", g[0], i[0], **p)],
+             doc="Sorts along an axis (None: the flattened array)."))
+define(OpDef(name="_backward_sort", infer_shape=lambda p, s: [tuple(s[1])], kernel=_sort_backward_kernel,
+             params=_SORT_SCHEMA, num_inputs=2, input_names=("out_grad", "data"), infer_dtype=lambda p, d: [d[1]],
+             doc="Backward of sort: each gradient goes back to the element it came from."))
 define(OpDef(
     name="argsort", infer_shape=_sort_shape, kernel=_argsort_kernel,
     params=schema([*_SORT_SCHEMA, Param("dtype", "dtype", "float32")]),
