@@ -125,3 +125,24 @@ def test_broadcast_shape_matches_numpy():
     with pytest.raises(ShapeError, match=r"\(2, 3\) and \(4, 3\)"):
         broadcast_shape((2, 3), (4, 3), "x")
     assert broadcast_shape((0, 3), (5, 1), "x") == (5, 3)  # unknown dims (0) filled from the other
+
+
+def test_partial_shape_inference_treats_zero_as_unknown():
+    assert get_op("elemwise_add").infer_shape({}, [(0, 3), (2, 0)]) == [(2, 3)]
+    assert get_op("broadcast_mul").infer_shape({}, [(0, 3), (2, 1)]) == [(2, 3)]
+    dot = get_op("dot")
+    assert dot.infer_shape(dot.parse_params({}), [(0, 3), (3, 4)]) == [(0, 4)]
+    assert dot.infer_shape(dot.parse_params({}), [(2, 0), (3, 4)]) == [(2, 4)]
+    with pytest.raises(ShapeError):
+        get_op("elemwise_add").infer_shape({}, [(4, 3), (2, 0)])
+
+
+def test_operator_metadata_for_graph_executors():
+    fc_like = get_op("dot")
+    params = fc_like.parse_params({"transpose_b": "True"})
+    assert fc_like.list_inputs(params) == ("lhs", "rhs") and fc_like.list_outputs(params) == ("output",)
+    assert get_op("Concat").list_inputs(get_op("Concat").parse_params({"num_args": "3"})) == ("arg0", "arg1", "arg2")
+    assert get_op("split").count_outputs(get_op("split").parse_params({"num_outputs": 4})) == 4
+    assert (0, 0, True) in get_op("Reshape").inplace
+    assert 0 in get_op("sigmoid").backward_ignores  # its gradient needs only the output
+    assert get_op("Reshape").params.to_strings({"shape": (2, -1), "reverse": False}) == {"shape": "(2, -1)"}

@@ -16,7 +16,7 @@ def _dot_shape(params, in_shapes):
         raise ShapeError(f"dot: inputs must have at least one dimension, got {a} and {b}")
     ka = a[0] if params["transpose_a"] else a[-1]
     kb = b[-1] if params["transpose_b"] else b[0]
-    if ka != kb:
+    if ka != kb and ka and kb:  # 0 is an unknown dimension (partial inference)
         raise ShapeError(f"dot: the contracted dimensions differ: {ka} of lhs {a} vs {kb} of rhs {b} "
                          f"(transpose_a={params['transpose_a']}, transpose_b={params['transpose_b']})")
     left = a[1:] if params["transpose_a"] else a[:-1]
@@ -95,7 +95,7 @@ def _batch_shape(name, min_ndim):
             raise ShapeError(f"{name}: batch dimensions differ: {a[:-2]} vs {b[:-2]}")
         m, ka = (a[-1], a[-2]) if params["transpose_a"] else (a[-2], a[-1])
         kb, n = (b[-1], b[-2]) if params["transpose_b"] else (b[-2], b[-1])
-        if ka != kb:
+        if ka != kb and ka and kb:
             raise ShapeError(f"{name}: the contracted dimensions differ: {ka} of {a} vs {kb} of {b} "
                              f"(transpose_a={params['transpose_a']}, transpose_b={params['transpose_b']})")
         return [(*a[:-2], m, n)]
