@@ -129,10 +129,16 @@ def _conv_kernel(xp, inputs, outputs, params):
     columns, out_spatial = im2col(xp, data, g.groups, g.kernel, g.stride, g.dilate, g.pad)
     filters = weight.reshape(g.groups, g.num_filter // g.groups, -1)
     out = outputs[0]
-    result = batch_major(xp, xp.matmul(filters, columns), data.shape[0], out.shape)  # (G, F/G, N*L) -> (N, F, ...)
+    products = xp.matmul(filters, columns)  # (G, F/G, N*L)
+    n = data.shape[0]
+    batch_major_view = products.reshape(g.num_filter, n, -1).swapaxes(0, 1)
+    if out.flags.c_contiguous:
+        # one copy from the group-major product into the batch-major output, then the bias in place
+        write(xp, out.reshape(n, g.num_filter, -1), batch_major_view)
+    else:
+        write(xp, out, batch_major_view.reshape(out.shape))
     if not params["no_bias"]:
-        result = result + inputs[2].reshape((1, -1) + (1,) * len(out_spatial))
-    write(xp, out, result)
+        out += inputs[2].reshape((1, -1) + (1,) * len(out_spatial)).astype(out.dtype, copy=False)
 
 
 def _conv_backward_kernel(xp, inputs, outputs, params):
