@@ -352,3 +352,28 @@ def test_kernels_learn_which_outputs_nobody_reads():
     assert backward.params["_req"] == ("null", "write")
     both = sym.dot(data, weight).simple_bind(None, data=(2, 3), weight=(3, 4))
     assert all("_req" not in s.params for s in both._backward_steps)
+
+
+@pytest.mark.parametrize("mode", ["training", "prediction"])
+def test_debug_str_total_matches_mxnet_for_the_same_network(mode, fixture_path, require_ops):
+    """MXNet 1.9.1 reports the totals in expected.json for this MLP; its own planner strategy
+    ("mxnet") must report the same, and the default ("auto") no more."""
+    import json
+
+    require_ops("FullyConnected", "Activation", "SoftmaxOutput")
+    with open(fixture_path("expected.json"), encoding="utf-8") as handle:
+        facts = json.load(handle)["memory"]
+    data = sym.Variable("data")
+    net = sym.FullyConnected(data, num_hidden=1024, name="fc1")
+    net = sym.Activation(net, act_type="relu", name="relu1")
+    net = sym.FullyConnected(net, num_hidden=1024, name="fc2")
+    net = sym.Activation(net, act_type="relu", name="relu2")
+    net = sym.SoftmaxOutput(sym.FullyConnected(net, num_hidden=10, name="fc3"), name="softmax")
+    shapes = {k: tuple(v) for k, v in facts["input_shapes"].items()}
+    req = "write" if mode == "training" else "null"
+    reqs = {n: ("null" if n in shapes else req) for n in net.list_arguments()}
+    mxnet_mb = int(facts[mode].split()[1])
+    exe = net.simple_bind(None, grad_req=reqs, memplan="mxnet", **shapes)
+    assert exe.debug_str().splitlines()[-1] == facts[mode]
+    auto = net.simple_bind(None, grad_req=reqs, memplan="auto", **shapes)
+    assert int(auto.debug_str().splitlines()[-1].split()[1]) <= mxnet_mb
