@@ -9,6 +9,7 @@ the outputs'. A kernel that fails raises at the next sync point (``asnumpy``,
 
 from __future__ import annotations
 
+import collections
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -106,6 +107,47 @@ def _var_list(arrays: Sequence[Any], exclude: list[Any]) -> list[Any]:
     return out
 
 
+class _InFlight:
+    """Bounds the bytes of operator outputs pushed but maybe not yet computed.
+
+    A Python thread can push large operators far faster than they run; every pending one
+    holds a fresh output buffer, so memory grows and buffers cannot be recycled. Past
+    :attr:`limit` bytes the pushing thread waits for the oldest outputs (MXNet leaves this
+    to its memory pool; here it keeps large-array throughput at numpy's). Small arrays
+    never reach the limit. An error of the waited-for operator is left on its var, to be
+    raised at the user's next sync point as usual.
+    """
+
+    limit = 64 * 1024 * 1024
+
+    def __init__(self) -> None:
+        self._queue: collections.deque[tuple[Any, Any, int]] = collections.deque()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def add(self, eng: Any, var: Any, nbytes: int) -> None:
+        if nbytes < 65536:
+            return
+        with self._lock:
+            self._queue.append((eng, var, nbytes))
+            self._bytes += nbytes
+            if self._bytes <= self.limit:
+                return
+            oldest = []
+            while self._bytes > self.limit // 2 and self._queue:
+                entry = self._queue.popleft()
+                self._bytes -= entry[2]
+                oldest.append(entry)
+        for old_engine, old_var, _ in oldest:
+            try:
+                old_engine.wait_for_var(old_var)
+            except MXKitError:
+                pass  # reported again by the user's own wait on this array
+
+
+in_flight = _InFlight()
+
+
 def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = None,
            ctx: Context | None = None) -> list[Any]:
     """Run ``op`` on NDArrays ``inputs`` with typed ``params``; return the output NDArrays.
@@ -200,6 +242,7 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
                 from exc
 
     eng.push(run, reads, writes, ctx, 0, op.name)
+    in_flight.add(eng, writes[0], out_data[0].nbytes if out_data else 0)
     if autograd._state.recording:
         autograd.record_op(op, params, inputs, outputs)
     return outputs
