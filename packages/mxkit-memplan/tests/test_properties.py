@@ -79,3 +79,43 @@ def test_verify_rejects_a_plan_that_moves_an_entry_onto_a_live_neighbour(graph):
     with pytest.raises(PlanError):
         bad.verify(graph)
     assert reference_check(bad, graph) != [] or not same_device
+
+
+def _ancestors(graph):
+    """Per node, the set of nodes it depends on (brute force transitive closure)."""
+    made_by = {name: i for i, node in enumerate(graph.nodes) for name in node.outputs}
+    result = []
+    for node in graph.nodes:
+        found = set()
+        for name in node.inputs:
+            if name in made_by:
+                found.add(made_by[name])
+                found |= result[made_by[name]]
+        result.append(found)
+    return result
+
+
+@SETTINGS
+@given(graphs())
+def test_coshare_never_orders_nodes_that_could_run_in_parallel(graph):
+    # whenever an entry y takes memory that held an earlier entry x, every node that
+    # touched x (its producer and readers) must already be an ancestor of y's producer
+    plan = plan_memory(graph, "coshare", max_colours=2)
+    ancestors = _ancestors(graph)
+    life = reference_lifetimes(graph)
+    sizes = {e.name: e.size for e in graph.entries}
+    producer = {name: i for i, node in enumerate(graph.nodes) for name in node.outputs}
+    readers = {name: [i for i, node in enumerate(graph.nodes)
+                      for s, n in enumerate(node.inputs) if n == name and s not in node.ignored_inputs]
+               for name in life}
+    for x in life:
+        for y in life:
+            if x == y or plan.storage[x].pool != plan.storage[y].pool or not sizes[x] or not sizes[y]:
+                continue
+            if life[x][0] > life[y][0] or (life[x][0] == life[y][0] and x > y):
+                continue
+            writer = producer[y]
+            if plan.inplace.get(y, (None, False)) == (x, True):
+                continue  # an identity alias writes nothing
+            touched = {producer[x], *readers[x]}
+            assert touched <= ancestors[writer] | {writer}, (x, y)

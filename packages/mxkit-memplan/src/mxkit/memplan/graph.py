@@ -143,7 +143,7 @@ class Node:
     def _option(self, option: Any) -> InplaceOption:
         if isinstance(option, InplaceOption):
             parts: tuple[Any, ...] = (option.input_index, option.output_index, option.identity)
-        elif isinstance(option, Sequence) and len(option) in (2, 3):
+        elif isinstance(option, Sequence) and not isinstance(option, str) and len(option) in (2, 3):
             parts = (*tuple(option), False)[:3]
         else:
             raise GraphError(

@@ -112,7 +112,7 @@ def plan_mxnet(graph: Graph, match_range: int = MXNetAllocator.MATCH_RANGE, **op
     """
     started = time.perf_counter()
     graph = _check_graph(graph, "mxnet")
-    _check_options("mxnet", options, {})
+    _check_options("mxnet", options, {"match_range": "int, default 16"})
     if isinstance(match_range, bool) or not isinstance(match_range, int) or match_range < 0:
         raise PlanError(f"mxnet planner: match_range must be an int >= 0 (MXNet uses 16), got {match_range!r}")
     allocator = MXNetAllocator(match_range)
@@ -139,7 +139,7 @@ def plan_coshare(graph: Graph, max_colours: int | None = 8, **options: Any) -> M
     """
     started = time.perf_counter()
     graph = _check_graph(graph, "coshare")
-    _check_options("coshare", options, {})
+    _check_options("coshare", options, {"max_colours": "int or None, default 8"})
     if max_colours is not None and (isinstance(max_colours, bool) or not isinstance(max_colours, int)
                                     or max_colours < 1):
         raise PlanError(f"coshare planner: max_colours must be None or an int >= 1, got {max_colours!r}")
@@ -243,7 +243,7 @@ def plan_auto(graph: Graph, candidates: Iterable[str] = AUTO_CANDIDATES, **optio
     """
     started = time.perf_counter()
     graph = _check_graph(graph, "auto")
-    _check_options("auto", options, {})
+    _check_options("auto", options, {"candidates": "strategy names"})
     names = [candidates] if isinstance(candidates, str) else list(candidates)
     unknown = [n for n in names if n not in STRATEGIES or n == "auto"]
     if not names or unknown:
