@@ -86,3 +86,25 @@ def test_seeded_random_is_reproducible_on_every_engine(engine_name):
     second = [mx.nd.random.uniform(shape=(5,)), mx.nd.random.normal(shape=(3,))]
     for a, b in zip(first, second):
         np.testing.assert_array_equal(a, b.asnumpy())
+
+
+def test_in_flight_limit_waits_without_changing_results_or_errors(engine_name, monkeypatch):
+    from mxkit.core.errors import EngineError
+    from mxkit.ndarray.invoke import in_flight
+
+    monkeypatch.setattr(in_flight, "limit", 300_000)  # about two 100k-element float32 outputs
+    a = mx.nd.array(np.arange(100_000, dtype=np.float32))
+    bad = None
+    results = []
+    for i in range(10):
+        results.append(a * float(i))
+        if i == 3:
+            try:
+                bad = mx.nd.take(a, mx.nd.array([10**6]), mode="raise") + mx.nd.zeros((1,))
+            except EngineError:
+                bad = "raised at push"  # the naive engine runs (and fails) at push
+    for i, result in enumerate(results):
+        assert result.asnumpy()[-1] == 99_999 * i
+    if bad != "raised at push":
+        with pytest.raises(EngineError, match="out of range"):
+            bad.wait_to_read()
