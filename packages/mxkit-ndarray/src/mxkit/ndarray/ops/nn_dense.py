@@ -50,15 +50,18 @@ def _fc_shape(params: dict, in_shapes: list) -> list:
 def _fc_kernel(xp, inputs, outputs, params):
     data, weight = inputs[0], inputs[1]
     out = outputs[0]
-    features = weight.shape[1]
-    rows = data.reshape(-1, features)
-    result = out.reshape(-1, weight.shape[0])
-    if result.dtype == rows.dtype and result.flags.c_contiguous:
-        xp.matmul(rows, weight.T, out=result)
-    else:
-        write(xp, result, rows @ weight.T)
+    rows = data.reshape(-1, weight.shape[1])
+    if out.flags.c_contiguous and out.dtype == rows.dtype:
+        # the product straight into the output (a reshape of a contiguous array is a view)
+        target = out.reshape(-1, weight.shape[0])
+        xp.matmul(rows, weight.T, out=target)
+        if not params["no_bias"]:
+            target += inputs[2]
+        return
+    value = rows @ weight.T
     if not params["no_bias"]:
-        result += inputs[2]
+        value = value + inputs[2]
+    write(xp, out, value.reshape(out.shape))
 
 
 def _fc_backward_kernel(xp, inputs, outputs, params):
