@@ -100,7 +100,8 @@ def test_in_flight_limit_waits_without_changing_results_or_errors(engine_name, m
         results.append(a * float(i))
         if i == 3:
             try:
-                bad = mx.nd.take(a, mx.nd.array([10**6]), mode="raise") + mx.nd.zeros((1,))
+                rows = mx.nd.ones((1000, 100))  # a large output, so the limiter waits on it
+                bad = mx.nd.take(rows, mx.nd.array([0] * 999 + [10**6]), mode="raise")
             except EngineError:
                 bad = "raised at push"  # the naive engine runs (and fails) at push
     for i, result in enumerate(results):
