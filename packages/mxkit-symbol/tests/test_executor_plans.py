@@ -377,3 +377,24 @@ def test_debug_str_total_matches_mxnet_for_the_same_network(mode, fixture_path, 
     assert exe.debug_str().splitlines()[-1] == facts[mode]
     auto = net.simple_bind(None, grad_req=reqs, memplan="auto", **shapes)
     assert int(auto.debug_str().splitlines()[-1].split()[1]) <= mxnet_mb
+
+
+def test_passes_come_from_config_and_a_registered_pass_runs():
+    from mxkit.symbol import passes
+
+    seen = []
+
+    def record(roots, nodes):
+        seen.append([n.name for n in nodes])
+        return nodes
+
+    passes.register_pass("test_record", record)
+    net = _three_layers()
+    with config.override(graph_passes=["prune", "test_record"]):
+        exe = net.simple_bind(None, grad_req={"data": "null", "w1": "null", "w2": "null", "w3": "write"},
+                              data=(2, 3), w1=(3, 4), w2=(4, 4), w3=(4, 2))
+    assert seen and seen[0][:6] == ["layer1", "act1", "layer2", "act2", "layer3", "total"]
+    assert len(seen[0]) == len(exe._forward_steps) + len(exe._backward_steps)
+    with config.override(graph_passes=["prune", "nonsense"]), \
+            pytest.raises(MXKitError, match=r"'nonsense', which is not a graph pass; registered passes: .*prune"):
+        net.simple_bind(None, data=(2, 3), w1=(3, 4), w2=(4, 4), w3=(4, 2))

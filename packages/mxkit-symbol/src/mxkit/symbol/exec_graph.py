@@ -150,7 +150,7 @@ def build_exec_graph(symbol: Any, shapes: Mapping[str, Any], dtypes: Mapping[str
     if not for_training:
         reqs = dict.fromkeys(reqs, "null")
     graph = ExecGraph(heads, arg_nodes, aux_nodes, reqs)
-    graph.forward_nodes = [n for n in run_passes(heads, order) if n.op is not None]
+    graph.forward_nodes = [n for n in order if n.op is not None]
 
     known_shapes = variable_shapes(order, shapes)
     graph.shapes = infer_shapes(order, known_shapes)
@@ -162,6 +162,12 @@ def build_exec_graph(symbol: Any, shapes: Mapping[str, Any], dtypes: Mapping[str
     wrt = [n for n in arg_nodes if reqs[n.name] != "null"]
     if wrt:
         _add_backward(graph, wrt)
+    # passes see forward and backward nodes together, rooted at the outputs and gradient writers
+    roots = heads + list(graph.grad_writers.values())
+    forward_ids = {id(n) for n in graph.forward_nodes}
+    kept = run_passes(roots, graph.forward_nodes + graph.backward_nodes)
+    graph.forward_nodes = [n for n in kept if id(n) in forward_ids]
+    graph.backward_nodes = [n for n in kept if id(n) not in forward_ids]
     return graph
 
 

@@ -1,9 +1,10 @@
 """Graph passes: plain functions over the executor's graph, chosen by config ``graph_passes``.
 
-A pass takes and returns an :class:`~mxkit.symbol.exec_graph.ExecGraph`-like pair of the
-head entries and the node list; passes run in the order config lists them, so new ones
-(fusion, recompute) slot in by registering a function under a name with
-:func:`register_pass`.
+A pass is ``pass(roots, nodes) -> nodes``: ``roots`` are the entries the bind must produce
+(the outputs and the nodes writing gradient arrays), ``nodes`` the forward and backward
+operator nodes in execution order. Passes run at every bind, after the backward graph is
+built, in the order config lists them, so new ones (fusion, recompute) slot in by
+registering a function under a name with :func:`register_pass`.
 """
 
 from __future__ import annotations
@@ -22,20 +23,21 @@ _warned: set[str] = set()
 
 
 def register_pass(name: str, function: GraphPass) -> None:
-    """Make ``function(heads, nodes) -> nodes`` available as pass ``name``."""
+    """Make ``function(roots, nodes) -> nodes`` available as pass ``name``."""
     _PASSES[name.strip().lower()] = function
 
 
-def prune(heads: list[Entry], nodes: list[Node]) -> list[Node]:
-    """Keep only the nodes the heads depend on (feature extraction runs no later layer)."""
-    needed = {id(n) for n in topo_order(heads)}
+def prune(roots: list[Entry], nodes: list[Node]) -> list[Node]:
+    """Keep only the nodes the roots depend on (feature extraction runs no later layer, and a
+    gradient nobody asked for is not computed)."""
+    needed = {id(n) for n in topo_order(roots)}
     return [n for n in nodes if id(n) in needed]
 
 
 register_pass("prune", prune)
 
 
-def run_passes(heads: list[Entry], nodes: list[Node], names: Sequence[str] | None = None) -> list[Node]:
+def run_passes(roots: list[Entry], nodes: list[Node], names: Sequence[str] | None = None) -> list[Node]:
     """Run the passes ``names`` (default: config ``graph_passes``) over ``nodes``.
 
     Raises
@@ -59,7 +61,7 @@ def run_passes(heads: list[Entry], nodes: list[Node], names: Sequence[str] | Non
                 continue
             raise ConfigError(f"graph_passes lists {raw!r}, which is not a graph pass; registered passes: "
                               f"{', '.join(sorted(_PASSES))}")
-        nodes = function(heads, nodes)
+        nodes = function(roots, nodes)
     return nodes
 
 
