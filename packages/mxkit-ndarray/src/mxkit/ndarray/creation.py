@@ -116,7 +116,10 @@ def concatenate(arrays: list[NDArray], axis: int = 0, always_copy: bool = True) 
 
 def waitall() -> None:
     """Wait for every pending operation (MXNet's ``mx.nd.waitall``)."""
+    from mxkit.ndarray.invoke import raise_deferred
+
     engine().wait_all()
+    raise_deferred()
 
 
 __all__ = ["arange", "array", "concatenate", "empty", "eye", "full", "moveaxis", "ones", "waitall", "zeros"]

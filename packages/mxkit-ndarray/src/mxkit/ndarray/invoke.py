@@ -141,8 +141,26 @@ class _InFlight:
         for old_engine, old_var, _ in oldest:
             try:
                 old_engine.wait_for_var(old_var)
-            except MXKitError:
-                pass  # reported again by the user's own wait on this array
+            except MXKitError as exc:
+                # the engine reports an error once: keep it for the user's own wait on this array
+                deferred_errors[old_var] = exc
+
+
+#: errors that the in-flight limiter caught while waiting, by var; raised at the next sync point
+deferred_errors: dict[Any, BaseException] = {}
+
+
+def raise_deferred(var: Any = None) -> None:
+    """Raise the error kept for ``var`` (or, with ``None``, any kept error) and forget it."""
+    if var is None:
+        if deferred_errors:
+            _, exc = deferred_errors.popitem()
+            deferred_errors.clear()
+            raise exc
+        return
+    exc = deferred_errors.pop(var, None)
+    if exc is not None:
+        raise exc
 
 
 in_flight = _InFlight()

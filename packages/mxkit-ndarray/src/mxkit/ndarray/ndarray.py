@@ -168,16 +168,20 @@ class NDArray:
     def wait_to_read(self) -> None:
         """Block until every pending write to this array is done (re-raising its error)."""
         engine().wait_for_var(self._var)
+        if _invoke_module.deferred_errors:
+            _invoke_module.raise_deferred(self._var)
 
     def wait_to_write(self) -> None:
         """Block until every pending read and write of this array is done."""
         eng = engine()
         eng.push(lambda: None, (), [self._var], self._ctx, 0, "wait_to_write")
         eng.wait_for_var(self._var)
+        if _invoke_module.deferred_errors:
+            _invoke_module.raise_deferred(self._var)
 
     def asnumpy(self) -> np.ndarray:
         """A numpy copy of the data (waits for pending writes)."""
-        engine().wait_for_var(self._var)
+        self.wait_to_read()
         host = self._ctx.backend.to_host(self._data) if self._ctx.device_type != "cpu" else self._data
         return np.array(host, copy=True)
 
