@@ -79,3 +79,32 @@ def test_deconvolution_and_upsampling_through_ndarray():
                                                           num_filter=3)[0], rtol=1e-6)
     up = nd.UpSampling(nd.array(x), scale=3, sample_type="nearest", num_args=1)
     assert up.shape == (1, 2, 9, 9)
+
+
+def test_dropout_gradient_follows_the_mask_in_training_and_passes_through_in_prediction():
+    x = nd.array(rand(20, 30) + 2)  # no zero inputs
+    x.attach_grad()
+    with autograd.record():
+        y = nd.Dropout(x, p=0.3)
+    y.backward()
+    kept = y.asnumpy() != 0
+    assert 0.5 < kept.mean() < 0.9
+    np.testing.assert_allclose(x.grad.asnumpy(), kept / 0.7, rtol=1e-6)
+    with autograd.record(train_mode=False):
+        y = nd.Dropout(x, p=0.3)
+    y.backward()
+    np.testing.assert_array_equal(y.asnumpy(), x.asnumpy())
+    np.testing.assert_allclose(x.grad.asnumpy(), np.ones((20, 30)))
+
+
+def test_batchnorm_through_ndarray_updates_moving_statistics_in_training():
+    data = rand(8, 3, 4, seed=3) * 2 + 1
+    x = nd.array(data)
+    gamma, beta, moving_mean, moving_var = nd.ones((3,)), nd.zeros((3,)), nd.zeros((3,)), nd.ones((3,))
+    with autograd.record():
+        nd.BatchNorm(x, gamma, beta, moving_mean, moving_var, momentum=0.5)
+    np.testing.assert_allclose(moving_mean.asnumpy(), 0.5 * data.mean(axis=(0, 2)), rtol=1e-5)
+    np.testing.assert_allclose(moving_var.asnumpy(), 0.5 + 0.5 * data.var(axis=(0, 2)), rtol=1e-5)
+    before = moving_mean.asnumpy().copy()
+    nd.BatchNorm(x, gamma, beta, moving_mean, moving_var).wait_to_read()  # prediction: no update
+    np.testing.assert_array_equal(moving_mean.asnumpy(), before)

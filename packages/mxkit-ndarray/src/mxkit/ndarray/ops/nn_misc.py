@@ -48,32 +48,28 @@ def _dropout_kernel(xp, inputs, outputs, params):
 
 
 def _dropout_backward_kernel(xp, inputs, outputs, params):
-    out_grad, output = inputs
-    if not _dropout_active(params):
-        write(xp, outputs[0], out_grad)
-        return
-    # the kept cells are those the forward left non-zero; a cell whose input was exactly 0 is taken
-    # as dropped, which only matters where the incoming value was 0 already
-    write(xp, outputs[0], xp.where(output != 0, out_grad / (1 - params["p"]), 0))
+    out_grad, data, output = inputs
+    # The gradient reads from the arrays whether the forward dropped (a dropping forward zeroes or
+    # rescales every non-zero input), so it is right whichever training flag the caller kept.
+    # A cell whose input was exactly 0 counts as dropped: its true mask is not recoverable, and
+    # only matters where the incoming value was 0 already.
+    dropped = xp.any(output != data)
+    kept = xp.where(output != 0, out_grad / (1 - params["p"]), 0)
+    write(xp, outputs[0], xp.where(dropped, kept, out_grad))
 
 
 def _dropout_gradient(F, params, inputs, outputs, out_grads):
-    call = dict(public(params))
-    if _dropout_active(params):
-        call["mode"] = "always"  # the backward must scale exactly when the forward dropped
-    else:
-        return [out_grads[0]]
-    return [F("_backward_Dropout", out_grads[0], outputs[0], **call)]
+    return [F("_backward_Dropout", out_grads[0], inputs[0], outputs[0], **public(params))]
 
 
 define(OpDef(
     name="Dropout", infer_shape=_dropout_shape, kernel=_dropout_kernel, params=_DROPOUT_SCHEMA,
-    inplace=((0, 0, False),), gradient=_dropout_gradient, backward_ignores=frozenset({0}), needs_rng=True,
+    gradient=_dropout_gradient, needs_rng=True,
     doc="Zeroes each input with probability p and scales the rest by 1 / (1 - p) (in training mode).",
 ))
 define(OpDef(
     name="_backward_Dropout", params=_DROPOUT_SCHEMA, kernel=_dropout_backward_kernel,
-    infer_shape=lambda p, s: [tuple(s[0])], num_inputs=2, input_names=("head_grad", "output"),
+    infer_shape=lambda p, s: [tuple(s[0])], num_inputs=3, input_names=("head_grad", "data", "output"),
     inplace=((0, 0, False),), doc="Backward of Dropout: the gradient through the kept cells, scaled.",
 ))
 
