@@ -15,9 +15,8 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "fixtures", "nn"))
 
-import mxkit.ndarray.ops.nn_activation as nn_activation
 import nn_harness as harness
-from mxkit.ndarray.registry import OperatorRegistry, get_registry
+from mxkit.ndarray.registry import get_registry
 
 get_registry()
 
@@ -98,30 +97,22 @@ def test_embedding_weight_gradient_matches_finite_differences():
                            dtype="float64")
 
 
-def _full_leaky_registry():
-    registry = OperatorRegistry()
-    registry.register(nn_activation.LEAKY_RELU)
-    registry.register(nn_activation.BACKWARD_LEAKY_RELU)
-    return registry
-
-
 @pytest.mark.parametrize("act_type", ["leaky", "elu", "selu", "gelu", "prelu"])
 def test_leaky_relu_gradient_matches_finite_differences(act_type):
     # values away from the kink at 0, where the one-sided derivatives differ
     data = rand(3, 4, scale=2)
     data = np.where(np.abs(data) < 0.05, 0.5, data)
     inputs = [data, rand(4, seed=1)] if act_type == "prelu" else [data]
-    harness.check_gradient("LeakyReLU", inputs, act_type=act_type, slope=0.3, registry=_full_leaky_registry())
+    harness.check_gradient("LeakyReLU", inputs, act_type=act_type, slope=0.3)
 
 
 def test_rrelu_gradient_uses_the_slopes_drawn_in_training():
-    registry = _full_leaky_registry()
     data = np.where(np.abs(rand(3, 4)) < 0.05, 0.5, rand(3, 4))
-    harness.check_gradient("LeakyReLU", [data], act_type="rrelu", registry=registry)
-    output, slopes = harness.run("LeakyReLU", [data], train=True, registry=registry, act_type="rrelu")
+    harness.check_gradient("LeakyReLU", [data], act_type="rrelu")
+    output, slopes = harness.run("LeakyReLU", [data], train=True, act_type="rrelu")
     assert np.all((slopes >= 0.125) & (slopes <= 0.334))
     np.testing.assert_allclose(output, np.where(data > 0, data, slopes * data))
-    output, _ = harness.run("LeakyReLU", [data], train=False, registry=registry, act_type="rrelu")
+    output, _ = harness.run("LeakyReLU", [data], train=False, act_type="rrelu")
     np.testing.assert_allclose(output, np.where(data > 0, data, (0.125 + 0.334) / 2 * data))
 
 

@@ -11,9 +11,8 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "fixtures", "nn"))
 
-import mxkit.ndarray.ops.nn_activation as nn_activation
 import nn_harness as harness
-from mxkit.ndarray.registry import OperatorRegistry, get_registry
+from mxkit.ndarray.registry import get_registry
 
 get_registry()
 
@@ -28,15 +27,6 @@ get_registry()
 #   the documented meaning, which we follow, is the head gradient.
 FORWARD_ONLY = {"batchnorm_eval", "leaky_selu", "softmax_output_out_grad"}
 
-LEAKY_FIXTURES = harness.fixture_names("leaky_")
-REGISTERED_FIXTURES = [name for name in harness.fixture_names() if name not in LEAKY_FIXTURES]
-
-
-def _full_leaky_registry() -> OperatorRegistry:
-    registry = OperatorRegistry()
-    registry.register(nn_activation.LEAKY_RELU)
-    registry.register(nn_activation.BACKWARD_LEAKY_RELU)
-    return registry
 
 
 def test_every_big_operator_has_fixtures():
@@ -46,14 +36,9 @@ def test_every_big_operator_has_fixtures():
         assert op in ops
 
 
-@pytest.mark.parametrize("name", REGISTERED_FIXTURES)
+@pytest.mark.parametrize("name", harness.fixture_names())
 def test_matches_mxnet(name):
     harness.check_against_mxnet(name, compare_gradient=name not in FORWARD_ONLY)
-
-
-@pytest.mark.parametrize("name", LEAKY_FIXTURES)
-def test_full_leaky_relu_matches_mxnet(name):
-    harness.check_against_mxnet(name, registry=_full_leaky_registry(), compare_gradient=name not in FORWARD_ONLY)
 
 
 def test_mxnet_softmax_output_out_grad_multiplies_by_the_output():

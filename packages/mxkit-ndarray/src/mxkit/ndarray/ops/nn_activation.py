@@ -1,10 +1,5 @@
 """``LeakyReLU`` in all of MXNet's modes (leaky, prelu, rrelu, elu, selu, gelu) and its backward operator.
 
-``ops/unary.py`` registers a ``LeakyReLU`` that knows only ``act_type="leaky"``; two
-definitions of one name cannot both be registered, so this module builds the complete
-operator as :data:`LEAKY_RELU` and :data:`BACKWARD_LEAKY_RELU` without registering them.
-They replace the leaky-only pair by ``define(LEAKY_RELU)`` and ``define(BACKWARD_LEAKY_RELU)``
-once that pair is removed from ``unary.py``; until then the tests use a private registry.
 (``Activation``, softmax and log_softmax are defined in ``unary.py`` and ``nn_basic.py``.)
 """
 
@@ -16,7 +11,7 @@ from mxkit.core.errors import ShapeError
 from mxkit.ndarray.ops._helpers import write
 from mxkit.ndarray.ops.nn_common import as_list, fmt, is_train, public
 from mxkit.ndarray.params import Param, schema
-from mxkit.ndarray.registry import OpDef
+from mxkit.ndarray.registry import OpDef, define
 
 # ---- LeakyReLU -------------------------------------------------------------------------------
 
@@ -127,7 +122,7 @@ def _leaky_gradient(F, params, inputs, outputs, out_grads):
     return [F("_backward_LeakyReLU", out_grads[0], inputs[0], **public(params))]
 
 
-LEAKY_RELU = OpDef(
+LEAKY_RELU = define(OpDef(
     name="LeakyReLU", infer_shape=_leaky_shape, kernel=_leaky_kernel, params=_LEAKY_SCHEMA,
     num_inputs=lambda p: 2 if p["act_type"] == "prelu" else 1, input_names=_leaky_input_names,
     num_outputs=lambda p: 2 if p["act_type"] == "rrelu" else 1,
@@ -135,8 +130,8 @@ LEAKY_RELU = OpDef(
     infer_dtype=lambda p, d: [d[0]] * (2 if p["act_type"] == "rrelu" else 1),
     gradient=_leaky_gradient, needs_rng=True,
     doc="Leaky rectifiers and relatives: leaky, prelu, rrelu, elu, selu and (erf) gelu.",
-)
-BACKWARD_LEAKY_RELU = OpDef(
+))
+BACKWARD_LEAKY_RELU = define(OpDef(
     name="_backward_LeakyReLU", params=_LEAKY_SCHEMA, kernel=_leaky_backward_kernel,
     infer_shape=lambda p, s: [tuple(s[1])] + ([tuple(s[2])] if p["act_type"] == "prelu" else []),
     num_inputs=lambda p: 3 if p["act_type"] in ("prelu", "rrelu") else 2,
@@ -146,4 +141,4 @@ BACKWARD_LEAKY_RELU = OpDef(
     output_names=lambda p: ("data", "gamma") if p["act_type"] == "prelu" else ("data",),
     infer_dtype=lambda p, d: [d[1]] * (2 if p["act_type"] == "prelu" else 1),
     doc="Backward of LeakyReLU (and of prelu's slopes).",
-)
+))
