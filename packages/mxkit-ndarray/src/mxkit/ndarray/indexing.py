@@ -136,7 +136,8 @@ def _recorded_basic(array: Any, key: Any) -> Any:
 
 def set_item(array: Any, key: Any, value: Any) -> None:
     """``array[key] = value``: pushes a write of the selected elements (ordered by the array's var)."""
-    from mxkit.ndarray.ndarray import NDArray, copy_into
+    from mxkit.ndarray.ndarray import NDArray
+    from mxkit.ndarray.transfer import copy_into
 
     if _is_basic(key):
         _check_basic(array, key)

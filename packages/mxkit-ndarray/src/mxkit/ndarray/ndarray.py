@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 from mxkit.core.context import Context
-from mxkit.core.errors import DTypeError, MXKitError, ShapeError
+from mxkit.core.errors import MXKitError, ShapeError
 from mxkit.ndarray import invoke as _invoke_module
 from mxkit.ndarray.autograd import _state as _autograd_state
-from mxkit.ndarray.invoke import engine, invoke, invoke_by_name, push_raw
+from mxkit.ndarray.invoke import engine, invoke, invoke_by_name
 from mxkit.ndarray.registry import get_registry
 
 _BINARY = {
@@ -238,6 +238,8 @@ class NDArray:
             target = other
         else:
             raise MXKitError(f"copyto takes an NDArray or a Context, got {type(other).__name__}")
+        from mxkit.ndarray.transfer import copy_into
+
         copy_into(target, self)
         return target
 
@@ -441,56 +443,6 @@ class NDArray:
         return self.__dlpack__()
 
 
-def copy_into(target: NDArray, source: Any) -> None:
-    """Push a copy of ``source`` (NDArray, numpy array or scalar) into ``target``, broadcasting."""
-    if isinstance(source, NDArray):
-        src_data, dst_data = source._data, target._data
-        if source._ctx.device_type == target._ctx.device_type == "cpu" or \
-                source._ctx == target._ctx:
-            xp = target._ctx.backend.xp
-
-            def run() -> None:
-                xp.copyto(dst_data, xp.broadcast_to(src_data, dst_data.shape), casting="unsafe")
-        else:
-            src_backend, dst_backend = source._ctx.backend, target._ctx.backend
-
-            def run() -> None:
-                host = np.broadcast_to(src_backend.to_host(src_data), dst_data.shape)
-                dst_data[...] = dst_backend.from_host(np.ascontiguousarray(host, dtype=dst_data.dtype))
-        push_raw(run, [source], [target], target._ctx, "_copyto")
-        return
-    if _is_scalar(source):
-        value = source
-        data = target._data
-
-        def fill() -> None:
-            data[...] = value
-
-        push_raw(fill, [], [target], target._ctx, "_set_value")
-        return
-    try:
-        host = np.asarray(source)
-    except Exception as exc:
-        raise DTypeError(f"cannot assign a {type(source).__name__} to an NDArray: {exc}") from None
-    if host.dtype == object:
-        raise DTypeError(f"cannot assign a {type(source).__name__} of mixed objects to an NDArray; "
-                         f"use numbers, a numpy array or an NDArray")
-    try:
-        np.broadcast_shapes(host.shape, target.shape)
-    except ValueError:
-        raise ShapeError(f"cannot assign a value of shape {host.shape} to an array of shape {target.shape}") \
-            from None
-    backend = target._ctx.backend
-    device_value = backend.from_host(np.ascontiguousarray(np.broadcast_to(host, target.shape),
-                                                         dtype=target._data.dtype))
-    data = target._data
-
-    def copy_host() -> None:
-        data[...] = device_value
-
-    push_raw(copy_host, [], [target], target._ctx, "_copy_from_host")
-
-
 def _op_functions() -> Any:
     global _op_functions
     from mxkit.ndarray import op_functions
@@ -531,4 +483,4 @@ METHOD_OPS = {
 for _name, _op in METHOD_OPS.items():
     setattr(NDArray, _name, _method(_op, _name))
 
-__all__ = ["NDArray", "copy_into"]
+__all__ = ["NDArray"]

@@ -1,0 +1,68 @@
+"""Copies into an NDArray: from another NDArray (any device), a numpy array or a scalar."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from mxkit.core.errors import DTypeError, ShapeError
+from mxkit.ndarray.invoke import push_raw
+
+
+def _is_scalar(value: Any) -> bool:
+    return isinstance(value, (int, float, np.number, np.bool_)) and not isinstance(value, np.ndarray)
+
+
+def copy_into(target: Any, source: Any) -> None:
+    """Push a copy of ``source`` (NDArray, numpy array or scalar) into ``target``, broadcasting."""
+    from mxkit.ndarray.ndarray import NDArray
+
+    if isinstance(source, NDArray):
+        src_data, dst_data = source._data, target._data
+        if source._ctx.device_type == target._ctx.device_type == "cpu" or \
+                source._ctx == target._ctx:
+            xp = target._ctx.backend.xp
+
+            def run() -> None:
+                xp.copyto(dst_data, xp.broadcast_to(src_data, dst_data.shape), casting="unsafe")
+        else:
+            src_backend, dst_backend = source._ctx.backend, target._ctx.backend
+
+            def run() -> None:
+                host = np.broadcast_to(src_backend.to_host(src_data), dst_data.shape)
+                dst_data[...] = dst_backend.from_host(np.ascontiguousarray(host, dtype=dst_data.dtype))
+        push_raw(run, [source], [target], target._ctx, "_copyto")
+        return
+    if _is_scalar(source):
+        value = source
+        data = target._data
+
+        def fill() -> None:
+            data[...] = value
+
+        push_raw(fill, [], [target], target._ctx, "_set_value")
+        return
+    try:
+        host = np.asarray(source)
+    except Exception as exc:
+        raise DTypeError(f"cannot assign a {type(source).__name__} to an NDArray: {exc}") from None
+    if host.dtype == object:
+        raise DTypeError(f"cannot assign a {type(source).__name__} of mixed objects to an NDArray; "
+                         f"use numbers, a numpy array or an NDArray")
+    try:
+        np.broadcast_shapes(host.shape, target.shape)
+    except ValueError:
+        raise ShapeError(f"cannot assign a value of shape {host.shape} to an array of shape {target.shape}") \
+            from None
+    backend = target._ctx.backend
+    device_value = backend.from_host(np.ascontiguousarray(np.broadcast_to(host, target.shape),
+                                                         dtype=target._data.dtype))
+    data = target._data
+
+    def copy_host() -> None:
+        data[...] = device_value
+
+    push_raw(copy_host, [], [target], target._ctx, "_copy_from_host")
+
+
+__all__ = ["copy_into"]
