@@ -38,6 +38,21 @@ def backend_of(ctx: Context) -> Any:
     return backend
 
 
+_backend_by_id: dict[int, tuple[Context, Any]] = {}
+
+
+def fast_backend(ctx: Context) -> Any:
+    """:func:`backend_of` keyed by the Context object's identity (hashing a Context runs Python code)."""
+    entry = _backend_by_id.get(id(ctx))
+    if entry is not None and entry[0] is ctx:
+        return entry[1]
+    backend = backend_of(ctx)
+    if len(_backend_by_id) > 256:  # contexts come and go (mx.cpu() makes a new one): stay small
+        _backend_by_id.clear()
+    _backend_by_id[id(ctx)] = (ctx, backend)
+    return backend
+
+
 def numpy_dtype(name: str) -> Any:
     """numpy dtype of a canonical dtype name (cached)."""
     dtype = _numpy_dtypes.get(name)
@@ -213,7 +228,7 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
         raise
     except (ValueError, TypeError, IndexError) as exc:
         raise ShapeError(f"{op.describe_call(params, in_shapes)}: {exc}") from None
-    backend = _backends.get(ctx) or backend_of(ctx)
+    backend = fast_backend(ctx)
     eng = _engine_get()
     if out is None:
         make = _from_data or _load_ndarray()
@@ -260,7 +275,8 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
                 from exc
 
     eng.push(run, reads, writes, ctx, 0, op.name)
-    in_flight.add(eng, writes[0], out_data[0].nbytes if out_data else 0)
+    if out_data and out_data[0].nbytes >= 65536:
+        in_flight.add(eng, writes[0], out_data[0].nbytes)
     if autograd._state.recording:
         autograd.record_op(op, params, inputs, outputs)
     return outputs

@@ -52,7 +52,7 @@ def _same_shape_elementwise(op: Any, inputs: list, params: dict) -> NDArray:
     first = inputs[0]
     data = first._data
     ctx = first._ctx
-    backend = _invoke_module._backends.get(ctx) or _invoke_module.backend_of(ctx)
+    backend = _invoke_module.fast_backend(ctx)
     eng = _invoke_module._engine_get()
     out_data = backend.empty(data.shape, data.dtype)
     result = NDArray._from_data(out_data, ctx, eng.new_var())
@@ -73,7 +73,8 @@ def _same_shape_elementwise(op: Any, inputs: list, params: dict) -> NDArray:
     if len(inputs) > 1 and inputs[1]._var is not first._var:
         reads.append(inputs[1]._var)
     eng.push(run, reads, [result._var], ctx, 0, op.name)
-    _invoke_module.in_flight.add(eng, result._var, out_data.nbytes)
+    if out_data.nbytes >= 65536:
+        _invoke_module.in_flight.add(eng, result._var, out_data.nbytes)
     return result
 
 
