@@ -242,3 +242,20 @@ def test_waitall_and_wait_to_write():
     x.wait_to_write()
     mx.nd.waitall()
     assert x.asnumpy()[0] == 11
+
+
+@pytest.mark.parametrize("call, reference", [
+    (lambda x, out: mx.nd.relu(x, out=out), lambda a: np.maximum(a, 0)),
+    (lambda x, out: mx.nd.one_hot(mx.nd.array([1, 0, 2, 1]), depth=3, out=out), lambda a: np.eye(3)[[1, 0, 2, 1]]),
+    (lambda x, out: mx.nd.sum(mx.nd.ones((4, 3, 2)), axis=2, out=out), lambda a: np.full((4, 3), 2.0)),
+    (lambda x, out: mx.nd.transpose(mx.nd.array(np.arange(12.0).reshape(3, 4)), out=out),
+     lambda a: np.arange(12.0).reshape(3, 4).T),
+])
+def test_out_may_be_a_strided_view(call, reference):
+    base = mx.nd.zeros((4, 6))
+    x = mx.nd.array(np.arange(-6, 6, dtype=np.float32).reshape(4, 3))
+    target = base[:, ::2]  # (4, 3), not contiguous
+    call(x, target)
+    expected = np.zeros((4, 6), np.float32)
+    expected[:, ::2] = reference(x.asnumpy())
+    np.testing.assert_allclose(base.asnumpy(), expected)

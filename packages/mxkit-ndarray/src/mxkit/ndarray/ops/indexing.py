@@ -54,14 +54,11 @@ define(OpDef(name="_backward_clip", infer_shape=first_shape, params=_CLIP_SCHEMA
 
 def _one_hot_kernel(xp, inputs, outputs, params):
     indices = inputs[0].astype("int64")
-    out = outputs[0]
-    out[...] = params["off_value"]
-    valid = (indices >= 0) & (indices < params["depth"])
-    flat = out.reshape(-1, params["depth"])
-    rows = xp.arange(flat.shape[0])
-    idx = indices.reshape(-1)
-    keep = valid.reshape(-1)
-    flat[rows[keep], idx[keep]] = params["on_value"]  # outputs are contiguous: flat is a view of out
+    depth = params["depth"]
+    valid = (indices >= 0) & (indices < depth)
+    hot = (indices[..., None] == xp.arange(depth)) & valid[..., None]
+    # a where() result, not in-place writes through a reshape: ``out`` may be a strided view
+    write(xp, outputs[0], xp.where(hot, params["on_value"], params["off_value"]))
 
 
 define(OpDef(
