@@ -54,6 +54,7 @@ def create(name: str | None = None, **options: Any) -> Any:
     from mxkit.core.plugins import get_engine_spec
 
     spec = get_engine_spec(name)
+    assert spec.factory is not None  # EngineSpec checks it is callable
     return spec.factory(**options)
 
 
