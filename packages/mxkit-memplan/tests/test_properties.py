@@ -98,24 +98,31 @@ def _ancestors(graph):
 @SETTINGS
 @given(graphs())
 def test_coshare_never_orders_nodes_that_could_run_in_parallel(graph):
-    # whenever an entry y takes memory that held an earlier entry x, every node that
-    # touched x (its producer and readers) must already be an ancestor of y's producer
+    # whenever memory that held the contents of one alias group (entries joined by
+    # identity decisions: one value) is written with another group, every node that
+    # touched the first (writers and readers) must already be an ancestor of the writer
     plan = plan_memory(graph, "coshare", max_colours=2)
     ancestors = _ancestors(graph)
     life = reference_lifetimes(graph)
     sizes = {e.name: e.size for e in graph.entries}
     producer = {name: i for i, node in enumerate(graph.nodes) for name in node.outputs}
-    readers = {name: [i for i, node in enumerate(graph.nodes)
-                      for s, n in enumerate(node.inputs) if n == name and s not in node.ignored_inputs]
-               for name in life}
+    group = {name: name for name in life}
+    for out, (src, identity) in sorted(plan.inplace.items(), key=lambda kv: producer[kv[0]]):
+        if identity:
+            group[out] = group[src]
+    touched, first_write = {}, {}
+    for name in life:
+        g = group[name]
+        touched.setdefault(g, set()).add(producer[name])
+        touched[g].update(i for i, node in enumerate(graph.nodes)
+                          for s, n in enumerate(node.inputs) if n == name and s not in node.ignored_inputs)
+        first_write[g] = min(first_write.get(g, producer[name]), producer[name])
     for x in life:
         for y in life:
-            if x == y or plan.storage[x].pool != plan.storage[y].pool or not sizes[x] or not sizes[y]:
+            gx, gy = group[x], group[y]
+            if gx == gy or plan.storage[x].pool != plan.storage[y].pool or not sizes[x] or not sizes[y]:
                 continue
-            if life[x][0] > life[y][0] or (life[x][0] == life[y][0] and x > y):
+            if first_write[gx] > first_write[gy] or (first_write[gx] == first_write[gy] and gx > gy):
                 continue
-            writer = producer[y]
-            if plan.inplace.get(y, (None, False)) == (x, True):
-                continue  # an identity alias writes nothing
-            touched = {producer[x], *readers[x]}
-            assert touched <= ancestors[writer] | {writer}, (x, y)
+            writer = first_write[gy]
+            assert touched[gx] <= ancestors[writer] | {writer}, (x, y)

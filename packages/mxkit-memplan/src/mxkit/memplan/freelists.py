@@ -39,7 +39,9 @@ class BestFitAllocator:
 
     def __init__(self) -> None:
         self.buffers = Buffers()
-        self._free: dict[str, list[tuple[int, int]]] = {}  # device -> sorted (size, id)
+        # (device, -1 or the one accessor without a path colour) -> sorted (size, id)
+        self._free: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        self.retired = 0
 
     def request(self, device: str, size: int, step: int) -> int:
         free = self._free.get(device)
@@ -106,69 +108,107 @@ class MXNetAllocator:
 
 
 class ColourAllocator:
-    """Best fit within a colour: a buffer released by node ``r`` is reusable only by a
-    later node of ``r``'s colour (a colour is one dependency chain, so ``r`` already
-    precedes that node and sharing adds no ordering).
+    """Best fit among the freed buffers whose every accessor precedes the requesting node.
 
-    Every node that read the buffer's current contents must also precede the reuser; a
-    reader of another colour is accepted only if it is a direct producer of ``r``'s
-    inputs. A buffer that fails this is retired, never reused. Nodes beyond the path
-    colours (``colour >= path_colours``) are alone in their colour: a buffer one of them
-    releases is offered to the nodes that read its outputs (its direct successors).
+    A colour is one dependency chain, so a node ``a`` of path colour ``c`` is an
+    ancestor of ``w`` exactly when ``a`` is no later than the last node of colour ``c``
+    among ``w``'s ancestors (``latest[w][c]``, one pass over the graph). Each buffer keeps,
+    per colour, its latest accessor (writer or reader of its current contents); nodes
+    beyond the path colours are kept by name and count as ancestors only of the nodes
+    they feed directly. A buffer is reused by ``w``, or overwritten in place by ``w``,
+    only if all its accessors are ancestors of ``w``, so sharing never orders two nodes
+    that could have run in parallel.
+
+    Candidates are scanned from the best fit upward, at most ``scan_limit`` of them per
+    free list, which keeps a request O(log n) whatever the graph.
     """
 
-    def __init__(self, colour: Sequence[int], predecessors: Sequence[frozenset[int]],
-                 path_colours: int) -> None:
+    def __init__(self, colour: Sequence[int], predecessors: Sequence[frozenset[int]], path_colours: int,
+                 scan_limit: int = 8) -> None:
         self.buffers = Buffers()
         self.colour = colour
         self.predecessors = predecessors
         self.path_colours = path_colours
-        self._free: dict[tuple[str, int], list[tuple[int, int]]] = {}  # (device, colour or -1-node)
-        self._readers: dict[int, set[int]] = {}
+        self.scan_limit = scan_limit
+        self.latest = self._latest_ancestors()
+        # (device, -1 or the one accessor without a path colour) -> sorted (size, id)
+        self._free: dict[tuple[str, int], list[tuple[int, int]]] = {}
         self.retired = 0
+        self._by_colour: list[dict[int, int]] = []  # buffer -> {colour: latest accessor}
+        self._others: list[set[int]] = []  # buffer -> accessors without a path colour
 
-    def precedes_all_readers(self, buffer: int, step: int) -> bool:
-        """Whether every reader of ``buffer`` so far is ``step``, of its colour, or a
-        direct predecessor of it."""
-        colour, preds = self.colour[step], self.predecessors[step]
-        return all(r == step or self.colour[r] == colour or r in preds for r in self._readers.get(buffer, ()))
+    def _latest_ancestors(self) -> list[list[int]]:
+        width = self.path_colours
+        latest: list[list[int]] = []
+        for node, preds in enumerate(self.predecessors):
+            row = [-1] * width
+            for pred in preds:
+                row = list(map(max, row, latest[pred]))
+            if self.colour[node] < width:
+                row[self.colour[node]] = node
+            latest.append(row)
+        return latest
 
-    def _key(self, step: int) -> int:
+    def precedes(self, buffer: int, step: int) -> bool:
+        """Whether every accessor of ``buffer`` is ``step`` or an ancestor of it."""
+        row, preds = self.latest[step], self.predecessors[step]
+        return (all(node <= row[c] for c, node in self._by_colour[buffer].items())
+                and all(node == step or node in preds for node in self._others[buffer]))
+
+    def _touch(self, buffer: int, step: int) -> None:
         colour = self.colour[step]
-        return colour if colour < self.path_colours else -1 - step
+        if colour < self.path_colours:
+            by_colour = self._by_colour[buffer]
+            if by_colour.get(colour, -1) < step:
+                by_colour[colour] = step
+        else:
+            self._others[buffer].add(step)
 
     def request(self, device: str, size: int, step: int) -> int:
-        keys = [self._key(step)]
-        if self.colour[step] >= self.path_colours:
-            keys += [-1 - pred for pred in self.predecessors[step]]
+        lists = [self._free.get((device, -1))]
+        lists += [self._free.get((device, pred)) for pred in self.predecessors[step]]
         best: tuple[int, int, list[tuple[int, int]]] | None = None
-        for key in keys:
-            free = self._free.get((device, key))
-            if free:
-                index = bisect.bisect_left(free, (size, -1))
-                if index < len(free) and (best is None or free[index][0] < best[0]):
-                    best = (free[index][0], index, free)
+        for free in lists:
+            if not free:
+                continue
+            index = bisect.bisect_left(free, (size, -1))
+            for candidate in range(index, min(index + self.scan_limit, len(free))):
+                if best is not None and free[candidate][0] >= best[0]:
+                    break
+                if self.precedes(free[candidate][1], step):
+                    best = (free[candidate][0], candidate, free)
+                    break
         if best is not None:
             buffer = best[2].pop(best[1])[1]
+            self._by_colour[buffer] = {}
+            self._others[buffer] = set()
         else:
             buffer = self.buffers.new(device, size)
-        self._readers[buffer] = set()
+            self._by_colour.append({})
+            self._others.append(set())
+        self._touch(buffer, step)
         return buffer
 
     def release(self, buffer: int, step: int) -> None:
-        if not self.precedes_all_readers(buffer, step):
+        # a buffer touched by a node without a path colour can only go to that node's
+        # direct consumers; touched by two such nodes, to nobody we can vouch for
+        others = self._others[buffer]
+        if len(others) > 1:
             self.retired += 1
             return
-        key = (self.buffers.device[buffer], self._key(step))
-        bisect.insort(self._free.setdefault(key, []), (self.buffers.size[buffer], buffer))
+        key = next(iter(others)) if others else -1
+        bisect.insort(self._free.setdefault((self.buffers.device[buffer], key), []),
+                      (self.buffers.size[buffer], buffer))
 
     def note_read(self, buffer: int, step: int) -> None:
-        self._readers[buffer].add(step)
+        self._touch(buffer, step)
 
     def note_overwrite(self, buffer: int, step: int) -> None:
-        # the readers of the old contents all precede ``step`` (checked before the
-        # overwrite) and ``step`` reads them now, so ``step`` stands for all of them
-        self._readers[buffer] = {step}
+        # every accessor of the old contents precedes ``step`` (checked before the
+        # overwrite), so ``step`` alone stands for all of them from now on
+        self._by_colour[buffer] = {}
+        self._others[buffer] = set()
+        self._touch(buffer, step)
 
 
 __all__ = ["BestFitAllocator", "ColourAllocator", "FreshAllocator", "MXNetAllocator"]

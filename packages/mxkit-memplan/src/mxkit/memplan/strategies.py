@@ -124,17 +124,18 @@ def plan_mxnet(graph: Graph, match_range: int = MXNetAllocator.MATCH_RANGE, **op
 def plan_coshare(graph: Graph, max_colours: int | None = 8, **options: Any) -> MemoryPlan:
     """The MXNet paper's co-share strategy.
 
-    Nodes are coloured by repeated longest paths (:mod:`mxkit.memplan.colouring`); a freed
-    buffer is reused, and an input overwritten in place, only by a node of the colour of
-    the node that freed it and after every node that read it, so planning never orders
-    two nodes that could have run in parallel.
+    Nodes are coloured by repeated longest paths (:mod:`mxkit.memplan.colouring`), which
+    makes ancestry cheap to test: a freed buffer is reused, and an input overwritten in
+    place, only by a node that every writer and reader of its contents already precedes
+    (see :class:`~mxkit.memplan.freelists.ColourAllocator`), so planning never orders two
+    nodes that could have run in parallel.
 
     Parameters
     ----------
     max_colours : int, optional
         Stop colouring paths after this many (default 8, about the worker threads of a
-        device; each round costs O(n)); every node left is a colour of its own and
-        reuses only what its direct producers free. ``None`` colours until every node
+        device; each round costs O(n)); ancestry through the nodes left is only known
+        for direct producers, so they share less. ``None`` colours until every node
         has a path colour (the paper's loop, O(n) per path).
     """
     started = time.perf_counter()
@@ -147,7 +148,7 @@ def plan_coshare(graph: Graph, max_colours: int | None = 8, **options: Any) -> M
     colour, rounds = colour_by_longest_paths(graph, max_colours, predecessors)
     allocator = ColourAllocator(colour, predecessors, rounds)
     traversal = traverse(graph, allocator, inplace_filter=lambda step, _entry, buffer:
-                         allocator.precedes_all_readers(buffer, step))
+                         allocator.precedes(buffer, step))
     details = {"path_colours": rounds, "colours": max(colour, default=-1) + 1,
                "retired_buffers": allocator.retired}
     return _plan_from_buffers(graph, "coshare", traversal, allocator.buffers, started, details)
