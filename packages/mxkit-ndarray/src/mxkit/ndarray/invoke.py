@@ -127,13 +127,13 @@ class _InFlight:
 
     A Python thread can push large operators far faster than they run; every pending one
     holds a fresh output buffer, so memory grows and buffers cannot be recycled. Past
-    :attr:`limit` bytes the pushing thread waits for the oldest outputs (MXNet leaves this
-    to its memory pool; here it keeps large-array throughput at numpy's). Small arrays
-    never reach the limit. An error of the waited-for operator is left on its var, to be
+    :attr:`limit` bytes (or three outputs of the current size, if more) the pushing thread
+    waits for the oldest outputs, which lets the backend recycle their buffers while they
+    are warm (MXNet leaves this to its memory pool). Outputs under 64 KiB are not counted. An error of the waited-for operator is left on its var, to be
     raised at the user's next sync point as usual.
     """
 
-    limit = 64 * 1024 * 1024
+    limit = 4 * 1024 * 1024
 
     def __init__(self) -> None:
         self._queue: collections.deque[tuple[Any, Any, int]] = collections.deque()
@@ -146,10 +146,12 @@ class _InFlight:
         with self._lock:
             self._queue.append((eng, var, nbytes))
             self._bytes += nbytes
-            if self._bytes <= self.limit:
+            # a few outputs may always be in flight, so that huge operators still overlap
+            bound = max(self.limit, 3 * nbytes)
+            if self._bytes <= bound:
                 return
             oldest = []
-            while self._bytes > self.limit // 2 and self._queue:
+            while self._bytes > bound // 2 and self._queue:
                 entry = self._queue.popleft()
                 self._bytes -= entry[2]
                 oldest.append(entry)
