@@ -129,8 +129,8 @@ class _InFlight:
     holds a fresh output buffer, so memory grows and buffers cannot be recycled. Past
     :attr:`limit` bytes (or three outputs of the current size, if more) the pushing thread
     waits for the oldest outputs, which lets the backend recycle their buffers while they
-    are warm (MXNet leaves this to its memory pool). Outputs under 64 KiB are not counted. An error of the waited-for operator is left on its var, to be
-    raised at the user's next sync point as usual.
+    are warm (MXNet leaves this to its memory pool). Outputs under 64 KiB are not counted.
+    An error met while waiting is kept and raised at the user's next sync point on that array.
     """
 
     limit = 4 * 1024 * 1024
