@@ -281,3 +281,10 @@ def test_softmax_family():
 def test_operator_errors(call, message):
     with pytest.raises(mx.MXKitError, match=message):
         call()
+
+
+def test_linalg_namespace():
+    a = RNG.standard_normal((2, 3)).astype(np.float32)
+    b = RNG.standard_normal((2, 4)).astype(np.float32)
+    got = mx.nd.linalg.gemm2(mx.nd.array(a), mx.nd.array(b), transpose_a=True, alpha=0.5).asnumpy()
+    np.testing.assert_allclose(got, 0.5 * a.T @ b, rtol=1e-5, atol=1e-6)

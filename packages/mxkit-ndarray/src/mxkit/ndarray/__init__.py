@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mxkit.ndarray import autograd, random
+from mxkit.ndarray import autograd, linalg, random
 from mxkit.ndarray.creation import arange, array, concatenate, empty, eye, full, moveaxis, ones, waitall, zeros
 from mxkit.ndarray.dlpack import from_dlpack, to_dlpack_for_read, to_dlpack_for_write
 from mxkit.ndarray.invoke import OperatorError
@@ -81,7 +81,7 @@ _generate()
 __all__ = [
     "NDArray", "OpDef", "OperatorError", "ParamError", "add", "arange", "array", "autograd", "concatenate",
     "divide", "empty", "equal", "eye", "from_dlpack", "full", "get_op", "get_registry", "greater",
-    "greater_equal", "hypot", "lesser", "lesser_equal", "load", "load_frombuffer", "maximum", "minimum",
+    "greater_equal", "hypot", "lesser", "lesser_equal", "linalg", "load", "load_frombuffer", "maximum", "minimum",
     "modulo", "moveaxis", "multiply", "not_equal", "ones", "power", "random", "save", "subtract",
     "to_dlpack_for_read", "to_dlpack_for_write", "true_divide", "waitall", "zeros",
 ]
