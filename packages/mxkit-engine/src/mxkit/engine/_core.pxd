@@ -65,14 +65,18 @@ cdef class Var:
     cdef MxVarState* state
     cdef EngineCore core
     cdef object error          # an ErrorBox shared with the failing op's other vars, or None
+    cdef long long error_hidden_from  # -1, or: ops pushed at/after this seq ignore `error`
     cdef readonly object name
     cdef readonly long long id
     cdef bint deleted
 
 
 cdef class ErrorBox:
-    cdef public object exc     # the original exception; None once reported
+    cdef public object exc     # the original exception
     cdef public object op_name
+    cdef public bint reported  # raised by some wait_for_var: wait_all skips it
+    cdef public bint cleared   # wait_all cleared it: no var carries it any more
+
 
 
 cdef class EngineCore:
@@ -98,3 +102,4 @@ cdef class EngineCore:
     cdef int complete(self, MxOpr* op, ErrorBox box, int current_pool) except -1
     cdef int stop_pools(self) except -1
     cdef ErrorBox record_error(self, MxOpr* op, exc)
+    cdef object report_var_error(self, Var var)

@@ -57,7 +57,8 @@ def _set_spin_rounds(int rounds):
 
 cdef class ErrorBox:
     """The error of a failed operation, shared by every var it (or an op that inherited
-    it) wrote. Reporting the error once (``wait_for_var``/``wait_all``) clears it for all."""
+    it) wrote. ``wait_for_var`` reports it for one var (and hides it from the ops pushed
+    on that var afterwards); ``wait_all`` reports the first unreported one and clears all."""
 
     def __init__(self, exc, op_name):
         self.exc = exc
@@ -80,6 +81,7 @@ cdef class Var:
 
     def __cinit__(self, EngineCore core, name=None):
         self.state = new MxVarState()
+        self.error_hidden_from = -1
         self.core = core
         self.name = name
         self.id = core.next_var_id
@@ -128,6 +130,18 @@ cdef class AsyncCompletion:
     def completed(self):
         """True once on_complete has been called."""
         return self.done
+
+
+cdef inline object _visible_error(Var var, long long seq):
+    # The error an op pushed at `seq` inherits from `var`: errors reported by a
+    # wait_for_var stay visible to the ops pushed before that wait, so what is skipped
+    # never depends on when the wait happened to run.
+    box = var.error
+    if box is None or (<ErrorBox>box).cleared:
+        return None
+    if var.error_hidden_from >= 0 and seq >= var.error_hidden_from:
+        return None
+    return box
 
 
 cdef object _op_label(MxOpr* op):
@@ -302,15 +316,13 @@ cdef class EngineCore:
         cdef size_t i
         if op.kind != MX_OPR_DELETE:
             for i in range(op.writes.size()):
-                var = <Var>op.writes[i]
-                if var.error is not None and (<ErrorBox>var.error).exc is not None:
-                    inherited = var.error
+                inherited = _visible_error(<Var>op.writes[i], op.seq)
+                if inherited is not None:
                     break
             if inherited is None:
                 for i in range(op.reads.size()):
-                    var = <Var>op.reads[i]
-                    if var.error is not None and (<ErrorBox>var.error).exc is not None:
-                        inherited = var.error
+                    inherited = _visible_error(<Var>op.reads[i], op.seq)
+                    if inherited is not None:
                         break
             if inherited is not None:
                 # skipped: its outputs would be computed from a failed input
@@ -344,6 +356,7 @@ cdef class EngineCore:
             var = <Var>op.writes[i]
             if box is not None and kind != MX_OPR_DELETE:
                 var.error = box
+                var.error_hidden_from = -1
             var.state.complete_write(ready)
         if kind == MX_OPR_WAIT:
             op.waiter.signal()
@@ -382,15 +395,26 @@ cdef class EngineCore:
             PyErr_CheckSignals()
 
     def take_first_error(self):
-        """Forget every recorded error; return (op name, exception) of the first, or None."""
+        """Clear every recorded error (on every var); return (op name, exception) of the
+        first one no wait_for_var reported, or None."""
         errors, self.errors = self.errors, []
         first = None
         for box in errors:
-            if (<ErrorBox>box).exc is not None:
-                if first is None:
-                    first = ((<ErrorBox>box).op_name, (<ErrorBox>box).exc)
-                (<ErrorBox>box).exc = None
+            if not (<ErrorBox>box).reported and first is None:
+                first = ((<ErrorBox>box).op_name, (<ErrorBox>box).exc)
+            (<ErrorBox>box).cleared = True
+            (<ErrorBox>box).exc = None  # drop the traceback's frames
         return first
+
+    cdef object report_var_error(self, Var var):
+        """The error ``var`` holds for a wait now, or None; it is then hidden from every
+        op pushed on ``var`` from here on (the ops pushed before still inherit it)."""
+        box = _visible_error(var, self.next_seq)
+        if box is None:
+            return None
+        var.error_hidden_from = self.next_seq
+        (<ErrorBox>box).reported = True
+        return box
 
     @property
     def pending(self):

@@ -212,17 +212,16 @@ cdef class ThreadedEngine:
         ------
         EngineError
             If a write of ``var`` failed (or inherited a failure): the message names the
-            failing operation and the original exception is chained. Reporting clears it.
+            failing operation and the original exception is chained. Once reported, the
+            error no longer affects operations pushed on ``var`` afterwards.
         KeyboardInterrupt
             On Ctrl-C; the operations keep running.
         """
         cdef Var var = _checked_var(self, var_obj)
         self._core.wait_var(var)
-        box = var.error
-        if box is not None and (<ErrorBox>box).exc is not None:
+        box = self._core.report_var_error(var)
+        if box is not None:
             exc = (<ErrorBox>box).exc
-            (<ErrorBox>box).exc = None
-            var.error = None
             raise _errors.operation_failed((<ErrorBox>box).op_name, exc) from exc
 
     def wait_all(self):
@@ -231,8 +230,8 @@ cdef class ThreadedEngine:
         Raises
         ------
         EngineError
-            For the first operation that failed since the last report (the list of
-            failures is cleared, and so are the errors stored on vars).
+            For the first failed operation that no wait reported yet; then every
+            recorded error is cleared, from every var.
         """
         if self._core.on_own_worker():
             raise EngineError(
