@@ -17,8 +17,9 @@ SGD update of the six parameters, so every row does the same arithmetic:
   environment variable ``MXKIT_BENCH_MXNET_PYTHON`` (or ``--mxnet-python``).
 
 Printed: milliseconds per step (the best of ``--repeats`` timed blocks of ``--steps`` steps
-after a warm-up: on a shared machine slower blocks measure the neighbours), samples/s, and
-each row's time relative to the mxkit executor and to numpy by hand. Nothing here asserts on time.
+after a warm-up; the in-process rows alternate blocks so a neighbour's load hits them
+alike), samples/s, and each row's time relative to the mxkit executor and to numpy by hand.
+Nothing here asserts on time.
 
     MXKIT_BENCH_MXNET_PYTHON=/path/to/mxnet/bin/python python benchmarks/executor.py
 """
@@ -49,24 +50,32 @@ def _data(seed: int = 0):
     return x, label, params
 
 
-def _time(step, steps: int, repeats: int, sync=lambda: None) -> float:
-    for _ in range(max(3, steps // 4)):
-        step()
-    sync()
-    blocks = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(steps):
+def _no_sync() -> None:
+    pass
+
+
+def _time_interleaved(setups: dict, steps: int, repeats: int) -> dict:
+    """Seconds per step of each ``(step, sync)``: blocks of the implementations alternate, so
+    a neighbour's load hits them alike, and the best block of each counts (on a shared
+    machine the slower blocks measure the neighbours)."""
+    for step, sync in setups.values():
+        for _ in range(max(3, steps // 4)):
             step()
         sync()
-        blocks.append((time.perf_counter() - start) / steps)
-    # the best block: on a shared machine the others measure the neighbours' load
-    return min(blocks)
+    best = dict.fromkeys(setups, float("inf"))
+    for _ in range(repeats):
+        for name, (step, sync) in setups.items():
+            start = time.perf_counter()
+            for _ in range(steps):
+                step()
+            sync()
+            best[name] = min(best[name], (time.perf_counter() - start) / steps)
+    return best
 
 
 # ---- mxkit --------------------------------------------------------------------------------
 
-def mxkit_executor(steps: int, repeats: int) -> float:
+def mxkit_executor():
     from mxkit import mx
 
     x, label, params = _data()
@@ -89,7 +98,7 @@ def mxkit_executor(steps: int, repeats: int) -> float:
         exe.backward()
         update()
 
-    return _time(step, steps, repeats, mx.nd.waitall)
+    return step, mx.nd.waitall
 
 
 def _fused_sgd(weights: list, grads: list):
@@ -109,7 +118,7 @@ def _fused_sgd(weights: list, grads: list):
     return lambda: engine.get().push(run, reads, writes, ctx, 0, "multi_sgd_update")
 
 
-def mxkit_autograd(steps: int, repeats: int) -> float:
+def mxkit_autograd():
     from mxkit import mx
 
     x, label, params = _data()
@@ -130,12 +139,12 @@ def mxkit_autograd(steps: int, repeats: int) -> float:
         for w in weights.values():
             w -= w.grad * LR
 
-    return _time(step, steps, repeats, mx.nd.waitall)
+    return step, mx.nd.waitall
 
 
 # ---- numpy by hand ------------------------------------------------------------------------
 
-def numpy_by_hand(steps: int, repeats: int) -> float:
+def numpy_by_hand():
     x, label, params = _data()
     w = [params[f"fc{i}_weight"] for i in (1, 2, 3)]
     b = [params[f"fc{i}_bias"] for i in (1, 2, 3)]
@@ -163,12 +172,12 @@ def numpy_by_hand(steps: int, repeats: int) -> float:
         for param, grad in ((w[0], gw1), (w[1], gw2), (w[2], gw3), (b[0], gb1), (b[1], gb2), (b[2], gb3)):
             param -= LR * grad
 
-    return _time(step, steps, repeats)
+    return step, _no_sync
 
 
 # ---- PyTorch ------------------------------------------------------------------------------
 
-def torch_cpu(steps: int, repeats: int) -> float | None:
+def torch_cpu():
     try:
         import torch
     except ImportError:
@@ -185,7 +194,7 @@ def torch_cpu(steps: int, repeats: int) -> float | None:
         loss_fn(model(data), target).backward()
         optimizer.step()
 
-    return _time(step, steps, repeats)
+    return step, _no_sync
 
 
 # ---- MXNet 1.9.1 --------------------------------------------------------------------------
@@ -242,13 +251,15 @@ def main() -> None:
     parser.add_argument("--mxnet-python", default=os.environ.get("MXKIT_BENCH_MXNET_PYTHON"),
                         help="interpreter of an MXNet 1.9.1 environment")
     args = parser.parse_args()
-    rows = [
-        ("mxkit executor", mxkit_executor(args.steps, args.repeats)),
-        ("mxkit NDArray+autograd", mxkit_autograd(args.steps, args.repeats)),
-        ("numpy by hand", numpy_by_hand(args.steps, args.repeats)),
-        ("PyTorch CPU", torch_cpu(args.steps, args.repeats)),
-        ("MXNet 1.9.1 executor", mxnet_executor(args.steps, args.repeats, args.mxnet_python)),
-    ]
+    setups = {"mxkit executor": mxkit_executor(), "mxkit NDArray+autograd": mxkit_autograd(),
+              "numpy by hand": numpy_by_hand()}
+    torch_setup = torch_cpu()
+    if torch_setup is not None:
+        setups["PyTorch CPU"] = torch_setup
+    seconds = _time_interleaved(setups, args.steps, args.repeats)
+    rows = [(name, seconds.get(name)) for name in ("mxkit executor", "mxkit NDArray+autograd", "numpy by hand",
+                                                   "PyTorch CPU")]
+    rows.append(("MXNet 1.9.1 executor", mxnet_executor(args.steps, args.repeats, args.mxnet_python)))
     executor, by_hand = rows[0][1], rows[2][1]
     print(f"MLP {'-'.join(map(str, SIZES))}, batch {BATCH}: forward + backward + SGD update per step")
     header = f"{'implementation':<24} {'ms/step':>9} {'samples/s':>11} {'vs executor':>12} {'vs numpy':>9}"
