@@ -240,3 +240,21 @@ def test_bad_options_raise_engine_error(options):
     name, value = next(iter(options.items()))
     with pytest.raises(EngineError, match=f"{name} must be an int >= 1, got {value}"):
         engine.create("threaded_per_device", **options)
+
+
+def test_a_dropped_engine_finishes_its_work_and_its_threads_leave():
+    import gc
+
+    before = threading.active_count()
+    done = []
+    for _ in range(3):
+        eng = engine.create("threaded_per_device", num_workers=2)
+        var = eng.new_var()
+        eng.push(lambda: (time.sleep(0.05), done.append(1)), writes=(var,))
+        del eng, var  # no wait, no shutdown
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while (threading.active_count() > before or len(done) < 3) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert done == [1, 1, 1]
+    assert threading.active_count() == before
