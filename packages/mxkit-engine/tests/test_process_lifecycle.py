@@ -98,10 +98,12 @@ def test_interpreter_exit_runs_pending_operations():
         var = eng.new_var()
         for i in range(20):
             eng.push(lambda i=i: (time.sleep(0.01), print("op", i, flush=True)), writes=(var,))
-        # no wait: the interpreter exits with 20 pending operations
+        # a pending op that pushes its own follow-up while the interpreter exits
+        eng.push(lambda: eng.push(lambda: print("follow-up", flush=True), writes=(var,)), writes=(var,))
+        # no wait: the interpreter exits with 21 pending operations
     """)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split("\n")[:20] == [f"op {i}" for i in range(20)]
+    assert result.stdout.split("\n")[:21] == [f"op {i}" for i in range(20)] + ["follow-up"]
 
 
 def test_interpreter_exit_does_not_hang_on_a_stuck_operation():

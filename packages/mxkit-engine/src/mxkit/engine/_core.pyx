@@ -443,11 +443,12 @@ def _drain_at_exit():
     for core in list(_live_cores):
         if (<EngineCore>core).generation != _fork_generation:
             continue
-        (<EngineCore>core).closed = True
         try:
+            # still open while it drains: pending operations may push their follow-ups
             (<EngineCore>core).wait_pending_zero(timeout)
         except KeyboardInterrupt:
             pass
+        (<EngineCore>core).closed = True
         (<EngineCore>core).request_stop()
 
 
