@@ -25,54 +25,68 @@ class Block:
 
 
 class LifetimeIndex:
-    """The blocks placed so far, queried by the steps they are live during."""
+    """The blocks placed so far, queried by the steps they are live during.
+
+    A block live during ``first..last`` overlaps a query ``a..b`` exactly when it is live
+    at step ``a`` or starts in ``a+1..b``. The first set is a stabbing query on a segment
+    tree (the block is filed under the O(log n) canonical nodes of its interval and the
+    query walks one leaf-to-root path); the second a range query on a second tree whose
+    nodes list the blocks starting in their range. Each overlapping block is found once,
+    in O(log n) plus the answer's size.
+    """
 
     def __init__(self, num_steps: int) -> None:
         width = 1
         while width < max(num_steps, 1):
             width *= 2
         self._width = width
-        self._full: list[list[int]] = [[] for _ in range(2 * width)]  # block covers the node's range
-        self._partial: list[list[int]] = [[] for _ in range(2 * width)]  # block covers part of it
-
-    def _canonical(self, first: int, last: int) -> list[int]:
-        nodes = []
-        low, high = first + self._width, last + self._width + 1
-        while low < high:
-            if low & 1:
-                nodes.append(low)
-                low += 1
-            if high & 1:
-                high -= 1
-                nodes.append(high)
-            low >>= 1
-            high >>= 1
-        return nodes
+        self._full: dict[int, list[int]] = {}  # tree node -> blocks covering its whole range
+        self._starting: dict[int, list[int]] = {}  # tree node -> blocks starting in its range
 
     def add(self, block_id: int, first: int, last: int) -> None:
         """Record that block ``block_id`` is live during steps ``first..last``."""
-        ancestors: set[int] = set()
-        for node in self._canonical(first, last):
-            self._full[node].append(block_id)
+        low, high = first + self._width, last + self._width + 1
+        full = self._full
+        while low < high:
+            if low & 1:
+                full.setdefault(low, []).append(block_id)
+                low += 1
+            if high & 1:
+                high -= 1
+                full.setdefault(high, []).append(block_id)
+            low >>= 1
+            high >>= 1
+        node = first + self._width
+        starting = self._starting
+        while node:
+            starting.setdefault(node, []).append(block_id)
             node >>= 1
-            while node and node not in ancestors:
-                ancestors.add(node)
-                node >>= 1
-        for node in ancestors:
-            self._partial[node].append(block_id)
 
-    def overlapping(self, first: int, last: int) -> set[int]:
-        """Ids of the blocks live during at least one of steps ``first..last``."""
-        found: set[int] = set()
-        seen: set[int] = set()
-        for node in self._canonical(first, last):
-            found.update(self._full[node])
-            found.update(self._partial[node])
+    def overlapping(self, first: int, last: int) -> list[int]:
+        """Ids of the blocks live during at least one of steps ``first..last`` (no repeats)."""
+        found: list[int] = []
+        node = first + self._width
+        full = self._full
+        while node:
+            blocks = full.get(node)
+            if blocks:
+                found.extend(blocks)
             node >>= 1
-            while node and node not in seen:
-                seen.add(node)
-                found.update(self._full[node])
-                node >>= 1
+        starting = self._starting
+        low, high = first + 1 + self._width, last + self._width + 1
+        while low < high:
+            if low & 1:
+                blocks = starting.get(low)
+                if blocks:
+                    found.extend(blocks)
+                low += 1
+            if high & 1:
+                high -= 1
+                blocks = starting.get(high)
+                if blocks:
+                    found.extend(blocks)
+            low >>= 1
+            high >>= 1
         return found
 
 
