@@ -10,6 +10,7 @@ the configuration key ``memplan``. Only the standard library and mxkit-core are 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from mxkit.memplan.builder import GraphBuilder
@@ -51,7 +52,8 @@ def plan_memory(graph: Graph, strategy: str | None = None, **options: Any) -> Me
             f"build one with Graph(nodes, entries) or GraphBuilder"
         )
     spec = get_planner(strategy)
-    plan = spec.planner(graph, **options)
+    planner: Callable[..., Any] = spec.planner  # type: ignore[assignment]  # a PlannerSpec checks callable
+    plan = planner(graph, **options)
     if not isinstance(plan, MemoryPlan):
         raise PluginError(
             f"memory planner {spec.name!r} returned {type(plan).__name__}, not a mxkit.memplan.MemoryPlan"

@@ -39,9 +39,7 @@ class BestFitAllocator:
 
     def __init__(self) -> None:
         self.buffers = Buffers()
-        # (device, -1 or the one accessor without a path colour) -> sorted (size, id)
-        self._free: dict[tuple[str, int], list[tuple[int, int]]] = {}
-        self.retired = 0
+        self._free: dict[str, list[tuple[int, int]]] = {}  # device -> sorted (size, id)
 
     def request(self, device: str, size: int, step: int) -> int:
         free = self._free.get(device)

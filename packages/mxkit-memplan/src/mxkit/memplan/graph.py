@@ -19,7 +19,7 @@ on lists of ints, not names.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,11 +101,12 @@ class Node:
         the backward of ``relu`` when it reads the output instead).
     """
 
+    # any sequences are accepted; __post_init__ stores tuples, InplaceOptions and a frozenset
     name: str
-    inputs: tuple[str, ...] = ()
-    outputs: tuple[str, ...] = ()
-    inplace: tuple[InplaceOption, ...] = ()
-    ignored_inputs: frozenset[int] = field(default_factory=frozenset)
+    inputs: Sequence[str] = ()
+    outputs: Sequence[str] = ()
+    inplace: Sequence[Any] = ()
+    ignored_inputs: Collection[int] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:

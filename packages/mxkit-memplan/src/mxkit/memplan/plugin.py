@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from mxkit.core import hookimpl
+from mxkit.core.hookspecs import hookimpl
 from mxkit.core.specs import PlannerSpec
 
 _DESCRIPTIONS = {
