@@ -1,0 +1,203 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+# distutils: language = c++
+"""The naive engine, compiled: every operation runs at push, on the pushing thread.
+
+MXNet's ``NaiveEngine``, for debugging: no worker threads, no queues, so a failing
+operation raises at its push with the caller's stack intact, and a debugger steps
+straight into it. An asynchronous operation is started at push and the push waits for
+its ``on_complete``. Compiled only to keep a push close to the cost of calling ``fn``.
+"""
+
+import threading
+
+from cpython.object cimport PyCallable_Check
+
+from mxkit.core.context import Context
+from mxkit.core.errors import EngineError
+
+from mxkit.engine import _errors
+
+# How often a wait for an asynchronous completion wakes to let Ctrl-C through.
+DEF WAIT_SLICE_S = 0.05
+
+cdef long long _next_var_id = 0
+
+
+cdef class NaiveVar:
+    """A variable of the naive engine: only a counter of completed writes.
+
+    Attributes
+    ----------
+    version : int
+        Number of completed write operations on this var.
+    name : str or None
+        The name given to :meth:`NaiveEngine.new_var` (for messages).
+    """
+
+    cdef readonly long long version
+    cdef readonly object name
+    cdef readonly long long id
+    cdef object engine
+    cdef bint deleted
+    cdef object __weakref__
+
+    def __cinit__(self, engine, name=None):
+        global _next_var_id
+        self.engine = engine
+        self.name = name
+        self.id = _next_var_id
+        _next_var_id += 1
+
+    def __repr__(self):
+        label = f" {self.name!r}" if self.name else ""
+        return f"<naive var {self.id}{label} version={self.version}>"
+
+
+class _AsyncCompletion:
+    """The ``on_complete`` callable handed to an asynchronous operation."""
+
+    __slots__ = ("done", "error", "name")
+
+    def __init__(self, name):
+        self.name = name
+        self.done = threading.Event()
+        self.error = None
+
+    def __call__(self, error=None):
+        if self.done.is_set():
+            raise EngineError(f"on_complete of operation {self.name!r} was called twice; call it exactly once")
+        if error is not None and not isinstance(error, BaseException):
+            error = EngineError(f"operation {self.name!r} completed with on_complete({error!r}); "
+                                f"pass an exception or nothing")
+        self.error = error
+        self.done.set()
+
+
+cdef class NaiveEngine:
+    """Runs each operation immediately on the caller's thread.
+
+    Parameters
+    ----------
+    **options
+        None are accepted; an unknown one raises :class:`~mxkit.core.errors.EngineError`.
+    """
+
+    cdef readonly str name
+
+    def __init__(self, **options):
+        if options:
+            raise EngineError(f"the naive engine takes no options, got {sorted(options)}")
+        self.name = "naive"
+
+    # -- vars --------------------------------------------------------------------------
+
+    def new_var(self, name=None):
+        """Return a new variable (its ``version`` starts at 0)."""
+        return NaiveVar(self, name)
+
+    def delete_var(self, var, on_delete=None):
+        """Delete ``var`` (at once: nothing is ever pending) and call ``on_delete()``."""
+        cdef NaiveVar checked = self._checked(var)
+        if on_delete is not None and not PyCallable_Check(on_delete):
+            raise _errors.bad_callable(on_delete, "delete_var(on_delete=...)")
+        checked.deleted = True
+        if on_delete is not None:
+            try:
+                on_delete()
+            except Exception as exc:
+                _errors.raise_operation_error("delete_var", exc)
+
+    # -- pushing -----------------------------------------------------------------------
+
+    def push(self, fn, reads=(), writes=(), ctx=None, priority=0, name=None, copy=False):
+        """Run ``fn()`` now; then count a completed write on every var in ``writes``.
+
+        Raises
+        ------
+        EngineError
+            If ``fn`` raised (chained to the original exception), or an argument is wrong.
+        """
+        if not PyCallable_Check(fn):
+            raise _errors.bad_callable(fn, "push")
+        self._check_args(reads, writes, ctx, priority)
+        try:
+            fn()
+        except Exception as exc:
+            _errors.raise_operation_error(name, exc)
+        self._count_writes(writes)
+
+    def push_async(self, fn, reads=(), writes=(), ctx=None, priority=0, name=None, copy=False):
+        """Start ``fn(on_complete)`` now and wait until it calls ``on_complete()``;
+        ``on_complete(exc)`` reports a failure, raised here as an EngineError."""
+        if not PyCallable_Check(fn):
+            raise _errors.bad_callable(fn, "push_async")
+        self._check_args(reads, writes, ctx, priority)
+        completion = _AsyncCompletion(name)
+        try:
+            fn(completion)
+        except Exception as exc:
+            if not completion.done.is_set():
+                completion(exc)
+        while not completion.done.wait(WAIT_SLICE_S):
+            pass
+        if completion.error is not None:
+            _errors.raise_operation_error(name, completion.error)
+        self._count_writes(writes)
+
+    # -- waiting -----------------------------------------------------------------------
+
+    def wait_for_var(self, var):
+        """Nothing is ever pending on the naive engine: checks ``var`` and returns."""
+        self._checked(var)
+
+    def wait_all(self):
+        """Nothing is ever pending on the naive engine: returns at once."""
+
+    def shutdown(self, timeout=None):
+        """Nothing to stop; later pushes still work (kept for interface symmetry)."""
+
+    @property
+    def pending(self):
+        """Operations pushed and not yet complete (always 0 here)."""
+        return 0
+
+    def __repr__(self):
+        return "<NaiveEngine>"
+
+    # -- checks ------------------------------------------------------------------------
+
+    cdef NaiveVar _checked(self, var):
+        if type(var) is not NaiveVar or (<NaiveVar>var).engine is not self:
+            raise _errors.bad_var(var, self.name)
+        if (<NaiveVar>var).deleted:
+            raise _errors.deleted_var(var)
+        return <NaiveVar>var
+
+    cdef int _check_args(self, reads, writes, ctx, priority) except -1:
+        if type(reads) is not tuple and type(reads) is not list:
+            raise _errors.bad_var_list(reads, "reads")
+        if type(writes) is not tuple and type(writes) is not list:
+            raise _errors.bad_var_list(writes, "writes")
+        for var in reads:
+            self._checked(var)
+        for var in writes:
+            self._checked(var)
+        if ctx is not None and not isinstance(ctx, Context):
+            raise EngineError(f"ctx must be an mxkit.core.Context or None, got {ctx!r}")
+        if type(priority) is not int:
+            raise _errors.bad_priority(priority)
+        return 0
+
+    cdef int _count_writes(self, writes) except -1:
+        # a var listed twice is written once
+        cdef Py_ssize_t i, j, n = len(writes)
+        cdef bint seen
+        for i in range(n):
+            seen = False
+            for j in range(i):
+                if writes[j] is writes[i]:
+                    seen = True
+                    break
+            if not seen:
+                (<NaiveVar>writes[i]).version += 1
+        return 0
