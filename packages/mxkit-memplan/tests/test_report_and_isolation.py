@@ -61,5 +61,5 @@ def test_10k_node_graphs_plan_quickly(make):
     # the goals are 100 ms and 1 s on an idle machine; a shared 2-core runner
     # gets a generous margin so the test fails only for an algorithmic regression
     for planner in (plan_inplace, plan_coshare, plan_mxnet):
-        assert best_of(3, planner, graph) < 0.5, planner.__name__
-    assert best_of(2, plan_greedy, graph) < 4.0
+        assert best_of(3, planner, graph) < 1.0, planner.__name__
+    assert best_of(2, plan_greedy, graph) < 5.0
