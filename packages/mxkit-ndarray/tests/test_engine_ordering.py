@@ -1,9 +1,17 @@
 """Views, in-place updates and random numbers stay ordered on the threaded engine (against a serial replay)."""
 
+from types import SimpleNamespace
+
+import mxkit.core
 import mxkit.engine as engine
+import mxkit.ndarray
 import numpy as np
 import pytest
-from mxkit import mx
+
+# MXNet's short names without the facade package (these tests run with mxkit-ndarray and
+# mxkit-cpu installed alone)
+mx = SimpleNamespace(nd=mxkit.ndarray, random=mxkit.ndarray.random, autograd=mxkit.ndarray.autograd,
+                     cpu=mxkit.core.cpu, Context=mxkit.core.Context, MXKitError=mxkit.core.MXKitError)
 
 
 @pytest.fixture(params=["naive", "threaded", "threaded_per_device"])

@@ -1,11 +1,18 @@
 """Every operator's forward pass against numpy."""
 
 import math
+from types import SimpleNamespace
 
+import mxkit.core
+import mxkit.ndarray
 import numpy as np
 import pytest
-from mxkit import mx
 from mxkit.ndarray.ops.unary import STEP, UNARY
+
+# MXNet's short names without the facade package (these tests run with mxkit-ndarray and
+# mxkit-cpu installed alone)
+mx = SimpleNamespace(nd=mxkit.ndarray, random=mxkit.ndarray.random, autograd=mxkit.ndarray.autograd,
+                     cpu=mxkit.core.cpu, Context=mxkit.core.Context, MXKitError=mxkit.core.MXKitError)
 
 RNG = np.random.default_rng(1)
 A = RNG.standard_normal((3, 4)).astype(np.float32)

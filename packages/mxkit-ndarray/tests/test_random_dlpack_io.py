@@ -1,9 +1,17 @@
 """Random sampling with seeds, DLPack exchange, and mx.nd.save / mx.nd.load."""
 
+from types import SimpleNamespace
+
+import mxkit.core
+import mxkit.ndarray
 import numpy as np
 import pytest
-from mxkit import mx
 from mxkit.core.errors import MXKitError
+
+# MXNet's short names without the facade package (these tests run with mxkit-ndarray and
+# mxkit-cpu installed alone)
+mx = SimpleNamespace(nd=mxkit.ndarray, random=mxkit.ndarray.random, autograd=mxkit.ndarray.autograd,
+                     cpu=mxkit.core.cpu, Context=mxkit.core.Context, MXKitError=mxkit.core.MXKitError)
 
 
 def test_seed_makes_every_sampler_reproducible():

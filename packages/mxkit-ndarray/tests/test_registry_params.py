@@ -1,11 +1,20 @@
 """The operator registry and MXNet string parameters."""
 
+from types import SimpleNamespace
+
+import mxkit.core
+import mxkit.ndarray
 import numpy as np
 import pytest
 from mxkit.core.errors import MXKitError, ShapeError
 from mxkit.ndarray.params import Param, ParamError, format_value, schema
 from mxkit.ndarray.registry import UnknownOperatorError, get_op, get_registry, reload_kernels
 from mxkit.ndarray.shapes import broadcast_shape, infer_reshape
+
+# MXNet's short names without the facade package (these tests run with mxkit-ndarray and
+# mxkit-cpu installed alone)
+mx = SimpleNamespace(nd=mxkit.ndarray, random=mxkit.ndarray.random, autograd=mxkit.ndarray.autograd,
+                     cpu=mxkit.core.cpu, Context=mxkit.core.Context, MXKitError=mxkit.core.MXKitError)
 
 
 def test_parses_mxnet_string_attributes():
@@ -60,7 +69,6 @@ def test_operator_definitions_are_complete():
 
 
 def test_kernel_hook_overrides_generic_kernel():
-    from mxkit import mx
     from mxkit.core import hookimpl
     from mxkit.core.plugins import register_plugin, unregister_plugin
 

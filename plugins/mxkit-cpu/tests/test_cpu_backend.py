@@ -1,12 +1,20 @@
 """The CPU backend plugin: registration through the public hook, allocation, devices, kernels."""
 
+from types import SimpleNamespace
+
+import mxkit.core
+import mxkit.ndarray
 import numpy as np
 import pytest
-from mxkit import mx
 from mxkit.core.plugins import get_backend, plugin_info, registry
 from mxkit.ndarray.registry import get_op
 from mxkit_cpu import kernels
 from mxkit_cpu.backend import ALIGNMENT, SMALL_LIMIT, CPUBackend
+
+# MXNet's short names without the facade package (these tests run with mxkit-ndarray and
+# mxkit-cpu installed alone)
+mx = SimpleNamespace(nd=mxkit.ndarray, random=mxkit.ndarray.random, autograd=mxkit.ndarray.autograd,
+                     cpu=mxkit.core.cpu, Context=mxkit.core.Context, MXKitError=mxkit.core.MXKitError)
 
 
 def test_registered_as_an_entry_point_plugin():
