@@ -164,11 +164,6 @@ def test_ignored_input_does_not_keep_an_entry_alive():
 
 
 def test_devices_never_share_memory():
-    g = GraphBuilder()
-    g.node("a", outputs=[("x", 64)])
-    g.node("copy", ["x"], [("y", 64, )], inplace=[(0, 0)])
-    g.node("b", ["y"], [("z", 64)])
-    graph = g.build()
     from mxkit.memplan import Entry, Graph, Node
 
     entries = [Entry("x", 64, "cpu(0)"), Entry("y", 64, "gpu(0)"), Entry("z", 64, "cpu(0)")]
