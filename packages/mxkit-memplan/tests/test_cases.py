@@ -229,3 +229,18 @@ def test_auto_keeps_the_smallest_candidate_and_says_which():
     assert plan.strategy == "auto"
     only = plan_memory(graph, "auto", candidates=["mxnet"])
     assert only.total_bytes == sizes["mxnet"]
+
+
+def test_planning_restores_the_garbage_collector_state():
+    import gc
+
+    graph = chain_graph()
+    assert gc.isenabled()
+    plan_memory(graph, "greedy")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        plan_memory(graph, "inplace")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

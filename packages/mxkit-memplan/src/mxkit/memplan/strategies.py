@@ -18,6 +18,8 @@ chooses one by name or by the configuration key ``memplan``.
 
 from __future__ import annotations
 
+import functools
+import gc
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
@@ -33,6 +35,26 @@ from mxkit.memplan.plan import MemoryPlan, Pool, Storage
 from mxkit.memplan.simulate import Buffers, Traversal, traverse
 
 Planner = Callable[..., MemoryPlan]
+
+
+def _without_cyclic_gc(planner: Planner) -> Planner:
+    """Pause the cyclic garbage collector while ``planner`` runs (restored after).
+
+    Planning builds hundreds of thousands of small lists and tuples without cycles;
+    the collector rescanning them took half the time on 100k-node graphs.
+    """
+
+    @functools.wraps(planner)
+    def run(*args: Any, **kwargs: Any) -> MemoryPlan:
+        if not gc.isenabled():
+            return planner(*args, **kwargs)
+        gc.disable()
+        try:
+            return planner(*args, **kwargs)
+        finally:
+            gc.enable()
+
+    return run
 
 
 def _check_graph(graph: object, strategy: str) -> Graph:
@@ -75,6 +97,7 @@ def _finish(graph: Graph, strategy: str, storage: dict[str, Storage], pools: tup
                       details=details or {})
 
 
+@_without_cyclic_gc
 def plan_none(graph: Graph, **options: Any) -> MemoryPlan:
     """One buffer per planned entry, no sharing: the baseline (``sum`` of sizes)."""
     started = time.perf_counter()
@@ -85,6 +108,7 @@ def plan_none(graph: Graph, **options: Any) -> MemoryPlan:
     return _plan_from_buffers(graph, "none", traversal, allocator.buffers, started)
 
 
+@_without_cyclic_gc
 def plan_inplace(graph: Graph, **options: Any) -> MemoryPlan:
     """The MXNet paper's in-place strategy with recycling of freed buffers.
 
@@ -101,6 +125,7 @@ def plan_inplace(graph: Graph, **options: Any) -> MemoryPlan:
     return _plan_from_buffers(graph, "inplace", traversal, allocator.buffers, started)
 
 
+@_without_cyclic_gc
 def plan_mxnet(graph: Graph, match_range: int = MXNetAllocator.MATCH_RANGE, **options: Any) -> MemoryPlan:
     """MXNet 1.x's ``PlanMemory``: in-place for same-size, read outputs, then a free list
     keyed by size that reuses a block within a ``match_range`` size window and grows it.
@@ -121,6 +146,7 @@ def plan_mxnet(graph: Graph, match_range: int = MXNetAllocator.MATCH_RANGE, **op
                               {"match_range": match_range})
 
 
+@_without_cyclic_gc
 def plan_coshare(graph: Graph, max_colours: int | None = 8, **options: Any) -> MemoryPlan:
     """The MXNet paper's co-share strategy.
 
@@ -154,6 +180,7 @@ def plan_coshare(graph: Graph, max_colours: int | None = 8, **options: Any) -> M
     return _plan_from_buffers(graph, "coshare", traversal, allocator.buffers, started, details)
 
 
+@_without_cyclic_gc
 def plan_greedy(graph: Graph, **options: Any) -> MemoryPlan:
     """In-place chains first, then offset best fit, largest first, in one arena per device.
 
@@ -234,6 +261,7 @@ def _blocks(graph: Graph, life: Any, traversal: Traversal, buffers: Buffers, sta
 AUTO_CANDIDATES = ("inplace", "mxnet", "greedy")
 
 
+@_without_cyclic_gc
 def plan_auto(graph: Graph, candidates: Iterable[str] = AUTO_CANDIDATES, **options: Any) -> MemoryPlan:
     """Run the cheap strategies and keep the smallest plan (ties: the earlier candidate).
 
