@@ -133,3 +133,20 @@ def test_on_complete_with_a_non_exception_is_an_error(threaded_engine):
     eng.push_async(lambda done: done("oops"), writes=(var,), name="weird")
     with pytest.raises(EngineError, match="pass an exception or nothing"):
         eng.wait_for_var(var)
+
+
+def test_a_dropped_on_complete_fails_the_op_instead_of_hanging(any_engine):
+    eng = any_engine
+    var = eng.new_var()
+    message = "'forgot' failed: EngineError: the on_complete of asynchronous operation 'forgot' was dropped"
+    if eng.name == "naive":
+        with pytest.raises(EngineError, match=message):
+            eng.push_async(lambda on_complete: None, writes=(var,), name="forgot")
+        return
+    eng.push_async(lambda on_complete: None, writes=(var,), name="forgot")
+    after = []
+    eng.push(lambda: after.append(1), reads=(var,))
+    with pytest.raises(EngineError, match=message):
+        eng.wait_for_var(var)
+    eng.wait_all()
+    assert after == []  # skipped: it read the failed op's output

@@ -109,22 +109,33 @@ cdef class AsyncCompletion:
     with no argument on success or with the exception on failure, from any thread."""
 
     cdef EngineCore core
-    cdef MxOpr* op
+    cdef MxOpr* op             # freed by the completion: NULL from then on
     cdef bint done
+    cdef object label          # the op's name, kept for a second call's message
 
     def __call__(self, exc=None):
         if self.done:
             raise EngineError(
-                f"on_complete of engine operation {_op_label(self.op)!r} was called twice; "
-                f"call it exactly once")
+                f"on_complete of engine operation {self.label!r} was called twice; call it exactly once")
         self.done = True
+        cdef MxOpr* op = self.op
         cdef ErrorBox box = None
+        self.label = _op_label(op)
+        self.op = NULL
         if exc is not None:
             if not isinstance(exc, BaseException):
-                exc = EngineError(f"operation {_op_label(self.op)!r} completed with on_complete({exc!r}); "
+                exc = EngineError(f"operation {self.label!r} completed with on_complete({exc!r}); "
                                   f"pass an exception or nothing")
-            box = self.core.record_error(self.op, exc)
-        self.core.complete(self.op, box, -1)
+            box = self.core.record_error(op, exc)
+        self.core.complete(op, box, -1)
+
+    def __del__(self):
+        # An on_complete dropped without being called would leave its op (and every op
+        # after it on its vars) pending forever: fail the op instead.
+        if not self.done and self.op != NULL and self.core.in_this_process():
+            self(EngineError(
+                f"the on_complete of asynchronous operation {_op_label(self.op)!r} was dropped without "
+                f"being called; an asynchronous operation must call on_complete() exactly once"))
 
     @property
     def completed(self):

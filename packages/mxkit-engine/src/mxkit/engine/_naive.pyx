@@ -9,6 +9,7 @@ its ``on_complete``. Compiled only to keep a push close to the cost of calling `
 """
 
 import threading
+import weakref
 
 from cpython.object cimport PyCallable_Check
 
@@ -53,24 +54,33 @@ cdef class NaiveVar:
         return f"<naive var {self.id}{label} version={self.version}>"
 
 
-class _AsyncCompletion:
-    """The ``on_complete`` callable handed to an asynchronous operation."""
+class _AsyncOutcome:
+    """Whether and how an asynchronous operation completed (outlives its on_complete)."""
 
-    __slots__ = ("done", "error", "name")
+    __slots__ = ("done", "error")
 
-    def __init__(self, name):
-        self.name = name
+    def __init__(self):
         self.done = threading.Event()
         self.error = None
 
+
+class _AsyncCompletion:
+    """The ``on_complete`` callable handed to an asynchronous operation."""
+
+    __slots__ = ("__weakref__", "name", "outcome")
+
+    def __init__(self, name, outcome):
+        self.name = name
+        self.outcome = outcome
+
     def __call__(self, error=None):
-        if self.done.is_set():
+        if self.outcome.done.is_set():
             raise EngineError(f"on_complete of operation {self.name!r} was called twice; call it exactly once")
         if error is not None and not isinstance(error, BaseException):
             error = EngineError(f"operation {self.name!r} completed with on_complete({error!r}); "
                                 f"pass an exception or nothing")
-        self.error = error
-        self.done.set()
+        self.outcome.error = error
+        self.outcome.done.set()
 
 
 cdef class NaiveEngine:
@@ -132,16 +142,25 @@ cdef class NaiveEngine:
         if not PyCallable_Check(fn):
             raise _errors.bad_callable(fn, "push_async")
         self._check_args(reads, writes, ctx, priority)
-        completion = _AsyncCompletion(name)
+        outcome = _AsyncOutcome()
+        completion = _AsyncCompletion(name, outcome)
+        still_held = weakref.ref(completion)
         try:
             fn(completion)
         except Exception as exc:
-            if not completion.done.is_set():
+            if not outcome.done.is_set():
                 completion(exc)
-        while not completion.done.wait(WAIT_SLICE_S):
+        del completion
+        if not outcome.done.is_set() and still_held() is None:
+            # on_complete was dropped without a call: nobody can ever complete the op
+            outcome.error = EngineError(
+                f"the on_complete of asynchronous operation {name!r} was dropped without being called; "
+                f"an asynchronous operation must call on_complete() exactly once")
+            outcome.done.set()
+        while not outcome.done.wait(WAIT_SLICE_S):
             pass
-        if completion.error is not None:
-            _errors.raise_operation_error(name, completion.error)
+        if outcome.error is not None:
+            _errors.raise_operation_error(name, outcome.error)
         self._count_writes(writes)
 
     # -- waiting -----------------------------------------------------------------------
