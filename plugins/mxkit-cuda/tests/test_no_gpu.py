@@ -1,7 +1,6 @@
 """mxkit-cuda imports and registers cleanly on machines without a GPU, and says what is missing."""
 
 import pytest
-
 from mxkit.core import Context, gpu, plugins
 from mxkit.core.context import clear_backend_cache
 from mxkit.core.errors import DeviceError

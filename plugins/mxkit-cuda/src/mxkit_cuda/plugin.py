@@ -1,20 +1,38 @@
-"""Registers device type ``gpu`` (alias ``cuda``) through the public hook."""
+"""Registers device type ``gpu`` (alias ``cuda``) and the CuPy kernels through the public hooks,
+exactly as an outside package would."""
 
 from mxkit.core import hookimpl
 from mxkit.core.specs import BackendSpec
 
 
 def _make_gpu_backend(device_id: int):
-    from mxkit.core.errors import DeviceError
-    from mxkit_cuda.device import require_gpu
+    from mxkit_cuda.backend import CUDABackend
 
-    require_gpu(device_id)
-    raise DeviceError(
-        f"gpu({device_id}) is present, but this version of mxkit-cuda has no array backend yet"
-    )
+    return CUDABackend(device_id)
+
+
+def _count_gpus() -> int:
+    from mxkit_cuda.device import num_gpus
+
+    return num_gpus()
+
+
+def _memory_info(device_id: int) -> tuple[int, int]:
+    from mxkit_cuda.backend import memory_info
+
+    return memory_info(device_id)
 
 
 @hookimpl
 def mxkit_backends():
     yield BackendSpec(name="cupy", device_type="gpu", aliases=("cuda",), factory=_make_gpu_backend,
-                      description="NVIDIA GPUs through CuPy")
+                      count_devices=_count_gpus, memory_info=_memory_info,
+                      description="NVIDIA GPUs through CuPy (cuBLAS, cuDNN)")
+
+
+@hookimpl
+def mxkit_kernels(registry):
+    # registering imports no CuPy: the kernels run only on a cupy backend, which needs it
+    from mxkit_cuda.kernels import register
+
+    register(registry)

@@ -127,10 +127,41 @@ def cpu_pinned(device_id: int = 0) -> Context:
     return Context("cpu_pinned", device_id)
 
 
+def num_gpus() -> int:
+    """How many GPUs the installed gpu backend sees (0 without one, or without a driver)."""
+    from mxkit.core.plugins import get_backend
+
+    try:
+        spec = get_backend("gpu")
+    except PluginError:
+        return 0
+    return int(spec.count_devices()) if spec.count_devices is not None else 0
+
+
+def gpu_memory_info(device_id: int = 0) -> tuple[int, int]:
+    """``(free, total)`` bytes of GPU ``device_id``, as MXNet's ``mx.context.gpu_memory_info``.
+
+    Raises
+    ------
+    DeviceError
+        Without a gpu backend, or when that backend cannot report memory or lacks the device.
+    """
+    from mxkit.core.plugins import get_backend
+
+    try:
+        spec = get_backend("gpu")
+    except PluginError as exc:
+        raise DeviceError(f"cannot read the memory of gpu({device_id}): {exc}") from None
+    if spec.memory_info is None:
+        raise DeviceError(f"the gpu backend {spec.name!r} does not report device memory")
+    return spec.memory_info(device_id)
+
+
 def clear_backend_cache() -> None:
     """Forget instantiated backends (tests that swap plugins)."""
     with _backend_lock:
         _backend_cache.clear()
 
 
-__all__ = ["Context", "clear_backend_cache", "cpu", "cpu_pinned", "current_context", "gpu"]
+__all__ = ["Context", "clear_backend_cache", "cpu", "cpu_pinned", "current_context", "gpu", "gpu_memory_info",
+           "num_gpus"]

@@ -56,12 +56,20 @@ class BackendSpec(_NamedSpec):
         mxkit-ndarray); called once per device on first use.
     aliases : tuple of str
         Other device-type names that resolve to this backend (``("cuda",)`` for gpu).
+    count_devices : callable, optional
+        ``count_devices() -> int``: how many devices of this type the machine has (0 when
+        the driver or library is missing); ``mx.context.num_gpus()`` asks the gpu backend.
+    memory_info : callable, optional
+        ``memory_info(device_id) -> (free_bytes, total_bytes)`` of one device
+        (``mx.context.gpu_memory_info``).
     """
 
     device_type: str = ""
     factory: Callable[[int], Any] | None = None
     aliases: tuple[str, ...] = ()
     description: str = ""
+    count_devices: Callable[[], int] | None = None
+    memory_info: Callable[[int], tuple[int, int]] | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()

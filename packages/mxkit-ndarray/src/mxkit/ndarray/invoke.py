@@ -53,6 +53,15 @@ def fast_backend(ctx: Context) -> Any:
     return backend
 
 
+def on_device(ctx: Context, backend: Any, fn: Any) -> Any:
+    """``fn`` bound to its device when the backend needs one made current on the running
+    thread (a GPU: kernels launch on the thread's current device); on a CPU, ``fn`` itself."""
+    if ctx.device_type == "cpu":
+        return fn
+    bind = getattr(backend, "bind_to_device", None)
+    return fn if bind is None else bind(fn)
+
+
 def numpy_dtype(name: str) -> Any:
     """numpy dtype of a canonical dtype name (cached)."""
     dtype = _numpy_dtypes.get(name)
@@ -276,7 +285,7 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
             raise OperatorError(f"{op.describe_call(params, in_shapes)} failed: {type(exc).__name__}: {exc}") \
                 from exc
 
-    eng.push(run, reads, writes, ctx, 0, op.name)
+    eng.push(on_device(ctx, backend, run), reads, writes, ctx, 0, op.name)
     if out_data and out_data[0].nbytes >= 65536:
         in_flight.add(eng, writes[0], out_data[0].nbytes)
     if autograd._state.recording:
@@ -292,12 +301,16 @@ def invoke_by_name(name: str, *inputs: Any, out: Any = None, ctx: Any = None, **
     return outputs[0] if len(outputs) == 1 else outputs
 
 
-def push_raw(fn: Any, reads: Sequence[Any], writes: Sequence[Any], ctx: Context, name: str) -> None:
-    """Push a plain function reading and writing the given NDArrays (indexing, copies)."""
+def push_raw(fn: Any, reads: Sequence[Any], writes: Sequence[Any], ctx: Context, name: str,
+             copy: bool = False) -> None:
+    """Push a plain function reading and writing the given NDArrays (indexing, copies).
+
+    ``copy=True`` marks a transfer between devices: it runs on the device's copy workers.
+    """
     write_vars = _var_list(writes, [])
     read_vars = _var_list(reads, write_vars)
-    engine().push(fn, read_vars, write_vars, ctx, 0, name)
+    engine().push(on_device(ctx, fast_backend(ctx), fn), read_vars, write_vars, ctx, 0, name, copy)
 
 
-__all__ = ["OperatorError", "backend_of", "engine", "invoke", "invoke_by_name", "numpy_dtype", "push_raw",
-           "resolve_context"]
+__all__ = ["OperatorError", "backend_of", "engine", "invoke", "invoke_by_name", "numpy_dtype", "on_device",
+           "push_raw", "resolve_context"]

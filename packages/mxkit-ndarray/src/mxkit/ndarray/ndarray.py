@@ -72,7 +72,7 @@ def _same_shape_elementwise(op: Any, inputs: list, params: dict) -> NDArray:
     reads = [first._var]
     if len(inputs) > 1 and inputs[1]._var is not first._var:
         reads.append(inputs[1]._var)
-    eng.push(run, reads, [result._var], ctx, 0, op.name)
+    eng.push(_invoke_module.on_device(ctx, backend, run), reads, [result._var], ctx, 0, op.name)
     if out_data.nbytes >= 65536:
         _invoke_module.in_flight.add(eng, result._var, out_data.nbytes)
     return result

@@ -27,10 +27,15 @@ def copy_into(target: Any, source: Any) -> None:
                 xp.copyto(dst_data, xp.broadcast_to(src_data, dst_data.shape), casting="unsafe")
         else:
             src_backend, dst_backend = source._ctx.backend, target._ctx.backend
+            write_host = _host_writer(target._ctx, dst_backend)
 
             def run() -> None:
-                host = np.broadcast_to(src_backend.to_host(src_data), dst_data.shape)
-                dst_data[...] = dst_backend.from_host(np.ascontiguousarray(host, dtype=dst_data.dtype))
+                write_host(dst_data, np.broadcast_to(src_backend.to_host(src_data), dst_data.shape))
+
+            # a transfer runs on the copy workers of the accelerator it involves
+            device_ctx = target._ctx if target._ctx.device_type != "cpu" else source._ctx
+            push_raw(run, [source], [target], device_ctx, "_copyto", copy=True)
+            return
         push_raw(run, [source], [target], target._ctx, "_copyto")
         return
     if _is_scalar(source):
@@ -54,15 +59,38 @@ def copy_into(target: Any, source: Any) -> None:
     except ValueError:
         raise ShapeError(f"cannot assign a value of shape {host.shape} to an array of shape {target.shape}") \
             from None
-    backend = target._ctx.backend
-    device_value = backend.from_host(np.ascontiguousarray(np.broadcast_to(host, target.shape),
-                                                         dtype=target._data.dtype))
+    ctx = target._ctx
+    if ctx.device_type != "cpu":
+        # a device with its own memory: one copy op, from a snapshot of the host data
+        snapshot = np.array(np.broadcast_to(host, target.shape), dtype=target._data.dtype)
+        write_host = _host_writer(ctx, ctx.backend)
+        data = target._data
+        push_raw(lambda: write_host(data, snapshot), [], [target], ctx, "_copy_from_host", copy=True)
+        return
+    device_value = ctx.backend.from_host(np.ascontiguousarray(np.broadcast_to(host, target.shape),
+                                                              dtype=target._data.dtype))
     data = target._data
 
     def copy_host() -> None:
         data[...] = device_value
 
-    push_raw(copy_host, [], [target], target._ctx, "_copy_from_host")
+    push_raw(copy_host, [], [target], ctx, "_copy_from_host")
+
+
+def _host_writer(ctx: Any, backend: Any) -> Any:
+    """``write(device_array, host_array)`` for the device of ``ctx``: a plain copy on a CPU, the
+    backend's own ``copy_from_host`` when it has one (a GPU's copy stream), else a device copy
+    made with ``from_host``."""
+    if ctx.device_type == "cpu":
+        return lambda target, host: np.copyto(target, host, casting="unsafe")
+    writer = getattr(backend, "copy_from_host", None)
+    if writer is not None:
+        return writer
+
+    def write(target: Any, host: np.ndarray) -> None:
+        target[...] = backend.from_host(np.ascontiguousarray(host, dtype=target.dtype))
+
+    return write
 
 
 __all__ = ["copy_into"]

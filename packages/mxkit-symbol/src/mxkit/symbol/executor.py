@@ -228,6 +228,7 @@ class Executor:
             return
         bulk = self._bulk_size
         xp = self._backend.xp
+        invoke, _ = _nd()
         if self._uses_rng:
             from mxkit.ndarray.random import generator_state
 
@@ -244,7 +245,8 @@ class Executor:
                         raise ExecutorError(f"node {step.name!r}: {call} failed: {type(exc).__name__}: "
                                             f"{exc}") from exc
 
-            self._engine.push(run, reads, writes, self._ctx, 0, f"{what}[{segment[0].name}..{segment[-1].name}]")
+            self._engine.push(invoke.on_device(self._ctx, self._backend, run), reads, writes, self._ctx, 0,
+                              f"{what}[{segment[0].name}..{segment[-1].name}]")
 
     def forward(self, is_train: bool = False, **kwargs: Any) -> list:
         """Run the forward nodes; ``kwargs`` (name to NDArray or array-like) are copied in first.
