@@ -14,9 +14,35 @@ def relu(xp: Any, inputs: list, outputs: list, params: dict) -> None:
     xp.maximum(inputs[0], 0, out=outputs[0], casting="unsafe")
 
 
+def erf(xp: Any, inputs: list, outputs: list, params: dict) -> None:
+    # the generic kernel falls back to math.erf element by element, which cannot run on a GPU
+    from cupyx.scipy.special import erf as device_erf
+
+    out = outputs[0]
+    if out.dtype.kind == "f":
+        device_erf(inputs[0], out=out)
+    else:
+        out[...] = device_erf(inputs[0].astype(xp.float32))
+
+
+def _batchnorm(xp: Any, inputs: list, outputs: list, params: dict) -> None:
+    from mxkit_cuda.batchnorm import batchnorm
+
+    batchnorm(xp, inputs, outputs, params)
+
+
+def _batchnorm_backward(xp: Any, inputs: list, outputs: list, params: dict) -> None:
+    from mxkit_cuda.batchnorm import batchnorm_backward
+
+    batchnorm_backward(xp, inputs, outputs, params)
+
+
 #: operator name -> kernel
 KERNELS = {
     "relu": relu,
+    "erf": erf,
+    "BatchNorm": _batchnorm,
+    "_backward_BatchNorm": _batchnorm_backward,
 }
 
 

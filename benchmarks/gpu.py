@@ -1,0 +1,219 @@
+"""The CUDA backend next to CuPy and PyTorch on the same GPU (skips itself without a GPU).
+
+In one run:
+
+- **matrix products**: TFLOP/s of ``mx.nd.dot`` on ``gpu(0)`` (pushed to the engine, launched
+  on the device's compute stream) against ``cupy.matmul`` into a preallocated output, the
+  limit for this path; float32 and float16, square sizes 4096 and 8192;
+- **ResNet-50 training**: images/s of a full SGD step (forward, backward, update) at batch 64,
+  224x224, mxkit's executor against PyTorch (torchvision's resnet50, when importable), both
+  float32 with each framework's default math settings;
+- **memory**: the executor's memory plan (bytes of intermediates, arguments and gradients)
+  against the peak of CuPy's pool measured during the same training step.
+
+Ratios are mxkit over the anchor for throughput (above 1 means mxkit is faster). Nothing
+here asserts on time.
+
+    python benchmarks/gpu.py [--iterations 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+
+def gpu_available() -> str | None:
+    try:
+        from mxkit_cuda.device import cuda_unavailable_reason
+    except ImportError:
+        return "mxkit-cuda is not installed"
+    return cuda_unavailable_reason()
+
+
+# ---- matrix products ----------------------------------------------------------------------------
+
+def matmul_rows(sizes, dtypes, iterations):
+    import cupy
+    from mxkit.core import gpu
+    from mxkit.ndarray import dot, random as nd_random
+
+    rows = []
+    for dtype in dtypes:
+        for n in sizes:
+            flops = 2.0 * n ** 3
+            a = cupy.random.standard_normal((n, n), dtype=cupy.float32).astype(dtype)
+            b = cupy.random.standard_normal((n, n), dtype=cupy.float32).astype(dtype)
+            out = cupy.empty((n, n), dtype=dtype)
+
+            def run_cupy():
+                for _ in range(iterations):
+                    cupy.matmul(a, b, out=out)
+                cupy.cuda.Device().synchronize()
+
+            x = nd_random.normal(shape=(n, n), ctx=gpu(0)).astype(dtype)
+            y = nd_random.normal(shape=(n, n), ctx=gpu(0)).astype(dtype)
+            target = dot(x, y)
+
+            def run_mxkit():
+                for _ in range(iterations):
+                    dot(x, y, out=target)
+                target.wait_to_read()
+                cupy.cuda.Device().synchronize()
+
+            cupy_s = best_seconds(run_cupy)
+            mxkit_s = best_seconds(run_mxkit)
+            rows.append((f"dot {dtype} {n}x{n}", flops * iterations / mxkit_s / 1e12,
+                         flops * iterations / cupy_s / 1e12))
+    return rows
+
+
+def best_seconds(run, repeats=3):
+    run()  # warm-up: kernels compiled, pools filled
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+# ---- ResNet-50 ----------------------------------------------------------------------------------
+
+def resnet50_symbol(num_classes=1000):
+    """ResNet-50 v1 (bottleneck units 3-4-6-3), as MXNet's example symbols build it."""
+    from mxkit import symbol as sym
+
+    def conv_bn(data, channels, kernel, stride, pad, name, relu=True):
+        net = sym.Convolution(data, num_filter=channels, kernel=kernel, stride=stride, pad=pad, no_bias=True,
+                              name=f"{name}_conv")
+        net = sym.BatchNorm(net, fix_gamma=False, eps=2e-5, momentum=0.9, name=f"{name}_bn")
+        return sym.Activation(net, act_type="relu", name=f"{name}_relu") if relu else net
+
+    def unit(data, channels, stride, project, name):
+        mid = channels // 4
+        net = conv_bn(data, mid, (1, 1), stride, (0, 0), f"{name}_a")
+        net = conv_bn(net, mid, (3, 3), (1, 1), (1, 1), f"{name}_b")
+        net = conv_bn(net, channels, (1, 1), (1, 1), (0, 0), f"{name}_c", relu=False)
+        shortcut = conv_bn(data, channels, (1, 1), stride, (0, 0), f"{name}_sc", relu=False) if project else data
+        return sym.Activation(net + shortcut, act_type="relu", name=f"{name}_out")
+
+    data = sym.Variable("data")
+    net = conv_bn(data, 64, (7, 7), (2, 2), (3, 3), "stem")
+    net = sym.Pooling(net, kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="max")
+    for stage, (units, channels) in enumerate(zip((3, 4, 6, 3), (256, 512, 1024, 2048))):
+        for i in range(units):
+            stride = (2, 2) if i == 0 and stage > 0 else (1, 1)
+            net = unit(net, channels, stride, project=i == 0, name=f"stage{stage + 1}_unit{i + 1}")
+    net = sym.Pooling(net, kernel=(7, 7), global_pool=True, pool_type="avg")
+    net = sym.FullyConnected(sym.Flatten(net), num_hidden=num_classes, name="fc")
+    return sym.SoftmaxOutput(net, name="softmax")
+
+
+def mxkit_resnet50(batch, iterations):
+    from mxkit.core import gpu
+    from mxkit.ndarray import waitall
+
+    ctx = gpu(0)
+    backend = ctx.backend
+    backend.reset_peak()
+    base = backend.memory_stats()["in_use"]
+    net = resnet50_symbol()
+    executor = net.simple_bind(ctx=ctx, data=(batch, 3, 224, 224), softmax_label=(batch,))
+    rng = np.random.default_rng(0)
+    params = [n for n in executor.arg_dict if n not in ("data", "softmax_label")]
+    for name in params:
+        array = executor.arg_dict[name]
+        array[:] = rng.standard_normal(array.shape).astype(np.float32) * 0.05 if name.endswith("weight") else (
+            1.0 if name.endswith("gamma") else 0.0)
+    executor.arg_dict["data"][:] = rng.standard_normal((batch, 3, 224, 224)).astype(np.float32)
+    executor.arg_dict["softmax_label"][:] = rng.integers(0, 1000, batch).astype(np.float32)
+    lr = 0.01 / batch
+
+    def step():
+        executor.forward(is_train=True)
+        executor.backward()
+        for name in params:
+            executor.arg_dict[name] -= executor.grad_dict[name] * lr
+
+    step()
+    waitall()
+    start = time.perf_counter()
+    for _ in range(iterations):
+        step()
+    waitall()
+    backend.synchronize()
+    seconds = time.perf_counter() - start
+    peak = backend.memory_stats()["peak"] - base
+    return batch * iterations / seconds, executor.memory_plan, peak
+
+
+def torch_resnet50(batch, iterations):
+    try:
+        import torch
+        import torchvision
+    except ImportError:
+        return None
+    model = torchvision.models.resnet50().cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = torch.randn(batch, 3, 224, 224, device="cuda")
+    labels = torch.randint(0, 1000, (batch,), device="cuda")
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        loss_fn(model(data), labels).backward()
+        optimizer.step()
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(iterations):
+        step()
+    torch.cuda.synchronize()
+    return batch * iterations / (time.perf_counter() - start)
+
+
+# ---- report -------------------------------------------------------------------------------------
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=10, help="timed ResNet-50 steps")
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--skip-resnet", action="store_true")
+    args = parser.parse_args()
+    reason = gpu_available()
+    if reason is not None:
+        print(f"gpu benchmark skipped: {reason}")
+        return
+    import cupy
+
+    print(f"device: {cupy.cuda.runtime.getDeviceProperties(0)['name'].decode()}, CuPy {cupy.__version__}")
+    print()
+    print(f"{'matrix product':<24}{'mxkit TFLOP/s':>15}{'CuPy TFLOP/s':>15}{'mxkit/CuPy':>12}")
+    for name, ours, theirs in matmul_rows((4096, 8192), ("float32", "float16"), iterations=20):
+        print(f"{name:<24}{ours:>15.1f}{theirs:>15.1f}{ours / theirs:>12.3f}")
+    if args.skip_resnet:
+        return
+    print()
+    images, plan, peak = mxkit_resnet50(args.batch, args.iterations)
+    theirs = torch_resnet50(args.batch, args.iterations)
+    print(f"{'ResNet-50 training, batch ' + str(args.batch):<32}{'images/s':>10}{'mxkit/other':>13}")
+    print(f"{'mxkit (executor, gpu(0))':<32}{images:>10.1f}{'':>13}")
+    if theirs is None:
+        print(f"{'PyTorch':<32}{'n/a':>10}")
+    else:
+        print(f"{'PyTorch (torchvision resnet50)':<32}{theirs:>10.1f}{images / theirs:>13.3f}")
+    print()
+    mib = 2 ** 20
+    print("memory of one ResNet-50 training step (MiB)")
+    print(f"  plan: intermediates {plan.total_bytes / mib:,.0f} (lower bound {plan.lower_bound_bytes / mib:,.0f}, "
+          f"strategy {plan.strategy})")
+    print(f"  CuPy pool peak above the start, everything bound and run: {peak / mib:,.0f}")
+
+
+if __name__ == "__main__":
+    main()
