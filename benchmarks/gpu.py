@@ -38,7 +38,8 @@ def gpu_available() -> str | None:
 def matmul_rows(sizes, dtypes, iterations):
     import cupy
     from mxkit.core import gpu
-    from mxkit.ndarray import dot, random as nd_random
+    from mxkit.ndarray import dot
+    from mxkit.ndarray import random as nd_random
 
     rows = []
     for dtype in dtypes:
@@ -48,7 +49,7 @@ def matmul_rows(sizes, dtypes, iterations):
             b = cupy.random.standard_normal((n, n), dtype=cupy.float32).astype(dtype)
             out = cupy.empty((n, n), dtype=dtype)
 
-            def run_cupy():
+            def run_cupy(a=a, b=b, out=out):
                 for _ in range(iterations):
                     cupy.matmul(a, b, out=out)
                 cupy.cuda.Device().synchronize()
@@ -57,7 +58,7 @@ def matmul_rows(sizes, dtypes, iterations):
             y = nd_random.normal(shape=(n, n), ctx=gpu(0)).astype(dtype)
             target = dot(x, y)
 
-            def run_mxkit():
+            def run_mxkit(x=x, y=y, target=target):
                 for _ in range(iterations):
                     dot(x, y, out=target)
                 target.wait_to_read()
