@@ -17,3 +17,13 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def strict_float32():
+    """Comparisons with the CPU run with TF32 off (cuDNN's float32 in full precision)."""
+    import mxkit_cuda.cudnn  # noqa: F401  (registers config cuda_tf32)
+    from mxkit.core import config
+
+    with config.override(cuda_tf32=False):
+        yield

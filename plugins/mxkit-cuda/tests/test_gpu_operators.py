@@ -216,3 +216,46 @@ def test_dropout_on_gpu_drops_the_expected_fraction_and_scales_the_rest():
     assert abs(kept.mean() - 0.7) < 0.01
     np.testing.assert_allclose(outputs[0][kept], 1 / 0.7, rtol=1e-6)
     np.testing.assert_array_equal(grads[0] != 0, kept)  # the gradient flows through the same mask
+
+
+CONVOLUTIONS = [
+    ([_x(4, 8, 14, 14), _x(16, 8, 3, 3), _x(16)], {"kernel": (3, 3), "num_filter": 16, "pad": (1, 1)}),
+    ([_x(4, 8, 15, 15), _x(16, 8, 1, 1)], {"kernel": (1, 1), "num_filter": 16, "stride": (2, 2), "no_bias": True}),
+    ([_x(4, 8, 15, 15), _x(16, 8, 1, 3)], {"kernel": (1, 3), "num_filter": 16, "stride": (2, 2), "no_bias": True}),
+    ([_x(2, 6, 9, 11), _x(6, 2, 3, 3), _x(6)],
+     {"kernel": (3, 3), "num_filter": 6, "num_group": 3, "dilate": (2, 1), "pad": (2, 1)}),
+    ([_x(2, 4, 20), _x(8, 4, 5), _x(8)], {"kernel": (5,), "num_filter": 8, "stride": (2,)}),
+    ([_x(1, 3, 5, 6, 7), _x(4, 3, 3, 3, 3), _x(4)], {"kernel": (3, 3, 3), "num_filter": 4, "pad": (1, 1, 1)}),
+    ([_x(2, 3, 8, 8, dtype=np.float64), _x(5, 3, 3, 3, dtype=np.float64), _x(5, dtype=np.float64)],
+     {"kernel": (3, 3), "num_filter": 5}),
+]
+
+
+@pytest.mark.parametrize("inputs, params", CONVOLUTIONS, ids=[str(i) for i in range(len(CONVOLUTIONS))])
+@pytest.mark.parametrize("cudnn_off", [False, True], ids=["cudnn", "im2col"])
+def test_convolution_through_cudnn_and_im2col_matches_cpu(inputs, params, cudnn_off):
+    assert_same_on_gpu("Convolution", inputs, dict(params, cudnn_off=cudnn_off))
+
+
+def test_cudnn_is_found_where_it_is_installed():
+    from mxkit_cuda import cudnn
+
+    try:
+        import nvidia.cudnn  # noqa: F401
+    except ImportError:
+        pytest.skip("the nvidia-cudnn wheel is not installed")
+    assert cudnn.library() is not None
+
+
+def test_tf32_convolution_stays_within_tensor_core_precision():
+    from mxkit.core import config, cpu
+
+    inputs = [_x(8, 64, 28, 28), _x(64, 64, 3, 3) * 0.05]
+    params = {"kernel": (3, 3), "num_filter": 64, "pad": (1, 1), "no_bias": True}
+    want = run_operator(cpu(0), "Convolution", inputs, params)
+    with config.override(cuda_tf32=True):
+        got = run_operator(gpu(0), "Convolution", inputs, params)
+    # TF32 keeps 10 mantissa bits: each result is within about 1e-3 of the norm of its terms,
+    # so compare whole arrays by relative norm (single small sums may lose more)
+    for ours, reference in [(got[0][0], want[0][0]), *((got[1][i], want[1][i]) for i in want[1])]:
+        assert np.linalg.norm(ours - reference) <= 5e-3 * np.linalg.norm(reference)

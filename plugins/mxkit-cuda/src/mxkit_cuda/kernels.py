@@ -37,8 +37,22 @@ def _batchnorm_backward(xp: Any, inputs: list, outputs: list, params: dict) -> N
     batchnorm_backward(xp, inputs, outputs, params)
 
 
+def _convolution(xp: Any, inputs: list, outputs: list, params: dict) -> None:
+    from mxkit_cuda.convolution import convolution
+
+    convolution(xp, inputs, outputs, params)
+
+
+def _convolution_backward(xp: Any, inputs: list, outputs: list, params: dict) -> None:
+    from mxkit_cuda.convolution import convolution_backward
+
+    convolution_backward(xp, inputs, outputs, params)
+
+
 #: operator name -> kernel
 KERNELS = {
+    "Convolution": _convolution,
+    "_backward_Convolution": _convolution_backward,
     "relu": relu,
     "erf": erf,
     "BatchNorm": _batchnorm,

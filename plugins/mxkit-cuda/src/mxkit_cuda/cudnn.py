@@ -1,0 +1,249 @@
+"""Convolution through cuDNN 9, called with ctypes (CuPy 14 no longer wraps cuDNN).
+
+The library comes from the ``nvidia-cudnn-cu12``/``-cu13`` wheels (``pip install
+mxkit-cuda[cudnn]``) or the system. Without it, :func:`library` returns None and the
+convolution kernels fall back to im2col and cuBLAS. Everything runs on the device's
+compute stream (the legacy default stream, see :mod:`mxkit_cuda.backend`).
+
+For each convolution geometry (shapes, dtype, parameters) the descriptors and the
+algorithms that cuDNN's heuristics rank first are made once and cached. Float32 math
+uses TF32 tensor cores only when config ``cuda_tf32`` allows it (on by default, as
+PyTorch does for convolutions); off, results match the CPU to float32 rounding.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import glob
+import os
+import threading
+from typing import Any
+
+from mxkit.core import config
+from mxkit.core.config import Option, register_option
+from mxkit.core.errors import DeviceError
+
+register_option(Option("cuda_tf32", "bool", True,
+                       "let cuDNN run float32 convolutions on TF32 tensor cores (faster, ~1e-3 relative error)"))
+
+_DATA_TYPES = {"float32": 0, "float64": 1, "float16": 2}
+_CROSS_CORRELATION = 1
+_NCHW = 0
+_DEFAULT_MATH, _TENSOR_OP_MATH, _FMA_MATH = 0, 1, 3
+_WORKSPACE_LIMIT = 1 << 30
+_MAX_ALGOS = 16
+_lock = threading.RLock()  # a plan made under it makes the handle under it too
+
+
+class _Perf(ctypes.Structure):
+    # cudnnConvolution{Fwd,BwdData,BwdFilter}AlgoPerf_t: one layout for the three
+    _fields_ = [("algo", ctypes.c_int), ("status", ctypes.c_int), ("time", ctypes.c_float),
+                ("memory", ctypes.c_size_t), ("determinism", ctypes.c_int), ("mathType", ctypes.c_int),
+                ("reserved", ctypes.c_int * 3)]
+
+
+def _candidate_paths() -> list[str]:
+    paths = ["libcudnn.so.9"]
+    try:
+        import nvidia.cudnn as wheel
+    except ImportError:
+        return paths
+    for root in list(getattr(wheel, "__path__", [])):
+        paths[:0] = sorted(glob.glob(os.path.join(root, "lib", "libcudnn.so.*")))
+    return paths
+
+
+@functools.cache
+def library() -> Any:
+    """The loaded cuDNN library, or None when it cannot be found or is not version 9."""
+    for path in _candidate_paths():
+        try:
+            folder = os.path.dirname(path)
+            if folder:  # the shim opens its sub-libraries by name: load them from the wheel first
+                for sub in sorted(glob.glob(os.path.join(folder, "libcudnn_*.so.*"))):
+                    try:
+                        ctypes.CDLL(sub, mode=ctypes.RTLD_GLOBAL)
+                    except OSError:
+                        pass
+            lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        except OSError:
+            continue
+        lib.cudnnGetVersion.restype = ctypes.c_size_t
+        if lib.cudnnGetVersion() // 10000 != 9:
+            continue
+        lib.cudnnGetErrorString.restype = ctypes.c_char_p
+        return lib
+    return None
+
+
+def _check(status: int, what: str) -> None:
+    if status != 0:
+        message = library().cudnnGetErrorString(status).decode()
+        raise DeviceError(f"cuDNN {what} failed: {message} (status {status})")
+
+
+def _ints(values: Any) -> Any:
+    values = [int(v) for v in values]
+    return (ctypes.c_int * len(values))(*values)
+
+
+class _Handle:
+    """One cuDNN handle per device, bound to the legacy default stream."""
+
+    def __init__(self) -> None:
+        lib = library()
+        self.ptr = ctypes.c_void_p()
+        _check(lib.cudnnCreate(ctypes.byref(self.ptr)), "cudnnCreate")
+        _check(lib.cudnnSetStream(self.ptr, ctypes.c_void_p(0)), "cudnnSetStream")
+        self.lock = threading.Lock()
+
+
+_handles: dict[int, _Handle] = {}
+
+
+def _handle() -> _Handle:
+    import cupy
+
+    device = cupy.cuda.runtime.getDevice()
+    handle = _handles.get(device)
+    if handle is None:
+        with _lock:
+            handle = _handles.setdefault(device, _Handle())
+    return handle
+
+
+def _tensor(shape: tuple[int, ...], dtype: int) -> ctypes.c_void_p:
+    lib = library()
+    desc = ctypes.c_void_p()
+    _check(lib.cudnnCreateTensorDescriptor(ctypes.byref(desc)), "cudnnCreateTensorDescriptor")
+    strides, step = [], 1
+    for dim in reversed(shape):
+        strides.insert(0, step)
+        step *= dim
+    _check(lib.cudnnSetTensorNdDescriptor(desc, dtype, len(shape), _ints(shape), _ints(strides)),
+           f"cudnnSetTensorNdDescriptor{shape}")
+    return desc
+
+
+class ConvPlan:
+    """Descriptors and algorithms of one convolution geometry."""
+
+    def __init__(self, x_shape: tuple[int, ...], w_shape: tuple[int, ...], y_shape: tuple[int, ...], dtype: str,
+                 pad: tuple[int, ...], stride: tuple[int, ...], dilate: tuple[int, ...], groups: int,
+                 tf32: bool) -> None:
+        lib = library()
+        self.handle = _handle()
+        code = _DATA_TYPES[dtype]
+        # 1-D convolutions are 2-D ones with a unit height: cuDNN wants at least 4-D tensors
+        if len(x_shape) == 3:
+            x_shape, w_shape, y_shape = ((*s[:2], 1, *s[2:]) for s in (x_shape, w_shape, y_shape))
+            pad, stride, dilate = (0, *pad), (1, *stride), (1, *dilate)
+        self.x, self.y = _tensor(x_shape, code), _tensor(y_shape, code)
+        self.w = ctypes.c_void_p()
+        _check(lib.cudnnCreateFilterDescriptor(ctypes.byref(self.w)), "cudnnCreateFilterDescriptor")
+        _check(lib.cudnnSetFilterNdDescriptor(self.w, code, _NCHW, len(w_shape), _ints(w_shape)),
+               "cudnnSetFilterNdDescriptor")
+        self.conv = ctypes.c_void_p()
+        _check(lib.cudnnCreateConvolutionDescriptor(ctypes.byref(self.conv)), "cudnnCreateConvolutionDescriptor")
+        compute = _DATA_TYPES["float32"] if dtype == "float16" else code
+        _check(lib.cudnnSetConvolutionNdDescriptor(self.conv, len(pad), _ints(pad), _ints(stride), _ints(dilate),
+                                                   _CROSS_CORRELATION, compute), "cudnnSetConvolutionNdDescriptor")
+        _check(lib.cudnnSetConvolutionGroupCount(self.conv, groups), "cudnnSetConvolutionGroupCount")
+        strict = dtype != "float16" and not tf32
+        self.math = _FMA_MATH if strict else _TENSOR_OP_MATH if dtype == "float16" else _DEFAULT_MATH
+        _check(lib.cudnnSetConvolutionMathType(self.conv, self.math), "cudnnSetConvolutionMathType")
+        h = self.handle.ptr
+        self.forward = self._choose("cudnnGetConvolutionForwardAlgorithm_v7", "cudnnGetConvolutionForwardWorkspaceSize",
+                                    (h, self.x, self.w, self.conv, self.y))
+        self.backward_data = self._choose("cudnnGetConvolutionBackwardDataAlgorithm_v7",
+                                          "cudnnGetConvolutionBackwardDataWorkspaceSize",
+                                          (h, self.w, self.y, self.conv, self.x))
+        self.backward_filter = self._choose("cudnnGetConvolutionBackwardFilterAlgorithm_v7",
+                                            "cudnnGetConvolutionBackwardFilterWorkspaceSize",
+                                            (h, self.x, self.y, self.conv, self.w))
+
+    def _choose(self, finder: str, sizer: str, args: tuple) -> tuple[int, int]:
+        lib = library()
+        perfs = (_Perf * _MAX_ALGOS)()
+        count = ctypes.c_int()
+        _check(getattr(lib, finder)(*args, _MAX_ALGOS, ctypes.byref(count), perfs), finder)
+        for perf in perfs[:count.value]:
+            if perf.status != 0:
+                continue
+            if self.math == _FMA_MATH and perf.mathType not in (_DEFAULT_MATH, _FMA_MATH):
+                continue
+            size = ctypes.c_size_t()
+            if getattr(lib, sizer)(*args, perf.algo, ctypes.byref(size)) != 0 or size.value > _WORKSPACE_LIMIT:
+                continue
+            return perf.algo, size.value
+        raise DeviceError(f"cuDNN has no usable algorithm for this convolution ({finder})")
+
+
+_plans: dict[tuple, ConvPlan] = {}
+
+
+def conv_plan(x: Any, w: Any, y_shape: tuple[int, ...], pad: Any, stride: Any, dilate: Any,
+              groups: int) -> ConvPlan:
+    """The cached :class:`ConvPlan` of this geometry on the current device."""
+    import cupy
+
+    tf32 = bool(config.get("cuda_tf32"))
+    key = (cupy.cuda.runtime.getDevice(), x.shape, w.shape, y_shape, x.dtype.name, tuple(pad), tuple(stride),
+           tuple(dilate), groups, tf32)
+    plan = _plans.get(key)
+    if plan is None:
+        with _lock:
+            plan = _plans.get(key)
+            if plan is None:
+                plan = _plans[key] = ConvPlan(tuple(x.shape), tuple(w.shape), tuple(y_shape), x.dtype.name,
+                                              tuple(pad), tuple(stride), tuple(dilate), groups, tf32)
+    return plan
+
+
+def _scalars(dtype: Any) -> tuple[Any, Any]:
+    kind = ctypes.c_double if dtype.name == "float64" else ctypes.c_float
+    return ctypes.byref(kind(1.0)), ctypes.byref(kind(0.0))
+
+
+def _workspace(nbytes: int) -> Any:
+    import cupy
+
+    return cupy.empty(max(nbytes, 1), dtype=cupy.uint8)
+
+
+def _ptr(array: Any) -> ctypes.c_void_p:
+    return ctypes.c_void_p(array.data.ptr)
+
+
+def forward(plan: ConvPlan, x: Any, w: Any, y: Any) -> None:
+    """``y = conv(x, w)`` (all C-contiguous)."""
+    algo, size = plan.forward
+    space = _workspace(size)
+    one, zero = _scalars(x.dtype)
+    with plan.handle.lock:
+        _check(library().cudnnConvolutionForward(plan.handle.ptr, one, plan.x, _ptr(x), plan.w, _ptr(w), plan.conv,
+                                                  algo, _ptr(space), ctypes.c_size_t(size), zero, plan.y, _ptr(y)),
+               "cudnnConvolutionForward")
+
+
+def backward_data(plan: ConvPlan, w: Any, dy: Any, dx: Any) -> None:
+    """``dx`` = the data gradient of the convolution for output gradient ``dy``."""
+    algo, size = plan.backward_data
+    space = _workspace(size)
+    one, zero = _scalars(dy.dtype)
+    with plan.handle.lock:
+        _check(library().cudnnConvolutionBackwardData(plan.handle.ptr, one, plan.w, _ptr(w), plan.y, _ptr(dy),
+                                                       plan.conv, algo, _ptr(space), ctypes.c_size_t(size), zero,
+                                                       plan.x, _ptr(dx)), "cudnnConvolutionBackwardData")
+
+
+def backward_filter(plan: ConvPlan, x: Any, dy: Any, dw: Any) -> None:
+    """``dw`` = the weight gradient of the convolution for output gradient ``dy``."""
+    algo, size = plan.backward_filter
+    space = _workspace(size)
+    one, zero = _scalars(dy.dtype)
+    with plan.handle.lock:
+        _check(library().cudnnConvolutionBackwardFilter(plan.handle.ptr, one, plan.x, _ptr(x), plan.y, _ptr(dy),
+                                                         plan.conv, algo, _ptr(space), ctypes.c_size_t(size), zero,
+                                                         plan.w, _ptr(dw)), "cudnnConvolutionBackwardFilter")
