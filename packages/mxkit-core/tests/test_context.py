@@ -68,3 +68,33 @@ def test_backend_is_made_once_per_device():
     assert Context("fakedev", 1).backend == ("fake", 1)
     assert Context("fakedev", 2).backend == ("fake", 2)
     assert made == [1, 2]
+
+
+def test_num_gpus_and_memory_info_ask_the_gpu_backend_spec():
+    from mxkit.core.context import gpu_memory_info, num_gpus
+
+    assert num_gpus() == 0  # the core alone has no gpu backend
+    with pytest.raises(DeviceError, match="gpu"):
+        gpu_memory_info(0)
+
+    @hookimpl
+    def mxkit_backends():
+        yield BackendSpec(name="fakegpu", device_type="gpu", factory=lambda i: ("fake", i),
+                          count_devices=lambda: 3, memory_info=lambda i: (100 * (i + 1), 1000))
+
+    plugins.register_plugin(SimpleNamespace(mxkit_backends=mxkit_backends), name="fakegpu")
+    assert num_gpus() == 3
+    assert gpu_memory_info(1) == (200, 1000)
+
+
+def test_gpu_memory_info_from_a_backend_that_cannot_tell_says_so():
+    from mxkit.core.context import gpu_memory_info, num_gpus
+
+    @hookimpl
+    def mxkit_backends():
+        yield BackendSpec(name="bare", device_type="gpu", factory=lambda i: ("bare", i))
+
+    plugins.register_plugin(SimpleNamespace(mxkit_backends=mxkit_backends), name="bare")
+    assert num_gpus() == 0
+    with pytest.raises(DeviceError, match="does not report device memory"):
+        gpu_memory_info(0)

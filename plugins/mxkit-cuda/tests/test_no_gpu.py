@@ -34,3 +34,12 @@ def test_using_a_gpu_says_what_is_missing():
 
 def test_num_gpus_is_zero():
     assert num_gpus() == 0
+
+
+def test_context_counts_no_gpus_and_memory_info_says_why():
+    from mxkit.core.context import gpu_memory_info
+    from mxkit.core.context import num_gpus as context_num_gpus
+
+    assert context_num_gpus() == 0
+    with pytest.raises(DeviceError, match=r"gpu\(0\)"):
+        gpu_memory_info(0)
