@@ -289,6 +289,55 @@ def test_aggregated_sgd_update_takes_lists():
     assert optimizer._index_update_count == {0: 1, 1: 1}
 
 
+@pytest.mark.parametrize(("name", "kwargs"), [("sgd", {"momentum": 0.9, "wd": 0.01}), ("adam", {"wd": 0.01}),
+                                            ("rmsprop", {"centered": True}), ("ftrl", {}), ("signum", {})])
+def test_updater_with_lists_aggregates_and_matches_one_by_one(name, kwargs):
+    rng = np.random.default_rng(2)
+    shapes = [(3, 4), (4,), (2, 2, 2)]
+    contexts = [mx.cpu(0), mx.cpu(0), mx.cpu(1)]  # one list may hold several devices
+    starts = [rng.normal(size=s).astype(np.float32) for s in shapes]
+    grads = [[rng.normal(size=s).astype(np.float32) for s in shapes] for _ in range(3)]
+    names = {0: "a_weight", 1: "a_bias", 2: "b_weight"}
+    together = mx.optimizer.get_updater(mx.optimizer.create(name, param_idx2name=names, **kwargs))
+    alone = mx.optimizer.get_updater(mx.optimizer.create(name, param_idx2name=names, **kwargs))
+    assert together.optimizer.aggregate_num > 1
+    w_together = [mx.nd.array(w, ctx=c) for w, c in zip(starts, contexts)]
+    w_alone = [mx.nd.array(w, ctx=c) for w, c in zip(starts, contexts)]
+    for step in grads:
+        together([0, 1, 2], [mx.nd.array(g, ctx=c) for g, c in zip(step, contexts)], w_together)
+        for i, (g, c) in enumerate(zip(step, contexts)):
+            alone(i, mx.nd.array(g, ctx=c), w_alone[i])
+    for a, b in zip(w_together, w_alone):
+        np.testing.assert_allclose(a.asnumpy(), b.asnumpy(), rtol=1e-6, atol=1e-7)
+    # counts are kept per device of the list's first weight, as MXNet's Updater does
+    assert together.optimizer._all_index_update_counts == {0: {0: 3, 1: 3, 2: 3}}
+    assert alone.optimizer._all_index_update_counts == {0: {0: 3, 1: 3}, 1: {2: 3}}
+
+
+def test_aggregated_update_errors():
+    optimizer = mx.optimizer.SGD(momentum=0.9)
+    weights = [mx.nd.zeros((2,)), mx.nd.zeros((3,))]
+    states = [optimizer.create_state(i, w) for i, w in enumerate(weights)]
+    with pytest.raises(TrainingValueError, match="as many weights, gradients and states as indices"):
+        optimizer.update([0, 1], weights, [mx.nd.zeros((2,))], states)
+    with pytest.raises(ShapeError, match="sgd_mom_update: input 1 has shape"):
+        optimizer.update([0, 1], weights, [mx.nd.zeros((2,)), mx.nd.zeros((4,))], states)
+    with pytest.raises(MXKitError, match="the weight is on cpu\\(0\\) but an input is on cpu\\(1\\)"):
+        optimizer.update([0, 1], weights, [mx.nd.zeros((2,)), mx.nd.zeros((3,), ctx=mx.cpu(1))], states)
+
+
+def test_custom_optimizer_without_aggregation_gets_one_call_per_weight():
+    calls = []
+
+    class Recorder(mx.optimizer.Optimizer):
+        def update(self, index, weight, grad, state):
+            calls.append(index)
+
+    updater = mx.optimizer.get_updater(Recorder())
+    updater([3, 5], [mx.nd.zeros((1,))] * 2, [mx.nd.zeros((1,))] * 2)
+    assert calls == [3, 5]
+
+
 def test_multi_precision_updates_a_float32_master_copy():
     optimizer = mx.optimizer.SGD(learning_rate=0.1, momentum=0.9, multi_precision=True)
     weight = mx.nd.array([1.0, 2.0], dtype="float16")

@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 from mxkit.ndarray.invoke import invoke
 from mxkit.train._registry import NameRegistry, TrainingValueError, check_number
-from mxkit.train.optimizer.update_ops import UPDATE_OPS
 
 _OPTIMIZERS = NameRegistry("optimizer")
 
@@ -273,10 +272,6 @@ class Optimizer:
         if not isinstance(weight, NDArray) or not isinstance(grad, NDArray):
             raise TrainingValueError(f"{type(self).__name__}.update needs NDArrays for weight and grad, got "
                                      f"{type(weight).__name__} and {type(grad).__name__}")
-
-    def _run(self, op_name: str, weight: Any, grad: Any, states: list[Any], params: dict[str, Any]) -> None:
-        """Push the fused update ``op_name`` writing ``weight`` and ``states`` in place."""
-        invoke(UPDATE_OPS[op_name], [weight, grad, *states], params, out=weight)
 
     def _common_params(self, lr: float, wd: float) -> dict[str, Any]:
         clip = self.clip_gradient

@@ -68,10 +68,18 @@ def _sign(xp: Any, values: Any) -> Any:
     return xp.sign(values)
 
 
-def _sgd_update(xp, inputs, outputs, params):
-    weight, grad = inputs
+def _scaled_step(xp: Any, grad: Any, params: dict) -> Any:
+    """``lr * clip(rescale_grad * grad, clip_gradient)`` in a fresh array (one pass without clipping)."""
+    if params["clip_gradient"] < 0:
+        return grad * (params["lr"] * params["rescale_grad"])
     step = _rescaled(xp, grad, params)
     step *= params["lr"]
+    return step
+
+
+def _sgd_update(xp, inputs, outputs, params):
+    weight, grad = inputs
+    step = _scaled_step(xp, grad, params)
     # (1 - lr*wd) * w - lr * g, written as one pass over the output
     xp.multiply(weight, 1.0 - params["lr"] * params["wd"], out=outputs[0])
     outputs[0] -= step
@@ -79,13 +87,11 @@ def _sgd_update(xp, inputs, outputs, params):
 
 def _sgd_mom_update(xp, inputs, outputs, params):
     weight, grad, mom = inputs
-    lr = params["lr"]
-    step = _rescaled(xp, grad, params)
-    step *= lr
+    step = _scaled_step(xp, grad, params)
+    if params["wd"]:
+        step += weight * (params["lr"] * params["wd"])
     mom *= params["momentum"]
     mom -= step
-    if params["wd"]:
-        mom -= weight * (lr * params["wd"])
     xp.add(weight, mom, out=outputs[0])
 
 

@@ -40,7 +40,9 @@ class Updater:
         self.aggregate_updates = optimizer.aggregate_num > 0
 
     def __call__(self, index: Any, grad: Any, weight: Any) -> None:
-        """Update ``weight`` (or a list of weights, with a list of indices) from ``grad``."""
+        """Update ``weight`` from ``grad`` (or lists of them with a list of indices, as MXNet's
+        ``_update_params`` passes one device's parameters: then built-in optimizers update
+        up to ``optimizer.aggregate_num`` weights in one engine operation)."""
         if isinstance(index, (list, tuple)):
             indices, grads, weights = list(index), list(grad), list(weight)
         else:
@@ -56,6 +58,14 @@ class Updater:
             elif not self.states_synced[idx]:
                 self.states[idx] = self.sync_state_context(self.states[idx], weights[i].context)
                 self.states_synced[idx] = True
+        size = self.optimizer.aggregate_num
+        if size > 1 and len(indices) > 1:
+            # one aggregated update (one engine operation per device) per chunk of weights
+            for start in range(0, len(indices), size):
+                chunk = indices[start:start + size]
+                self.optimizer.update_multi_precision(chunk, weights[start:start + size], grads[start:start + size],
+                                                      [self.states[idx] for idx in chunk])
+            return
         for idx, w, g in zip(indices, weights, grads):
             self.optimizer.update_multi_precision(idx, w, g, self.states[idx])
 
