@@ -395,6 +395,14 @@ def test_description_round_trips_through_json(name):
     assert mx.optimizer.loads(original.dumps()).describe() == original.describe()
 
 
+def test_description_of_numpy_scalars_is_plain_json():
+    optimizer = mx.optimizer.SGD(learning_rate=np.float32(0.5), wd=np.float64(0.25), momentum=np.float32(0.5),
+                                 lr_mult={np.int64(3): np.float32(2.0)})
+    description = json.loads(optimizer.dumps())
+    assert description["learning_rate"] == 0.5 and description["wd"] == 0.25 and description["momentum"] == 0.5
+    assert description["lr_mult"] == [[3, 2.0]]
+
+
 def test_description_carries_the_scheduler():
     optimizer = mx.optimizer.SGD(momentum=0.9, lr_scheduler=mx.lr_scheduler.MultiFactorScheduler(
         step=[3, 6], factor=0.1, base_lr=0.2, warmup_steps=2))

@@ -308,7 +308,7 @@ class Optimizer:
         update counts and ``param_dict``/``sym`` objects are not part of it: ``sym``'s
         multipliers are, through ``lr_mult``/``wd_mult``).
         """
-        return {"name": _OPTIMIZERS.name_of(type(self)), **self._config()}
+        return _jsonable({"name": _OPTIMIZERS.name_of(type(self)), **self._config()})
 
     def dumps(self) -> str:
         """:meth:`describe` as a JSON string."""
@@ -318,6 +318,17 @@ class Optimizer:
         args = ", ".join(f"{k}={v!r}" for k, v in self._config().items()
                          if k not in ("param_idx2name", "lr_mult", "wd_mult"))
         return f"{type(self).__name__}({args})"
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` with numpy scalars and tuples turned into JSON's types (``np.float32(0.1)`` -> 0.1)."""
+    if isinstance(value, dict):
+        return {key: _jsonable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
 
 
 def cast_to(source: Any, target: Any) -> None:
