@@ -157,6 +157,39 @@ def test_update_matches_numpy_over_steps(name, kwargs, reference, state_count):
     assert optimizer.num_update == 5
 
 
+def test_sgld_adds_gaussian_noise_of_variance_lr():
+    mx.random.seed(3)
+    optimizer = mx.optimizer.SGLD(learning_rate=0.04, wd=0.5)
+    weight = mx.nd.ones((200, 200))
+    optimizer.update(0, weight, mx.nd.ones((200, 200)), None)
+    change = weight.asnumpy().astype(np.float64) - 1.0
+    # drift -lr/2 * (g + wd*w) = -0.02 * 1.5, noise N(0, sqrt(lr))
+    assert change.mean() == pytest.approx(-0.03, abs=0.003)
+    assert change.std() == pytest.approx(0.2, rel=0.02)
+
+
+def test_dcasgd_with_momentum_by_hand():
+    optimizer = mx.optimizer.DCASGD(learning_rate=0.1, momentum=0.5, lamda=0.2)
+    weight = mx.nd.array([1.0, -1.0])
+    state = optimizer.create_state(0, weight)
+    expected, previous, mom = np.array([1.0, -1.0]), np.array([1.0, -1.0]), np.zeros(2)
+    for grad in ([0.5, 1.0], [2.0, -1.0], [-1.0, 0.5]):
+        g = np.array(grad)
+        mom = 0.5 * mom - 0.1 * (g + 0.2 * g * g * (expected - previous))
+        previous, expected = expected, expected + mom
+        optimizer.update(0, weight, mx.nd.array(grad), state)
+    np.testing.assert_allclose(weight.asnumpy(), expected, rtol=1e-6)
+    np.testing.assert_allclose(state[1].asnumpy(), previous, rtol=1e-6)
+
+
+def test_test_optimizer():
+    optimizer = mx.optimizer.create("test", rescale_grad=2.0)
+    weight = mx.nd.array([1.0])
+    state = optimizer.create_state(0, weight)
+    optimizer.update(0, weight, mx.nd.array([0.25]), state)
+    assert weight.asnumpy()[0] == 1.5 and state.asnumpy()[0] == 1.5
+
+
 def test_sgd_momentum_state_is_the_momentum():
     optimizer = mx.optimizer.SGD(learning_rate=0.5, momentum=0.9)
     weight = mx.nd.array([1.0, -2.0])
@@ -380,7 +413,8 @@ def test_fused_update_operators_are_in_mx_nd():
 # ---- descriptions and states -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["sgd", "nag", "adam", "adagrad", "rmsprop", "adadelta", "signum", "ftrl"])
+@pytest.mark.parametrize("name", ["sgd", "nag", "adam", "adagrad", "rmsprop", "adadelta", "signum", "ftrl", "adamax",
+                                  "nadam", "ftml", "dcasgd", "sgld", "test"])
 def test_description_round_trips_through_json(name):
     kwargs = {"wd": 0.01, "rescale_grad": 0.125, "clip_gradient": 2.0, "param_idx2name": {0: "a_weight", 1: "b"},
               "lr_mult": {"a_weight": 2.0}}

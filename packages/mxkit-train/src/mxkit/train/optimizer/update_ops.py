@@ -280,10 +280,14 @@ _SPECS: list[tuple[str, Any, tuple[str, ...], list[Param], str]] = [
 ]
 
 
-def _register_update_ops() -> dict[str, OpDef]:
+def register_update_ops(specs: list[tuple[str, Any, tuple[str, ...], list[Param], str]]) -> dict[str, OpDef]:
+    """Register update operators ``(name, kernel, state names, extra parameters, doc)``:
+    inputs ``weight, grad``, the states as auxiliary (written) inputs, the common
+    parameters (``lr``, ``wd``, ``rescale_grad``, ``clip_gradient``) plus the extra ones.
+    Registering a name twice keeps the first definition (modules can be reloaded)."""
     registry = get_registry()
     ops = {}
-    for name, kernel, states, extra, doc in _SPECS:
+    for name, kernel, states, extra, doc in specs:
         if name in registry:
             ops[name] = registry.get(name)
             continue
@@ -292,6 +296,7 @@ def _register_update_ops() -> dict[str, OpDef]:
                    doc=doc)
         ops[name] = registry.register(op)
     _expose_in_nd(ops)
+    UPDATE_OPS.update(ops)
     return ops
 
 
@@ -305,7 +310,9 @@ def _expose_in_nd(ops: dict[str, OpDef]) -> None:
             setattr(nd, name, make_function(name, op))
 
 
-UPDATE_OPS = _register_update_ops()
+#: every update operator by name (extended by :func:`register_update_ops`)
+UPDATE_OPS: dict[str, OpDef] = {}
+register_update_ops(_SPECS)
 
 
 def default_params(name: str) -> dict[str, Any]:
@@ -313,4 +320,4 @@ def default_params(name: str) -> dict[str, Any]:
     return {p.name: p.default for p in UPDATE_OPS[name].params if not p.required}
 
 
-__all__ = ["UPDATE_OPS", "default_params"]
+__all__ = ["UPDATE_OPS", "default_params", "register_update_ops"]
