@@ -414,7 +414,7 @@ def test_fused_update_operators_are_in_mx_nd():
 
 
 @pytest.mark.parametrize("name", ["sgd", "nag", "adam", "adagrad", "rmsprop", "adadelta", "signum", "ftrl", "adamax",
-                                  "nadam", "ftml", "dcasgd", "sgld", "test"])
+                                  "nadam", "ftml", "dcasgd", "lamb", "sgld", "test"])
 def test_description_round_trips_through_json(name):
     kwargs = {"wd": 0.01, "rescale_grad": 0.125, "clip_gradient": 2.0, "param_idx2name": {0: "a_weight", 1: "b"},
               "lr_mult": {"a_weight": 2.0}}
