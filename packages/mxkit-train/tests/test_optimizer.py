@@ -182,6 +182,20 @@ def test_dcasgd_with_momentum_by_hand():
     np.testing.assert_allclose(state[1].asnumpy(), previous, rtol=1e-6)
 
 
+def test_lars_decays_only_weights_and_scales_only_layers():
+    names = {0: "fc_weight", 1: "bn_gamma", 2: "fc_bias"}
+    optimizer = mx.optimizer.LARS(learning_rate=0.1, wd=0.1, eta=0.5, param_idx2name=names)
+    assert optimizer._get_wds([0, 1, 2]) == [0.1, 0.0, 0.0]
+    weight, gamma = mx.nd.array([3.0, 4.0]), mx.nd.array([3.0, 4.0])
+    grad = mx.nd.array([0.6, 0.8])
+    optimizer.update([0, 1], [weight, gamma], [grad, grad], [None, None])
+    # weight: lr * eta * ||w|| / (||g|| + wd * ||w||) = 0.1 * 0.5 * 5 / (1 + 0.5); then SGD with wd
+    lars_lr = 0.1 * 0.5 * 5 / 1.5
+    expected = (1 - lars_lr * 0.1) * np.array([3, 4]) - lars_lr * np.array([0.6, 0.8])
+    np.testing.assert_allclose(weight.asnumpy(), expected, rtol=1e-6)
+    np.testing.assert_allclose(gamma.asnumpy(), np.array([3, 4]) - 0.1 * np.array([0.6, 0.8]), rtol=1e-6)
+
+
 def test_test_optimizer():
     optimizer = mx.optimizer.create("test", rescale_grad=2.0)
     weight = mx.nd.array([1.0])
@@ -414,7 +428,8 @@ def test_fused_update_operators_are_in_mx_nd():
 
 
 @pytest.mark.parametrize("name", ["sgd", "nag", "adam", "adagrad", "rmsprop", "adadelta", "signum", "ftrl", "adamax",
-                                  "nadam", "ftml", "dcasgd", "lamb", "sgld", "test"])
+                                  "nadam", "ftml", "dcasgd", "lamb", "lars", "sgld",
+                                  "test"])
 def test_description_round_trips_through_json(name):
     kwargs = {"wd": 0.01, "rescale_grad": 0.125, "clip_gradient": 2.0, "param_idx2name": {0: "a_weight", 1: "b"},
               "lr_mult": {"a_weight": 2.0}}

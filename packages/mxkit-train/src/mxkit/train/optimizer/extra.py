@@ -1,4 +1,5 @@
-"""More of MXNet 1.x's optimizers: Adamax, Nadam, FTML, DCASGD, LAMB, SGLD and Test.
+"""More of MXNet 1.x's optimizers: Adamax, Nadam, FTML, DCASGD, SGLD and
+Test.
 
 Adamax, Nadam and DCASGD were Python-level NDArray arithmetic in MXNet 1.x; here they
 are fused operators like the others (same formulas, term by term). FTML is MXNet's
@@ -105,42 +106,8 @@ def _dcasgd_mom_update(xp, inputs, outputs, params):
     xp.add(weight, mom, out=outputs[0])
 
 
-def _lamb_update(xp, inputs, outputs, params):
-    weight, grad, mean, var = inputs
-    step = _clip(xp, grad * params["rescale_grad"], params["clip_gradient"])
-    beta1, beta2, t = params["beta1"], params["beta2"], params["t"]
-    mean *= beta1
-    mean += step * (1.0 - beta1)
-    var *= beta2
-    var += (step * step) * (1.0 - beta2)
-    if params["bias_correction"]:
-        direction = mean / (1.0 - beta1 ** t)
-        denom = xp.sqrt(var / (1.0 - beta2 ** t))
-    else:
-        direction = mean.copy()
-        denom = xp.sqrt(var)
-    denom += params["epsilon"]
-    direction /= denom
-    if params["wd"]:
-        direction += weight * params["wd"]
-    # the layer-wise trust ratio ||w|| / ||direction||, ||w|| bounded when bounds are given
-    weight_norm = float(xp.linalg.norm(weight.astype(xp.float32).ravel()))
-    if params["lower_bound"] >= 0:
-        weight_norm = max(weight_norm, params["lower_bound"])
-    if params["upper_bound"] >= 0:
-        weight_norm = min(weight_norm, params["upper_bound"])
-    direction_norm = float(xp.linalg.norm(direction.astype(xp.float32).ravel()))
-    ratio = weight_norm / direction_norm if weight_norm > 0 and direction_norm > 0 else 1.0
-    direction *= params["lr"] * ratio
-    xp.subtract(weight, direction, out=outputs[0])
-
-
 _F = "float"
 register_update_ops([
-    ("_lamb_update", _lamb_update, ("mean", "var"),
-     [Param("beta1", _F, 0.9), Param("beta2", _F, 0.999), Param("epsilon", _F, 1e-6), Param("t", "int"),
-      Param("bias_correction", "bool", True), Param("lower_bound", _F, -1.0), Param("upper_bound", _F, -1.0)],
-     "LAMB (You et al. 2019): Adam's direction plus wd*w, scaled by the trust ratio ||w|| / ||direction||."),
     ("_adamax_update", _adamax_update, ("mean", "norm"), [Param("beta1", _F, 0.9), Param("beta2", _F, 0.999)],
      "AdaMax: m = beta1*m + (1-beta1)*g'; u = max(beta2*u, |g'|); w -= lr*m/u (lr bias-corrected)."),
     ("_nadam_update", _nadam_update, ("mean", "var"),
@@ -320,55 +287,6 @@ class DCASGD(FusedOptimizer):
 
 
 @register
-class LAMB(FusedOptimizer):
-    """LAMB, layer-wise adaptive moments (You et al. 2019), as MXNet 1.x::
-
-        g' = clip(rescale_grad * g, clip_gradient)
-        m = beta1 * m + (1 - beta1) * g';  v = beta2 * v + (1 - beta2) * g'^2
-        r = m_hat / (sqrt(v_hat) + epsilon) + wd * w      (bias-corrected moments)
-        w -= lr * (||w|| / ||r||) * r                      (ratio 1 when a norm is 0)
-
-    Parameters
-    ----------
-    learning_rate : float, default 0.001
-    beta1, beta2 : float, default 0.9, 0.999
-    epsilon : float, default 1e-6
-    lower_bound, upper_bound : float, optional
-        Bounds on ``||w||`` in the ratio.
-    bias_correction : bool, default True
-    **kwargs
-        The :class:`Optimizer` arguments.
-    """
-
-    def __init__(self, learning_rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 1e-6,
-                 lower_bound: float | None = None, upper_bound: float | None = None, bias_correction: bool = True,
-                 **kwargs: Any) -> None:
-        super().__init__(learning_rate=learning_rate, **kwargs)
-        self.beta1 = _decay("LAMB", "beta1", beta1)
-        self.beta2 = _decay("LAMB", "beta2", beta2)
-        self.epsilon = check_number("LAMB", "epsilon", epsilon, low=0.0)
-        self.lower_bound = check_number("LAMB", "lower_bound", lower_bound, low=0.0, allow_none=True)
-        self.upper_bound = check_number("LAMB", "upper_bound", upper_bound, low=0.0, allow_none=True)
-        self.bias_correction = bool(bias_correction)
-
-    def create_state(self, index: Any, weight: Any) -> Any:
-        return (_zeros_like(weight), _zeros_like(weight))
-
-    def _plan(self, index: Any, weight: Any, grad: Any, state: Any, lr: float, wd: float) -> Plan:
-        params = self._common_params(lr, wd)
-        params.update(beta1=float(self.beta1), beta2=float(self.beta2), epsilon=float(self.epsilon),
-                      t=int(self._index_update_count[index]), bias_correction=self.bias_correction,
-                      lower_bound=float(self.lower_bound) if self.lower_bound else -1.0,
-                      upper_bound=float(self.upper_bound) if self.upper_bound else -1.0)
-        return "_lamb_update", list(state), params
-
-    def _config(self) -> dict[str, Any]:
-        return {**super()._config(), "beta1": self.beta1, "beta2": self.beta2, "epsilon": self.epsilon,
-                "lower_bound": self.lower_bound, "upper_bound": self.upper_bound,
-                "bias_correction": self.bias_correction}
-
-
-@register
 class SGLD(Optimizer):
     """Stochastic gradient Langevin dynamics (Welling and Teh 2011)::
 
@@ -403,4 +321,4 @@ class Test(Optimizer):
         state[:] = weight
 
 
-__all__ = ["DCASGD", "FTML", "LAMB", "SGLD", "Adamax", "Nadam", "Test"]
+__all__ = ["DCASGD", "FTML", "SGLD", "Adamax", "Nadam", "Test"]
