@@ -490,6 +490,20 @@ def test_updater_states_round_trip_without_pickle():
     assert isinstance(only_states.optimizer, mx.optimizer.SGD)
 
 
+def test_nadam_schedule_survives_a_states_round_trip():
+    first = mx.optimizer.get_updater(mx.optimizer.Nadam(learning_rate=0.01))
+    weight = mx.nd.array([1.0, 2.0])
+    for _ in range(3):
+        first(0, mx.nd.array([0.5, -0.5]), weight)
+    second = mx.optimizer.get_updater(mx.optimizer.SGD())
+    second.set_states(first.get_states(dump_optimizer=True))
+    assert second.optimizer.m_schedule == first.optimizer.m_schedule != 1.0
+    resumed = weight.copy()
+    first(0, mx.nd.array([0.5, -0.5]), weight)
+    second(0, mx.nd.array([0.5, -0.5]), resumed)
+    np.testing.assert_array_equal(weight.asnumpy(), resumed.asnumpy())
+
+
 def test_states_with_none_and_moved_to_the_weights_device():
     updater = mx.optimizer.get_updater(mx.optimizer.SGD(momentum=0.0))
     updater(0, mx.nd.ones((2,)), mx.nd.zeros((2,)))

@@ -76,6 +76,9 @@ class Optimizer:
 
     #: MXNet's registry dict (name -> class); a :class:`NameRegistry` here
     opt_registry = _OPTIMIZERS
+    #: numeric attributes that change during training besides the update counts (Nadam's
+    #: momentum schedule...), saved with ``Updater.get_states(dump_optimizer=True)``
+    runtime_attributes: tuple[str, ...] = ()
 
     def __init__(self, rescale_grad: float = 1.0, param_idx2name: Any = None, wd: float = 0.0,
                  clip_gradient: float | None = None, learning_rate: float | None = None, lr_scheduler: Any = None,

@@ -181,6 +181,8 @@ class Nadam(FusedOptimizer):
         The :class:`Optimizer` arguments.
     """
 
+    runtime_attributes = ("m_schedule",)
+
     def __init__(self, learning_rate: float = 0.001, beta1: float = 0.9, beta2: float = 0.999,
                  epsilon: float = 1e-8, schedule_decay: float = 0.004, **kwargs: Any) -> None:
         super().__init__(learning_rate=learning_rate, **kwargs)

@@ -167,6 +167,8 @@ class LARS(FusedOptimizer):
         The :class:`Optimizer` arguments.
     """
 
+    runtime_attributes = ("cur_lr", "last_lr")
+
     def __init__(self, momentum: float = 0.0, lazy_update: bool = True, eta: float = 0.001, eps: float = 0,
                  momentum_correction: bool = True, **kwargs: Any) -> None:
         self.cur_lr: float | None = None

@@ -98,6 +98,7 @@ class Updater:
             manifest["num_update"] = opt.num_update
             manifest["update_counts"] = [[device, [[_encode_key(k), n] for k, n in counts.items()]]
                                          for device, counts in opt._all_index_update_counts.items()]
+            manifest["runtime"] = {name: getattr(opt, name) for name in opt.runtime_attributes}
         arrays[_MANIFEST] = np.frombuffer(json.dumps(manifest).encode(), dtype=np.uint8)
         buffer = io.BytesIO()
         np.savez(buffer, **arrays)
@@ -118,6 +119,9 @@ class Updater:
         if "optimizer" in manifest:
             optimizer = loads(json.dumps(manifest["optimizer"]))
             optimizer.num_update = int(manifest.get("num_update", optimizer.num_update))
+            for name, value in manifest.get("runtime", {}).items():
+                if name in optimizer.runtime_attributes:
+                    setattr(optimizer, name, value)
             counts = {int(device): {_decode_key(k): int(n) for k, n in pairs}
                       for device, pairs in manifest.get("update_counts", [])}
             if counts:
