@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mxkit.symbol import passes as _passes  # noqa: F401  (registers the graph-pass config keys)
 from mxkit.symbol.symbol import Group, Symbol, SymbolError, Variable, var
 
 # MXNet's creation functions whose registry names are internal (``_zeros``...)

@@ -1,0 +1,219 @@
+"""``_FusedElemwise``: one node computing a whole elementwise expression.
+
+The graph pass ``fuse`` (in mxkit-symbol) replaces chains of elementwise operators by
+one such node; its parameter ``expression`` is the JSON program described in
+:mod:`mxkit.ndarray.ops._fused_program`. The generic kernel runs it
+
+- through numexpr (one multi-threaded pass over memory that releases the GIL) when the
+  array module is numpy, numexpr is importable, every primitive has a numexpr form and
+  :func:`use_numexpr` has not turned it off;
+- otherwise as a sequence of ``xp`` ufunc calls writing into the output array with
+  ``out=``: values live in registers (the output array first, then scratch arrays shaped
+  like it, kept per thread) assigned by liveness, so a chain needs no scratch at all.
+
+A backend compiles the same program its own way (the CUDA plugin into one
+``cupy.ElementwiseKernel`` with :func:`render_c_body`) by registering a kernel for
+``_FusedElemwise``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import Any
+
+from mxkit.ndarray.ops._fused_program import (
+    PRIMITIVES,
+    FusedProgramError,
+    Program,
+    numexpr_supported,
+    parse_program,
+    render_numexpr,
+)
+from mxkit.ndarray.params import Param, schema
+from mxkit.ndarray.registry import OpDef, define
+from mxkit.ndarray.shapes import broadcast_shape
+
+_numexpr_enabled = True
+_scratch = threading.local()
+
+
+@contextmanager
+def use_numexpr(enabled: bool) -> Iterator[None]:
+    """Turn the numexpr path of fused nodes on or off inside the block (process-wide)."""
+    global _numexpr_enabled
+    previous = _numexpr_enabled
+    _numexpr_enabled = enabled
+    try:
+        yield
+    finally:
+        _numexpr_enabled = previous
+
+
+@lru_cache(maxsize=1)
+def _numexpr_module() -> Any:
+    try:
+        import numexpr
+    except ImportError:
+        return None
+    return numexpr
+
+
+def numexpr_available() -> bool:
+    """Whether fused nodes can run through numexpr here (installed and not turned off)."""
+    return _numexpr_enabled and _numexpr_module() is not None
+
+
+# ---- the xp path: register allocation --------------------------------------------------------
+
+class _XpPlan:
+    """The program as ufunc calls over registers (register 0 is the output array)."""
+
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.calls: list[tuple[str, int, tuple]] = []   # (primitive, destination register, operands)
+        last_use = {}
+        for position, step in enumerate(program.steps):
+            for operand in step[1:]:
+                if isinstance(operand, str) and operand[0] == "v":
+                    last_use[int(operand[1:])] = position
+        final = len(program.steps) - 1
+        holder: dict[int, int] = {}      # step -> register holding its value
+        busy: set[int] = set()
+        registers = 1
+
+        def dying_registers(operands: tuple, position: int) -> list[int]:
+            return sorted({holder[int(o[1:])] for o in operands
+                           if isinstance(o, str) and o[0] == "v" and last_use[int(o[1:])] == position})
+
+        def lowest_free() -> int:
+            return next(r for r in range(registers + 1) if r not in busy)
+
+        for position, step in enumerate(program.steps):
+            primitive, operands = step[0], step[1:]
+            dying = dying_registers(operands, position)
+            # where() writes one branch into its destination, then the other where the mask says:
+            # it may reuse the register of x (keeping x, filling in y) or of y, never of the condition
+            reusable = dying
+            if primitive == "where":
+                from_x, from_y = dying_registers(operands[1:2], position), dying_registers(operands[2:], position)
+                if from_x and not from_y:
+                    primitive = "where_into_x"
+                reusable = from_x or from_y
+            copy_to_output = False
+            if position == final:
+                destination = 0 if (0 not in busy or 0 in reusable) else lowest_free()
+                copy_to_output = destination != 0
+            else:
+                destination = reusable[0] if reusable else lowest_free()
+            registers = max(registers, destination + 1)
+            resolved = tuple(("const", o) if isinstance(o, float) else
+                             ("input", int(o[1:])) if o[0] == "x" else ("reg", holder[int(o[1:])]) for o in operands)
+            self.calls.append((primitive, destination, resolved))
+            busy.difference_update(dying)
+            busy.add(destination)
+            holder[position] = destination
+            if copy_to_output:
+                self.calls.append(("copy", 0, (("reg", destination),)))
+        self.registers = registers
+
+    def run(self, xp: Any, inputs: list, out: Any) -> None:
+        dtype = out.dtype
+        registers = [out] + [_scratch_array(xp, i, out.shape, dtype) for i in range(1, self.registers)]
+        for primitive, destination, operands in self.calls:
+            args = [dtype.type(v) if kind == "const" else inputs[v] if kind == "input" else registers[v]
+                    for kind, v in operands]
+            target = registers[destination]
+            if primitive == "copy":
+                if args[0] is not target:
+                    xp.copyto(target, args[0], casting="unsafe")
+            elif primitive == "where":
+                mask = xp.not_equal(args[0], 0)
+                if args[2] is not target:
+                    xp.copyto(target, args[2], casting="unsafe")
+                xp.copyto(target, args[1], where=mask, casting="unsafe")
+            elif primitive == "where_into_x":  # target holds x already
+                xp.copyto(target, args[2], where=xp.equal(args[0], 0), casting="unsafe")
+            elif primitive == "clip":
+                xp.clip(args[0], args[1], args[2], out=target)
+            else:
+                getattr(xp, PRIMITIVES[primitive].ufunc)(*args, out=target, casting="unsafe")
+
+
+def _scratch_array(xp: Any, index: int, shape: tuple, dtype: Any) -> Any:
+    """A per-thread scratch array for register ``index``, reused across calls (grown as needed)."""
+    pool = getattr(_scratch, "buffers", None)
+    if pool is None:
+        pool = _scratch.buffers = {}
+    nbytes = int(dtype.itemsize)
+    for dim in shape:
+        nbytes *= int(dim)
+    buffer = pool.get((id(xp), index))
+    if buffer is None or buffer.size < nbytes:
+        buffer = xp.empty(max(nbytes, 1), dtype="uint8")
+        pool[(id(xp), index)] = buffer
+    return buffer[:nbytes].view(dtype).reshape(shape)
+
+
+@lru_cache(maxsize=1024)
+def _xp_plan(text: str) -> _XpPlan:
+    return _XpPlan(parse_program(text))
+
+
+@lru_cache(maxsize=1024)
+def _numexpr_form(text: str) -> tuple[str, dict[str, float]] | None:
+    program = parse_program(text)
+    return render_numexpr(program) if numexpr_supported(program) else None
+
+
+def run_program(xp: Any, text: str, inputs: list, out: Any) -> None:
+    """Evaluate the program ``text`` over ``inputs`` into ``out`` (numexpr when it can)."""
+    if xp.__name__ == "numpy" and _numexpr_enabled:
+        numexpr = _numexpr_module()
+        form = _numexpr_form(text) if numexpr is not None else None
+        if form is not None:
+            expression, constants = form
+            scalar = out.dtype.type
+            names = {f"x{i}": array for i, array in enumerate(inputs)}
+            names.update((name, scalar(value)) for name, value in constants.items())
+            numexpr.evaluate(expression, local_dict=names, out=out, casting="unsafe")
+            return
+    _xp_plan(text).run(xp, inputs, out)
+
+
+def _fused_kernel(xp: Any, inputs: list, outputs: list, params: dict) -> None:
+    run_program(xp, params["expression"], list(inputs), outputs[0])
+
+
+def _fused_shape(params: dict, in_shapes: list) -> list:
+    shape = tuple(in_shapes[0])
+    for other in in_shapes[1:]:
+        shape = broadcast_shape(shape, tuple(other), "_FusedElemwise")
+    return [shape]
+
+
+def _fused_dtype(params: dict, in_dtypes: list) -> list:
+    program = parse_program(params["expression"])
+    for i, dtype in enumerate(in_dtypes):
+        if dtype is not None and str(dtype) != program.dtype:
+            raise FusedProgramError(f"_FusedElemwise: input {i} has dtype {dtype}, the expression computes in "
+                                    f"{program.dtype}; every input must have the expression's dtype")
+    return [program.dtype]
+
+
+def _num_inputs(params: dict) -> int:
+    return parse_program(params["expression"]).num_inputs
+
+
+FUSED_ELEMWISE = define(OpDef(
+    name="_FusedElemwise", infer_shape=_fused_shape, kernel=_fused_kernel, infer_dtype=_fused_dtype,
+    params=schema([Param("expression", "str", doc="The JSON program (see mxkit.ndarray.ops._fused_program)."),
+                   Param("nodes", "str", "", doc="Names of the nodes the expression replaced, comma separated.")]),
+    num_inputs=_num_inputs, input_names=lambda p: tuple(f"x{i}" for i in range(_num_inputs(p))),
+    doc="An elementwise expression over broadcast inputs, computed in one pass (made by the fuse pass).",
+))
+
+
+__all__ = ["FUSED_ELEMWISE", "numexpr_available", "run_program", "use_numexpr"]
