@@ -31,8 +31,9 @@ functions, so a backend renders a program with a table lookup per step:
 :func:`render_c_expression` gives the whole program as one C expression over given
 variable names (``"((a * b) + 1.0f)"``), :func:`render_c_body` the same as statements
 (one local per step, no repeated subexpressions) for a kernel body, and
-:func:`render_numexpr` the numexpr string. ``maximum``/``minimum`` render to C's
-``max``/``min``, which (unlike numpy) do not propagate NaN.
+:func:`render_numexpr` the numexpr string. C names are C99's ``<math.h>`` (CUDA
+overloads them for float): ``maximum``/``minimum``/``clip`` render to ``fmax``/``fmin``,
+which (unlike numpy) return the other operand when one is NaN.
 """
 
 from __future__ import annotations
@@ -77,8 +78,8 @@ PRIMITIVES: dict[str, Primitive] = {
     "mul": Primitive(2, "multiply", "({0} * {1})", "({0} * {1})"),
     "div": Primitive(2, "true_divide", "({0} / {1})", "({0} / {1})"),
     "power": Primitive(2, "power", "({0} ** {1})", "pow({0}, {1})"),
-    "maximum": Primitive(2, "maximum", "maximum({0}, {1})", "max({0}, {1})"),
-    "minimum": Primitive(2, "minimum", "minimum({0}, {1})", "min({0}, {1})"),
+    "maximum": Primitive(2, "maximum", "maximum({0}, {1})", "fmax({0}, {1})"),
+    "minimum": Primitive(2, "minimum", "minimum({0}, {1})", "fmin({0}, {1})"),
     "hypot": Primitive(2, "hypot", "hypot({0}, {1})", "hypot({0}, {1})"),
     "logaddexp": Primitive(2, "logaddexp", None,
                            "(({0}) > ({1}) ? ({0}) + log1p(exp(({1}) - ({0}))) : ({1}) + log1p(exp(({0}) - ({1}))))"),
@@ -95,11 +96,11 @@ PRIMITIVES: dict[str, Primitive] = {
     "logical_xor": Primitive(2, "logical_xor", "where(({0} != 0) ^ ({1} != 0), {one}, {zero})",
                              "((({0}) != 0) != (({1}) != 0) ? {one} : {zero})"),
     "negative": Primitive(1, "negative", "(-{0})", "(-{0})"),
-    "abs": Primitive(1, "absolute", "abs({0})", "abs({0})"),
+    "abs": Primitive(1, "absolute", "abs({0})", "fabs({0})"),
     "sign": Primitive(1, "sign", "sign({0})", "(({0}) > 0 ? {one} : (({0}) < 0 ? -{one} : ({0})))"),
     "copy": Primitive(1, None, "{0}", "{0}"),
     "where": Primitive(3, None, "where({0} != 0, {1}, {2})", "(({0}) != 0 ? {1} : {2})"),
-    "clip": Primitive(3, "clip", "where({0} < {1}, {1}, where({0} > {2}, {2}, {0}))", "min(max({0}, {1}), {2})"),
+    "clip": Primitive(3, "clip", "where({0} < {1}, {1}, where({0} > {2}, {2}, {0}))", "fmin(fmax({0}, {1}), {2})"),
 }
 # unary functions with one name in numpy, numexpr (where it has them) and C
 for _name, _c_name, _in_numexpr in (
