@@ -7,6 +7,8 @@ import subprocess
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mxkit.ndarray.ops import fused_elemwise
 from mxkit.ndarray.ops._fused_program import (
     PRIMITIVES,
@@ -225,3 +227,60 @@ def test_scratch_buffers_are_reused_across_calls():
         first = fused_elemwise._scratch_array(np, 1, (8, 8), np.dtype("float32"))
         fused_elemwise.run_program(np, bushy, [a, a], out)
     assert np.shares_memory(first, fused_elemwise._scratch_array(np, 1, (8, 8), np.dtype("float32")))
+
+
+# ---- property: the register allocation of the ufunc path -------------------------------------
+
+FUZZ_PRIMITIVES = ["where", "add", "where", "sub", "mul", "where", "maximum", "greater", "clip", "negative", "tanh",
+                   "copy", "abs"]
+
+
+@st.composite
+def random_programs(draw):
+    """Straight-line programs whose values are read any number of times (or never)."""
+    steps = []
+    for position in range(draw(st.integers(3, 9))):
+        name = draw(st.sampled_from(FUZZ_PRIMITIVES))
+        earlier = (st.integers(max(position - 3, 0), position - 1).map(lambda k: f"v{k}") if position
+                   else st.sampled_from(["x0"]))   # mostly recent values: they die here, and share registers
+        operand = st.one_of(earlier, earlier, earlier, st.sampled_from(["x0", "x1", "x2"]),
+                            st.sampled_from([0.5, -1.0]))
+        if name == "clip":
+            steps.append(["clip", draw(operand.filter(lambda o: isinstance(o, str))), -0.5, 0.75])
+        else:
+            steps.append([name, *(draw(operand) for _ in range(PRIMITIVES[name].arity))])
+    return program(steps, num_inputs=3)
+
+
+def evaluate_naively(text, inputs, shape):
+    """Every step into a fresh array: the reference for the register-sharing kernel."""
+    values = []
+    parsed = parse_program(text)
+    for step in parsed.steps:
+        args = [np.float32(o) if isinstance(o, float) else inputs[int(o[1:])] if o[0] == "x" else values[int(o[1:])]
+                for o in step[1:]]
+        if step[0] == "clip":
+            args = args[:1]
+        values.append(np.broadcast_to(REFERENCE[step[0]](*args), shape).astype("float32"))
+    return values[-1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(random_programs(), st.integers(0, 2**31 - 1))
+def test_register_sharing_never_overwrites_a_live_value(text, seed):
+    rng = np.random.default_rng(seed)
+    inputs = [rng.uniform(-2, 2, s).astype("float32") for s in ((3, 4), (1, 4), (3, 1))]
+    out = np.full((3, 4), np.nan, dtype="float32")
+    with fused_elemwise.use_numexpr(False):
+        fused_elemwise.run_program(np, text, inputs, out)
+    np.testing.assert_allclose(out, evaluate_naively(text, inputs, (3, 4)), rtol=1e-6, atol=1e-6)
+
+
+def test_where_whose_branches_both_die_keeps_x_until_it_is_read():
+    text = program([["tanh", "x0"], ["abs", "x1"], ["where", "x2", "v0", "v1"], ["add", "v2", 0.5]], num_inputs=3)
+    rng = np.random.default_rng(0)
+    inputs = [rng.uniform(-2, 2, s).astype("float32") for s in ((3, 4), (1, 4), (3, 1))]
+    out = np.empty((3, 4), dtype="float32")
+    with fused_elemwise.use_numexpr(False):
+        fused_elemwise.run_program(np, text, inputs, out)
+    np.testing.assert_allclose(out, evaluate_naively(text, inputs, (3, 4)), rtol=1e-6)

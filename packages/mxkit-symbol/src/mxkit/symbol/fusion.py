@@ -44,10 +44,15 @@ class ProgramBuilder:
         self.steps: list[list[Any]] = []
 
     def __call__(self, primitive: str, *operands: Any) -> Any:
-        if primitive == "copy" and isinstance(operands[0], str) and operands[0][0] == "v":
-            return operands[0]  # a copy of a value inside the program is that value
+        if primitive == "copy" and isinstance(operands[0], str):
+            return operands[0]  # inside the program a copy is the value itself (see finish)
         self.steps.append([primitive, *(float(o) if isinstance(o, int | float) else o for o in operands)])
         return f"v{len(self.steps) - 1}"
+
+    def finish(self, result: Any) -> None:
+        """Make ``result`` the program's output (the last step), copying it if it is not."""
+        if result != f"v{len(self.steps) - 1}":
+            self.steps.append(["copy", result])
 
 
 # A translator emits a node's computation: ``translate(emit, params, args) -> operand`` or None
@@ -259,13 +264,10 @@ def build_program(graph: PassGraph, group: list[Node]) -> tuple[Program, list[En
         return f"x{input_index[k]}"
 
     for node in group:
-        result = TRANSLATORS[node.op.name](emit, node.params, _Args(lambda i, n=node: operand(n.inputs[i])))
-        if isinstance(result, str) and result.startswith("x"):
-            result = emit("copy", result)  # a node passing an input through (the gradient of exp reads y)
-        value_of[id(node)] = result
+        value_of[id(node)] = TRANSLATORS[node.op.name](emit, node.params,
+                                                       _Args(lambda i, n=node: operand(n.inputs[i])))
     root = group[-1]
-    if value_of[id(root)] != f"v{len(emit.steps) - 1}":
-        emit("copy", value_of[id(root)])
+    emit.finish(value_of[id(root)])
     return Program(graph.dtypes[(id(root), 0)], len(inputs), tuple(tuple(s) for s in emit.steps)), inputs
 
 

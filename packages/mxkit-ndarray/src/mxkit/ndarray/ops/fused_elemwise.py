@@ -99,15 +99,15 @@ class _XpPlan:
             reusable = dying
             if primitive == "where":
                 from_x, from_y = dying_registers(operands[1:2], position), dying_registers(operands[2:], position)
-                if from_x and not from_y:
-                    primitive = "where_into_x"
-                reusable = from_x or from_y
+                reusable = from_y or from_x
             copy_to_output = False
             if position == final:
                 destination = 0 if (0 not in busy or 0 in reusable) else lowest_free()
                 copy_to_output = destination != 0
             else:
                 destination = reusable[0] if reusable else lowest_free()
+            if primitive == "where" and destination in from_x and destination not in from_y:
+                primitive = "where_into_x"
             registers = max(registers, destination + 1)
             resolved = tuple(("const", o) if isinstance(o, float) else
                              ("input", int(o[1:])) if o[0] == "x" else ("reg", holder[int(o[1:])]) for o in operands)
