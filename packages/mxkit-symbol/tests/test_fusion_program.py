@@ -200,7 +200,8 @@ def test_numexpr_is_used_when_available_and_not_when_turned_off(monkeypatch):
     monkeypatch.setattr(numexpr, "evaluate", lambda *a, **k: calls.append(a[0]) or original(*a, **k))
     a = np.ones((2, 3), dtype="float32")
     out = np.empty((2, 3), dtype="float32")
-    fused_elemwise.run_program(np, A_TIMES_B_PLUS_1, [a, a], out)
+    with fused_elemwise.use_numexpr("always"):
+        fused_elemwise.run_program(np, A_TIMES_B_PLUS_1, [a, a], out)
     assert calls == ["((x0 * x1) + c0)"] and out.dtype == np.float32
     with fused_elemwise.use_numexpr(False):
         assert not fused_elemwise.numexpr_available()
@@ -284,3 +285,25 @@ def test_where_whose_branches_both_die_keeps_x_until_it_is_read():
     with fused_elemwise.use_numexpr(False):
         fused_elemwise.run_program(np, text, inputs, out)
     np.testing.assert_allclose(out, evaluate_naively(text, inputs, (3, 4)), rtol=1e-6)
+
+
+def test_auto_mode_keeps_numexpr_for_large_arithmetic_programs(monkeypatch):
+    numexpr = pytest.importorskip("numexpr")
+    calls = []
+    original = numexpr.evaluate
+    monkeypatch.setattr(numexpr, "evaluate", lambda *a, **k: calls.append(a[0]) or original(*a, **k))
+    large = np.ones(fused_elemwise.NUMEXPR_MIN_ELEMENTS, dtype="float32")
+    small = np.ones(16, dtype="float32")
+    tanh_of_sum = program([["add", "x0", "x1"], ["tanh", "v0"]])
+    with fused_elemwise.use_numexpr("auto"):
+        fused_elemwise.run_program(np, A_TIMES_B_PLUS_1, [small, small], np.empty_like(small))
+        assert calls == []                                   # too small: numexpr's call costs more
+        fused_elemwise.run_program(np, tanh_of_sum, [large, large], np.empty_like(large))
+        assert calls == []                                   # numpy's SIMD tanh is faster
+        out = np.empty_like(large)
+        fused_elemwise.run_program(np, A_TIMES_B_PLUS_1, [large, large], out)
+        assert len(calls) == 1
+    np.testing.assert_array_equal(out, 2.0)
+    with pytest.raises(FusedProgramError, match=r"mode 'sometimes' is not one of auto, always, never"):
+        with fused_elemwise.use_numexpr("sometimes"):
+            pass

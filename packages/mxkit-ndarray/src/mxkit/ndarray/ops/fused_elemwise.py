@@ -6,10 +6,16 @@ one such node; its parameter ``expression`` is the JSON program described in
 
 - through numexpr (one multi-threaded pass over memory that releases the GIL) when the
   array module is numpy, numexpr is importable, every primitive has a numexpr form and
-  :func:`use_numexpr` has not turned it off;
+  config ``fused_numexpr`` allows it: ``always``; ``never``; or ``auto`` (the default),
+  which keeps numexpr for arithmetic programs (no exp/log/tanh..., whose SIMD numpy loops
+  beat numexpr's per-element libm calls) of at least :data:`NUMEXPR_MIN_ELEMENTS`
+  elements (below that numexpr's per-call cost dominates);
 - otherwise as a sequence of ``xp`` ufunc calls writing into the output array with
   ``out=``: values live in registers (the output array first, then scratch arrays shaped
   like it, kept per thread) assigned by liveness, so a chain needs no scratch at all.
+
+The config value is read once, at the first fused kernel call; :func:`use_numexpr`
+changes it at run time.
 
 A backend compiles the same program its own way (the CUDA plugin into one
 ``cupy.ElementwiseKernel`` with :func:`render_c_body`) by registering a kernel for
@@ -24,6 +30,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
+from mxkit.core.config import Option, register_option
 from mxkit.ndarray.ops._fused_program import (
     PRIMITIVES,
     FusedProgramError,
@@ -36,20 +43,48 @@ from mxkit.ndarray.params import Param, schema
 from mxkit.ndarray.registry import OpDef, define
 from mxkit.ndarray.shapes import broadcast_shape
 
-_numexpr_enabled = True
+NUMEXPR_MODES = ("auto", "always", "never")
+register_option(Option("fused_numexpr", "str", "auto",
+                       "when fused elementwise nodes run through numexpr on CPU: auto (arithmetic programs of at "
+                       "least 65536 elements), always, never", choices=NUMEXPR_MODES))
+NUMEXPR_MIN_ELEMENTS = 1 << 16
+# primitives numexpr computes in its vectorised virtual machine; the others call libm per element
+NUMEXPR_FAST = frozenset({"add", "sub", "mul", "div", "maximum", "minimum", "equal", "not_equal", "greater",
+                          "greater_equal", "lesser", "lesser_equal", "logical_and", "logical_or", "logical_xor",
+                          "negative", "abs", "sign", "copy", "where", "clip", "sqrt", "floor", "ceil", "trunc"})
+_mode: str | None = None   # None: not read from config yet
 _scratch = threading.local()
 
 
+def _numexpr_mode() -> str:
+    global _mode
+    if _mode is None:
+        from mxkit.core import config
+
+        _mode = config.get("fused_numexpr")
+    return _mode
+
+
 @contextmanager
-def use_numexpr(enabled: bool) -> Iterator[None]:
-    """Turn the numexpr path of fused nodes on or off inside the block (process-wide)."""
-    global _numexpr_enabled
-    previous = _numexpr_enabled
-    _numexpr_enabled = enabled
+def use_numexpr(mode: bool | str) -> Iterator[None]:
+    """Set when fused nodes use numexpr inside the block (process-wide).
+
+    Parameters
+    ----------
+    mode : bool or {"auto", "always", "never"}
+        ``True`` is ``"always"``, ``False`` ``"never"``.
+    """
+    global _mode
+    if isinstance(mode, bool):
+        mode = "always" if mode else "never"
+    if mode not in NUMEXPR_MODES:
+        raise FusedProgramError(f"use_numexpr: mode {mode!r} is not one of {', '.join(NUMEXPR_MODES)}")
+    previous = _numexpr_mode()
+    _mode = mode
     try:
         yield
     finally:
-        _numexpr_enabled = previous
+        _mode = previous
 
 
 @lru_cache(maxsize=1)
@@ -63,7 +98,7 @@ def _numexpr_module() -> Any:
 
 def numexpr_available() -> bool:
     """Whether fused nodes can run through numexpr here (installed and not turned off)."""
-    return _numexpr_enabled and _numexpr_module() is not None
+    return _numexpr_mode() != "never" and _numexpr_module() is not None
 
 
 # ---- the xp path: register allocation --------------------------------------------------------
@@ -163,18 +198,22 @@ def _xp_plan(text: str) -> _XpPlan:
 
 
 @lru_cache(maxsize=1024)
-def _numexpr_form(text: str) -> tuple[str, dict[str, float]] | None:
+def _numexpr_form(text: str) -> tuple[str, dict[str, float], bool] | None:
+    """numexpr's expression, its constants and whether every primitive is arithmetic (or None)."""
     program = parse_program(text)
-    return render_numexpr(program) if numexpr_supported(program) else None
+    if not numexpr_supported(program):
+        return None
+    return (*render_numexpr(program), all(step[0] in NUMEXPR_FAST for step in program.steps))
 
 
 def run_program(xp: Any, text: str, inputs: list, out: Any) -> None:
-    """Evaluate the program ``text`` over ``inputs`` into ``out`` (numexpr when it can)."""
-    if xp.__name__ == "numpy" and _numexpr_enabled:
+    """Evaluate the program ``text`` over ``inputs`` into ``out`` (numexpr when config allows)."""
+    mode = _mode or _numexpr_mode()
+    if mode != "never" and xp.__name__ == "numpy":
         numexpr = _numexpr_module()
         form = _numexpr_form(text) if numexpr is not None else None
-        if form is not None:
-            expression, constants = form
+        if form is not None and (mode == "always" or (form[2] and out.size >= NUMEXPR_MIN_ELEMENTS)):
+            expression, constants, _ = form
             scalar = out.dtype.type
             names = {f"x{i}": array for i, array in enumerate(inputs)}
             names.update((name, scalar(value)) for name, value in constants.items())
@@ -216,4 +255,5 @@ FUSED_ELEMWISE = define(OpDef(
 ))
 
 
-__all__ = ["FUSED_ELEMWISE", "numexpr_available", "run_program", "use_numexpr"]
+__all__ = ["FUSED_ELEMWISE", "NUMEXPR_FAST", "NUMEXPR_MIN_ELEMENTS", "numexpr_available", "run_program",
+           "use_numexpr"]
