@@ -1,6 +1,7 @@
 """The ``fuse`` graph pass: which nodes it merges, what it must never merge, and that fused
 executors compute what unfused ones and numpy compute, forward and backward."""
 
+import re
 import warnings
 
 import numpy as np
@@ -237,3 +238,27 @@ def test_random_elementwise_graphs_fused_equal_unfused_and_numpy(use_numexpr, gr
     assert grads_f.keys() == grads_p.keys()
     for name in grads_p:
         np.testing.assert_allclose(grads_f[name], grads_p[name], rtol=1e-5, atol=1e-5)
+
+
+def test_sym_fuse_returns_the_fused_graph_for_inspection_and_it_round_trips_through_json():
+    a, b = sym.Variable("a"), sym.Variable("b")
+    net = sym.Activation(a * b + 1, act_type="relu")
+    fused = sym.fuse(net, a=(3,), b=(3,))
+    assert fused.list_arguments() == ["a", "b"] and fused.list_outputs() == net.list_outputs()
+    assert '"op": "_FusedElemwise"' in fused.tojson()
+    again = sym.load_json(fused.tojson())
+    values = {"a": np.array([1.0, 2.0, -3.0], dtype="float32"), "b": np.ones(3, dtype="float32")}
+    for candidate in (fused, again):
+        (out,), _ = run(bind(candidate, PLAIN, grad_req="null", a=(3,), b=(3,)), values)
+        np.testing.assert_array_equal(out, [2.0, 3.0, 0.0])
+    from mxkit.symbol.autodiff import GradientError
+
+    with pytest.raises(GradientError, match=r"_FusedElemwise.*has no gradient"):
+        bind(fused, PLAIN, a=(3,), b=(3,))
+
+
+def test_debug_str_shows_each_fused_expression():
+    a, b = sym.Variable("a"), sym.Variable("b")
+    text = bind(a * b + 1, FUSE, grad_req="null", a=(4,), b=(4,)).debug_str()
+    assert re.search(r"Op:_FusedElemwise, Name=_plusscalar\d+\nFused: \(\(a \* b\) \+ 1\.0f\)  "
+                     r"\[_mul\d+, _plusscalar\d+\]", text), text

@@ -312,5 +312,29 @@ def fuse(graph: PassGraph) -> None:
 
 register_pass("fuse", fuse, rewrites=True)
 
+
+def describe_fused(node: Node) -> str:
+    """``((a * b) + 1.0f)  [_mul0, _plusscalar0]``: a fused node's expression over its inputs' names."""
+    from mxkit.ndarray.ops._fused_program import render_c_expression
+
+    names = [e.node.output_names()[e.index] for e in node.inputs]
+    return f"{render_c_expression(node.params['expression'], names)}  [{node.params['nodes'].replace(',', ', ')}]"
+
+
+def fuse_symbol(symbol: Any, type_dict: dict | None = None, **shapes: Any) -> Any:
+    """The symbol with its elementwise groups fused, for inspection (``mx.sym.fuse``).
+
+    Fusion needs shapes and dtypes (broadcasting and dtype rules decide what may merge),
+    so give the input shapes as for ``simple_bind``. Only the forward graph is fused: a
+    bind of the result differentiates nothing through fused nodes.
+    """
+    from mxkit.core import config
+    from mxkit.symbol.exec_graph import build_exec_graph
+    from mxkit.symbol.symbol import Symbol
+
+    with config.override(graph_passes=["prune", "fuse"], backward_do_mirror=False):
+        graph = build_exec_graph(symbol, shapes, type_dict or {}, "null", for_training=False)
+    return Symbol(graph.heads)
+
 __all__ = ["DERIVATIVE_BUILDERS", "FUSED_OPERATOR", "ProgramBuilder", "TRANSLATORS", "UNARY_BUILDERS",
-           "build_program", "find_groups", "fuse"]
+           "build_program", "describe_fused", "find_groups", "fuse", "fuse_symbol"]
