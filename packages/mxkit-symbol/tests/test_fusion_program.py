@@ -292,6 +292,7 @@ def test_auto_mode_keeps_numexpr_for_large_arithmetic_programs(monkeypatch):
     calls = []
     original = numexpr.evaluate
     monkeypatch.setattr(numexpr, "evaluate", lambda *a, **k: calls.append(a[0]) or original(*a, **k))
+    monkeypatch.setattr(fused_elemwise, "_core_count", lambda: fused_elemwise.NUMEXPR_MIN_CORES)
     large = np.ones(fused_elemwise.NUMEXPR_MIN_ELEMENTS, dtype="float32")
     small = np.ones(16, dtype="float32")
     tanh_of_sum = program([["add", "x0", "x1"], ["tanh", "v0"]])
@@ -300,9 +301,16 @@ def test_auto_mode_keeps_numexpr_for_large_arithmetic_programs(monkeypatch):
         assert calls == []                                   # too small: numexpr's call costs more
         fused_elemwise.run_program(np, tanh_of_sum, [large, large], np.empty_like(large))
         assert calls == []                                   # numpy's SIMD tanh is faster
+        row = np.ones((1, 1 << 10), dtype="float32")
+        fused_elemwise.run_program(np, A_TIMES_B_PLUS_1, [large.reshape(-1, 1 << 10), row],
+                                   np.empty((64, 1 << 10), dtype="float32"))
+        assert calls == []                                   # broadcasting: numexpr is slow at it
         out = np.empty_like(large)
         fused_elemwise.run_program(np, A_TIMES_B_PLUS_1, [large, large], out)
         assert len(calls) == 1
+        monkeypatch.setattr(fused_elemwise, "_core_count", lambda: 2)
+        fused_elemwise.run_program(np, A_TIMES_B_PLUS_1, [large, large], out)
+        assert len(calls) == 1                               # two cores: the ufuncs were faster
     np.testing.assert_array_equal(out, 2.0)
     with pytest.raises(FusedProgramError, match=r"mode 'sometimes' is not one of auto, always, never"):
         with fused_elemwise.use_numexpr("sometimes"):

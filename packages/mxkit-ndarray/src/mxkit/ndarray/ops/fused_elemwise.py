@@ -7,9 +7,12 @@ one such node; its parameter ``expression`` is the JSON program described in
 - through numexpr (one multi-threaded pass over memory that releases the GIL) when the
   array module is numpy, numexpr is importable, every primitive has a numexpr form and
   config ``fused_numexpr`` allows it: ``always``; ``never``; or ``auto`` (the default),
-  which keeps numexpr for arithmetic programs (no exp/log/tanh..., whose SIMD numpy loops
-  beat numexpr's per-element libm calls) of at least :data:`NUMEXPR_MIN_ELEMENTS`
-  elements (below that numexpr's per-call cost dominates);
+  which keeps numexpr for what it does faster than the ufunc sequence: arithmetic
+  programs (no exp/log/tanh..., whose SIMD numpy loops beat numexpr's per-element libm
+  calls) over inputs of the output's shape (numexpr's broadcasting is slow) with at
+  least :data:`NUMEXPR_MIN_ELEMENTS` elements (below that its per-call cost dominates),
+  on machines with at least :data:`NUMEXPR_MIN_CORES` cores (its gain is its threads:
+  measured on two cores, the ufunc sequence was faster in every case);
 - otherwise as a sequence of ``xp`` ufunc calls writing into the output array with
   ``out=``: values live in registers (the output array first, then scratch arrays shaped
   like it, kept per thread) assigned by liveness, so a chain needs no scratch at all.
@@ -45,9 +48,10 @@ from mxkit.ndarray.shapes import broadcast_shape
 
 NUMEXPR_MODES = ("auto", "always", "never")
 register_option(Option("fused_numexpr", "str", "auto",
-                       "when fused elementwise nodes run through numexpr on CPU: auto (arithmetic programs of at "
-                       "least 65536 elements), always, never", choices=NUMEXPR_MODES))
+                       "when fused elementwise nodes run through numexpr on CPU: auto (large arithmetic programs "
+                       "without broadcasting, on 4 or more cores), always, never", choices=NUMEXPR_MODES))
 NUMEXPR_MIN_ELEMENTS = 1 << 16
+NUMEXPR_MIN_CORES = 4
 # primitives numexpr computes in its vectorised virtual machine; the others call libm per element
 NUMEXPR_FAST = frozenset({"add", "sub", "mul", "div", "maximum", "minimum", "equal", "not_equal", "greater",
                           "greater_equal", "lesser", "lesser_equal", "logical_and", "logical_or", "logical_xor",
@@ -94,6 +98,18 @@ def _numexpr_module() -> Any:
     except ImportError:
         return None
     return numexpr
+
+
+@lru_cache(maxsize=1)
+def _core_count() -> int:
+    numexpr = _numexpr_module()
+    return numexpr.detect_number_of_cores() if numexpr is not None else 1
+
+
+def _numexpr_pays(arithmetic: bool, inputs: list, out: Any) -> bool:
+    """config ``fused_numexpr="auto"``: whether numexpr should beat the ufunc sequence here."""
+    return (arithmetic and out.size >= NUMEXPR_MIN_ELEMENTS and _core_count() >= NUMEXPR_MIN_CORES
+            and all(a.shape == out.shape for a in inputs))
 
 
 def numexpr_available() -> bool:
@@ -212,7 +228,7 @@ def run_program(xp: Any, text: str, inputs: list, out: Any) -> None:
     if mode != "never" and xp.__name__ == "numpy":
         numexpr = _numexpr_module()
         form = _numexpr_form(text) if numexpr is not None else None
-        if form is not None and (mode == "always" or (form[2] and out.size >= NUMEXPR_MIN_ELEMENTS)):
+        if form is not None and (mode == "always" or _numexpr_pays(form[2], inputs, out)):
             expression, constants, _ = form
             scalar = out.dtype.type
             names = {f"x{i}": array for i, array in enumerate(inputs)}
@@ -255,5 +271,5 @@ FUSED_ELEMWISE = define(OpDef(
 ))
 
 
-__all__ = ["FUSED_ELEMWISE", "NUMEXPR_FAST", "NUMEXPR_MIN_ELEMENTS", "numexpr_available", "run_program",
-           "use_numexpr"]
+__all__ = ["FUSED_ELEMWISE", "NUMEXPR_FAST", "NUMEXPR_MIN_CORES", "NUMEXPR_MIN_ELEMENTS", "numexpr_available",
+           "run_program", "use_numexpr"]
