@@ -156,3 +156,27 @@ def test_bad_mirror_settings_fail_listing_the_choices():
         pass
     with pytest.raises(ConfigError, match=r"mirror_segment_mb"), config.override(mirror_segment_mb=-1):
         pass
+
+
+def test_a_segment_longer_than_the_recursion_limit_is_recomputed():
+    from mxkit.ndarray.registry import get_op
+    from mxkit.symbol.graph import Entry, Node
+    from mxkit.symbol.mirror import mirror
+    from mxkit.symbol.passes import PassGraph
+
+    value = Node(None, "x")
+    shapes, dtypes = {(id(value), 0): (4,)}, {(id(value), 0): "float32"}
+    forward = []
+    for i in range(1500):   # one segment under the cheap policy: nothing expensive to keep
+        value = Node(get_op("sin"), f"sin{i}", {}, [Entry(value, 0)], {})
+        forward.append(value)
+    reader = Node(get_op("_backward_sin"), "reader", {}, [Entry(value, 0), Entry(value, 0)], {})
+    for node in [*forward, reader]:
+        shapes[(id(node), 0)], dtypes[(id(node), 0)] = (4,), "float32"
+    graph = PassGraph([*forward, reader], [Entry(reader, 0)], shapes, dtypes, {id(n) for n in forward})
+    with config.override(mirror_policy="cheap"):
+        mirror(graph)
+    clones = graph.nodes[len(forward):-1]
+    assert [n.name for n in clones] == [f"sin{i}_mirror" for i in range(1500)]
+    assert all(c.inputs[0].node is (clones[i - 1] if i else forward[0].inputs[0].node) for i, c in enumerate(clones))
+    assert reader.inputs == [Entry(clones[-1], 0)] * 2 and graph.nodes[-1] is reader

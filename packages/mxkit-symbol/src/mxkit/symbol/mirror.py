@@ -111,11 +111,8 @@ def mirror(graph: PassGraph) -> None:
         order.append(node)
         return node
 
-    def recompute(entry: Entry) -> Entry:
-        k = key(entry)
-        if k in recomputed:
-            return recomputed[k]
-        source = entry.node
+    def clone(source: Node) -> None:
+        """Emit the recomputation of ``source`` (its dropped inputs are recomputed already)."""
         inputs = []
         aux = set(source.aux_input_indices())
         for position, item in enumerate(source.inputs):
@@ -125,17 +122,30 @@ def mirror(graph: PassGraph) -> None:
                 graph.shapes[(id(state), 0)] = graph.shapes[key(item)]
                 graph.dtypes[(id(state), 0)] = graph.dtypes[key(item)]
                 inputs.append(Entry(state, 0))
-            elif id(item.node) in dropped:
-                inputs.append(recompute(item))
             else:
-                inputs.append(item)
+                inputs.append(recomputed.get(key(item), item))
         attrs = {k: v for k, v in source.attrs.items() if k != "__force_mirroring__"}
-        clone = emit(Node(source.op, f"{source.name}_mirror", attrs, inputs, source.params))
+        copy = emit(Node(source.op, f"{source.name}_mirror", attrs, inputs, source.params))
         for i in range(source.num_outputs()):
-            graph.shapes[(id(clone), i)] = graph.shapes[(id(source), i)]
-            graph.dtypes[(id(clone), i)] = graph.dtypes[(id(source), i)]
-            recomputed[(id(source), i)] = Entry(clone, i)
-        return recomputed[k]
+            graph.shapes[(id(copy), i)] = graph.shapes[(id(source), i)]
+            graph.dtypes[(id(copy), i)] = graph.dtypes[(id(source), i)]
+            recomputed[(id(source), i)] = Entry(copy, i)
+
+    def recompute(entry: Entry) -> Entry:
+        # iterative depth-first walk back to the checkpoints: a segment may be thousands of nodes long
+        stack = [(entry.node, False)]
+        while stack:
+            source, inputs_done = stack.pop()
+            if (id(source), 0) in recomputed:
+                continue
+            if inputs_done:
+                clone(source)
+                continue
+            stack.append((source, True))
+            for item in source.inputs:
+                if id(item.node) in dropped and key(item) not in recomputed:
+                    stack.append((item.node, False))
+        return recomputed[key(entry)]
 
     for node in backward:
         if any(id(e.node) in dropped and id(e.node) in forward_ids for e in node.inputs):
