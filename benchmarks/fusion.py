@@ -11,8 +11,9 @@ Table 1, elementwise chains on 1e6 and 1e7 float32 elements, forward only:
   sequence (numexpr turned off), PyTorch CPU eager and the MXNet 1.9.1 executor (each in a
   subprocess of the interpreter named by ``MXKIT_BENCH_TORCH_PYTHON`` /
   ``MXKIT_BENCH_MXNET_PYTHON``, or ``--torch-python`` / ``--mxnet-python``; skipped when
-  absent); columns: milliseconds (best of ``--repeats``), time over numpy, and the bytes
-  the memory plan gives intermediates (mxkit rows).
+  absent); columns: milliseconds (best of ``--repeats``; the in-process rows alternate, so
+  a neighbour's load hits them alike), time over numpy, and the megabytes the memory plan
+  gives intermediates (mxkit rows).
 
 Table 2, training memory with and without recomputation: the memory plan's bytes for a
 deep MLP and a Conv-BatchNorm-ReLU stack, unmirrored and with ``mirror`` under the
@@ -115,7 +116,8 @@ def best_of(function, repeats: int) -> float:
 
 # ---- mxkit -------------------------------------------------------------------------------------
 
-def mxkit_forward(case: str, values: dict, passes: list[str], numexpr: str, repeats: int) -> tuple[float, int, object]:
+def mxkit_forward(case: str, values: dict, passes: list[str], numexpr: str) -> tuple[int, object, np.ndarray]:
+    """The planned intermediate bytes, a function running one forward, and its output."""
     from mxkit import symbol as sym
     from mxkit.core import config
     from mxkit.ndarray.ops.fused_elemwise import use_numexpr
@@ -127,12 +129,12 @@ def mxkit_forward(case: str, values: dict, passes: list[str], numexpr: str, repe
         exe.arg_dict[name][:] = value
 
     def run():
-        exe.forward()
-        exe.outputs[0].wait_to_read()
+        with use_numexpr(numexpr):
+            exe.forward()
+            exe.outputs[0].wait_to_read()
 
-    with use_numexpr(numexpr):
-        seconds = best_of(run, repeats)
-    return seconds, exe.memory_plan.total_bytes, exe.outputs[0].asnumpy()
+    run()
+    return exe.memory_plan.total_bytes, run, exe.outputs[0].asnumpy()
 
 
 # ---- anchors in subprocesses -------------------------------------------------------------------
@@ -283,15 +285,18 @@ def main() -> None:
     for size in sizes:
         for case in CASES:
             values = case_inputs(case, size)
-            numpy_seconds = best_of(lambda case=case, values=values: array_expression(case, values, NumpyFunctions),
-                                    args.repeats)
             reference = array_expression(case, values, NumpyFunctions)
-            cells = [f"{numpy_seconds * 1e3:9.2f}"]
-            for passes, numexpr in ((["prune"], "auto"), (["prune", "fuse"], "auto"), (["prune", "fuse"], "always"),
-                                    (["prune", "fuse"], "never")):
-                seconds, planned, out = mxkit_forward(case, values, passes, numexpr, args.repeats)
+            binds = [mxkit_forward(case, values, passes, numexpr) for passes, numexpr in
+                     ((["prune"], "auto"), (["prune", "fuse"], "auto"), (["prune", "fuse"], "always"),
+                      (["prune", "fuse"], "never"))]
+            for _, _, out in binds:
                 np.testing.assert_allclose(out, reference, rtol=1e-4, atol=1e-4)
-                cells.append(f"{seconds * 1e3:.2f} ({seconds / numpy_seconds:.2f}x) [{planned / 2**20:.1f}]")
+            numpy_seconds, *seconds = interleaved_best(
+                [lambda case=case, values=values: array_expression(case, values, NumpyFunctions),
+                 *(run for _, run, _ in binds)], args.repeats)
+            cells = [f"{numpy_seconds * 1e3:9.2f}"]
+            for (planned, _, _), took in zip(binds, seconds):
+                cells.append(f"{took * 1e3:.2f} ({took / numpy_seconds:.2f}x) [{planned / 2**20:.1f}]")
             for anchor in (torch_times, mxnet_times):
                 seconds = anchor.get(f"{case}@{size}")
                 cells.append("n/a" if seconds is None else f"{seconds * 1e3:.2f} ({seconds / numpy_seconds:.2f}x)")
