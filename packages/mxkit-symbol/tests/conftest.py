@@ -41,7 +41,8 @@ def naive_engine():
 
 @pytest.fixture(autouse=True)
 def only_implemented_passes():
-    """Run the tests with the passes this package implements (the default config also lists fusion)."""
+    """Run the executor tests node by node: without fusion (the default config fuses, which would
+    merge the nodes some tests look at); the fusion and mirror tests choose their passes."""
     from mxkit.core import config
 
     with config.override(graph_passes=["prune"]):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mxkit.symbol import passes as _passes  # noqa: F401  (registers the graph-pass config keys)
 from mxkit.symbol.symbol import Group, Symbol, SymbolError, Variable, var
 
 # MXNet's creation functions whose registry names are internal (``_zeros``...)
@@ -35,6 +36,14 @@ def load_json(json_str: str) -> Symbol:
     return from_json(json_str)
 
 
+def fuse(symbol: Symbol, type_dict: dict | None = None, **shapes: Any) -> Symbol:
+    """``symbol`` with its elementwise chains fused into ``_FusedElemwise`` nodes, given the input
+    shapes (see :func:`mxkit.symbol.fusion.fuse_symbol`)."""
+    from mxkit.symbol.fusion import fuse_symbol
+
+    return fuse_symbol(symbol, type_dict, **shapes)
+
+
 def __getattr__(name: str) -> Any:
     function = _functions.get(name)
     if function is not None:
@@ -51,4 +60,4 @@ def __getattr__(name: str) -> Any:
     return function
 
 
-__all__ = ["Group", "Symbol", "SymbolError", "Variable", "load", "load_json", "var"]
+__all__ = ["Group", "Symbol", "SymbolError", "Variable", "fuse", "load", "load_json", "var"]

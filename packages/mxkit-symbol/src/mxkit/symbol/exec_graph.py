@@ -52,6 +52,8 @@ class ExecGraph:
         array's current value.
     shapes, dtypes : dict
         Entry key ``(id(node), index)`` to shape / dtype name.
+    retired : list of Node
+        Nodes the graph passes replaced (kept alive: ``shapes`` still has their keys).
     """
 
     heads: list[Entry]
@@ -65,6 +67,7 @@ class ExecGraph:
     grad_inputs: dict[str, Node] = field(default_factory=dict)
     shapes: dict[Any, tuple] = field(default_factory=dict)
     dtypes: dict[Any, str] = field(default_factory=dict)
+    retired: list[Node] = field(default_factory=list)
 
     def nbytes(self, entry_key: Any) -> int:
         from mxkit.core.dtypes import itemsize
@@ -138,7 +141,7 @@ def build_exec_graph(symbol: Any, shapes: Mapping[str, Any], dtypes: Mapping[str
         When the given shapes do not determine every entry (naming the arguments still
         unknown) or an operator rejects them.
     """
-    from mxkit.symbol.passes import run_passes
+    from mxkit.symbol.passes import PassGraph, optimize_graph
 
     heads = list(symbol._outputs)
     order = topo_order(heads)
@@ -163,11 +166,15 @@ def build_exec_graph(symbol: Any, shapes: Mapping[str, Any], dtypes: Mapping[str
     if wrt:
         _add_backward(graph, wrt)
     # passes see forward and backward nodes together, rooted at the outputs and gradient writers
-    roots = heads + list(graph.grad_writers.values())
     forward_ids = {id(n) for n in graph.forward_nodes}
-    kept = run_passes(roots, graph.forward_nodes + graph.backward_nodes)
-    graph.forward_nodes = [n for n in kept if id(n) in forward_ids]
-    graph.backward_nodes = [n for n in kept if id(n) not in forward_ids]
+    passes = PassGraph(graph.forward_nodes + graph.backward_nodes, heads + list(graph.grad_writers.values()),
+                       graph.shapes, graph.dtypes, forward_ids, shared_ids={id(n) for n in order})
+    optimize_graph(passes)
+    graph.forward_nodes = [n for n in passes.nodes if id(n) in passes.forward_ids]
+    graph.backward_nodes = [n for n in passes.nodes if id(n) not in passes.forward_ids]
+    graph.heads = passes.roots[:len(heads)]
+    graph.grad_writers = dict(zip(graph.grad_writers, passes.roots[len(heads):]))
+    graph.retired = passes.retired
     return graph
 
 

@@ -397,6 +397,10 @@ class Executor:
         for node in graph.forward_nodes + graph.backward_nodes:
             lines.append("--------------------")
             lines.append(f"Op:{node.op.name}, Name={node.name}")
+            if node.op.name == "_FusedElemwise":
+                from mxkit.symbol.fusion import describe_fused
+
+                lines.append(f"Fused: {describe_fused(node)}")
             lines.append("Inputs:")
             lines += [f"\targ[{i}]={e.node.name}({e.index}) version=0" for i, e in enumerate(node.inputs)]
             for i in range(node.num_outputs()):

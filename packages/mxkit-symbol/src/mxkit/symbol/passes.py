@@ -1,30 +1,129 @@
-"""Graph passes: plain functions over the executor's graph, chosen by config ``graph_passes``.
+"""Graph passes: functions over the executor's graph, chosen by config ``graph_passes``.
 
-A pass is ``pass(roots, nodes) -> nodes``: ``roots`` are the entries the bind must produce
-(the outputs and the nodes writing gradient arrays), ``nodes`` the forward and backward
-operator nodes in execution order. Passes run at every bind, after the backward graph is
-built, in the order config lists them, so new ones (fusion, recompute) slot in by
-registering a function under a name with :func:`register_pass`.
+Passes run at every bind, after the backward graph is built, in the order config lists
+them (default ``prune,fuse``; config ``backward_do_mirror`` adds ``mirror`` after
+``prune``). Two kinds are registered with :func:`register_pass`:
+
+- a *selecting* pass is ``pass(roots, nodes) -> nodes``: ``roots`` are the entries the
+  bind must produce (the outputs, then the entries writing gradient arrays), ``nodes``
+  the forward and backward operator nodes in execution order (``prune``);
+- a *rewriting* pass (``rewrites=True``) is ``pass(graph)`` over a :class:`PassGraph`:
+  it may add and remove nodes and move roots, recording the shape and dtype of every
+  entry it makes (``fuse``: :mod:`mxkit.symbol.fusion`; ``mirror``: :mod:`mxkit.symbol.mirror`).
+
+The forward nodes are shared with the Symbol that was bound, so a rewriting pass never
+changes them: :meth:`PassGraph.replace_entries` gives a node whose inputs change a
+private copy. Backward nodes are made anew by every bind and may be changed in place.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
+from mxkit.core.config import Option, register_option
 from mxkit.core.errors import ConfigError
 from mxkit.symbol.graph import Entry, Node, topo_order
 
+register_option(Option("backward_do_mirror", "bool", False,
+                       "recompute cheap forward results in backward instead of keeping them (the graph pass "
+                       "'mirror'; MXNet's MXNET_BACKWARD_DO_MIRROR)"))
+register_option(Option("mirror_policy", "str", "sqrt",
+                       "which forward results the mirror pass keeps: 'sqrt' (Chen et al.'s segments) or 'cheap' "
+                       "(MXNet's: keep convolution/fully-connected outputs, recompute the rest)",
+                       choices=("sqrt", "cheap")))
+register_option(Option("mirror_segment_mb", "float", 0.0,
+                       "megabytes of forward results per recomputed segment under mirror_policy 'sqrt' "
+                       "(0: total / sqrt(number of forward nodes))", minimum=0))
+
 GraphPass = Callable[[list[Entry], list[Node]], list[Node]]
 _PASSES: dict[str, GraphPass] = {}
-# Names the default configuration lists that no pass implements yet: skipped with one warning.
-_PLANNED = {"fuse": "elementwise fusion", "mirror": "recomputation (mirror)"}
+_REWRITING: set[str] = set()
+# Names a configuration may list that no pass implements yet: skipped with one warning.
+_PLANNED: dict[str, str] = {}
 _warned: set[str] = set()
 
 
-def register_pass(name: str, function: GraphPass) -> None:
-    """Make ``function(roots, nodes) -> nodes`` available as pass ``name``."""
-    _PASSES[name.strip().lower()] = function
+@dataclass
+class PassGraph:
+    """The executor's graph as rewriting passes see and change it.
+
+    Attributes
+    ----------
+    nodes : list of Node
+        Forward and backward operator nodes in execution order.
+    roots : list of Entry
+        The outputs, then the entries that write gradient arrays (same order as given).
+    shapes, dtypes : dict
+        Entry key ``(id(node), index)`` to shape / dtype name; a pass adds its new entries.
+    forward_ids : set of int
+        Ids of the nodes that run in ``forward`` (the others run in ``backward``).
+    shared_ids : set of int
+        Ids of the nodes shared with the Symbol (never changed in place).
+    retired : list of Node
+        Nodes a pass removed, kept alive for the bind so that no new node reuses their id
+        while ``shapes`` still has their keys.
+    """
+
+    nodes: list[Node]
+    roots: list[Entry]
+    shapes: dict[Any, tuple] = field(default_factory=dict)
+    dtypes: dict[Any, str] = field(default_factory=dict)
+    forward_ids: set[int] = field(default_factory=set)
+    shared_ids: set[int] = field(default_factory=set)
+    retired: list[Node] = field(default_factory=list)
+
+    def is_forward(self, node: Node) -> bool:
+        return id(node) in self.forward_ids
+
+    def replace_entries(self, replacements: dict[Any, Entry]) -> None:
+        """Make every reader of entry key ``k`` (nodes and roots) read ``replacements[k]``.
+
+        A shared node whose inputs change is replaced by a private copy, and the readers of
+        its outputs then read the copy's, and so on downstream.
+        """
+        mapping = dict(replacements)
+        rewired: list[Node] = []
+        for node in self.nodes:
+            if any((id(e.node), e.index) in mapping for e in node.inputs):
+                inputs = [mapping.get((id(e.node), e.index), e) for e in node.inputs]
+                if id(node) in self.shared_ids:
+                    copy = Node(node.op, node.name, node.attrs, inputs, node.params)
+                    for i in range(node.num_outputs()):
+                        self.shapes[(id(copy), i)] = self.shapes[(id(node), i)]
+                        self.dtypes[(id(copy), i)] = self.dtypes[(id(node), i)]
+                        mapping[(id(node), i)] = Entry(copy, i)
+                    if id(node) in self.forward_ids:
+                        self.forward_ids.add(id(copy))
+                    self.retired.append(node)
+                    node = copy
+                else:
+                    node.inputs = inputs
+            rewired.append(node)
+        self.nodes = rewired
+        self.roots = [mapping.get((id(r.node), r.index), r) for r in self.roots]
+
+
+def register_pass(name: str, function: Callable, rewrites: bool = False) -> None:
+    """Make ``function`` available as pass ``name``.
+
+    Parameters
+    ----------
+    name : str
+        The name config ``graph_passes`` lists.
+    function : callable
+        ``function(roots, nodes) -> nodes``, or with ``rewrites=True`` ``function(graph)``
+        changing the :class:`PassGraph` in place.
+    """
+    normalized = name.strip().lower()
+    _PASSES[normalized] = function
+    _PLANNED.pop(normalized, None)
+    if rewrites:
+        _REWRITING.add(normalized)
+    else:
+        _REWRITING.discard(normalized)
 
 
 def prune(roots: list[Entry], nodes: list[Node]) -> list[Node]:
@@ -37,18 +136,46 @@ def prune(roots: list[Entry], nodes: list[Node]) -> list[Node]:
 register_pass("prune", prune)
 
 
+def configured_passes() -> list[str]:
+    """Config ``graph_passes``, with ``mirror`` after ``prune`` when ``backward_do_mirror`` is on."""
+    from mxkit.core import config
+
+    names = [n.strip().lower() for n in config.get("graph_passes")]
+    if config.get("backward_do_mirror") and "mirror" not in names:
+        names.insert(names.index("prune") + 1 if "prune" in names else 0, "mirror")
+    return names
+
+
 def run_passes(roots: list[Entry], nodes: list[Node], names: Sequence[str] | None = None) -> list[Node]:
-    """Run the passes ``names`` (default: config ``graph_passes``) over ``nodes``.
+    """Run the selecting passes ``names`` (default: config) over ``nodes``; rewriting ones need
+    :func:`optimize_graph` (shapes and dtypes) and are skipped here."""
+    graph = PassGraph(list(nodes), list(roots))
+    _run(graph, names, rewriting=False)
+    return graph.nodes
+
+
+def optimize_graph(graph: PassGraph, names: Sequence[str] | None = None) -> PassGraph:
+    """Run the passes ``names`` (default: :func:`configured_passes`) over ``graph`` in place.
 
     Raises
     ------
     ConfigError
         For a name no pass is registered under (listing the registered ones).
     """
-    if names is None:
-        from mxkit.core import config
+    _run(graph, names, rewriting=True)
+    return graph
 
-        names = config.get("graph_passes")
+
+def _ensure_builtin_passes() -> None:
+    # the rewriting passes live in their own modules, which register themselves at import
+    import mxkit.symbol.fusion
+    import mxkit.symbol.mirror  # noqa: F401
+
+
+def _run(graph: PassGraph, names: Sequence[str] | None, rewriting: bool) -> None:
+    _ensure_builtin_passes()
+    if names is None:
+        names = configured_passes()
     for raw in names:
         name = raw.strip().lower()
         function = _PASSES.get(name)
@@ -61,8 +188,11 @@ def run_passes(roots: list[Entry], nodes: list[Node], names: Sequence[str] | Non
                 continue
             raise ConfigError(f"graph_passes lists {raw!r}, which is not a graph pass; registered passes: "
                               f"{', '.join(sorted(_PASSES))}")
-        nodes = function(roots, nodes)
-    return nodes
+        if name in _REWRITING:
+            if rewriting:
+                function(graph)
+        else:
+            graph.nodes = function(graph.roots, graph.nodes)
 
 
-__all__ = ["prune", "register_pass", "run_passes"]
+__all__ = ["PassGraph", "configured_passes", "optimize_graph", "prune", "register_pass", "run_passes"]
