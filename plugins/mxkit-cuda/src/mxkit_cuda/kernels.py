@@ -49,8 +49,15 @@ def _convolution_backward(xp: Any, inputs: list, outputs: list, params: dict) ->
     convolution_backward(xp, inputs, outputs, params)
 
 
+def _fused_elemwise(xp: Any, inputs: list, outputs: list, params: dict) -> None:
+    from mxkit_cuda.fused import fused_elemwise
+
+    fused_elemwise(xp, inputs, outputs, params)
+
+
 #: operator name -> kernel
 KERNELS = {
+    "_FusedElemwise": _fused_elemwise,
     "Convolution": _convolution,
     "_backward_Convolution": _convolution_backward,
     "relu": relu,
