@@ -1,8 +1,7 @@
 """Shared test helpers: a small optimizer with MXNet's protocol (mxkit-train is not a dependency)."""
 
-import pytest
-
 import mxkit.ndarray as nd
+import pytest
 
 
 class MomentumSGD:

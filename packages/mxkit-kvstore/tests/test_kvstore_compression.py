@@ -2,13 +2,12 @@
 
 from pathlib import Path
 
+import mxkit.ndarray as nd
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-
-import mxkit.ndarray as nd
 from mxkit.core import cpu
 from mxkit.kvstore import create
 from mxkit.kvstore.compression import (

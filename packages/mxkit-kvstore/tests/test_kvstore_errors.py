@@ -1,9 +1,8 @@
 """Bad input fails at the call with an mxkit error that names the problem and the fix."""
 
+import mxkit.ndarray as nd
 import numpy as np
 import pytest
-
-import mxkit.ndarray as nd
 from mxkit.core import config
 from mxkit.core.errors import (
     FormatError,

@@ -1,11 +1,10 @@
 """The store against a numpy model of MXNet's KVStore, for random programs of init/push/pull."""
 
+import mxkit.ndarray as nd
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import mxkit.ndarray as nd
 from mxkit.core import cpu
 from mxkit.kvstore import create
 

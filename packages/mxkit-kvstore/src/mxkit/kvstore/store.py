@@ -44,6 +44,12 @@ def _unique_vars(arrays: Sequence[Any], exclude: Sequence[Any] = ()) -> list[Any
     return found
 
 
+def _op_name(what: str, keys: Sequence[Any]) -> str:
+    """``kvstore.push('a', 'b')``: the operation's name in engine errors and traces."""
+    shown = ", ".join(repr(key) for key in keys[:4]) + (f", ... ({len(keys)} keys)" if len(keys) > 4 else "")
+    return f"kvstore.{what}({shown})"
+
+
 def _new_array(shape: tuple[int, ...], dtype: Any, ctx: Context) -> Any:
     from mxkit.ndarray import empty
 
@@ -227,6 +233,7 @@ class KVStore:
         checked = self._checked(group(key, value, "push"), "push")
         self._place([(entry, arrays) for entry, arrays in checked if entry.home is None])
         batches: dict[Context, list[tuple[Any, list[Any], bool]]] = {}
+        batch_keys: dict[Context, list[Any]] = {}
         for entry, arrays in checked:
             direct = self._updater is None and entry.pending == 0 and self._model.ready_to_apply(1)
             target = entry.value if direct else entry.merge_target()
@@ -237,13 +244,14 @@ class KVStore:
             elif direct and entry.nbytes <= BATCH_MAX_BYTES:
                 # only direct sums batch: an updater must be called after its key's sum is pushed
                 batches.setdefault(target.context, []).append((target, sources, accumulate))
+                batch_keys.setdefault(target.context, []).append(entry.key)
             else:
                 self._push_sum(target.context, [(target, sources, accumulate)], priority,
-                               f"kvstore.push({entry.key!r})")
+                               _op_name("push", [entry.key]))
             if not direct:
                 self._apply_if_ready(entry, priority)
         for home, jobs in batches.items():
-            self._push_sum(home, jobs, priority, f"kvstore.push({len(jobs)} keys)")
+            self._push_sum(home, jobs, priority, _op_name("push", batch_keys[home]))
 
     def _place(self, unplaced: list[tuple[_Entry, list[Any]]]) -> None:
         """Choose the merge device of ``device`` stores' keys at their first push."""
@@ -278,7 +286,7 @@ class KVStore:
                 dst_data[...] = merge.transfer(src_data, src_ctx, home)
 
             _engine().push(copy_in, [array._var], [staging._var], array.context, priority,
-                           f"kvstore.copy({entry.key!r})", True)
+                           _op_name("copy", [entry.key]), True)
             sources.append(staging)
         return sources
 
@@ -319,7 +327,7 @@ class KVStore:
                 payload.data = compressor.compress(xp, grad_data.reshape(-1), flat_residual)
 
             writes = [payload.var] + ([residual._var] if residual is not None else [])
-            _engine().push(compress, [array._var], writes, ctx, priority, f"kvstore.compress({entry.key!r})")
+            _engine().push(compress, [array._var], writes, ctx, priority, _op_name("compress", [entry.key]))
             payloads.append(payload)
         home = target.context
         home_xp = home.backend.xp
@@ -332,7 +340,7 @@ class KVStore:
                 compressor.decompress(home_xp, data, flat_out, accumulate or position > 0)
 
         reads = list(dict.fromkeys(p.var for p in payloads))
-        _engine().push(decompress_and_sum, reads, [target._var], home, priority, f"kvstore.merge({entry.key!r})")
+        _engine().push(decompress_and_sum, reads, [target._var], home, priority, _op_name("merge", [entry.key]))
 
     def _apply_if_ready(self, entry: _Entry, priority: int) -> None:
         entry.pending += 1
@@ -370,15 +378,17 @@ class KVStore:
             raise KVStoreError("pull needs out=: the NDArray (or list of per-device NDArrays) to fill")
         checked = self._checked(group(key, out, "pull"), "pull")
         batches: dict[Context, list[tuple[Any, list[Any]]]] = {}
+        batch_keys: dict[Context, list[Any]] = {}
         for entry, outs in checked:
             self._check_pull_ready(entry)
             if entry.nbytes <= BATCH_MAX_BYTES and all(merge.shares_memory_space(o.context, entry.value.context)
                                                         for o in outs):
                 batches.setdefault(entry.value.context, []).append((entry.value, outs))
+                batch_keys.setdefault(entry.value.context, []).append(entry.key)
             else:
                 self._push_copies(entry, entry.value, outs, priority, "pull")
         for home, jobs in batches.items():
-            self._push_broadcast(home, jobs, priority, f"kvstore.pull({len(jobs)} keys)")
+            self._push_broadcast(home, jobs, priority, _op_name("pull", batch_keys[home]))
 
     def _check_pull_ready(self, entry: _Entry) -> None:
         pull_ready = getattr(self._model, "pull_ready", None)
@@ -391,7 +401,7 @@ class KVStore:
         home = source.context
         local = [o for o in outs if merge.shares_memory_space(o.context, home)]
         if local:
-            self._push_broadcast(home, [(source, local)], priority, f"kvstore.{what}({entry.key!r})")
+            self._push_broadcast(home, [(source, local)], priority, _op_name(what, [entry.key]))
         for out in outs:
             if merge.shares_memory_space(out.context, home):
                 continue
@@ -401,7 +411,7 @@ class KVStore:
                 dst_data[...] = merge.transfer(src_data, home, dst_ctx)
 
             _engine().push(copy_out, [source._var], [out._var], out.context, priority,
-                           f"kvstore.{what}({entry.key!r})", True)
+                           _op_name(what, [entry.key]), True)
 
     def _push_broadcast(self, home: Context, jobs: list[tuple[Any, list[Any]]], priority: int, name: str) -> None:
         xp = home.backend.xp
