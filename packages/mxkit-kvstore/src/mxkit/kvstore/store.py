@@ -36,12 +36,10 @@ def _engine() -> Any:
 
 
 def _unique_vars(arrays: Sequence[Any], exclude: Sequence[Any] = ()) -> list[Any]:
-    found: list[Any] = []
-    for array in arrays:
-        var = array._var
-        if var not in found and var not in exclude:
-            found.append(var)
-    return found
+    found = dict.fromkeys(array._var for array in arrays)  # vars hash by identity: linear, ordered
+    for var in exclude:
+        found.pop(var, None)
+    return list(found)
 
 
 def _op_name(what: str, keys: Sequence[Any]) -> str:
@@ -199,10 +197,14 @@ class KVStore:
 
     def _checked(self, pairs: list[tuple[Any, list[Any]]], what: str) -> list[tuple[_Entry, list[Any]]]:
         checked = []
+        entries = self._entries
         for key, arrays in pairs:
-            entry = self._entry(key, what)
+            entry = entries.get(key)  # a key found is of the store's kind: 1 and "1" are different keys
+            if entry is None:
+                entry = self._entry(key, what)
+            shape = entry.shape
             for array in arrays:
-                if tuple(array.shape) != entry.shape:
+                if array._data.shape != shape:
                     raise ShapeError(f"{what} of key {key!r}: an array has shape {tuple(array.shape)}, the key "
                                      f"was initialised with shape {entry.shape}")
             checked.append((entry, arrays))
@@ -273,10 +275,12 @@ class KVStore:
 
     def _sources_on_home(self, entry: _Entry, arrays: list[Any], priority: int) -> list[Any]:
         """The pushed arrays, each copied to the home device if the sum cannot read it there."""
-        home = entry.value.context
+        home = entry.value._ctx
+        if self._compressor is not None or all(merge.shares_memory_space(a._ctx, home) for a in arrays):
+            return arrays  # the common case: the sum reads every array where it is
         sources = []
         for array in arrays:
-            if merge.shares_memory_space(array.context, home) or self._compressor is not None:
+            if merge.shares_memory_space(array.context, home):
                 sources.append(array)
                 continue
             staging = entry.staging_for(array.context)
@@ -379,10 +383,12 @@ class KVStore:
         checked = self._checked(group(key, out, "pull"), "pull")
         batches: dict[Context, list[tuple[Any, list[Any]]]] = {}
         batch_keys: dict[Context, list[Any]] = {}
+        shares = merge.shares_memory_space
         for entry, outs in checked:
-            self._check_pull_ready(entry)
-            if entry.nbytes <= BATCH_MAX_BYTES and all(merge.shares_memory_space(o.context, entry.value.context)
-                                                        for o in outs):
+            if entry.pending:
+                self._check_pull_ready(entry)
+            home = entry.value._ctx
+            if entry.nbytes <= BATCH_MAX_BYTES and all(shares(o._ctx, home) for o in outs):
                 batches.setdefault(entry.value.context, []).append((entry.value, outs))
                 batch_keys.setdefault(entry.value.context, []).append(entry.key)
             else:
