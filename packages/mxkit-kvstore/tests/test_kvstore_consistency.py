@@ -217,3 +217,14 @@ def test_builtin_models_and_compressors_are_registered_plugins():
     assert {"none", "2bit", "fp16", "topk"} <= set(plugins.registry("compressor").names())
     origin = dict((name, info) for name, _, info in plugins.registry("compressor").items())["2bit"]
     assert origin.distribution == "mxkit-kvstore"
+
+
+def test_the_plugin_registry_does_not_load_the_store():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom mxkit.core import plugins\n"
+            "names = plugins.registry('compressor').names() + plugins.registry('consistency').names()\n"
+            "assert '2bit' in names and 'sequential' in names, names\n"
+            "assert 'numpy' not in sys.modules and 'mxkit.kvstore.store' not in sys.modules\n")
+    subprocess.run([sys.executable, "-c", code], check=True)
