@@ -59,7 +59,7 @@ def offhost():
 @pytest.mark.parametrize("kvtype", ["local", "device"])
 @pytest.mark.parametrize("compression", [None, {"type": "2bit", "threshold": 0.5}])
 def test_values_on_another_memory_space_are_moved_through_the_backend(kvtype, compression, offhost):
-    devices = [offhost(0), offhost(1), cpu(1)]
+    devices = [offhost(0), offhost(1), cpu(1), offhost(1)]  # two values from one device
     kv = create(kvtype)
     if compression:
         kv.set_gradient_compression(compression)

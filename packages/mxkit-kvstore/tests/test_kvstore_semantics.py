@@ -155,7 +155,7 @@ def test_describes_itself_like_mxnet():
     assert (kv.type, kv.rank, kv.num_workers) == ("local", 0, 1)
     assert create("local_allreduce_device").type == "device"
     kv.barrier()
-    assert kv.is_capable("optimizer") and not kv.is_capable("sparse")
+    assert kv.is_capable(kv.OPTIMIZER) and not kv.is_capable("sparse")
 
 
 def test_the_facade_maps_mx_kv_to_this_package():

@@ -71,18 +71,18 @@ class _Entry:
         self.merge_buffer: Any = None
         self.pending = 0  # pushes summed into merge_buffer, not applied yet
         self.residuals: dict[tuple[int, Context], Any] = {}
-        self.staging: dict[Context, Any] = {}
+        self.staging: dict[tuple[int, Context], Any] = {}
 
     def merge_target(self) -> Any:
         if self.merge_buffer is None:
             self.merge_buffer = _new_array(self.shape, self.dtype, self.value.context)
         return self.merge_buffer
 
-    def staging_for(self, ctx: Context) -> Any:
-        """A buffer on the home device that receives a copy of a value from ``ctx``."""
-        buffer = self.staging.get(ctx)
+    def staging_for(self, index: int, ctx: Context) -> Any:
+        """A buffer on the home device that receives the ``index``-th pushed value, from ``ctx``."""
+        buffer = self.staging.get((index, ctx))
         if buffer is None:
-            buffer = self.staging[ctx] = _new_array(self.shape, self.dtype, self.value.context)
+            buffer = self.staging[(index, ctx)] = _new_array(self.shape, self.dtype, self.value.context)
         return buffer
 
 
@@ -111,6 +111,9 @@ class KVStore:
     **consistency_options
         Options of the model (``tau=2`` for ``bounded_delay``).
     """
+
+    #: the capability of running an optimizer on pushes (MXNet's ``KVStoreBase.OPTIMIZER``)
+    OPTIMIZER = "optimizer"
 
     def __init__(self, kvtype: str = "local", consistency: str | None = None, **consistency_options: Any):
         from mxkit.kvstore.consistency import make_model
@@ -149,8 +152,8 @@ class KVStore:
         return self._model
 
     def is_capable(self, capability: str) -> bool:
-        """Whether the store supports ``capability`` (``"optimizer"``: yes)."""
-        return capability.lower() == "optimizer"
+        """Whether the store supports ``capability`` (:attr:`OPTIMIZER`: yes)."""
+        return capability.lower() == self.OPTIMIZER
 
     def barrier(self) -> None:
         """Wait for every worker (one, here: returns at once, as MXNet's local store does)."""
@@ -279,11 +282,11 @@ class KVStore:
         if self._compressor is not None or all(merge.shares_memory_space(a._ctx, home) for a in arrays):
             return arrays  # the common case: the sum reads every array where it is
         sources = []
-        for array in arrays:
+        for index, array in enumerate(arrays):
             if merge.shares_memory_space(array.context, home):
                 sources.append(array)
                 continue
-            staging = entry.staging_for(array.context)
+            staging = entry.staging_for(index, array.context)
             src_data, dst_data, src_ctx = array._data, staging._data, array.context
 
             def copy_in(src_data: Any = src_data, dst_data: Any = dst_data, src_ctx: Any = src_ctx) -> None:
