@@ -14,7 +14,7 @@ Rows:
   all the work of a push and a pull done by hand;
 - **mxkit local / device**: ``kv.push(keys, grads); kv.pull(keys, out=outs)``, synced once per
   timed block with ``mx.nd.waitall()``;
-- **MXNet 1.9.1 local / device** in a subprocess of the interpreter named by
+- **MXNet 1.9.1 local / device** (PyTorch has no KVStore, so no column) in a subprocess of the interpreter named by
   ``MXKIT_BENCH_MXNET_PYTHON`` (or ``--mxnet-python``); empty without it.
 
 Each number is the best of ``--repeats`` timed blocks; the in-process rows alternate blocks

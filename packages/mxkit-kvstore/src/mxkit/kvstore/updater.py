@@ -74,7 +74,7 @@ class OptimizerUpdater:
             manifest["optimizer"] = _optimizer_counters(self.optimizer)
         arrays[_MANIFEST] = np.frombuffer(json.dumps(manifest).encode("utf-8"), dtype=np.uint8)
         buffer = io.BytesIO()
-        np.savez(buffer, **arrays)
+        np.savez(buffer, **arrays)  # type: ignore[arg-type]  # (numpy's stub misreads **kwargs)
         with open(fname, "wb") as handle:
             handle.write(buffer.getvalue())
 
