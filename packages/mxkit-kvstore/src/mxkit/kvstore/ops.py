@@ -18,9 +18,9 @@ from mxkit.kvstore import merge
 
 def engine() -> Any:
     """The process engine (the one mxkit-ndarray pushes to)."""
-    from mxkit.ndarray.invoke import engine
+    import mxkit.engine
 
-    return engine()
+    return mxkit.engine.get()
 
 
 def unique_vars(arrays: Sequence[Any], exclude: Sequence[Any] = ()) -> list[Any]:
