@@ -92,7 +92,7 @@ class Payload:
 def stage_sources(entry: Entry, arrays: list[Any], priority: int) -> list[Any]:
     """The pushed arrays, each copied to the home device if the sum cannot read it there."""
     home = entry.value._ctx
-    if all(merge.shares_memory_space(a._ctx, home) for a in arrays):
+    if merge.all_readable_from(arrays, home):
         return arrays  # the common case: the sum reads every array where it is
     sources = []
     for index, array in enumerate(arrays):

@@ -168,26 +168,29 @@ class KVStore:
         """
         checked = self._checked(group(key, value, "push"), "push")
         self._place([(entry, arrays) for entry, arrays in checked if entry.home is None])
-        batches: dict[Context, list[tuple[Any, list[Any], bool]]] = {}
-        batch_keys: dict[Context, list[Any]] = {}
+        batches: dict[int, tuple[Context, list[tuple[Any, list[Any], bool]], list[Any]]] = {}
+        applies_at_once = self._updater is None and self._model.ready_to_apply(1)
         for entry, arrays in checked:
-            direct = self._updater is None and entry.pending == 0 and self._model.ready_to_apply(1)
+            direct = applies_at_once and entry.pending == 0
             target = entry.value if direct else entry.merge_target()
             accumulate = not direct and entry.pending > 0
-            sources = arrays if self._compressor is not None else ops.stage_sources(entry, arrays, priority)
             if self._compressor is not None:
-                ops.push_compressed(entry, self._compressor, sources, target, accumulate, priority)
+                ops.push_compressed(entry, self._compressor, arrays, target, accumulate, priority)
             elif direct and entry.nbytes <= BATCH_MAX_BYTES:
                 # only direct sums batch: an updater must be called after its key's sum is pushed
-                batches.setdefault(target.context, []).append((target, sources, accumulate))
-                batch_keys.setdefault(target.context, []).append(entry.key)
+                home = target._ctx
+                batch = batches.get(id(home))
+                if batch is None:
+                    batch = batches[id(home)] = (home, [], [])
+                batch[1].append((target, ops.stage_sources(entry, arrays, priority), False))
+                batch[2].append(entry.key)
             else:
-                ops.push_sum(target.context, [(target, sources, accumulate)], priority,
-                             ops.op_name("push", [entry.key]))
+                ops.push_sum(target.context, [(target, ops.stage_sources(entry, arrays, priority), accumulate)],
+                             priority, ops.op_name("push", [entry.key]))
             if not direct:
                 self._apply_if_ready(entry, priority)
-        for home, jobs in batches.items():
-            ops.push_sum(home, jobs, priority, ops.op_name("push", batch_keys[home]))
+        for home, jobs, keys in batches.values():
+            ops.push_sum(home, jobs, priority, ops.op_name("push", keys))
 
     def _place(self, unplaced: list[tuple[ops.Entry, list[Any]]]) -> None:
         """Choose the merge device of ``device`` stores' keys at their first push."""
@@ -242,20 +245,25 @@ class KVStore:
         if out is None:
             raise KVStoreError("pull needs out=: the NDArray (or list of per-device NDArrays) to fill")
         checked = self._checked(group(key, out, "pull"), "pull")
-        batches: dict[Context, list[tuple[Any, list[Any]]]] = {}
-        batch_keys: dict[Context, list[Any]] = {}
-        shares = merge.shares_memory_space
+        # small keys share one operation per home device (keyed by the Context's identity:
+        # hashing a Context runs Python code)
+        batches: dict[int, tuple[Context, list[tuple[Any, list[Any]]], list[Any]]] = {}
+        readable = merge.all_readable_from
         for entry, outs in checked:
             if entry.pending:
                 self._check_pull_ready(entry)
-            home = entry.value._ctx
-            if entry.nbytes <= BATCH_MAX_BYTES and all(shares(o._ctx, home) for o in outs):
-                batches.setdefault(entry.value.context, []).append((entry.value, outs))
-                batch_keys.setdefault(entry.value.context, []).append(entry.key)
+            value = entry.value
+            home = value._ctx
+            if entry.nbytes <= BATCH_MAX_BYTES and readable(outs, home):
+                batch = batches.get(id(home))
+                if batch is None:
+                    batch = batches[id(home)] = (home, [], [])
+                batch[1].append((value, outs))
+                batch[2].append(entry.key)
             else:
-                ops.push_copies(entry, entry.value, outs, priority, "pull")
-        for home, jobs in batches.items():
-            ops.push_broadcast(home, jobs, priority, ops.op_name("pull", batch_keys[home]))
+                ops.push_copies(entry, value, outs, priority, "pull")
+        for home, jobs, keys in batches.values():
+            ops.push_broadcast(home, jobs, priority, ops.op_name("pull", keys))
 
     def _check_pull_ready(self, entry: ops.Entry) -> None:
         pull_ready = getattr(self._model, "pull_ready", None)
