@@ -56,6 +56,9 @@ class OptimizerUpdater:
         self._update = getattr(optimizer, "update_multi_precision", None) or optimizer.update
 
     def __call__(self, key: Any, grad: Any, weight: Any) -> None:
+        set_context = getattr(self.optimizer, "_set_current_context", None)
+        if set_context is not None:  # MXNet's optimizers keep update counts per device
+            set_context(weight.context.device_id)
         if key not in self.states:
             self.states[key] = self._create(key, weight)
         elif key in self._unsynced:
