@@ -81,11 +81,10 @@ class Entry:
 class Payload:
     """A compressed gradient in flight between its compress and its merge operation."""
 
-    __slots__ = ("ctx", "data", "var")
+    __slots__ = ("data", "var")
 
-    def __init__(self, ctx: Context, var: Any):
-        self.ctx = ctx
-        self.var = var
+    def __init__(self, var: Any):
+        self.var = var  # written by the compress operation, read by the merge operation
         self.data: tuple[Any, ...] = ()
 
 
@@ -140,8 +139,7 @@ def push_compressed(entry: Entry, compressor: Any, sources: list[Any], target: A
             residual = entry.residuals[(index, ctx)] = zeros(entry.shape, ctx=ctx, dtype=entry.dtype)
         payload = entry.payloads.get(index)
         if payload is None:
-            payload = entry.payloads[index] = Payload(ctx, engine().new_var())
-        payload.ctx = ctx
+            payload = entry.payloads[index] = Payload(engine().new_var())
         xp = ctx.backend.xp
         grad_data = array._data
         residual_data = residual._data if residual is not None else None
@@ -153,18 +151,18 @@ def push_compressed(entry: Entry, compressor: Any, sources: list[Any], target: A
 
         writes = [payload.var] + ([residual._var] if residual is not None else [])
         engine().push(compress, [array._var], writes, ctx, priority, op_name("compress", [entry.key]))
-        payloads.append(payload)
+        payloads.append((payload, ctx))
     home = target.context
     home_xp = home.backend.xp
     out_data = target._data
 
     def decompress_and_sum() -> None:
         flat_out = out_data.reshape(-1)
-        for position, payload in enumerate(payloads):
-            data = tuple(merge.transfer(part, payload.ctx, home) for part in payload.data)
+        for position, (payload, ctx) in enumerate(payloads):
+            data = tuple(merge.transfer(part, ctx, home) for part in payload.data)
             compressor.decompress(home_xp, data, flat_out, accumulate or position > 0)
 
-    reads = list(dict.fromkeys(p.var for p in payloads))
+    reads = list(dict.fromkeys(payload.var for payload, _ in payloads))
     engine().push(decompress_and_sum, reads, [target._var], home, priority, op_name("merge", [entry.key]))
 
 
