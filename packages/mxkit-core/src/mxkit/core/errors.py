@@ -57,6 +57,10 @@ class FormatError(MXKitError, ValueError):
     """A file or message is not in the expected format (corrupt, truncated, wrong magic)."""
 
 
+class KVStoreError(MXKitError):
+    """A KVStore was misused: a key pushed or pulled before init, mixed key types, a bad value."""
+
+
 __all__ = [
     "ConfigError",
     "DTypeError",
@@ -64,6 +68,7 @@ __all__ = [
     "DuplicatePluginError",
     "EngineError",
     "FormatError",
+    "KVStoreError",
     "MXKitError",
     "MissingComponentError",
     "PluginError",

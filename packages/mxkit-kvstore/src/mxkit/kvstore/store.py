@@ -1,0 +1,497 @@
+"""The single-machine KVStore (``local`` and ``device``), MXNet 1.x's ``KVStoreLocal``.
+
+Every push, pull and sum is an engine operation that reads the pushed arrays and writes
+the stored value (or a pull's targets), so the Python thread never waits: a push queued
+behind the backward pass runs when its gradients are written, and pulls with a higher
+``priority`` run first among ready work. ``local`` sums on the CPU; ``device`` sums on the
+devices of the pushed values, each key's merge buffer on one of them (largest keys first,
+each onto the least-loaded device).
+
+Without an updater a push replaces the stored value with the sum of its values; with one
+(``set_updater``, ``set_optimizer``), ``updater(key, sum, stored)`` merges it. The
+consistency model (config ``consistency``; ``sequential`` by default) decides when pushes
+are applied; with one worker it matters only to a model that batches pushes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mxkit.core.context import Context
+from mxkit.core.errors import KVStoreError, ShapeError
+from mxkit.kvstore import merge
+from mxkit.kvstore.keys import group, key_kind
+from mxkit.kvstore.updater import OptimizerUpdater
+
+#: keys up to this many bytes that one call pushes or pulls share one engine operation per device
+BATCH_MAX_BYTES = 64 * 1024
+_CPU0 = Context("cpu", 0)
+
+
+def _engine() -> Any:
+    from mxkit.ndarray.invoke import engine
+
+    return engine()
+
+
+def _unique_vars(arrays: Sequence[Any], exclude: Sequence[Any] = ()) -> list[Any]:
+    found: list[Any] = []
+    for array in arrays:
+        var = array._var
+        if var not in found and var not in exclude:
+            found.append(var)
+    return found
+
+
+def _new_array(shape: tuple[int, ...], dtype: Any, ctx: Context) -> Any:
+    from mxkit.ndarray import empty
+
+    return empty(shape, ctx=ctx, dtype=dtype)
+
+
+class _Entry:
+    """What the store keeps for one key."""
+
+    __slots__ = ("dtype", "home", "key", "merge_buffer", "nbytes", "pending", "residuals", "shape",
+                 "staging", "value")
+
+    def __init__(self, key: Any, value: Any, home: Context | None):
+        self.key = key
+        self.shape = tuple(value.shape)
+        self.dtype = value._data.dtype
+        self.nbytes = int(value._data.nbytes)
+        self.home = home  # where sums run and the value lives; None: not placed yet (device)
+        self.value = _new_array(self.shape, self.dtype, home or value.context)
+        value.copyto(self.value)
+        self.merge_buffer: Any = None
+        self.pending = 0  # pushes summed into merge_buffer, not applied yet
+        self.residuals: dict[tuple[int, Context], Any] = {}
+        self.staging: dict[Context, Any] = {}
+
+    def merge_target(self) -> Any:
+        if self.merge_buffer is None:
+            self.merge_buffer = _new_array(self.shape, self.dtype, self.value.context)
+        return self.merge_buffer
+
+    def staging_for(self, ctx: Context) -> Any:
+        """A buffer on the home device that receives a copy of a value from ``ctx``."""
+        buffer = self.staging.get(ctx)
+        if buffer is None:
+            buffer = self.staging[ctx] = _new_array(self.shape, self.dtype, self.value.context)
+        return buffer
+
+
+class _Payload:
+    """A compressed gradient in flight between its compress and its merge operation."""
+
+    __slots__ = ("ctx", "data", "var")
+
+    def __init__(self, ctx: Context, var: Any):
+        self.ctx = ctx
+        self.var = var
+        self.data: tuple[Any, ...] = ()
+
+
+class KVStore:
+    """A key-value store of NDArrays for data-parallel training on one machine.
+
+    Make one with :func:`mxkit.kvstore.create` (``mx.kv.create("local")``).
+
+    Parameters
+    ----------
+    kvtype : {"local", "device"}
+        Where sums run: on the CPU, or on the devices of the pushed values.
+    consistency : str, optional
+        A consistency model name (default: config ``consistency``).
+    **consistency_options
+        Options of the model (``tau=2`` for ``bounded_delay``).
+    """
+
+    def __init__(self, kvtype: str = "local", consistency: str | None = None, **consistency_options: Any):
+        from mxkit.kvstore.consistency import make_model
+
+        if kvtype not in ("local", "device"):
+            raise KVStoreError(f"KVStore type {kvtype!r} is not a single-machine store; use 'local' or 'device'")
+        self._type = kvtype
+        self._model = make_model(consistency, num_workers=1, **consistency_options)
+        self._entries: dict[Any, _Entry] = {}
+        self._key_kind: type | None = None
+        self._updater: Callable[[Any, Any, Any], None] | None = None
+        self._compressor: Any = None
+        self._placer = merge.DevicePlacer()
+        self._payloads: dict[tuple[Any, int], _Payload] = {}
+
+    # -- description ------------------------------------------------------------------
+
+    @property
+    def type(self) -> str:
+        """The store's type: ``"local"`` or ``"device"``."""
+        return self._type
+
+    @property
+    def rank(self) -> int:
+        """This worker's rank (always 0 on one machine)."""
+        return 0
+
+    @property
+    def num_workers(self) -> int:
+        """The number of workers (always 1 on one machine)."""
+        return 1
+
+    @property
+    def consistency_model(self) -> Any:
+        """The consistency model instance in force."""
+        return self._model
+
+    def is_capable(self, capability: str) -> bool:
+        """Whether the store supports ``capability`` (``"optimizer"``: yes)."""
+        return capability.lower() == "optimizer"
+
+    def barrier(self) -> None:
+        """Wait for every worker (one, here: returns at once, as MXNet's local store does)."""
+
+    _barrier = barrier
+
+    def __repr__(self) -> str:
+        return f"<KVStore {self._type} keys={len(self._entries)} consistency={type(self._model).__name__}>"
+
+    # -- init -------------------------------------------------------------------------
+
+    def init(self, key: Any, value: Any) -> None:
+        """Initialise ``key`` (or each key of a list) with ``value`` (copied).
+
+        A list of per-device values for one key is not allowed here (MXNet: duplicate init).
+
+        Raises
+        ------
+        KVStoreError
+            If a key is initialised twice, keys mix ints and strs, or a value is not an NDArray.
+        """
+        pairs = group(key, value, "init")
+        for k, values in pairs:
+            self._check_kind(k, "init")
+            if k in self._entries or len(values) > 1:
+                raise KVStoreError(f"duplicate init of key {k!r}; each key is initialised once, with one value")
+        for k, values in pairs:
+            self._key_kind = key_kind(k)
+            home = _CPU0 if self._type == "local" else None
+            self._entries[k] = _Entry(k, values[0], home)
+
+    def _check_kind(self, key: Any, what: str) -> None:
+        kind = key_kind(key)
+        if self._key_kind is not None and kind is not self._key_kind:
+            raise KVStoreError(f"{what} of key {key!r} ({kind.__name__}): this store's keys are "
+                               f"{self._key_kind.__name__}s; keys must be all ints or all strs")
+
+    def _entry(self, key: Any, what: str) -> _Entry:
+        self._check_kind(key, what)
+        entry = self._entries.get(key)
+        if entry is None:
+            raise KVStoreError(f"{what} of key {key!r} before init; call kv.init({key!r}, value) first")
+        return entry
+
+    def _checked(self, pairs: list[tuple[Any, list[Any]]], what: str) -> list[tuple[_Entry, list[Any]]]:
+        checked = []
+        for key, arrays in pairs:
+            entry = self._entry(key, what)
+            for array in arrays:
+                if tuple(array.shape) != entry.shape:
+                    raise ShapeError(f"{what} of key {key!r}: an array has shape {tuple(array.shape)}, the key "
+                                     f"was initialised with shape {entry.shape}")
+            checked.append((entry, arrays))
+        return checked
+
+    # -- push -------------------------------------------------------------------------
+
+    def push(self, key: Any, value: Any, priority: int = 0) -> None:
+        """Push ``value`` into ``key``: a list of arrays (one per device) is summed first.
+
+        Without an updater the sum becomes the stored value; with one,
+        ``updater(key, sum, stored)`` merges it. Returns at once; the work runs on the engine.
+
+        Parameters
+        ----------
+        key : int, str, or list of them
+        value : NDArray, list of NDArray, or a list of those (one per key)
+        priority : int
+            Higher runs earlier among ready engine operations.
+
+        Raises
+        ------
+        KVStoreError
+            If a key was not initialised or is of the other kind (int/str).
+        ShapeError
+            If a value's shape differs from the key's.
+        """
+        checked = self._checked(group(key, value, "push"), "push")
+        self._place([(entry, arrays) for entry, arrays in checked if entry.home is None])
+        batches: dict[Context, list[tuple[Any, list[Any], bool]]] = {}
+        for entry, arrays in checked:
+            direct = self._updater is None and entry.pending == 0 and self._model.ready_to_apply(1)
+            target = entry.value if direct else entry.merge_target()
+            accumulate = not direct and entry.pending > 0
+            sources = self._sources_on_home(entry, arrays, priority)
+            if self._compressor is not None:
+                self._push_compressed(entry, sources, target, accumulate, priority)
+            elif direct and entry.nbytes <= BATCH_MAX_BYTES:
+                # only direct sums batch: an updater must be called after its key's sum is pushed
+                batches.setdefault(target.context, []).append((target, sources, accumulate))
+            else:
+                self._push_sum(target.context, [(target, sources, accumulate)], priority,
+                               f"kvstore.push({entry.key!r})")
+            if not direct:
+                self._apply_if_ready(entry, priority)
+        for home, jobs in batches.items():
+            self._push_sum(home, jobs, priority, f"kvstore.push({len(jobs)} keys)")
+
+    def _place(self, unplaced: list[tuple[_Entry, list[Any]]]) -> None:
+        """Choose the merge device of ``device`` stores' keys at their first push."""
+        if not unplaced:
+            return
+        devices = [array.context for _, arrays in unplaced for array in arrays]
+        # MXNet places every key not yet placed in one sweep over the first push's devices
+        waiting = {id(e): e for e in self._entries.values() if e.home is None}
+        for entry, _ in unplaced:
+            waiting[id(entry)] = entry
+        placement = self._placer.place([(k, e.nbytes) for k, e in waiting.items()], devices)
+        for entry_id, device in placement.items():
+            entry = waiting[entry_id]
+            entry.home = device
+            if entry.value.context != device:
+                moved = _new_array(entry.shape, entry.dtype, device)
+                entry.value.copyto(moved)
+                entry.value = moved
+
+    def _sources_on_home(self, entry: _Entry, arrays: list[Any], priority: int) -> list[Any]:
+        """The pushed arrays, each copied to the home device if the sum cannot read it there."""
+        home = entry.value.context
+        sources = []
+        for array in arrays:
+            if merge.shares_memory_space(array.context, home) or self._compressor is not None:
+                sources.append(array)
+                continue
+            staging = entry.staging_for(array.context)
+            src_data, dst_data, src_ctx = array._data, staging._data, array.context
+
+            def copy_in(src_data: Any = src_data, dst_data: Any = dst_data, src_ctx: Any = src_ctx) -> None:
+                dst_data[...] = merge.transfer(src_data, src_ctx, home)
+
+            _engine().push(copy_in, [array._var], [staging._var], array.context, priority,
+                           f"kvstore.copy({entry.key!r})", True)
+            sources.append(staging)
+        return sources
+
+    def _push_sum(self, home: Context, jobs: list[tuple[Any, list[Any], bool]], priority: int, name: str) -> None:
+        xp = home.backend.xp
+        work = [(target._data, [s._data for s in sources], accumulate) for target, sources, accumulate in jobs]
+
+        def run() -> None:
+            for out, source_data, accumulate in work:
+                merge.sum_into(xp, out, source_data, accumulate)
+
+        writes = _unique_vars([target for target, _, _ in jobs])
+        reads = _unique_vars([s for _, sources, _ in jobs for s in sources], writes)
+        _engine().push(run, reads, writes, home, priority, name)
+
+    def _push_compressed(self, entry: _Entry, sources: list[Any], target: Any, accumulate: bool,
+                         priority: int) -> None:
+        compressor = self._compressor
+        payloads = []
+        for index, array in enumerate(sources):
+            ctx = array.context
+            residual = entry.residuals.get((index, ctx))
+            if residual is None and compressor.needs_residual:
+                from mxkit.ndarray import zeros
+
+                residual = entry.residuals[(index, ctx)] = zeros(entry.shape, ctx=ctx, dtype=entry.dtype)
+            payload = self._payloads.get((entry.key, index))
+            if payload is None:
+                payload = self._payloads[(entry.key, index)] = _Payload(ctx, _engine().new_var())
+            payload.ctx = ctx
+            xp = ctx.backend.xp
+            grad_data = array._data
+            residual_data = residual._data if residual is not None else None
+
+            def compress(payload: _Payload = payload, xp: Any = xp, grad_data: Any = grad_data,
+                         residual_data: Any = residual_data) -> None:
+                flat_residual = residual_data.reshape(-1) if residual_data is not None else None
+                payload.data = compressor.compress(xp, grad_data.reshape(-1), flat_residual)
+
+            writes = [payload.var] + ([residual._var] if residual is not None else [])
+            _engine().push(compress, [array._var], writes, ctx, priority, f"kvstore.compress({entry.key!r})")
+            payloads.append(payload)
+        home = target.context
+        home_xp = home.backend.xp
+        out_data = target._data
+
+        def decompress_and_sum() -> None:
+            flat_out = out_data.reshape(-1)
+            for position, payload in enumerate(payloads):
+                data = tuple(merge.transfer(part, payload.ctx, home) for part in payload.data)
+                compressor.decompress(home_xp, data, flat_out, accumulate or position > 0)
+
+        reads = list(dict.fromkeys(p.var for p in payloads))
+        _engine().push(decompress_and_sum, reads, [target._var], home, priority, f"kvstore.merge({entry.key!r})")
+
+    def _apply_if_ready(self, entry: _Entry, priority: int) -> None:
+        entry.pending += 1
+        if not self._model.ready_to_apply(entry.pending):
+            return
+        entry.pending = 0
+        if self._updater is not None:
+            self._updater(entry.key, entry.merge_buffer, entry.value)
+        else:
+            self._push_copies(entry, entry.merge_buffer, [entry.value], priority, "apply")
+
+    # -- pull -------------------------------------------------------------------------
+
+    def pull(self, key: Any, out: Any = None, priority: int = 0, ignore_sparse: bool = True) -> None:
+        """Copy the value of ``key`` into ``out`` (an NDArray, or one per device).
+
+        Parameters
+        ----------
+        key : int, str, or list of them
+        out : NDArray, list of NDArray, or a list of those (one per key)
+        priority : int
+            Higher runs earlier among ready engine operations (MXNet pulls the first
+            layers' weights with the highest priority).
+        ignore_sparse : bool
+            Accepted for MXNet compatibility; every array here is dense.
+
+        Raises
+        ------
+        KVStoreError
+            If ``out`` is missing, a key was not initialised, or a model still waits for pushes.
+        ShapeError
+            If an ``out`` array's shape differs from the key's.
+        """
+        if out is None:
+            raise KVStoreError("pull needs out=: the NDArray (or list of per-device NDArrays) to fill")
+        checked = self._checked(group(key, out, "pull"), "pull")
+        batches: dict[Context, list[tuple[Any, list[Any]]]] = {}
+        for entry, outs in checked:
+            self._check_pull_ready(entry)
+            if entry.nbytes <= BATCH_MAX_BYTES and all(merge.shares_memory_space(o.context, entry.value.context)
+                                                        for o in outs):
+                batches.setdefault(entry.value.context, []).append((entry.value, outs))
+            else:
+                self._push_copies(entry, entry.value, outs, priority, "pull")
+        for home, jobs in batches.items():
+            self._push_broadcast(home, jobs, priority, f"kvstore.pull({len(jobs)} keys)")
+
+    def _check_pull_ready(self, entry: _Entry) -> None:
+        pull_ready = getattr(self._model, "pull_ready", None)
+        if entry.pending and pull_ready is not None and not pull_ready(1, 0):
+            raise KVStoreError(f"pull of key {entry.key!r}: the consistency model {type(self._model).__name__} "
+                               f"waits for more pushes before applying them, and this store has one worker; "
+                               f"push again or use the 'sequential' model")
+
+    def _push_copies(self, entry: _Entry, source: Any, outs: list[Any], priority: int, what: str) -> None:
+        home = source.context
+        local = [o for o in outs if merge.shares_memory_space(o.context, home)]
+        if local:
+            self._push_broadcast(home, [(source, local)], priority, f"kvstore.{what}({entry.key!r})")
+        for out in outs:
+            if merge.shares_memory_space(out.context, home):
+                continue
+            src_data, dst_data, dst_ctx = source._data, out._data, out.context
+
+            def copy_out(src_data: Any = src_data, dst_data: Any = dst_data, dst_ctx: Any = dst_ctx) -> None:
+                dst_data[...] = merge.transfer(src_data, home, dst_ctx)
+
+            _engine().push(copy_out, [source._var], [out._var], out.context, priority,
+                           f"kvstore.{what}({entry.key!r})", True)
+
+    def _push_broadcast(self, home: Context, jobs: list[tuple[Any, list[Any]]], priority: int, name: str) -> None:
+        xp = home.backend.xp
+        work = [(source._data, [o._data for o in outs]) for source, outs in jobs]
+
+        def run() -> None:
+            for source_data, out_data in work:
+                merge.copy_to_all(xp, out_data, source_data)
+
+        writes = _unique_vars([o for _, outs in jobs for o in outs])
+        reads = _unique_vars([source for source, _ in jobs], writes)
+        _engine().push(run, reads, writes, home, priority, name)
+
+    # -- combined calls -----------------------------------------------------------------
+
+    def pushpull(self, key: Any, value: Any, out: Any = None, priority: int = 0) -> None:
+        """Push ``value`` then pull into ``out`` (into ``value`` itself when ``out`` is None)."""
+        self.push(key, value, priority)
+        self.pull(key, out=value if out is None else out, priority=priority)
+
+    def broadcast(self, key: Any, value: Any, out: Any, priority: int = 0) -> None:
+        """Initialise ``key`` with ``value`` and pull it into ``out``."""
+        self.init(key, value)
+        self.pull(key, out=out, priority=priority)
+
+    def row_sparse_pull(self, key: Any, out: Any = None, priority: int = 0, row_ids: Any = None) -> None:
+        """Not available: mxkit arrays are dense; use :meth:`pull`."""
+        raise KVStoreError("row_sparse_pull needs row_sparse arrays, which mxkit does not have; use pull()")
+
+    # -- updaters and compression ------------------------------------------------------
+
+    def set_updater(self, updater: Callable[[Any, Any, Any], None]) -> None:
+        """Merge pushes with ``updater(key, pushed_sum, stored)`` (which updates ``stored`` in place)."""
+        if not callable(updater):
+            raise KVStoreError(f"set_updater needs a callable updater(key, grad, weight), got {updater!r}")
+        self._updater = updater
+
+    _set_updater = set_updater
+
+    def set_optimizer(self, optimizer: Any) -> None:
+        """Run ``optimizer`` on each push (``create_state``/``update`` per key)."""
+        self.set_updater(OptimizerUpdater(optimizer))
+
+    def set_gradient_compression(self, compression_params: dict[str, Any]) -> None:
+        """Compress pushed gradients, e.g. ``{'type': '2bit', 'threshold': 0.5}``.
+
+        Residuals start at zero for every key and device. (MXNet 1.x allowed this only on
+        ``device`` and distributed stores; here ``local`` compresses too.)
+
+        Raises
+        ------
+        KVStoreError
+            If the argument is not a dict with a ``type``, or has bad parameters.
+        UnknownPluginError
+            If no plugin provides the type.
+        """
+        from mxkit.kvstore.compression import make_compressor
+
+        compressor = make_compressor(compression_params)
+        self._compressor = None if compressor.type == "none" else compressor
+        for entry in self._entries.values():
+            entry.residuals.clear()
+
+    @property
+    def gradient_compression(self) -> Any:
+        """The compressor in force (``None`` without compression)."""
+        return self._compressor
+
+    def _optimizer_updater(self, what: str) -> OptimizerUpdater:
+        if not isinstance(self._updater, OptimizerUpdater):
+            raise KVStoreError(f"{what} needs an optimizer: call kv.set_optimizer(optimizer) first")
+        return self._updater
+
+    def save_optimizer_states(self, fname: Any, dump_optimizer: bool = False) -> None:
+        """Save the optimizer's states (and, with ``dump_optimizer``, its update counters) to ``fname``.
+
+        The file is an ``.npz`` archive with a JSON manifest, never a pickle.
+        """
+        self._optimizer_updater("save_optimizer_states").save_states(fname, dump_optimizer)
+
+    def load_optimizer_states(self, fname: Any) -> None:
+        """Load states written by :meth:`save_optimizer_states` (onto each key's device).
+
+        Raises
+        ------
+        FormatError
+            If ``fname`` is not such a file.
+        """
+        self._optimizer_updater("load_optimizer_states").load_states(
+            fname, {key: entry.value for key, entry in self._entries.items()})
+
+
+__all__ = ["KVStore"]

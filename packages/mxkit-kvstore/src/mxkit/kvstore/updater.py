@@ -1,0 +1,170 @@
+"""The updater an optimizer becomes in a KVStore, and its states in a file without pickle.
+
+:class:`OptimizerUpdater` is MXNet's ``mx.optimizer.Updater``: called as
+``updater(key, grad, weight)``, it makes the optimizer's state for a key on first use
+(``create_state``) and then calls ``update(key, weight, grad, state)``. The
+``*_multi_precision`` variants are used when the optimizer has them, as MXNet does.
+
+States are saved as an ``.npz`` archive of plain arrays plus a JSON manifest that
+describes how they nest (``None``, arrays, tuples, lists, numbers), read back with
+``allow_pickle=False``: a states file can never run code.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import numbers
+from typing import Any
+
+import numpy as np
+from mxkit.core.errors import FormatError, KVStoreError
+
+FORMAT_NAME = "mxkit-kvstore-optimizer-states"
+FORMAT_VERSION = 1
+_MANIFEST = "__manifest__"
+#: optimizer attributes kept with ``dump_optimizer=True`` (the counters that drive schedules)
+_OPTIMIZER_COUNTERS = ("num_update", "begin_num_update")
+
+
+def check_optimizer(optimizer: Any) -> None:
+    """Raise :class:`KVStoreError` unless ``optimizer`` has ``create_state`` and ``update``."""
+    missing = [name for name in ("create_state", "update") if not callable(getattr(optimizer, name, None))]
+    if missing:
+        raise KVStoreError(f"set_optimizer needs an optimizer with create_state(index, weight) and "
+                           f"update(index, weight, grad, state); {type(optimizer).__name__} lacks "
+                           f"{', '.join(missing)}")
+
+
+class OptimizerUpdater:
+    """``updater(key, grad, weight)`` that applies ``optimizer`` with a state per key.
+
+    Parameters
+    ----------
+    optimizer : object
+        Anything with MXNet's optimizer protocol: ``create_state(index, weight)`` and
+        ``update(index, weight, grad, state)``.
+    """
+
+    def __init__(self, optimizer: Any):
+        check_optimizer(optimizer)
+        self.optimizer = optimizer
+        self.states: dict[Any, Any] = {}
+        self._create = getattr(optimizer, "create_state_multi_precision", None) or optimizer.create_state
+        self._update = getattr(optimizer, "update_multi_precision", None) or optimizer.update
+
+    def __call__(self, key: Any, grad: Any, weight: Any) -> None:
+        if key not in self.states:
+            self.states[key] = self._create(key, weight)
+        self._update(key, weight, grad, self.states[key])
+
+    # -- states without pickle --------------------------------------------------------
+
+    def save_states(self, fname: Any, dump_optimizer: bool = False) -> None:
+        """Write the states (and, with ``dump_optimizer``, the optimizer's counters) to ``fname``."""
+        arrays: dict[str, np.ndarray] = {}
+        entries = [{"key": key, "state": _encode(state, arrays)} for key, state in self.states.items()]
+        manifest: dict[str, Any] = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "states": entries}
+        if dump_optimizer:
+            manifest["optimizer"] = _optimizer_counters(self.optimizer)
+        arrays[_MANIFEST] = np.frombuffer(json.dumps(manifest).encode("utf-8"), dtype=np.uint8)
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)
+        with open(fname, "wb") as handle:
+            handle.write(buffer.getvalue())
+
+    def load_states(self, fname: Any, like: dict[Any, Any]) -> None:
+        """Read states written by :meth:`save_states`; arrays go to the device of ``like[key]``.
+
+        Raises
+        ------
+        FormatError
+            If the file is not such a states file (or is damaged).
+        """
+        try:
+            with np.load(fname, allow_pickle=False) as archive:
+                arrays = {name: archive[name] for name in archive.files}
+        except (OSError, ValueError, EOFError) as exc:
+            raise FormatError(f"{fname!r} is not an optimizer states file written by "
+                              f"save_optimizer_states: {exc}") from None
+        manifest = _read_manifest(fname, arrays)
+        states: dict[Any, Any] = {}
+        for entry in manifest["states"]:
+            key = entry["key"]
+            ctx = like[key].context if key in like else None
+            states[key] = _decode(entry["state"], arrays, ctx, fname)
+        self.states = states
+        for name, value in manifest.get("optimizer", {}).items():
+            if name in _OPTIMIZER_COUNTERS:
+                setattr(self.optimizer, name, value)
+            elif name == "index_update_count" and hasattr(self.optimizer, "_index_update_count"):
+                self.optimizer._index_update_count = {item[0]: item[1] for item in value}
+
+
+def _optimizer_counters(optimizer: Any) -> dict[str, Any]:
+    counters = {name: getattr(optimizer, name) for name in _OPTIMIZER_COUNTERS
+                if isinstance(getattr(optimizer, name, None), numbers.Integral)}
+    counts = getattr(optimizer, "_index_update_count", None)
+    if isinstance(counts, dict):
+        counters["index_update_count"] = [[key, int(count)] for key, count in counts.items()]
+    return {name: int(value) if isinstance(value, numbers.Integral) else value for name, value in counters.items()}
+
+
+def _encode(state: Any, arrays: dict[str, np.ndarray]) -> Any:
+    if state is None:
+        return None
+    if isinstance(state, (bool, numbers.Number)) and not isinstance(state, np.ndarray):
+        return {"number": state.item() if hasattr(state, "item") else state}
+    if isinstance(state, (tuple, list)):
+        return {type(state).__name__: [_encode(item, arrays) for item in state]}
+    if hasattr(state, "asnumpy"):
+        name = f"a{len(arrays)}"
+        arrays[name] = state.asnumpy()
+        return {"array": name}
+    if isinstance(state, np.ndarray):
+        name = f"a{len(arrays)}"
+        arrays[name] = state
+        return {"array": name, "numpy": True}
+    raise KVStoreError(f"cannot save an optimizer state of type {type(state).__name__}; states must be "
+                       f"None, numbers, NDArrays or tuples/lists of them")
+
+
+def _read_manifest(fname: Any, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+    raw = arrays.pop(_MANIFEST, None)
+    try:
+        manifest = json.loads(bytes(raw).decode("utf-8")) if raw is not None else None
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        manifest = None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
+        raise FormatError(f"{fname!r} is not an optimizer states file written by save_optimizer_states "
+                          f"(no {FORMAT_NAME} manifest)")
+    if manifest.get("version") != FORMAT_VERSION:
+        raise FormatError(f"{fname!r} has states format version {manifest.get('version')!r}; this mxkit "
+                          f"reads version {FORMAT_VERSION}")
+    return manifest
+
+
+def _decode(node: Any, arrays: dict[str, np.ndarray], ctx: Any, fname: Any) -> Any:
+    if node is None:
+        return None
+    if not isinstance(node, dict) or len(node) not in (1, 2):
+        raise FormatError(f"{fname!r}: malformed state entry {node!r}")
+    if "number" in node:
+        return node["number"]
+    if "tuple" in node:
+        return tuple(_decode(item, arrays, ctx, fname) for item in node["tuple"])
+    if "list" in node:
+        return [_decode(item, arrays, ctx, fname) for item in node["list"]]
+    if "array" in node:
+        data = arrays.get(node["array"])
+        if data is None:
+            raise FormatError(f"{fname!r}: the manifest names array {node['array']!r}, which is missing")
+        if node.get("numpy"):
+            return data
+        from mxkit.ndarray import array
+
+        return array(data, ctx=ctx, dtype=data.dtype)
+    raise FormatError(f"{fname!r}: malformed state entry {node!r}")
+
+
+__all__ = ["FORMAT_NAME", "OptimizerUpdater", "check_optimizer"]
