@@ -49,7 +49,7 @@ def cache_directory() -> Path:
 
 def _split(count: int) -> tuple[np.ndarray, np.ndarray]:
     order = np.random.RandomState(_SPLIT_SEED).permutation(count)
-    held_out = max(1, int(round(count * _VALIDATION_FRACTION)))
+    held_out = max(1, round(count * _VALIDATION_FRACTION))
     return order[held_out:], order[:held_out]
 
 
