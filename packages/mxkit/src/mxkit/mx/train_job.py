@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from mxkit.core.errors import ConfigError
 
-DEFAULTS = {"network": "lenet", "data": "digits", "epochs": 5, "batch_size": 32, "lr": 0.1, "optimizer": "sgd",
+DEFAULTS = {"network": "lenet", "data": "digits", "epochs": 8, "batch_size": 32, "lr": 0.1, "optimizer": "sgd",
             "ctx": "cpu:0", "kvstore": "local", "seed": 42}
 
 
@@ -175,12 +175,26 @@ def run_train(args: argparse.Namespace) -> int:
         import mxkit.engine
 
         mxkit.engine.set_engine(args.engine)
-    if args.memplan:
-        from mxkit.core import config
+    from contextlib import ExitStack
 
-        with config.override(memplan=args.memplan):
-            return _train(args)
-    return _train(args)
+    with ExitStack() as stack:
+        stack.enter_context(_one_blas_thread())
+        if args.memplan:
+            from mxkit.core import config
+
+            stack.enter_context(config.override(memplan=args.memplan))
+        return _train(args)
+
+
+def _one_blas_thread() -> Any:
+    """Limit BLAS to one thread while training.
+
+    The engine already runs kernels on its worker threads; a multi-threaded BLAS inside each
+    kernel oversubscribes the cores (ten times slower on 2 cores for small matrices).
+    """
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def _train(args: argparse.Namespace) -> int:
