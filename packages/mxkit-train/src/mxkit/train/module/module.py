@@ -24,6 +24,23 @@ def _contexts(context: Any) -> list:
     return contexts
 
 
+def _with_batch_size(desc: Any, batch_size: int) -> tuple:
+    from mxkit.io import DataDesc
+
+    shape = list(desc.shape)
+    axis = DataDesc.get_batch_axis(getattr(desc, "layout", None))
+    if 0 <= axis < len(shape):
+        shape[axis] = batch_size
+    return tuple(shape)
+
+
+def _batch_size_of(desc: Any) -> int:
+    from mxkit.io import DataDesc
+
+    axis = DataDesc.get_batch_axis(getattr(desc, "layout", None))
+    return int(desc.shape[max(axis, 0)])
+
+
 class Module(BaseModule):
     """A symbol with its parameters, trained data-parallel over ``context`` (MXNet's ``mx.mod.Module``).
 
@@ -432,6 +449,10 @@ class Module(BaseModule):
             elif batch.label and self._label_shapes:
                 new_lshape = [DataDesc(d.name, tuple(array.shape), d.dtype, d.layout)
                               for d, array in zip(self._label_shapes, batch.label)]
+            elif self._label_shapes:
+                # no labels in the batch (prediction): keep the label inputs in step with the new batch size
+                new_lshape = [DataDesc(d.name, _with_batch_size(d, _batch_size_of(new_dshape[0])), d.dtype, d.layout)
+                              for d in self._label_shapes]
             else:
                 new_lshape = None
             self.reshape(new_dshape, new_lshape)
