@@ -1,0 +1,227 @@
+"""Classification metrics: Accuracy, TopKAccuracy, F1 and MCC (MXNet 1.x semantics)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from mxkit.core.errors import ShapeError
+from mxkit.train._registry import TrainingValueError
+from mxkit.train.metric.base import EvalMetric, alias, as_numpy, check_label_shapes, register
+
+
+@register
+@alias("acc")
+class Accuracy(EvalMetric):
+    """The fraction of predictions equal to the label.
+
+    A prediction shaped like its label holds class indices; otherwise it holds scores
+    and its ``argmax`` along ``axis`` is the predicted class.
+
+    Parameters
+    ----------
+    axis : int, default 1
+        The class axis of score predictions.
+    name, output_names, label_names
+        As :class:`EvalMetric`.
+    """
+
+    def __init__(self, axis: int = 1, name: str = "accuracy", output_names: list[str] | None = None,
+                 label_names: list[str] | None = None) -> None:
+        super().__init__(name, axis=axis, output_names=output_names, label_names=label_names,
+                         has_global_stats=True)
+        self.axis = axis
+
+    def update(self, labels: Any, preds: Any) -> None:
+        labels, preds = check_label_shapes(labels, preds, True)
+        for label, pred in zip(labels, preds):
+            label, pred = as_numpy(label), as_numpy(pred)
+            if pred.shape != label.shape:
+                pred = pred.argmax(axis=self.axis)
+            pred_flat = pred.astype(np.int32).ravel()
+            label_flat = label.astype(np.int32).ravel()
+            if pred_flat.shape != label_flat.shape:
+                raise ShapeError(f"{self.name}: {label_flat.size} labels but {pred_flat.size} predicted classes "
+                                 f"(label shape {label.shape}, prediction shape {pred.shape}, axis={self.axis})")
+            self._add(int((pred_flat == label_flat).sum()), pred_flat.size)
+
+
+@register
+@alias("top_k_accuracy", "top_k_acc")
+class TopKAccuracy(EvalMetric):
+    """The fraction of samples whose label is among the ``top_k`` highest scores.
+
+    Parameters
+    ----------
+    top_k : int, default 1
+        How many of the best classes count (the name becomes ``top_k_accuracy_<k>``).
+    name, output_names, label_names
+        As :class:`EvalMetric`.
+    """
+
+    def __init__(self, top_k: int = 1, name: str = "top_k_accuracy", output_names: list[str] | None = None,
+                 label_names: list[str] | None = None) -> None:
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+            raise TrainingValueError(f"TopKAccuracy: top_k must be an int >= 1, got {top_k!r}")
+        super().__init__(name, top_k=top_k, output_names=output_names, label_names=label_names,
+                         has_global_stats=True)
+        self.top_k = top_k
+        self._base_name = self.name
+        self.name += f"_{top_k}"
+
+    def get_config(self) -> dict[str, Any]:
+        # the constructor appends "_<k>" to the name it is given
+        return {**super().get_config(), "name": self._base_name}
+
+    def update(self, labels: Any, preds: Any) -> None:
+        labels, preds = check_label_shapes(labels, preds, True)
+        for label, pred in zip(labels, preds):
+            label = as_numpy(label).astype(np.int32).ravel()
+            pred = as_numpy(pred).astype(np.float32)
+            if pred.ndim > 2:
+                raise ShapeError(f"{self.name}: predictions must be (batch,) classes or (batch, classes) scores, "
+                                 f"got shape {pred.shape}")
+            if pred.shape[0] != label.shape[0]:
+                raise ShapeError(f"{self.name}: {label.shape[0]} labels but {pred.shape[0]} predictions")
+            if pred.ndim == 1:
+                correct = int((pred.astype(np.int32) == label).sum())
+            else:
+                k = min(pred.shape[1], self.top_k)
+                best = np.argpartition(pred, -k, axis=1)[:, -k:]
+                correct = int((best == label[:, None]).any(axis=1).sum())
+            self._add(correct, pred.shape[0])
+
+
+class BinaryCounts:
+    """True/false positive/negative counts, local (since the last local reset) and global."""
+
+    def __init__(self) -> None:
+        self.local = np.zeros(4, dtype=np.int64)  # tp, fp, fn, tn
+        self.total = np.zeros(4, dtype=np.int64)
+
+    def update(self, owner: str, label: Any, pred: Any) -> np.ndarray:
+        """Add one batch (scores of shape (batch, 2) and 0/1 labels); return its counts."""
+        scores = as_numpy(pred)
+        truth = as_numpy(label).astype(np.int32).ravel()
+        if scores.ndim != 2:
+            raise ShapeError(f"{owner}: predictions must be (batch, 2) class scores, got shape {scores.shape}")
+        check_label_shapes(truth, scores)
+        if len(np.unique(truth)) > 2 or (truth.size and (truth.min() < 0 or truth.max() > 1)):
+            raise TrainingValueError(f"{owner} supports only binary classification (labels 0 and 1), got labels "
+                                     f"{sorted(np.unique(truth).tolist())[:10]}")
+        predicted = scores.argmax(axis=1) == 1
+        actual = truth == 1
+        counts = np.array([(predicted & actual).sum(), (predicted & ~actual).sum(), (~predicted & actual).sum(),
+                           (~predicted & ~actual).sum()], dtype=np.int64)
+        self.local += counts
+        self.total += counts
+        return counts
+
+    def reset_local(self) -> None:
+        self.local[:] = 0
+
+    def reset(self) -> None:
+        self.local[:] = 0
+        self.total[:] = 0
+
+
+def f1_score(counts: np.ndarray) -> float:
+    """F1 of ``(tp, fp, fn, tn)``; 0 when precision + recall is 0 (MXNet's convention)."""
+    tp, fp, fn, _ = (float(c) for c in counts)
+    precision = tp / (tp + fp) if tp + fp > 0 else 0.0
+    recall = tp / (tp + fn) if tp + fn > 0 else 0.0
+    return 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+
+
+def matthews_cc(counts: np.ndarray) -> float:
+    """Matthews correlation of ``(tp, fp, fn, tn)``; zero factors of the denominator are
+    left out, as in MXNet, so a constant prediction gives 0 rather than nan."""
+    tp, fp, fn, tn = (float(c) for c in counts)
+    if tp + fp + fn + tn == 0:
+        return 0.0
+    denominator = 1.0
+    for term in (tp + fp, tp + fn, tn + fp, tn + fn):
+        if term != 0:
+            denominator *= term
+    return (tp * tn - fp * fn) / math.sqrt(denominator)
+
+
+class _BinaryMetric(EvalMetric):
+    """F1 and MCC: ``macro`` averages the per-batch score, ``micro`` scores all samples."""
+
+    _score = staticmethod(f1_score)
+
+    def __init__(self, name: str, output_names: list[str] | None, label_names: list[str] | None,
+                 average: str) -> None:
+        if average not in ("macro", "micro"):
+            raise TrainingValueError(f"{type(self).__name__}: average={average!r}; expected 'macro' or 'micro'")
+        self.average = average
+        self.counts = BinaryCounts()
+        super().__init__(name, output_names=output_names, label_names=label_names, average=average,
+                         has_global_stats=True)
+
+    def update(self, labels: Any, preds: Any) -> None:
+        labels, preds = check_label_shapes(labels, preds, True)
+        batch = np.zeros(4, dtype=np.int64)
+        for label, pred in zip(labels, preds):
+            batch += self.counts.update(self.name, label, pred)
+        if self.average == "macro":
+            self._add(self._score(batch), 1)
+        else:
+            local, total = self.counts.local, self.counts.total
+            self.sum_metric = self._score(local) * int(local.sum())
+            self.num_inst = int(local.sum())
+            self.global_sum_metric = self._score(total) * int(total.sum())
+            self.global_num_inst = int(total.sum())
+
+    def reset(self) -> None:
+        super().reset()
+        self.counts.reset()
+
+    def reset_local(self) -> None:
+        super().reset_local()
+        self.counts.reset_local()
+
+
+@register
+class F1(_BinaryMetric):
+    """The F1 score of binary classification (class 1 positive) from (batch, 2) scores.
+
+    Parameters
+    ----------
+    name : str, default 'f1'
+    output_names, label_names
+        As :class:`EvalMetric`.
+    average : {'macro', 'micro'}
+        ``macro``: the mean of each batch's F1; ``micro``: F1 of all samples together.
+    """
+
+    _score = staticmethod(f1_score)
+
+    def __init__(self, name: str = "f1", output_names: list[str] | None = None, label_names: list[str] | None = None,
+                 average: str = "macro") -> None:
+        super().__init__(name, output_names, label_names, average)
+
+
+@register
+class MCC(_BinaryMetric):
+    """The Matthews correlation coefficient of binary classification from (batch, 2) scores.
+
+    Parameters
+    ----------
+    name : str, default 'mcc'
+    output_names, label_names
+        As :class:`EvalMetric`.
+    average : {'macro', 'micro'}
+        ``macro``: the mean of each batch's MCC; ``micro``: MCC of all samples together.
+    """
+
+    _score = staticmethod(matthews_cc)
+
+    def __init__(self, name: str = "mcc", output_names: list[str] | None = None,
+                 label_names: list[str] | None = None, average: str = "macro") -> None:
+        super().__init__(name, output_names, label_names, average)
+
+
+__all__ = ["F1", "MCC", "Accuracy", "BinaryCounts", "TopKAccuracy", "f1_score", "matthews_cc"]
