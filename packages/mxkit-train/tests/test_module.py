@@ -202,3 +202,27 @@ def test_missing_parameter_without_allow_missing_names_it():
         module.init_params(arg_params=params)
     module.init_params(mx.init.Zero(), arg_params=params, allow_missing=True)
     np.testing.assert_array_equal(module.get_params()[0]["fc2_bias"].asnumpy(), np.zeros(CLASSES))
+
+
+def test_fit_stops_when_early_stopping_sets_its_flag():
+    x, y = _data(32)
+    epochs_run = []
+    stopper = mx.callback.EarlyStopping(monitor="accuracy", patience=0, baseline=1.01)  # nothing can beat it
+    module = mx.mod.Module(_mlp())
+    module.fit(mx.io.NDArrayIter(x, y, 8), eval_data=mx.io.NDArrayIter(x, y, 8), num_epoch=10,
+               epoch_end_callback=lambda epoch, *_: epochs_run.append(epoch), eval_end_callback=stopper)
+    assert stopper.stop_training and epochs_run == [0]
+
+
+def test_fit_trains_for_the_epochs_asked_and_scores_like_numpy():
+    x, y = _data(64)
+    module = mx.mod.Module(_mlp(), context=[mx.cpu(0), mx.cpu(1)])
+    epochs_run = []
+    module.fit(mx.io.NDArrayIter(x, y, 16, shuffle=True), num_epoch=3, initializer=mx.init.Xavier(),
+               optimizer_params={"learning_rate": 0.3, "momentum": 0.9},
+               epoch_end_callback=lambda epoch, *_: epochs_run.append(epoch))
+    assert epochs_run == [0, 1, 2]
+    ((name, value),) = module.score(mx.io.NDArrayIter(x, y, 16), "acc")
+    predicted = module.predict(mx.io.NDArrayIter(x, y, 16)).asnumpy().argmax(axis=1)
+    assert name == "accuracy" and value == pytest.approx((predicted == y).mean())
+    assert value > 0.8

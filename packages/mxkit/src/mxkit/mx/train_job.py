@@ -78,15 +78,13 @@ class _StopOnInterrupt:
 
 
 class _EpochReporter:
-    """Progress bar during an epoch, then one line with metrics and speed."""
+    """One line per epoch with the metrics and the training speed; turns Ctrl-C into a stop."""
 
-    def __init__(self, num_epoch: int, batches: int, batch_size: int, stop: _StopOnInterrupt,
-                 bar: bool) -> None:
+    def __init__(self, num_epoch: int, batches: int, batch_size: int, stop: _StopOnInterrupt) -> None:
         self.num_epoch = num_epoch
         self.batches = batches
         self.batch_size = batch_size
         self.stop = stop
-        self.bar = bar
         self.tic = time.perf_counter()
         self.train_seconds = 0.0
         self.position: tuple[int, int] = (0, 0)
@@ -95,22 +93,16 @@ class _EpochReporter:
         if param.nbatch == 0:
             self.tic = time.perf_counter()
         self.position = (param.epoch, param.nbatch + 1)
-        if self.bar:
-            done = param.nbatch + 1
-            width = 30
-            filled = int(width * done / max(self.batches, 1))
-            print(f"\repoch {param.epoch + 1}/{self.num_epoch} [{'=' * filled}{' ' * (width - filled)}] "
-                  f"{done}/{self.batches}", end="", file=sys.stderr, flush=True)
-        if done_epoch := (param.nbatch + 1 == self.batches):
+        done_epoch = param.nbatch + 1 == self.batches
+        if done_epoch:
             self.train_seconds = time.perf_counter() - self.tic
         if self.stop.requested and not done_epoch:
             raise TrainingInterrupted
 
     def epoch_end(self, train_metric: Any, val_metric: Any, epoch: int) -> None:
-        if self.bar:
-            print("\r" + " " * 60 + "\r", end="", file=sys.stderr, flush=True)
         seconds = self.train_seconds or (time.perf_counter() - self.tic)
-        speed = self.batches * self.batch_size / max(seconds, 1e-9)
+        # the clock starts after the first batch, so the rate counts the batches after it
+        speed = (self.batches - 1) * self.batch_size / max(seconds, 1e-9) if self.batches > 1 else 0.0
         train = "  ".join(f"train-{n} {v:.4f}" for n, v in train_metric.get_name_value())
         val = "  ".join(f"val-{n} {v:.4f}" for n, v in val_metric.get_name_value())
         print(f"epoch {epoch + 1}/{self.num_epoch}  {train}  {val}  {speed:,.0f} samples/s  {seconds:.2f} s",
@@ -231,12 +223,15 @@ def _train(args: argparse.Namespace) -> int:
     val_metric = mx.metric.create("acc")
     batches = len(train_iter)
     with _StopOnInterrupt() as stop:
-        reporter = _EpochReporter(args.epochs, batches, args.batch_size, stop, bar=sys.stderr.isatty())
+        reporter = _EpochReporter(args.epochs, batches, args.batch_size, stop)
+        # a live progress line per epoch, drawn only when stderr is a terminal
+        progress_bar = mx.callback.TerminalProgressBar(total=batches, batch_size=args.batch_size, file=sys.stderr)
 
         def epoch_end(epoch: int, sym: Any, arg: dict, aux: dict) -> None:
             module.save_checkpoint(prefix, epoch + 1, save_optimizer_states=True)
 
         def score_end(param: Any) -> None:
+            progress_bar.epoch_end()
             reporter.epoch_end(train_metric, val_metric, param.epoch)
 
         try:
@@ -244,7 +239,7 @@ def _train(args: argparse.Namespace) -> int:
                 # a resumed module has its parameters already: fit's init_params says so and skips
                 warnings.filterwarnings("ignore", message="Parameters already initialized")
                 module.fit(train_iter, eval_data=val_iter, eval_metric=train_metric, validation_metric=val_metric,
-                           batch_end_callback=reporter.batch_end, epoch_end_callback=epoch_end,
+                           batch_end_callback=[progress_bar, reporter.batch_end], epoch_end_callback=epoch_end,
                            eval_end_callback=score_end, kvstore=args.kvstore, optimizer=args.optimizer,
                            optimizer_params=optimizer_params,
                            initializer=mx.init.Xavier(rnd_type="gaussian", factor_type="in", magnitude=2),

@@ -78,6 +78,12 @@ def _call_all(callbacks: Any, *args: Any) -> None:
         callback(*args)
 
 
+def _stop_requested(*callbacks: Any) -> bool:
+    """Whether a callback (``mx.callback.EarlyStopping``) set its ``stop_training`` flag."""
+    return any(getattr(cb, "stop_training", False) is True
+               for group in callbacks if group is not None for cb in _as_list(group))
+
+
 def _global_name_value(eval_metric: Any) -> list:
     getter = getattr(eval_metric, "get_global_name_value", None) or eval_metric.get_name_value
     return getter()
@@ -222,6 +228,9 @@ class BaseModule:
             Metric on ``eval_data`` (default: ``eval_metric``).
         monitor : Monitor, optional
             Installed on the executors; ``tic``/``toc_print`` around every batch.
+
+        Training ends early, after an epoch, when a callback has set ``stop_training``
+        (``mx.callback.EarlyStopping`` as ``eval_end_callback``).
         """
         from mxkit.train.model import BatchEndParam
 
@@ -289,6 +298,9 @@ class BaseModule:
                 for name, val in res:
                     self.logger.info("Epoch[%d] Validation-%s=%f", epoch, name, val)
             train_data.reset()
+            if _stop_requested(epoch_end_callback, batch_end_callback, eval_end_callback):
+                self.logger.info("Epoch[%d] a callback asked to stop training", epoch)
+                break
 
     # -- parameters ---------------------------------------------------------------------
 
