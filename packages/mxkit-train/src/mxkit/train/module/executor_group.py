@@ -302,7 +302,10 @@ class DataParallelExecutorGroup:
                 if shape != tuple(target.shape):
                     raise ShapeError(f"{what} {name!r}: a slice of shape {shape} does not fit the executor's "
                                      f"{tuple(target.shape)}")
-                target[:] = piece
+                if hasattr(piece, "copyto"):
+                    piece.copyto(target)  # NDArray to NDArray: the direct copy, no indexing machinery
+                else:
+                    target[:] = piece
 
     def forward(self, data_batch: Any, is_train: bool | None = None) -> None:
         """Copy the batch's slices to the devices and run forward on each."""
