@@ -203,7 +203,7 @@ def test_register_custom_initializer_with_alias():
         np.testing.assert_allclose(arr.asnumpy(), [0.1, 0.1])
         assert json.loads(PointOne().dumps()) == ["pointone", {}]
     finally:
-        from mxkit.train.initializer import _INITIALIZERS
+        from mxkit.train.initializer.base import _INITIALIZERS
 
         del _INITIALIZERS["pointone"], _INITIALIZERS["point_one"]
 

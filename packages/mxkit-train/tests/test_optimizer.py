@@ -157,6 +157,53 @@ def test_update_matches_numpy_over_steps(name, kwargs, reference, state_count):
     assert optimizer.num_update == 5
 
 
+def test_sgld_adds_gaussian_noise_of_variance_lr():
+    mx.random.seed(3)
+    optimizer = mx.optimizer.SGLD(learning_rate=0.04, wd=0.5)
+    weight = mx.nd.ones((200, 200))
+    optimizer.update(0, weight, mx.nd.ones((200, 200)), None)
+    change = weight.asnumpy().astype(np.float64) - 1.0
+    # drift -lr/2 * (g + wd*w) = -0.02 * 1.5, noise N(0, sqrt(lr))
+    assert change.mean() == pytest.approx(-0.03, abs=0.003)
+    assert change.std() == pytest.approx(0.2, rel=0.02)
+
+
+def test_dcasgd_with_momentum_by_hand():
+    optimizer = mx.optimizer.DCASGD(learning_rate=0.1, momentum=0.5, lamda=0.2)
+    weight = mx.nd.array([1.0, -1.0])
+    state = optimizer.create_state(0, weight)
+    expected, previous, mom = np.array([1.0, -1.0]), np.array([1.0, -1.0]), np.zeros(2)
+    for grad in ([0.5, 1.0], [2.0, -1.0], [-1.0, 0.5]):
+        g = np.array(grad)
+        mom = 0.5 * mom - 0.1 * (g + 0.2 * g * g * (expected - previous))
+        previous, expected = expected, expected + mom
+        optimizer.update(0, weight, mx.nd.array(grad), state)
+    np.testing.assert_allclose(weight.asnumpy(), expected, rtol=1e-6)
+    np.testing.assert_allclose(state[1].asnumpy(), previous, rtol=1e-6)
+
+
+def test_lars_decays_only_weights_and_scales_only_layers():
+    names = {0: "fc_weight", 1: "bn_gamma", 2: "fc_bias"}
+    optimizer = mx.optimizer.LARS(learning_rate=0.1, wd=0.1, eta=0.5, param_idx2name=names)
+    assert optimizer._get_wds([0, 1, 2]) == [0.1, 0.0, 0.0]
+    weight, gamma = mx.nd.array([3.0, 4.0]), mx.nd.array([3.0, 4.0])
+    grad = mx.nd.array([0.6, 0.8])
+    optimizer.update([0, 1], [weight, gamma], [grad, grad], [None, None])
+    # weight: lr * eta * ||w|| / (||g|| + wd * ||w||) = 0.1 * 0.5 * 5 / (1 + 0.5); then SGD with wd
+    lars_lr = 0.1 * 0.5 * 5 / 1.5
+    expected = (1 - lars_lr * 0.1) * np.array([3, 4]) - lars_lr * np.array([0.6, 0.8])
+    np.testing.assert_allclose(weight.asnumpy(), expected, rtol=1e-6)
+    np.testing.assert_allclose(gamma.asnumpy(), np.array([3, 4]) - 0.1 * np.array([0.6, 0.8]), rtol=1e-6)
+
+
+def test_test_optimizer():
+    optimizer = mx.optimizer.create("test", rescale_grad=2.0)
+    weight = mx.nd.array([1.0])
+    state = optimizer.create_state(0, weight)
+    optimizer.update(0, weight, mx.nd.array([0.25]), state)
+    assert weight.asnumpy()[0] == 1.5 and state.asnumpy()[0] == 1.5
+
+
 def test_sgd_momentum_state_is_the_momentum():
     optimizer = mx.optimizer.SGD(learning_rate=0.5, momentum=0.9)
     weight = mx.nd.array([1.0, -2.0])
@@ -289,6 +336,55 @@ def test_aggregated_sgd_update_takes_lists():
     assert optimizer._index_update_count == {0: 1, 1: 1}
 
 
+@pytest.mark.parametrize(("name", "kwargs"), [("sgd", {"momentum": 0.9, "wd": 0.01}), ("adam", {"wd": 0.01}),
+                                            ("rmsprop", {"centered": True}), ("ftrl", {}), ("signum", {})])
+def test_updater_with_lists_aggregates_and_matches_one_by_one(name, kwargs):
+    rng = np.random.default_rng(2)
+    shapes = [(3, 4), (4,), (2, 2, 2)]
+    contexts = [mx.cpu(0), mx.cpu(0), mx.cpu(1)]  # one list may hold several devices
+    starts = [rng.normal(size=s).astype(np.float32) for s in shapes]
+    grads = [[rng.normal(size=s).astype(np.float32) for s in shapes] for _ in range(3)]
+    names = {0: "a_weight", 1: "a_bias", 2: "b_weight"}
+    together = mx.optimizer.get_updater(mx.optimizer.create(name, param_idx2name=names, **kwargs))
+    alone = mx.optimizer.get_updater(mx.optimizer.create(name, param_idx2name=names, **kwargs))
+    assert together.optimizer.aggregate_num > 1
+    w_together = [mx.nd.array(w, ctx=c) for w, c in zip(starts, contexts)]
+    w_alone = [mx.nd.array(w, ctx=c) for w, c in zip(starts, contexts)]
+    for step in grads:
+        together([0, 1, 2], [mx.nd.array(g, ctx=c) for g, c in zip(step, contexts)], w_together)
+        for i, (g, c) in enumerate(zip(step, contexts)):
+            alone(i, mx.nd.array(g, ctx=c), w_alone[i])
+    for a, b in zip(w_together, w_alone):
+        np.testing.assert_allclose(a.asnumpy(), b.asnumpy(), rtol=1e-6, atol=1e-7)
+    # counts are kept per device of the list's first weight, as MXNet's Updater does
+    assert together.optimizer._all_index_update_counts == {0: {0: 3, 1: 3, 2: 3}}
+    assert alone.optimizer._all_index_update_counts == {0: {0: 3, 1: 3}, 1: {2: 3}}
+
+
+def test_aggregated_update_errors():
+    optimizer = mx.optimizer.SGD(momentum=0.9)
+    weights = [mx.nd.zeros((2,)), mx.nd.zeros((3,))]
+    states = [optimizer.create_state(i, w) for i, w in enumerate(weights)]
+    with pytest.raises(TrainingValueError, match="as many weights, gradients and states as indices"):
+        optimizer.update([0, 1], weights, [mx.nd.zeros((2,))], states)
+    with pytest.raises(ShapeError, match="sgd_mom_update: input 1 has shape"):
+        optimizer.update([0, 1], weights, [mx.nd.zeros((2,)), mx.nd.zeros((4,))], states)
+    with pytest.raises(MXKitError, match="the weight is on cpu\\(0\\) but an input is on cpu\\(1\\)"):
+        optimizer.update([0, 1], weights, [mx.nd.zeros((2,)), mx.nd.zeros((3,), ctx=mx.cpu(1))], states)
+
+
+def test_custom_optimizer_without_aggregation_gets_one_call_per_weight():
+    calls = []
+
+    class Recorder(mx.optimizer.Optimizer):
+        def update(self, index, weight, grad, state):
+            calls.append(index)
+
+    updater = mx.optimizer.get_updater(Recorder())
+    updater([3, 5], [mx.nd.zeros((1,))] * 2, [mx.nd.zeros((1,))] * 2)
+    assert calls == [3, 5]
+
+
 def test_multi_precision_updates_a_float32_master_copy():
     optimizer = mx.optimizer.SGD(learning_rate=0.1, momentum=0.9, multi_precision=True)
     weight = mx.nd.array([1.0, 2.0], dtype="float16")
@@ -331,7 +427,9 @@ def test_fused_update_operators_are_in_mx_nd():
 # ---- descriptions and states -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["sgd", "nag", "adam", "adagrad", "rmsprop", "adadelta", "signum", "ftrl"])
+@pytest.mark.parametrize("name", ["sgd", "nag", "adam", "adagrad", "rmsprop", "adadelta", "signum", "ftrl", "adamax",
+                                  "nadam", "ftml", "dcasgd", "lamb", "lars", "sgld",
+                                  "test"])
 def test_description_round_trips_through_json(name):
     kwargs = {"wd": 0.01, "rescale_grad": 0.125, "clip_gradient": 2.0, "param_idx2name": {0: "a_weight", 1: "b"},
               "lr_mult": {"a_weight": 2.0}}
@@ -344,6 +442,14 @@ def test_description_round_trips_through_json(name):
     assert rebuilt.idx2name == {0: "a_weight", 1: "b"}
     assert rebuilt._get_wd(1) == 0.0 and rebuilt._get_lr(0) == pytest.approx(2 * original._get_lr(1))
     assert mx.optimizer.loads(original.dumps()).describe() == original.describe()
+
+
+def test_description_of_numpy_scalars_is_plain_json():
+    optimizer = mx.optimizer.SGD(learning_rate=np.float32(0.5), wd=np.float64(0.25), momentum=np.float32(0.5),
+                                 lr_mult={np.int64(3): np.float32(2.0)})
+    description = json.loads(optimizer.dumps())
+    assert description["learning_rate"] == 0.5 and description["wd"] == 0.25 and description["momentum"] == 0.5
+    assert description["lr_mult"] == [[3, 2.0]]
 
 
 def test_description_carries_the_scheduler():
@@ -382,6 +488,20 @@ def test_updater_states_round_trip_without_pickle():
     only_states = mx.optimizer.get_updater(mx.optimizer.SGD())
     only_states.set_states(updater.get_states())
     assert isinstance(only_states.optimizer, mx.optimizer.SGD)
+
+
+def test_nadam_schedule_survives_a_states_round_trip():
+    first = mx.optimizer.get_updater(mx.optimizer.Nadam(learning_rate=0.01))
+    weight = mx.nd.array([1.0, 2.0])
+    for _ in range(3):
+        first(0, mx.nd.array([0.5, -0.5]), weight)
+    second = mx.optimizer.get_updater(mx.optimizer.SGD())
+    second.set_states(first.get_states(dump_optimizer=True))
+    assert second.optimizer.m_schedule == first.optimizer.m_schedule != 1.0
+    resumed = weight.copy()
+    first(0, mx.nd.array([0.5, -0.5]), weight)
+    second(0, mx.nd.array([0.5, -0.5]), resumed)
+    np.testing.assert_array_equal(weight.asnumpy(), resumed.asnumpy())
 
 
 def test_states_with_none_and_moved_to_the_weights_device():

@@ -11,10 +11,13 @@ from __future__ import annotations
 from mxkit.train._registry import TrainingValueError, UnknownNameError
 from mxkit.train.optimizer.adaptive import AdaDelta, AdaGrad, Adam, Ftrl, RMSProp
 from mxkit.train.optimizer.base import Optimizer, create, loads, register
+from mxkit.train.optimizer.extra import DCASGD, FTML, SGLD, Adamax, Nadam, Test
+from mxkit.train.optimizer.layerwise import LAMB, LARS
 from mxkit.train.optimizer.sgd import NAG, SGD, Signum, ccSGD
 from mxkit.train.optimizer.updater import Updater, get_updater
 
 __all__ = [
-    "NAG", "SGD", "AdaDelta", "AdaGrad", "Adam", "Ftrl", "Optimizer", "RMSProp", "Signum", "TrainingValueError",
-    "UnknownNameError", "Updater", "ccSGD", "create", "get_updater", "loads", "register",
+    "DCASGD", "FTML", "LAMB", "LARS", "NAG", "SGD", "SGLD", "AdaDelta", "AdaGrad", "Adam", "Adamax", "Ftrl", "Nadam",
+    "Optimizer", "RMSProp", "Signum", "Test", "TrainingValueError", "UnknownNameError", "Updater", "ccSGD", "create",
+    "get_updater", "loads", "register",
 ]

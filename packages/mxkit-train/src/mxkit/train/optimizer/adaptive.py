@@ -7,7 +7,8 @@ from typing import Any
 
 from mxkit.ndarray.creation import zeros
 from mxkit.train._registry import check_number
-from mxkit.train.optimizer.base import Optimizer, register
+from mxkit.train.optimizer.base import register
+from mxkit.train.optimizer.fused import FusedOptimizer, Plan
 
 
 def _zeros_like(weight: Any) -> Any:
@@ -19,7 +20,7 @@ def _decay_rate(owner: str, name: str, value: float) -> float:
 
 
 @register
-class Adam(Optimizer):
+class Adam(FusedOptimizer):
     """Adam (Kingma and Ba 2014) with MXNet's bias correction folded into the learning rate::
 
         g' = clip(rescale_grad * g + wd * w, clip_gradient)
@@ -53,17 +54,14 @@ class Adam(Optimizer):
     def create_state(self, index: Any, weight: Any) -> Any:
         return (_zeros_like(weight), _zeros_like(weight))  # mean, variance
 
-    def update(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
-        self._check_arrays(weight, grad)
-        self._update_count(index)
-        lr, wd = self._get_lr(index), self._get_wd(index)
+    def _plan(self, index: Any, weight: Any, grad: Any, state: Any, lr: float, wd: float) -> Plan:
         t = self._index_update_count[index]
         lr *= math.sqrt(1.0 - self.beta2 ** t) / (1.0 - self.beta1 ** t)
         params = self._common_params(lr, wd)
         params.update(beta1=float(self.beta1), beta2=float(self.beta2), epsilon=float(self.epsilon),
                       lazy_update=self.lazy_update)
         mean, var = state
-        self._run("adam_update", weight, grad, [mean, var], params)
+        return "adam_update", [mean, var], params
 
     def _config(self) -> dict[str, Any]:
         return {**super()._config(), "beta1": self.beta1, "beta2": self.beta2, "epsilon": self.epsilon,
@@ -71,7 +69,7 @@ class Adam(Optimizer):
 
 
 @register
-class AdaGrad(Optimizer):
+class AdaGrad(FusedOptimizer):
     """AdaGrad (Duchi et al. 2011)::
 
         g' = clip(rescale_grad * g, clip_gradient)
@@ -93,19 +91,17 @@ class AdaGrad(Optimizer):
     def create_state(self, index: Any, weight: Any) -> Any:
         return _zeros_like(weight)  # history
 
-    def update(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
-        self._check_arrays(weight, grad)
-        self._update_count(index)
-        params = self._common_params(self._get_lr(index), self._get_wd(index))
+    def _plan(self, index: Any, weight: Any, grad: Any, state: Any, lr: float, wd: float) -> Plan:
+        params = self._common_params(lr, wd)
         params["epsilon"] = float(self.float_stable_eps)
-        self._run("_adagrad_update", weight, grad, [state], params)
+        return "_adagrad_update", [state], params
 
     def _config(self) -> dict[str, Any]:
         return {**super()._config(), "eps": self.float_stable_eps}
 
 
 @register
-class RMSProp(Optimizer):
+class RMSProp(FusedOptimizer):
     """RMSProp; Tieleman and Hinton's, or with ``centered=True`` Graves' (2013, eq. 38-45).
 
     Not centered::
@@ -151,17 +147,14 @@ class RMSProp(Optimizer):
             return (_zeros_like(weight), _zeros_like(weight), _zeros_like(weight))  # n, g, delta
         return (_zeros_like(weight),)  # n
 
-    def update(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
-        self._check_arrays(weight, grad)
-        self._update_count(index)
-        params = self._common_params(self._get_lr(index), self._get_wd(index))
+    def _plan(self, index: Any, weight: Any, grad: Any, state: Any, lr: float, wd: float) -> Plan:
+        params = self._common_params(lr, wd)
         params.update(gamma1=float(self.gamma1), epsilon=float(self.epsilon),
                       clip_weights=float(self.clip_weights) if self.clip_weights else -1.0)
         if self.centered:
             params["gamma2"] = float(self.gamma2)
-            self._run("rmspropalex_update", weight, grad, list(state), params)
-        else:
-            self._run("rmsprop_update", weight, grad, list(state), params)
+            return "rmspropalex_update", list(state), params
+        return "rmsprop_update", list(state), params
 
     def _config(self) -> dict[str, Any]:
         return {**super()._config(), "gamma1": self.gamma1, "gamma2": self.gamma2, "epsilon": self.epsilon,
@@ -169,7 +162,7 @@ class RMSProp(Optimizer):
 
 
 @register
-class AdaDelta(Optimizer):
+class AdaDelta(FusedOptimizer):
     """AdaDelta (Zeiler 2012), as MXNet 1.x computes it (no learning rate)::
 
         g' = clip(rescale_grad * g, clip_gradient)
@@ -195,19 +188,17 @@ class AdaDelta(Optimizer):
     def create_state(self, index: Any, weight: Any) -> Any:
         return (_zeros_like(weight), _zeros_like(weight))  # accumulated g^2, accumulated delta^2
 
-    def update(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
-        self._check_arrays(weight, grad)
-        self._update_count(index)
-        params = self._common_params(0.0, self._get_wd(index))
+    def _plan(self, index: Any, weight: Any, grad: Any, state: Any, lr: float, wd: float) -> Plan:
+        params = self._common_params(0.0, wd)  # AdaDelta has no learning rate
         params.update(rho=float(self.rho), epsilon=float(self.epsilon))
-        self._run("_adadelta_update", weight, grad, list(state), params)
+        return "_adadelta_update", list(state), params
 
     def _config(self) -> dict[str, Any]:
         return {**super()._config(), "rho": self.rho, "epsilon": self.epsilon}
 
 
 @register
-class Ftrl(Optimizer):
+class Ftrl(FusedOptimizer):
     """FTRL-proximal (McMahan et al. 2013; MXNet's ``ftrl_update``)::
 
         g' = clip(rescale_grad * g, clip_gradient)
@@ -235,12 +226,10 @@ class Ftrl(Optimizer):
     def create_state(self, index: Any, weight: Any) -> Any:
         return (_zeros_like(weight), _zeros_like(weight))  # z, n
 
-    def update(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
-        self._check_arrays(weight, grad)
-        self._update_count(index)
-        params = self._common_params(self._get_lr(index), self._get_wd(index))
+    def _plan(self, index: Any, weight: Any, grad: Any, state: Any, lr: float, wd: float) -> Plan:
+        params = self._common_params(lr, wd)
         params.update(lamda1=float(self.lamda1), beta=float(self.beta))
-        self._run("ftrl_update", weight, grad, list(state), params)
+        return "ftrl_update", list(state), params
 
     def _config(self) -> dict[str, Any]:
         return {**super()._config(), "lamda1": self.lamda1, "beta": self.beta}

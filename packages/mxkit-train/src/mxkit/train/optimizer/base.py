@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 from mxkit.ndarray.invoke import invoke
 from mxkit.train._registry import NameRegistry, TrainingValueError, check_number
-from mxkit.train.optimizer.update_ops import UPDATE_OPS
 
 _OPTIMIZERS = NameRegistry("optimizer")
 
@@ -77,6 +76,9 @@ class Optimizer:
 
     #: MXNet's registry dict (name -> class); a :class:`NameRegistry` here
     opt_registry = _OPTIMIZERS
+    #: numeric attributes that change during training besides the update counts (Nadam's
+    #: momentum schedule...), saved with ``Updater.get_states(dump_optimizer=True)``
+    runtime_attributes: tuple[str, ...] = ()
 
     def __init__(self, rescale_grad: float = 1.0, param_idx2name: Any = None, wd: float = 0.0,
                  clip_gradient: float | None = None, learning_rate: float | None = None, lr_scheduler: Any = None,
@@ -274,10 +276,6 @@ class Optimizer:
             raise TrainingValueError(f"{type(self).__name__}.update needs NDArrays for weight and grad, got "
                                      f"{type(weight).__name__} and {type(grad).__name__}")
 
-    def _run(self, op_name: str, weight: Any, grad: Any, states: list[Any], params: dict[str, Any]) -> None:
-        """Push the fused update ``op_name`` writing ``weight`` and ``states`` in place."""
-        invoke(UPDATE_OPS[op_name], [weight, grad, *states], params, out=weight)
-
     def _common_params(self, lr: float, wd: float) -> dict[str, Any]:
         clip = self.clip_gradient
         return {"lr": float(lr), "wd": float(wd), "rescale_grad": float(self.rescale_grad),
@@ -313,7 +311,7 @@ class Optimizer:
         update counts and ``param_dict``/``sym`` objects are not part of it: ``sym``'s
         multipliers are, through ``lr_mult``/``wd_mult``).
         """
-        return {"name": _OPTIMIZERS.name_of(type(self)), **self._config()}
+        return _jsonable({"name": _OPTIMIZERS.name_of(type(self)), **self._config()})
 
     def dumps(self) -> str:
         """:meth:`describe` as a JSON string."""
@@ -323,6 +321,17 @@ class Optimizer:
         args = ", ".join(f"{k}={v!r}" for k, v in self._config().items()
                          if k not in ("param_idx2name", "lr_mult", "wd_mult"))
         return f"{type(self).__name__}({args})"
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` with numpy scalars and tuples turned into JSON's types (``np.float32(0.1)`` -> 0.1)."""
+    if isinstance(value, dict):
+        return {key: _jsonable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
 
 
 def cast_to(source: Any, target: Any) -> None:

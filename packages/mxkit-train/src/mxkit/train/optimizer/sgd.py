@@ -8,18 +8,12 @@ from typing import Any
 import numpy as np
 from mxkit.ndarray.creation import zeros
 from mxkit.train._registry import check_number
-from mxkit.train.optimizer.base import Optimizer, cast_to, register
+from mxkit.train.optimizer.base import register
+from mxkit.train.optimizer.fused import FusedOptimizer, Plan
 
 
 def _zeros_like(weight: Any, dtype: Any = None) -> Any:
     return zeros(weight.shape, weight.context, dtype=dtype if dtype is not None else weight.dtype)
-
-
-def _as_lists(index: Any, weight: Any, grad: Any, state: Any) -> tuple[list, list, list, list]:
-    """MXNet's aggregated form (lists of indices, weights...) or one parameter, as lists."""
-    if isinstance(index, (list, tuple)):
-        return list(index), list(weight), list(grad), list(state)
-    return [index], [weight], [grad], [state]
 
 
 class _MasterCopyMixin:
@@ -36,19 +30,13 @@ class _MasterCopyMixin:
                           "Consider using multi_precision=True option of the optimizer", stacklevel=2)
         return self.create_state(index, weight)  # type: ignore[attr-defined]
 
-    def update_multi_precision(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
-        indices, weights, grads, states = _as_lists(index, weight, grad, state)
-        for idx, w, g, s in zip(indices, weights, grads, states):
-            if self.multi_precision and w.dtype == np.float16:
-                inner, master = s
-                self.update(idx, master, g.astype(np.float32), inner)  # type: ignore[attr-defined]
-                cast_to(master, w)
-            else:
-                self.update(idx, w, g, s)  # type: ignore[attr-defined]
+    def _split_master_state(self, state: Any) -> tuple[Any, Any]:
+        inner, master = state
+        return master, inner
 
 
 @register
-class SGD(_MasterCopyMixin, Optimizer):
+class SGD(_MasterCopyMixin, FusedOptimizer):
     """SGD with momentum and weight decay (MXNet's ``sgd_update``/``sgd_mom_update``).
 
     Without momentum: ``w = (1 - lr*wd) * w - lr * clip(rescale_grad * g, clip_gradient)``.
@@ -76,20 +64,13 @@ class SGD(_MasterCopyMixin, Optimizer):
     def create_state(self, index: Any, weight: Any) -> Any:
         return _zeros_like(weight) if self.momentum != 0.0 else None
 
-    def update(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
-        indices, weights, grads, states = _as_lists(index, weight, grad, state)
-        for w, g in zip(weights, grads):
-            self._check_arrays(w, g)
-        self._update_count(indices)
-        lrs, wds = self._get_lrs(indices), self._get_wds(indices)
-        for w, g, s, lr, wd in zip(weights, grads, states, lrs, wds):
-            params = self._common_params(lr, wd)
-            params["lazy_update"] = self.lazy_update
-            if s is not None:
-                params["momentum"] = float(self.momentum)
-                self._run("sgd_mom_update", w, g, [s], params)
-            else:
-                self._run("sgd_update", w, g, [], params)
+    def _plan(self, index: Any, weight: Any, grad: Any, state: Any, lr: float, wd: float) -> Plan:
+        params = self._common_params(lr, wd)
+        params["lazy_update"] = self.lazy_update
+        if state is None:
+            return "sgd_update", [], params
+        params["momentum"] = float(self.momentum)
+        return "sgd_mom_update", [state], params
 
     def _config(self) -> dict[str, Any]:
         return {**super()._config(), "momentum": self.momentum, "lazy_update": self.lazy_update}
@@ -101,7 +82,7 @@ class ccSGD(SGD):
 
 
 @register
-class NAG(_MasterCopyMixin, Optimizer):
+class NAG(_MasterCopyMixin, FusedOptimizer):
     """Nesterov accelerated gradient (MXNet 1.9.1's ``nag_mom_update``)::
 
         g' = clip(rescale_grad * g, clip_gradient) + wd * w
@@ -128,23 +109,20 @@ class NAG(_MasterCopyMixin, Optimizer):
     def create_state(self, index: Any, weight: Any) -> Any:
         return _zeros_like(weight) if self.momentum != 0.0 else None
 
-    def update(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
-        self._check_arrays(weight, grad)
-        self._update_count(index)
-        params = self._common_params(self._get_lr(index), self._get_wd(index))
-        if state is not None:
-            params["momentum"] = float(self.momentum)
-            self._run("nag_mom_update", weight, grad, [state], params)
-        else:
+    def _plan(self, index: Any, weight: Any, grad: Any, state: Any, lr: float, wd: float) -> Plan:
+        params = self._common_params(lr, wd)
+        if state is None:
             params["lazy_update"] = True
-            self._run("sgd_update", weight, grad, [], params)
+            return "sgd_update", [], params
+        params["momentum"] = float(self.momentum)
+        return "nag_mom_update", [state], params
 
     def _config(self) -> dict[str, Any]:
         return {**super()._config(), "momentum": self.momentum}
 
 
 @register
-class Signum(Optimizer):
+class Signum(FusedOptimizer):
     """signSGD and Signum (Bernstein et al. 2018; MXNet's ``signsgd_update``/``signum_update``)::
 
         mom = momentum * mom - (1 - momentum) * (clip(rescale_grad * g, clip_gradient) + wd * w)
@@ -173,16 +151,13 @@ class Signum(Optimizer):
     def create_state(self, index: Any, weight: Any) -> Any:
         return _zeros_like(weight) if self.momentum != 0.0 else None
 
-    def update(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
-        self._check_arrays(weight, grad)
-        self._update_count(index)
-        params = self._common_params(self._get_lr(index), self._get_wd(index))
-        if state is not None:
-            params["momentum"] = float(self.momentum)
-            params["wd_lh"] = float(self.wd_lh)
-            self._run("signum_update", weight, grad, [state], params)
-        else:
-            self._run("signsgd_update", weight, grad, [], params)
+    def _plan(self, index: Any, weight: Any, grad: Any, state: Any, lr: float, wd: float) -> Plan:
+        params = self._common_params(lr, wd)
+        if state is None:
+            return "signsgd_update", [], params
+        params["momentum"] = float(self.momentum)
+        params["wd_lh"] = float(self.wd_lh)
+        return "signum_update", [state], params
 
     def _config(self) -> dict[str, Any]:
         return {**super()._config(), "momentum": self.momentum, "wd_lh": self.wd_lh}

@@ -68,10 +68,18 @@ def _sign(xp: Any, values: Any) -> Any:
     return xp.sign(values)
 
 
-def _sgd_update(xp, inputs, outputs, params):
-    weight, grad = inputs
+def _scaled_step(xp: Any, grad: Any, params: dict) -> Any:
+    """``lr * clip(rescale_grad * grad, clip_gradient)`` in a fresh array (one pass without clipping)."""
+    if params["clip_gradient"] < 0:
+        return grad * (params["lr"] * params["rescale_grad"])
     step = _rescaled(xp, grad, params)
     step *= params["lr"]
+    return step
+
+
+def _sgd_update(xp, inputs, outputs, params):
+    weight, grad = inputs
+    step = _scaled_step(xp, grad, params)
     # (1 - lr*wd) * w - lr * g, written as one pass over the output
     xp.multiply(weight, 1.0 - params["lr"] * params["wd"], out=outputs[0])
     outputs[0] -= step
@@ -79,13 +87,11 @@ def _sgd_update(xp, inputs, outputs, params):
 
 def _sgd_mom_update(xp, inputs, outputs, params):
     weight, grad, mom = inputs
-    lr = params["lr"]
-    step = _rescaled(xp, grad, params)
-    step *= lr
+    step = _scaled_step(xp, grad, params)
+    if params["wd"]:
+        step += weight * (params["lr"] * params["wd"])
     mom *= params["momentum"]
     mom -= step
-    if params["wd"]:
-        mom -= weight * (lr * params["wd"])
     xp.add(weight, mom, out=outputs[0])
 
 
@@ -274,10 +280,14 @@ _SPECS: list[tuple[str, Any, tuple[str, ...], list[Param], str]] = [
 ]
 
 
-def _register_update_ops() -> dict[str, OpDef]:
+def register_update_ops(specs: list[tuple[str, Any, tuple[str, ...], list[Param], str]]) -> dict[str, OpDef]:
+    """Register update operators ``(name, kernel, state names, extra parameters, doc)``:
+    inputs ``weight, grad``, the states as auxiliary (written) inputs, the common
+    parameters (``lr``, ``wd``, ``rescale_grad``, ``clip_gradient``) plus the extra ones.
+    Registering a name twice keeps the first definition (modules can be reloaded)."""
     registry = get_registry()
     ops = {}
-    for name, kernel, states, extra, doc in _SPECS:
+    for name, kernel, states, extra, doc in specs:
         if name in registry:
             ops[name] = registry.get(name)
             continue
@@ -286,6 +296,7 @@ def _register_update_ops() -> dict[str, OpDef]:
                    doc=doc)
         ops[name] = registry.register(op)
     _expose_in_nd(ops)
+    UPDATE_OPS.update(ops)
     return ops
 
 
@@ -299,7 +310,9 @@ def _expose_in_nd(ops: dict[str, OpDef]) -> None:
             setattr(nd, name, make_function(name, op))
 
 
-UPDATE_OPS = _register_update_ops()
+#: every update operator by name (extended by :func:`register_update_ops`)
+UPDATE_OPS: dict[str, OpDef] = {}
+register_update_ops(_SPECS)
 
 
 def default_params(name: str) -> dict[str, Any]:
@@ -307,4 +320,4 @@ def default_params(name: str) -> dict[str, Any]:
     return {p.name: p.default for p in UPDATE_OPS[name].params if not p.required}
 
 
-__all__ = ["UPDATE_OPS", "default_params"]
+__all__ = ["UPDATE_OPS", "default_params", "register_update_ops"]

@@ -40,7 +40,9 @@ class Updater:
         self.aggregate_updates = optimizer.aggregate_num > 0
 
     def __call__(self, index: Any, grad: Any, weight: Any) -> None:
-        """Update ``weight`` (or a list of weights, with a list of indices) from ``grad``."""
+        """Update ``weight`` from ``grad`` (or lists of them with a list of indices, as MXNet's
+        ``_update_params`` passes one device's parameters: then built-in optimizers update
+        up to ``optimizer.aggregate_num`` weights in one engine operation)."""
         if isinstance(index, (list, tuple)):
             indices, grads, weights = list(index), list(grad), list(weight)
         else:
@@ -56,6 +58,14 @@ class Updater:
             elif not self.states_synced[idx]:
                 self.states[idx] = self.sync_state_context(self.states[idx], weights[i].context)
                 self.states_synced[idx] = True
+        size = self.optimizer.aggregate_num
+        if size > 1 and len(indices) > 1:
+            # one aggregated update (one engine operation per device) per chunk of weights
+            for start in range(0, len(indices), size):
+                chunk = indices[start:start + size]
+                self.optimizer.update_multi_precision(chunk, weights[start:start + size], grads[start:start + size],
+                                                      [self.states[idx] for idx in chunk])
+            return
         for idx, w, g in zip(indices, weights, grads):
             self.optimizer.update_multi_precision(idx, w, g, self.states[idx])
 
@@ -88,6 +98,7 @@ class Updater:
             manifest["num_update"] = opt.num_update
             manifest["update_counts"] = [[device, [[_encode_key(k), n] for k, n in counts.items()]]
                                          for device, counts in opt._all_index_update_counts.items()]
+            manifest["runtime"] = {name: getattr(opt, name) for name in opt.runtime_attributes}
         arrays[_MANIFEST] = np.frombuffer(json.dumps(manifest).encode(), dtype=np.uint8)
         buffer = io.BytesIO()
         np.savez(buffer, **arrays)
@@ -108,6 +119,9 @@ class Updater:
         if "optimizer" in manifest:
             optimizer = loads(json.dumps(manifest["optimizer"]))
             optimizer.num_update = int(manifest.get("num_update", optimizer.num_update))
+            for name, value in manifest.get("runtime", {}).items():
+                if name in optimizer.runtime_attributes:
+                    setattr(optimizer, name, value)
             counts = {int(device): {_decode_key(k): int(n) for k, n in pairs}
                       for device, pairs in manifest.get("update_counts", [])}
             if counts:

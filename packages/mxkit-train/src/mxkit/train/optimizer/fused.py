@@ -1,0 +1,126 @@
+"""Optimizers whose update is one fused operator per weight, and aggregated updates.
+
+A :class:`FusedOptimizer` describes its update of one weight as a plan, ``(operator name,
+state arrays, parameters)``; :meth:`FusedOptimizer.update` turns plans into engine work.
+One weight is one operator call through the registry (``mx.nd.sgd_mom_update(...,
+out=weight)``). A list of weights, which is how MXNet 1.x's ``_update_params`` calls the
+updater (once per device), becomes one engine operation per device that runs the same
+kernels one after the other: the per-operation cost of the engine (tens of microseconds)
+is paid once per device instead of once per weight, which matters for networks of many
+small parameters. The arithmetic is the same either way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from mxkit.core.errors import DeviceError
+from mxkit.ndarray.invoke import OperatorError, backend_of, invoke, push_raw
+from mxkit.train._registry import TrainingValueError
+from mxkit.train.optimizer.base import Optimizer, cast_to
+from mxkit.train.optimizer.update_ops import UPDATE_OPS
+
+Plan = tuple[str, list[Any], dict[str, Any]]
+
+#: how many weights one aggregated update takes at most (MXNet's MXNET_OPTIMIZER_AGGREGATION_SIZE)
+DEFAULT_AGGREGATE_NUM = 64
+
+
+def as_lists(index: Any, weight: Any, grad: Any, state: Any) -> tuple[list, list, list, list]:
+    """MXNet's aggregated form (lists of indices, weights...) or one parameter, as lists."""
+    if isinstance(index, (list, tuple)):
+        indices, weights, grads, states = list(index), list(weight), list(grad), list(state)
+        if not len(indices) == len(weights) == len(grads) == len(states):
+            raise TrainingValueError(f"an aggregated update needs as many weights, gradients and states as indices; "
+                                     f"got {len(indices)} indices, {len(weights)} weights, {len(grads)} gradients and "
+                                     f"{len(states)} states")
+        return indices, weights, grads, states
+    return [index], [weight], [grad], [state]
+
+
+class FusedOptimizer(Optimizer):
+    """An :class:`Optimizer` whose subclasses implement :meth:`_plan` instead of :meth:`update`."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.aggregate_num = DEFAULT_AGGREGATE_NUM
+
+    def _plan(self, index: Any, weight: Any, grad: Any, state: Any, lr: float, wd: float) -> Plan:
+        """``(operator, states, parameters)`` updating ``weight`` (after counting the update)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _plan")
+
+    def update(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
+        """Update one weight, or lists of them (one engine operation per device)."""
+        indices, weights, grads, states = as_lists(index, weight, grad, state)
+        for w, g in zip(weights, grads):
+            self._check_arrays(w, g)
+        self._update_count(indices)
+        lrs, wds = self._get_lrs(indices), self._get_wds(indices)
+        plans = [(w, g, self._plan(idx, w, g, s, lr, wd))
+                 for idx, w, g, s, lr, wd in zip(indices, weights, grads, states, lrs, wds)]
+        if len(plans) == 1:
+            w, g, (op_name, plan_states, params) = plans[0]
+            invoke(UPDATE_OPS[op_name], [w, g, *plan_states], params, out=w)
+            return
+        _push_aggregated(plans)
+
+    def update_multi_precision(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
+        """:meth:`update`, through float32 master copies of float16 weights when
+        ``multi_precision`` is on (those are updated one by one)."""
+        indices, weights, grads, states = as_lists(index, weight, grad, state)
+        if not (self.multi_precision and any(w.dtype == np.float16 for w in weights)):
+            self.update(index, weight, grad, state)
+            return
+        for idx, w, g, s in zip(indices, weights, grads, states):
+            if w.dtype == np.float16:
+                master, inner = self._split_master_state(s)
+                self.update(idx, master, g.astype(np.float32), inner)
+                cast_to(master, w)
+            else:
+                self.update(idx, w, g, s)
+
+    def _split_master_state(self, state: Any) -> tuple[Any, Any]:
+        """``(float32 master copy, the optimizer's own state)`` of a multi-precision state."""
+        master, inner = state
+        return master, inner
+
+
+def _push_aggregated(plans: list[tuple[Any, Any, Plan]]) -> None:
+    """Push the plans as one engine operation per device, in the given order."""
+    by_device: dict[Any, list[tuple[Any, Any, Plan]]] = {}
+    for item in plans:
+        by_device.setdefault(item[0].context, []).append(item)
+    for ctx, group in by_device.items():
+        backend = backend_of(ctx)
+        jobs = []
+        reads: list[Any] = []
+        writes: list[Any] = []
+        for weight, grad, (op_name, states, params) in group:
+            op = UPDATE_OPS[op_name]
+            arrays = [weight, grad, *states]
+            for array in arrays[1:]:
+                if array.context != ctx:
+                    raise DeviceError(f"{op_name}: the weight is on {ctx} but an input is on {array.context}; "
+                                      f"gradients and states must live with their weight")
+            shapes = [a.shape for a in arrays]
+            op.infer_shape(params, shapes[:2])  # raises a ShapeError naming the operator
+            op.infer_shape(params, [shapes[0], *shapes[2:]])
+            kernel = op.kernels.get(backend.name) or op.kernel_for(backend.name)
+            jobs.append((op, kernel, [a._data for a in arrays], [weight._data], params, shapes))
+            reads.append(grad)
+            writes.extend([weight, *states])
+        xp = backend.xp
+
+        def run(jobs: list = jobs, xp: Any = xp) -> None:
+            for op, kernel, inputs, outputs, params, shapes in jobs:
+                try:
+                    kernel(xp, inputs, outputs, params)
+                except Exception as exc:
+                    raise OperatorError(f"{op.describe_call(params, shapes)} failed: {type(exc).__name__}: {exc}") \
+                        from exc
+
+        push_raw(run, reads, writes, ctx, f"aggregated_{group[0][2][0]}")
+
+
+__all__ = ["DEFAULT_AGGREGATE_NUM", "FusedOptimizer", "as_lists"]
