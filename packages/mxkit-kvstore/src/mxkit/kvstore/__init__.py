@@ -21,7 +21,6 @@ import importlib
 from typing import Any
 
 from mxkit.core.errors import KVStoreError, MissingComponentError
-from mxkit.kvstore.store import KVStore
 
 #: MXNet's names of the single-machine stores and the kind each one is
 LOCAL_TYPES = {
@@ -60,6 +59,8 @@ def create(name: str = "local", **options: Any) -> Any:
         raise KVStoreError(f"a KVStore type is a string like 'local' or 'device', got {name!r}")
     kind = name.strip().lower()
     if kind in LOCAL_TYPES:
+        from mxkit.kvstore.store import KVStore
+
         return KVStore(LOCAL_TYPES[kind], **options)
     if kind.startswith("dist"):
         try:
@@ -72,6 +73,16 @@ def create(name: str = "local", **options: Any) -> Any:
         return dist.create(kind, **options)
     raise KVStoreError(f"unknown KVStore type {name!r}; choose one of {', '.join(LOCAL_TYPES)} or a dist_* "
                        f"type (dist_sync, dist_async, dist_ssp)")
+
+
+def __getattr__(name: str) -> Any:
+    # the store pulls in numpy and mxkit-ndarray: loaded on first use, so that building the
+    # plugin registry (which imports mxkit.kvstore.plugin, hence this package) stays light
+    if name == "KVStore":
+        from mxkit.kvstore.store import KVStore
+
+        return KVStore
+    raise AttributeError(f"module 'mxkit.kvstore' has no attribute {name!r}")
 
 
 __all__ = ["KVStore", "create"]

@@ -40,13 +40,20 @@ def normalize_key(key: Any) -> Any:
     return int(key) if key_kind(key) is int else key
 
 
-def _is_array(value: Any) -> bool:
-    from mxkit.ndarray import NDArray
+_ndarray_class: list[type] = []
 
-    return isinstance(value, NDArray)
+
+def _is_array(value: Any) -> bool:
+    if not _ndarray_class:
+        from mxkit.ndarray import NDArray
+
+        _ndarray_class.append(NDArray)
+    return isinstance(value, _ndarray_class[0])
 
 
 def _as_array_list(key: Any, value: Any, what: str) -> list[Any]:
+    if isinstance(value, list) and value and all(type(v) is _ndarray_class[0] for v in value):
+        return value  # the common case, checked fast
     if _is_array(value):
         return [value]
     if isinstance(value, (list, tuple)) and value and all(_is_array(v) for v in value):
@@ -80,13 +87,21 @@ def group(keys: Any, values: Any, what: str) -> list[tuple[Any, list[Any]]]:
         pairs: Sequence[tuple[Any, Any]] = list(zip(keys, values))
     else:
         pairs = [(keys, values)]
-    kinds = {key_kind(key) for key, _ in pairs}
-    if len(kinds) > 1:
-        raise KVStoreError(f"{what} got keys of mixed types {[k for k, _ in pairs]!r}; keys must be all ints "
-                           f"or all strs")
+    _is_array(None)  # loads the NDArray class
+    first_kind = key_kind(pairs[0][0])
     grouped: dict[Any, list[Any]] = {}
     for key, value in pairs:
-        grouped.setdefault(normalize_key(key), []).extend(_as_array_list(key, value, what))
+        kind = type(key)
+        if kind is not first_kind:  # subclasses (numpy ints, bool) take the slow, exact path
+            if key_kind(key) is not first_kind:
+                raise KVStoreError(f"{what} got keys of mixed types {[k for k, _ in pairs]!r}; keys must be all "
+                                   f"ints or all strs")
+            key = normalize_key(key)
+        arrays = _as_array_list(key, value, what)
+        if key in grouped:
+            grouped[key] = grouped[key] + arrays  # never extend the caller's list
+        else:
+            grouped[key] = arrays
     return list(grouped.items())
 
 

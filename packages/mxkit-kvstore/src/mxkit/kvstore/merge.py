@@ -71,14 +71,6 @@ def _sum_range(out: Any, sources: Sequence[Any], accumulate: bool, start: int, s
             add(block, source[begin:end], out=block, casting="unsafe")
 
 
-def _copy_range(outs: Sequence[Any], source: Any, start: int, stop: int) -> None:
-    for begin in range(start, stop, BLOCK_ELEMENTS):
-        end = min(stop, begin + BLOCK_ELEMENTS)
-        block = source[begin:end]
-        for out in outs:
-            np.copyto(out[begin:end], block, casting="unsafe")
-
-
 def _run_parallel(task: Any, size: int, nbytes: int) -> None:
     parts = merge_threads() if nbytes >= PARALLEL_MIN_BYTES else 1
     ranges = _ranges(size, parts)
@@ -105,12 +97,14 @@ def sum_into(xp: Any, out: Any, sources: Sequence[Any], accumulate: bool = False
     accumulate : bool
         Add to ``out`` instead of overwriting it.
     """
-    if xp is np and out.flags.c_contiguous and all(s.flags.c_contiguous for s in sources):
+    if xp is np and out.size > BLOCK_ELEMENTS and out.flags.c_contiguous and \
+            all(s.flags.c_contiguous for s in sources):
         flat_out = _flat(out)
         flat_sources = [_flat(s) for s in sources]
         _run_parallel(lambda start, stop: _sum_range(flat_out, flat_sources, accumulate, start, stop),
                       flat_out.shape[0], out.nbytes * (len(sources) + 1))
         return
+    # one block (or another backend): whole-array calls
     first = 0
     if not accumulate:
         if len(sources) == 1:
@@ -123,20 +117,19 @@ def sum_into(xp: Any, out: Any, sources: Sequence[Any], accumulate: bool = False
 
 
 def copy_to_all(xp: Any, outs: Sequence[Any], source: Any) -> None:
-    """Copy ``source`` into every array of ``outs`` (all of one shape, on ``xp``'s device)."""
-    if xp is np and source.flags.c_contiguous and all(o.flags.c_contiguous for o in outs):
-        flat_outs = [_flat(o) for o in outs]
-        flat_source = _flat(source)
-        _run_parallel(lambda start, stop: _copy_range(flat_outs, flat_source, start, stop),
-                      flat_source.shape[0], source.nbytes * (len(outs) + 1))
-        return
+    """Copy ``source`` into every array of ``outs`` (all of one shape, on ``xp``'s device).
+
+    Whole-array copies on one thread: for large arrays numpy's copy is a ``memcpy`` whose
+    streaming stores skip reading the target into cache, which beats both cache blocking
+    and splitting the copy across threads.
+    """
     for out in outs:
         xp.copyto(out, source, casting="unsafe")
 
 
 def shares_memory_space(a: Any, b: Any) -> bool:
     """Whether arrays of contexts ``a`` and ``b`` can be used by one kernel without a copy."""
-    return a == b or (a.device_type in _HOST_TYPES and b.device_type in _HOST_TYPES)
+    return a is b or (a.device_type in _HOST_TYPES and b.device_type in _HOST_TYPES) or a == b
 
 
 _HOST_TYPES = ("cpu", "cpu_pinned", "cpu_shared")

@@ -36,12 +36,16 @@ def _engine() -> Any:
 
 
 def _unique_vars(arrays: Sequence[Any], exclude: Sequence[Any] = ()) -> list[Any]:
-    found: list[Any] = []
-    for array in arrays:
-        var = array._var
-        if var not in found and var not in exclude:
-            found.append(var)
-    return found
+    found = dict.fromkeys(array._var for array in arrays)  # vars hash by identity: linear, ordered
+    for var in exclude:
+        found.pop(var, None)
+    return list(found)
+
+
+def _op_name(what: str, keys: Sequence[Any]) -> str:
+    """``kvstore.push('a', 'b')``: the operation's name in engine errors and traces."""
+    shown = ", ".join(repr(key) for key in keys[:4]) + (f", ... ({len(keys)} keys)" if len(keys) > 4 else "")
+    return f"kvstore.{what}({shown})"
 
 
 def _new_array(shape: tuple[int, ...], dtype: Any, ctx: Context) -> Any:
@@ -67,18 +71,18 @@ class _Entry:
         self.merge_buffer: Any = None
         self.pending = 0  # pushes summed into merge_buffer, not applied yet
         self.residuals: dict[tuple[int, Context], Any] = {}
-        self.staging: dict[Context, Any] = {}
+        self.staging: dict[tuple[int, Context], Any] = {}
 
     def merge_target(self) -> Any:
         if self.merge_buffer is None:
             self.merge_buffer = _new_array(self.shape, self.dtype, self.value.context)
         return self.merge_buffer
 
-    def staging_for(self, ctx: Context) -> Any:
-        """A buffer on the home device that receives a copy of a value from ``ctx``."""
-        buffer = self.staging.get(ctx)
+    def staging_for(self, index: int, ctx: Context) -> Any:
+        """A buffer on the home device that receives the ``index``-th pushed value, from ``ctx``."""
+        buffer = self.staging.get((index, ctx))
         if buffer is None:
-            buffer = self.staging[ctx] = _new_array(self.shape, self.dtype, self.value.context)
+            buffer = self.staging[(index, ctx)] = _new_array(self.shape, self.dtype, self.value.context)
         return buffer
 
 
@@ -107,6 +111,9 @@ class KVStore:
     **consistency_options
         Options of the model (``tau=2`` for ``bounded_delay``).
     """
+
+    #: the capability of running an optimizer on pushes (MXNet's ``KVStoreBase.OPTIMIZER``)
+    OPTIMIZER = "optimizer"
 
     def __init__(self, kvtype: str = "local", consistency: str | None = None, **consistency_options: Any):
         from mxkit.kvstore.consistency import make_model
@@ -145,8 +152,8 @@ class KVStore:
         return self._model
 
     def is_capable(self, capability: str) -> bool:
-        """Whether the store supports ``capability`` (``"optimizer"``: yes)."""
-        return capability.lower() == "optimizer"
+        """Whether the store supports ``capability`` (:attr:`OPTIMIZER`: yes)."""
+        return capability.lower() == self.OPTIMIZER
 
     def barrier(self) -> None:
         """Wait for every worker (one, here: returns at once, as MXNet's local store does)."""
@@ -193,10 +200,14 @@ class KVStore:
 
     def _checked(self, pairs: list[tuple[Any, list[Any]]], what: str) -> list[tuple[_Entry, list[Any]]]:
         checked = []
+        entries = self._entries
         for key, arrays in pairs:
-            entry = self._entry(key, what)
+            entry = entries.get(key)  # a key found is of the store's kind: 1 and "1" are different keys
+            if entry is None:
+                entry = self._entry(key, what)
+            shape = entry.shape
             for array in arrays:
-                if tuple(array.shape) != entry.shape:
+                if array._data.shape != shape:
                     raise ShapeError(f"{what} of key {key!r}: an array has shape {tuple(array.shape)}, the key "
                                      f"was initialised with shape {entry.shape}")
             checked.append((entry, arrays))
@@ -227,6 +238,7 @@ class KVStore:
         checked = self._checked(group(key, value, "push"), "push")
         self._place([(entry, arrays) for entry, arrays in checked if entry.home is None])
         batches: dict[Context, list[tuple[Any, list[Any], bool]]] = {}
+        batch_keys: dict[Context, list[Any]] = {}
         for entry, arrays in checked:
             direct = self._updater is None and entry.pending == 0 and self._model.ready_to_apply(1)
             target = entry.value if direct else entry.merge_target()
@@ -237,13 +249,14 @@ class KVStore:
             elif direct and entry.nbytes <= BATCH_MAX_BYTES:
                 # only direct sums batch: an updater must be called after its key's sum is pushed
                 batches.setdefault(target.context, []).append((target, sources, accumulate))
+                batch_keys.setdefault(target.context, []).append(entry.key)
             else:
                 self._push_sum(target.context, [(target, sources, accumulate)], priority,
-                               f"kvstore.push({entry.key!r})")
+                               _op_name("push", [entry.key]))
             if not direct:
                 self._apply_if_ready(entry, priority)
         for home, jobs in batches.items():
-            self._push_sum(home, jobs, priority, f"kvstore.push({len(jobs)} keys)")
+            self._push_sum(home, jobs, priority, _op_name("push", batch_keys[home]))
 
     def _place(self, unplaced: list[tuple[_Entry, list[Any]]]) -> None:
         """Choose the merge device of ``device`` stores' keys at their first push."""
@@ -265,20 +278,22 @@ class KVStore:
 
     def _sources_on_home(self, entry: _Entry, arrays: list[Any], priority: int) -> list[Any]:
         """The pushed arrays, each copied to the home device if the sum cannot read it there."""
-        home = entry.value.context
+        home = entry.value._ctx
+        if self._compressor is not None or all(merge.shares_memory_space(a._ctx, home) for a in arrays):
+            return arrays  # the common case: the sum reads every array where it is
         sources = []
-        for array in arrays:
-            if merge.shares_memory_space(array.context, home) or self._compressor is not None:
+        for index, array in enumerate(arrays):
+            if merge.shares_memory_space(array.context, home):
                 sources.append(array)
                 continue
-            staging = entry.staging_for(array.context)
+            staging = entry.staging_for(index, array.context)
             src_data, dst_data, src_ctx = array._data, staging._data, array.context
 
             def copy_in(src_data: Any = src_data, dst_data: Any = dst_data, src_ctx: Any = src_ctx) -> None:
                 dst_data[...] = merge.transfer(src_data, src_ctx, home)
 
             _engine().push(copy_in, [array._var], [staging._var], array.context, priority,
-                           f"kvstore.copy({entry.key!r})", True)
+                           _op_name("copy", [entry.key]), True)
             sources.append(staging)
         return sources
 
@@ -319,7 +334,7 @@ class KVStore:
                 payload.data = compressor.compress(xp, grad_data.reshape(-1), flat_residual)
 
             writes = [payload.var] + ([residual._var] if residual is not None else [])
-            _engine().push(compress, [array._var], writes, ctx, priority, f"kvstore.compress({entry.key!r})")
+            _engine().push(compress, [array._var], writes, ctx, priority, _op_name("compress", [entry.key]))
             payloads.append(payload)
         home = target.context
         home_xp = home.backend.xp
@@ -332,7 +347,7 @@ class KVStore:
                 compressor.decompress(home_xp, data, flat_out, accumulate or position > 0)
 
         reads = list(dict.fromkeys(p.var for p in payloads))
-        _engine().push(decompress_and_sum, reads, [target._var], home, priority, f"kvstore.merge({entry.key!r})")
+        _engine().push(decompress_and_sum, reads, [target._var], home, priority, _op_name("merge", [entry.key]))
 
     def _apply_if_ready(self, entry: _Entry, priority: int) -> None:
         entry.pending += 1
@@ -370,15 +385,19 @@ class KVStore:
             raise KVStoreError("pull needs out=: the NDArray (or list of per-device NDArrays) to fill")
         checked = self._checked(group(key, out, "pull"), "pull")
         batches: dict[Context, list[tuple[Any, list[Any]]]] = {}
+        batch_keys: dict[Context, list[Any]] = {}
+        shares = merge.shares_memory_space
         for entry, outs in checked:
-            self._check_pull_ready(entry)
-            if entry.nbytes <= BATCH_MAX_BYTES and all(merge.shares_memory_space(o.context, entry.value.context)
-                                                        for o in outs):
+            if entry.pending:
+                self._check_pull_ready(entry)
+            home = entry.value._ctx
+            if entry.nbytes <= BATCH_MAX_BYTES and all(shares(o._ctx, home) for o in outs):
                 batches.setdefault(entry.value.context, []).append((entry.value, outs))
+                batch_keys.setdefault(entry.value.context, []).append(entry.key)
             else:
                 self._push_copies(entry, entry.value, outs, priority, "pull")
         for home, jobs in batches.items():
-            self._push_broadcast(home, jobs, priority, f"kvstore.pull({len(jobs)} keys)")
+            self._push_broadcast(home, jobs, priority, _op_name("pull", batch_keys[home]))
 
     def _check_pull_ready(self, entry: _Entry) -> None:
         pull_ready = getattr(self._model, "pull_ready", None)
@@ -391,7 +410,7 @@ class KVStore:
         home = source.context
         local = [o for o in outs if merge.shares_memory_space(o.context, home)]
         if local:
-            self._push_broadcast(home, [(source, local)], priority, f"kvstore.{what}({entry.key!r})")
+            self._push_broadcast(home, [(source, local)], priority, _op_name(what, [entry.key]))
         for out in outs:
             if merge.shares_memory_space(out.context, home):
                 continue
@@ -401,7 +420,7 @@ class KVStore:
                 dst_data[...] = merge.transfer(src_data, home, dst_ctx)
 
             _engine().push(copy_out, [source._var], [out._var], out.context, priority,
-                           f"kvstore.{what}({entry.key!r})", True)
+                           _op_name(what, [entry.key]), True)
 
     def _push_broadcast(self, home: Context, jobs: list[tuple[Any, list[Any]]], priority: int, name: str) -> None:
         xp = home.backend.xp

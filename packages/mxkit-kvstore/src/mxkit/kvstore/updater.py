@@ -50,12 +50,17 @@ class OptimizerUpdater:
         check_optimizer(optimizer)
         self.optimizer = optimizer
         self.states: dict[Any, Any] = {}
+        # keys whose loaded states may sit on another device than their weight (MXNet's states_synced)
+        self._unsynced: set[Any] = set()
         self._create = getattr(optimizer, "create_state_multi_precision", None) or optimizer.create_state
         self._update = getattr(optimizer, "update_multi_precision", None) or optimizer.update
 
     def __call__(self, key: Any, grad: Any, weight: Any) -> None:
         if key not in self.states:
             self.states[key] = self._create(key, weight)
+        elif key in self._unsynced:
+            self.states[key] = _to_context(self.states[key], weight.context)
+            self._unsynced.discard(key)
         self._update(key, weight, grad, self.states[key])
 
     # -- states without pickle --------------------------------------------------------
@@ -94,11 +99,20 @@ class OptimizerUpdater:
             ctx = like[key].context if key in like else None
             states[key] = _decode(entry["state"], arrays, ctx, fname)
         self.states = states
+        self._unsynced = set(states)
         for name, value in manifest.get("optimizer", {}).items():
             if name in _OPTIMIZER_COUNTERS:
                 setattr(self.optimizer, name, value)
             elif name == "index_update_count" and hasattr(self.optimizer, "_index_update_count"):
                 self.optimizer._index_update_count = {item[0]: item[1] for item in value}
+
+
+def _to_context(state: Any, ctx: Any) -> Any:
+    if isinstance(state, (tuple, list)):
+        return type(state)(_to_context(item, ctx) for item in state)
+    if hasattr(state, "as_in_context"):
+        return state.as_in_context(ctx)
+    return state
 
 
 def _optimizer_counters(optimizer: Any) -> dict[str, Any]:
