@@ -66,7 +66,9 @@ def test_checkpoint_round_trip_is_exact(tmp_path):
     np.testing.assert_allclose(_predict(prefix, test, epoch=2), _predict(module, test), rtol=1e-6, atol=1e-7)
 
 
-def test_resuming_from_a_checkpoint_with_optimizer_states_replays_training(tmp_path):
+@pytest.mark.parametrize("contexts", [[mx.cpu(0)], [mx.cpu(0), mx.cpu(1)]], ids=["updater", "kvstore"])
+def test_resuming_from_a_checkpoint_with_optimizer_states_replays_training(tmp_path, contexts):
+    # one device keeps momentum in the module's updater; two keep it in the local KVStore
     x, y = _images(32)
 
     def fit(module, begin, end):
@@ -74,13 +76,13 @@ def test_resuming_from_a_checkpoint_with_optimizer_states_replays_training(tmp_p
                    optimizer_params={"learning_rate": 0.1, "momentum": 0.9})
 
     mx.random.seed(0)
-    straight = mx.mod.Module(_convnet(), context=mx.cpu())
+    straight = mx.mod.Module(_convnet(), context=contexts)
     fit(straight, 0, 3)
     mx.random.seed(0)
-    first = mx.mod.Module(_convnet(), context=mx.cpu())
+    first = mx.mod.Module(_convnet(), context=contexts)
     fit(first, 0, 2)
     first.save_checkpoint(str(tmp_path / "run"), 2, save_optimizer_states=True)
-    resumed = mx.mod.Module.load(str(tmp_path / "run"), 2, load_optimizer_states=True, context=mx.cpu())
+    resumed = mx.mod.Module.load(str(tmp_path / "run"), 2, load_optimizer_states=True, context=contexts)
     with pytest.warns(UserWarning, match="already initialized"):
         fit(resumed, 2, 3)
     for name, value in straight.get_params()[0].items():
