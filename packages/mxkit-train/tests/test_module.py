@@ -226,3 +226,35 @@ def test_fit_trains_for_the_epochs_asked_and_scores_like_numpy():
     predicted = module.predict(mx.io.NDArrayIter(x, y, 16)).asnumpy().argmax(axis=1)
     assert name == "accuracy" and value == pytest.approx((predicted == y).mean())
     assert value > 0.8
+
+
+def test_a_module_bound_with_shared_module_shares_its_parameters():
+    symbol = _mlp()
+    first = mx.mod.Module(symbol, context=[mx.cpu(0), mx.cpu(1)])
+    first.bind(data_shapes=[("data", (8, FEATURES))], label_shapes=[("softmax_label", (8,))])
+    first.init_params(arg_params=_initial_params(symbol, 8))
+    first.init_optimizer(optimizer_params={"learning_rate": 0.5})
+    second = mx.mod.Module(symbol, context=[mx.cpu(0), mx.cpu(1)])
+    second.bind(data_shapes=[("data", (4, FEATURES))], label_shapes=[("softmax_label", (4,))],
+                shared_module=first)
+    assert second.optimizer_initialized
+    x, y = _data(8)
+    first.forward_backward(mx.io.DataBatch([mx.nd.array(x)], [mx.nd.array(y)]))
+    first.update()  # moves the shared arrays: the second module sees the new weights at once
+    second.forward(mx.io.DataBatch([mx.nd.array(x[:4])]), is_train=False)
+    first.forward(mx.io.DataBatch([mx.nd.array(x)]), is_train=False)
+    np.testing.assert_allclose(second.get_outputs()[0].asnumpy(), first.get_outputs()[0].asnumpy()[:4],
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_reshape_keeps_parameters_and_output_shapes_follow():
+    symbol = _mlp()
+    module = mx.mod.Module(symbol, context=[mx.cpu(0), mx.cpu(1)])
+    module.bind(data_shapes=[("data", (8, FEATURES))], label_shapes=[("softmax_label", (8,))])
+    params = _initial_params(symbol, 8)
+    module.init_params(arg_params=params)
+    module.reshape(data_shapes=[("data", (6, FEATURES))], label_shapes=[("softmax_label", (6,))])
+    assert module.output_shapes == [("softmax_output", (6, CLASSES))]
+    assert module.data_shapes[0].shape == (6, FEATURES)
+    for name, value in module.get_params()[0].items():
+        np.testing.assert_array_equal(value.asnumpy(), params[name].asnumpy())
