@@ -30,13 +30,15 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_train(args: argparse.Namespace) -> int:
     from mxkit.mx.train_job import run_train
 
-    return run_train(args)
+    status: int = run_train(args)
+    return status
 
 
 def _cmd_predict(args: argparse.Namespace) -> int:
     from mxkit.mx.predict_job import run_predict
 
-    return run_predict(args)
+    status: int = run_predict(args)
+    return status
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from mxkit.core.errors import ConfigError, ShapeError
@@ -15,18 +16,19 @@ from mxkit.core.errors import ConfigError, ShapeError
 _SHOWN = 10
 
 
-def _read_input(spec: str) -> tuple[np.ndarray, np.ndarray | None]:
+def _read_input(spec: str) -> tuple[Any, Any]:
     from mxkit.mx.train_data import pack_digits, read_csv, read_records
 
+    samples: tuple[Any, Any]
     if spec == "digits":
-        return read_records(pack_digits()[1])
+        samples = read_records(pack_digits()[1])
+        return samples
     path = Path(spec)
     if not path.exists():
         raise ConfigError(f"INPUT {spec!r}: no such file (give digits, a .rec, a .csv or a .npy)")
-    if path.suffix == ".rec":
-        return read_records(path)
-    if path.suffix == ".csv":
-        return read_csv(path)
+    if path.suffix in (".rec", ".csv"):
+        samples = read_records(path) if path.suffix == ".rec" else read_csv(path)
+        return samples
     if path.suffix == ".npy":
         data = np.load(path, allow_pickle=False).astype(np.float32)
         if data.ndim < 2:
@@ -43,7 +45,7 @@ def predict_classes(prefix: str, epoch: int, data: np.ndarray, batch_size: int =
     ShapeError
         When the samples' shape does not fit the model.
     """
-    from mxkit import mx
+    import mxkit.mx as mx
 
     module = mx.mod.Module.load(prefix, epoch, context=mx.cpu())
     batch = min(batch_size, len(data))
@@ -52,7 +54,8 @@ def predict_classes(prefix: str, epoch: int, data: np.ndarray, batch_size: int =
         module.bind(data_shapes=iterator.provide_data, label_shapes=iterator.provide_label, for_training=False)
     except ShapeError as exc:
         raise ShapeError(f"samples of shape {tuple(data.shape[1:])} do not fit the model {prefix!r}: {exc}") from None
-    return module.predict(iterator).asnumpy()
+    probabilities: np.ndarray = module.predict(iterator).asnumpy()
+    return probabilities
 
 
 def run_predict(args: argparse.Namespace) -> int:

@@ -101,7 +101,8 @@ def read_records(path: Path | str) -> tuple[np.ndarray, np.ndarray]:
     from mxkit.io import MXRecordIO, unpack
 
     reader = MXRecordIO(str(path), "r")
-    images, labels = [], []
+    images: list[np.ndarray] = []
+    labels: list[float] = []
     try:
         while (record := reader.read()) is not None:
             header, payload = unpack(record)
@@ -126,8 +127,8 @@ def _decode(payload: bytes, path: Path | str, index: int) -> np.ndarray:
         cv2 = cv2_module()
         image = cv2.imdecode(np.frombuffer(payload, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
         if image.ndim == 2:
-            return image[None]
-        return image[:, :, ::-1].transpose(2, 0, 1)  # OpenCV's BGR, height-width-channel -> RGB, CHW
+            return np.asarray(image[None])
+        return np.asarray(image[:, :, ::-1].transpose(2, 0, 1))  # OpenCV's BGR, height-width-channel -> RGB, CHW
     side = math.isqrt(len(payload))
     if side * side != len(payload) or side == 0:
         raise FormatError(f"record {index} of {str(path)!r} holds {len(payload)} raw bytes, not one square "

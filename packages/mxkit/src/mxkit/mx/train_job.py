@@ -29,7 +29,7 @@ class TrainingInterrupted(Exception):
     """Raised after the batch during which Ctrl-C was pressed."""
 
 
-def parse_contexts(spec: str) -> list:
+def parse_contexts(spec: str) -> list[Any]:
     """``cpu:0,cpu:1`` or ``gpu:0`` (or ``cpu(0)``) as a list of Contexts."""
     from mxkit.core.context import Context
 
@@ -48,7 +48,8 @@ def default_prefix(network: str, data: str) -> Path:
     from mxkit.mx.train_data import cache_directory
 
     name = "digits" if data == "digits" else Path(data).stem
-    return cache_directory() / "models" / f"{network}-{name}"
+    directory: Path = cache_directory()
+    return directory / "models" / f"{network}-{name}"
 
 
 class _StopOnInterrupt:
@@ -112,7 +113,7 @@ class _EpochReporter:
 
 
 def _iterators(dataset: Any, batch_size: int) -> tuple[Any, Any]:
-    from mxkit import mx
+    import mxkit.mx as mx
 
     count = len(dataset.train_data)
     if not 1 <= batch_size <= count:
@@ -125,15 +126,15 @@ def _iterators(dataset: Any, batch_size: int) -> tuple[Any, Any]:
 
 def _accuracy(module: Any, data: np.ndarray, labels: np.ndarray, batch_size: int) -> float:
     """Exact accuracy over every sample (the padding of the last batch excluded)."""
-    from mxkit import mx
+    import mxkit.mx as mx
 
     outputs = module.predict(mx.io.NDArrayIter(data, labels, min(batch_size, len(data))))
     return float((outputs.asnumpy().argmax(axis=1) == labels.astype(np.int64)).mean())
 
 
-def _resume_point(prefix: str, contexts: list, memplan: str | None) -> tuple[Any, int]:
+def _resume_point(prefix: str, contexts: list[Any], memplan: str | None) -> tuple[Any, int]:
     """The module of the latest checkpoint of ``prefix`` (with its optimizer state when saved) and its epoch."""
-    from mxkit import mx
+    import mxkit.mx as mx
     from mxkit.train.model import CheckpointError
     from mxkit.train.model.checkpoint import saved_epochs
 
@@ -190,7 +191,7 @@ def _one_blas_thread() -> Any:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from mxkit import mx
+    import mxkit.mx as mx
     from mxkit.mx.train_data import load_dataset
     from mxkit.mx.train_networks import build_network
 
@@ -227,7 +228,7 @@ def _train(args: argparse.Namespace) -> int:
         # a live progress line per epoch, drawn only when stderr is a terminal
         progress_bar = mx.callback.TerminalProgressBar(total=batches, batch_size=args.batch_size, file=sys.stderr)
 
-        def epoch_end(epoch: int, sym: Any, arg: dict, aux: dict) -> None:
+        def epoch_end(epoch: int, sym: Any, arg: dict[str, Any], aux: dict[str, Any]) -> None:
             module.save_checkpoint(prefix, epoch + 1, save_optimizer_states=True)
 
         def score_end(param: Any) -> None:

@@ -14,7 +14,7 @@ from mxkit.core.errors import ConfigError, ShapeError
 
 def mlp(sample_shape: tuple[int, ...], num_classes: int) -> Any:
     """Two hidden layers, 128 and 64 units with ReLU (MXNet's ``mlp`` example)."""
-    from mxkit import mx
+    import mxkit.mx as mx
 
     net = mx.sym.Flatten(mx.sym.Variable("data"))
     net = mx.sym.FullyConnected(net, num_hidden=128, name="fc1")
@@ -38,7 +38,7 @@ def lenet(sample_shape: tuple[int, ...], num_classes: int) -> Any:
     Images of 16 pixels or more get LeNet's 5x5 kernels; smaller ones (scikit-learn's 8x8
     digits) get 3x3 kernels padded to keep the size, so both pooling stages fit.
     """
-    from mxkit import mx
+    import mxkit.mx as mx
 
     _image_shape(sample_shape, "lenet", 4)
     big = min(sample_shape[1:]) >= 16
@@ -59,7 +59,7 @@ def lenet(sample_shape: tuple[int, ...], num_classes: int) -> Any:
 
 def _residual_unit(data: Any, num_filter: int, stride: int, match_shape: bool, name: str) -> Any:
     """Pre-activation residual unit (BN-ReLU-conv twice, identity or 1x1 projection shortcut)."""
-    from mxkit import mx
+    import mxkit.mx as mx
 
     bn1 = mx.sym.BatchNorm(data, fix_gamma=False, eps=2e-5, momentum=0.9, name=f"{name}_bn1")
     act1 = mx.sym.Activation(bn1, act_type="relu", name=f"{name}_relu1")
@@ -79,7 +79,7 @@ def _residual_unit(data: Any, num_filter: int, stride: int, match_shape: bool, n
 
 def resnet(sample_shape: tuple[int, ...], num_classes: int) -> Any:
     """A small pre-activation ResNet: three stages of one residual unit (16, 32, 64 filters)."""
-    from mxkit import mx
+    import mxkit.mx as mx
 
     _image_shape(sample_shape, "resnet", 4)
     net = mx.sym.Variable("data")
