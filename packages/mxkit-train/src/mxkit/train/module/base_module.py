@@ -340,6 +340,48 @@ class BaseModule:
                 raise CheckpointError(f"{fname!r} has the key {key!r}; expected 'arg:<name>' or 'aux:<name>'")
         self.set_params(arg_params, aux_params)
 
+    # -- what a module implements (MXNet's abstract API) ---------------------------------
+
+    def bind(self, data_shapes: Any, label_shapes: Any = None, for_training: bool = True,
+             inputs_need_grad: bool = False, force_rebind: bool = False, shared_module: Any = None,
+             grad_req: Any = "write") -> None:
+        """Allocate executors for the input shapes."""
+        raise NotImplementedError
+
+    def init_params(self, initializer: Any = None, arg_params: dict | None = None, aux_params: dict | None = None,
+                    allow_missing: bool = False, force_init: bool = False, allow_extra: bool = False) -> None:
+        """Initialise the parameters."""
+        raise NotImplementedError
+
+    def init_optimizer(self, kvstore: Any = "local", optimizer: Any = "sgd",
+                       optimizer_params: Any = (("learning_rate", 0.01),), force_init: bool = False) -> None:
+        """Create the optimizer (and the KVStore)."""
+        raise NotImplementedError
+
+    def get_params(self) -> tuple[dict, dict]:
+        """``(arg_params, aux_params)``."""
+        raise NotImplementedError
+
+    def forward(self, data_batch: Any, is_train: bool | None = None) -> None:
+        """Forward computation."""
+        raise NotImplementedError
+
+    def backward(self, out_grads: Any = None) -> None:
+        """Backward computation."""
+        raise NotImplementedError
+
+    def update(self) -> None:
+        """One optimizer step."""
+        raise NotImplementedError
+
+    def get_outputs(self, merge_multi_context: bool = True) -> list:
+        """Outputs of the last forward."""
+        raise NotImplementedError
+
+    def update_metric(self, eval_metric: Any, labels: Any, pre_sliced: bool = False) -> None:
+        """Update a metric with the last outputs."""
+        raise NotImplementedError
+
     # -- helpers ------------------------------------------------------------------------
 
     def prepare(self, data_batch: Any, sparse_row_id_fn: Any = None) -> None:
