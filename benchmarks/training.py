@@ -114,9 +114,13 @@ def torch_step(network: str):
     return step, lambda: None
 
 
-def _worker(kind: str, network: str, steps: int, repeats: int) -> None:
+def _worker(kind: str, network: str, steps: int, repeats: int, threads: int | None) -> None:
     """Run in an anchor's interpreter: print ``{"seconds": ...}``."""
     if kind == "torch":
+        if threads:
+            import torch
+
+            torch.set_num_threads(threads)
         step, sync = torch_step(network)
     else:
         import mxnet as mx
@@ -125,12 +129,17 @@ def _worker(kind: str, network: str, steps: int, repeats: int) -> None:
     print(json.dumps({"seconds": _best_seconds_per_step(step, sync, steps, repeats)}))
 
 
-def _in_subprocess(python: str | None, kind: str, network: str, steps: int, repeats: int) -> float | None:
+def _in_subprocess(python: str | None, kind: str, network: str, steps: int, repeats: int,
+                   threads: int | None) -> float | None:
     if not python:
         return None
     command = [python, os.path.abspath(__file__), "--worker", kind, "--network", network, "--steps", str(steps),
                "--repeats", str(repeats)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    env = dict(os.environ)
+    if threads:
+        command += ["--threads", str(threads)]
+        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)
     if result.returncode != 0:
         print(f"[{kind} failed: {result.stderr.strip().splitlines()[-1:]}]", file=sys.stderr)
         return None
@@ -165,14 +174,19 @@ def main() -> int:
                         help="interpreter of an MXNet 1.9.1 environment")
     parser.add_argument("--torch-python", default=os.environ.get("MXKIT_BENCH_TORCH_PYTHON"),
                         help="interpreter of a PyTorch environment")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="intra-op threads of PyTorch and MXNet (default: theirs; mxkit's BLAS always uses 1 "
+                             "beside the engine's workers)")
     parser.add_argument("--worker", choices=("torch", "mxnet"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     networks = args.network or list(NETWORKS)
     if args.worker:
-        _worker(args.worker, networks[0], args.steps, args.repeats)
+        _worker(args.worker, networks[0], args.steps, args.repeats, args.threads)
         return 0
     torch_python = _torch_python(args.torch_python)
-    print(f"Full SGD step (forward, backward, momentum update) at batch {BATCH}, MNIST-shaped data; samples/s")
+    threads = f"{args.threads} thread(s) each" if args.threads else "default threads"
+    print(f"Full SGD step (forward, backward, momentum update) at batch {BATCH}, MNIST-shaped data; samples/s "
+          f"({threads}, {os.cpu_count()} cores)")
     header = (f"{'network':<8} {'mxkit Module':>13} {'PyTorch CPU':>12} {'MXNet 1.9.1':>12} "
               f"{'mxkit/PyTorch':>14} {'mxkit/MXNet':>12}")
     print(header)
@@ -181,7 +195,7 @@ def main() -> int:
         ours = BATCH / mxkit_seconds(network, args.steps, args.repeats)
         anchors = []
         for kind, python in (("torch", torch_python), ("mxnet", args.mxnet_python)):
-            seconds = _in_subprocess(python, kind, network, args.steps, args.repeats)
+            seconds = _in_subprocess(python, kind, network, args.steps, args.repeats, args.threads)
             anchors.append(None if seconds is None else BATCH / seconds)
         cells = [f"{v:>12,.0f}" if v else f"{'-':>12}" for v in anchors]
         ratios = [f"{ours / v:>.2f}" if v else "-" for v in anchors]
