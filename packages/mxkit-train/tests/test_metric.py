@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mxkit import mx
 from mxkit.core.errors import ShapeError
 from mxkit.train._registry import TrainingValueError, UnknownNameError
@@ -161,6 +163,34 @@ def test_pearson_macro_and_micro():
     assert micro.get()[1] == pytest.approx(np.corrcoef(all_labels, all_preds)[0, 1])
     with pytest.raises(ShapeError, match="shape of labels"):
         macro.update([np.zeros(3)], [np.zeros((3, 1))])
+
+
+@settings(max_examples=30, deadline=None)
+@given(sizes=st.lists(st.integers(2, 9), min_size=1, max_size=5), seed=st.integers(0, 2 ** 16))
+def test_streaming_pearson_equals_the_correlation_of_everything(sizes, seed):
+    rng = np.random.default_rng(seed)
+    labels = rng.normal(size=sum(sizes))
+    preds = 0.3 * labels + rng.normal(size=labels.size)
+    metric = mx.metric.PearsonCorrelation(average="micro")
+    start = 0
+    for size in sizes:
+        metric.update([labels[start:start + size]], [preds[start:start + size]])
+        start += size
+    assert metric.get()[1] == pytest.approx(np.corrcoef(labels, preds)[0, 1], rel=1e-9, abs=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(batch=st.integers(1, 20), classes=st.integers(2, 6), seed=st.integers(0, 2 ** 16))
+def test_accuracy_and_top_k_count_like_numpy(batch, classes, seed):
+    rng = np.random.default_rng(seed)
+    scores = rng.random((batch, classes))
+    labels = rng.integers(0, classes, batch)
+    accuracy, top2 = mx.metric.Accuracy(), mx.metric.TopKAccuracy(top_k=2)
+    accuracy.update([labels], [scores])
+    top2.update([labels], [scores])
+    assert accuracy.get()[1] == pytest.approx(np.mean(scores.argmax(1) == labels))
+    ranks = (scores > scores[np.arange(batch), labels][:, None]).sum(1)  # classes scoring above the label's
+    assert top2.get()[1] == pytest.approx(np.mean(ranks < 2))
 
 
 def test_loss_metric_is_the_mean_output():

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mxkit import mx
 from mxkit.core.errors import FormatError, MXKitError, ShapeError
 from mxkit.train import optimizer as opt
@@ -202,6 +204,24 @@ def test_test_optimizer():
     state = optimizer.create_state(0, weight)
     optimizer.update(0, weight, mx.nd.array([0.25]), state)
     assert weight.asnumpy()[0] == 1.5 and state.asnumpy()[0] == 1.5
+
+
+@settings(max_examples=30, deadline=None)
+@given(lr=st.floats(1e-3, 1.0), momentum=st.sampled_from([0.0, 0.5, 0.9]), wd=st.floats(0.0, 0.1),
+       rescale=st.floats(0.1, 2.0), clip=st.one_of(st.none(), st.floats(0.05, 3.0)), seed=st.integers(0, 2 ** 16))
+def test_sgd_matches_numpy_for_any_hyperparameters(lr, momentum, wd, rescale, clip, seed):
+    rng = np.random.default_rng(seed)
+    optimizer = mx.optimizer.SGD(learning_rate=lr, momentum=momentum, wd=wd, rescale_grad=rescale,
+                                 clip_gradient=clip)
+    start = rng.normal(size=(3, 5)).astype(np.float32)
+    weight = mx.nd.array(start)
+    state = optimizer.create_state(0, weight)
+    expected, mom = start.astype(np.float64), np.zeros(start.shape)
+    for _ in range(3):
+        grad = rng.normal(0, 2, size=start.shape).astype(np.float32)
+        optimizer.update(0, weight, mx.nd.array(grad), state)
+        expected, mom = ref_sgd(expected, grad.astype(np.float64), mom, lr, wd, rescale, clip, momentum)
+    np.testing.assert_allclose(weight.asnumpy(), expected, rtol=1e-4, atol=1e-5)
 
 
 def test_sgd_momentum_state_is_the_momentum():

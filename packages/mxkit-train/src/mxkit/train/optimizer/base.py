@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 from mxkit.ndarray.invoke import invoke
+from mxkit.ndarray.ndarray import NDArray
 from mxkit.train._registry import NameRegistry, TrainingValueError, check_number
 
 _OPTIMIZERS = NameRegistry("optimizer")
@@ -270,8 +271,6 @@ class Optimizer:
             self.update(index, weight, grad, state)
 
     def _check_arrays(self, weight: Any, grad: Any) -> None:
-        from mxkit.ndarray import NDArray
-
         if not isinstance(weight, NDArray) or not isinstance(grad, NDArray):
             raise TrainingValueError(f"{type(self).__name__}.update needs NDArrays for weight and grad, got "
                                      f"{type(weight).__name__} and {type(grad).__name__}")

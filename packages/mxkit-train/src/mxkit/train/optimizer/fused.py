@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from mxkit.core.errors import DeviceError
+from mxkit.core.errors import DeviceError, ShapeError
 from mxkit.ndarray.invoke import OperatorError, backend_of, invoke, push_raw
 from mxkit.train._registry import TrainingValueError
 from mxkit.train.optimizer.base import Optimizer, cast_to
@@ -88,39 +88,58 @@ class FusedOptimizer(Optimizer):
 
 def _push_aggregated(plans: list[tuple[Any, Any, Plan]]) -> None:
     """Push the plans as one engine operation per device, in the given order."""
-    by_device: dict[Any, list[tuple[Any, Any, Plan]]] = {}
+    by_device: dict[int, tuple[Any, list[tuple[Any, Any, Plan]]]] = {}
     for item in plans:
-        by_device.setdefault(item[0].context, []).append(item)
-    for ctx, group in by_device.items():
-        backend = backend_of(ctx)
-        jobs = []
-        reads: list[Any] = []
-        writes: list[Any] = []
-        for weight, grad, (op_name, states, params) in group:
-            op = UPDATE_OPS[op_name]
-            arrays = [weight, grad, *states]
-            for array in arrays[1:]:
-                if array.context != ctx:
-                    raise DeviceError(f"{op_name}: the weight is on {ctx} but an input is on {array.context}; "
-                                      f"gradients and states must live with their weight")
-            shapes = [a.shape for a in arrays]
-            op.infer_shape(params, shapes[:2])  # raises a ShapeError naming the operator
-            op.infer_shape(params, [shapes[0], *shapes[2:]])
-            kernel = op.kernels.get(backend.name) or op.kernel_for(backend.name)
-            jobs.append((op, kernel, [a._data for a in arrays], [weight._data], params, shapes))
-            reads.append(grad)
-            writes.extend([weight, *states])
-        xp = backend.xp
+        ctx = item[0]._ctx
+        # keyed by identity first: hashing a Context runs Python code, and one device's arrays share one
+        entry = by_device.get(id(ctx))
+        if entry is None:
+            entry = by_device[id(ctx)] = (ctx, [])
+        entry[1].append(item)
+    if len(by_device) > 1:  # equal contexts that are distinct objects belong together
+        merged: dict[Any, tuple[Any, list]] = {}
+        for ctx, group in by_device.values():
+            merged.setdefault(ctx, (ctx, []))[1].extend(group)
+        groups = list(merged.values())
+    else:
+        groups = list(by_device.values())
+    for ctx, group in groups:
+        _push_group(ctx, group)
 
-        def run(jobs: list = jobs, xp: Any = xp) -> None:
-            for op, kernel, inputs, outputs, params, shapes in jobs:
-                try:
-                    kernel(xp, inputs, outputs, params)
-                except Exception as exc:
-                    raise OperatorError(f"{op.describe_call(params, shapes)} failed: {type(exc).__name__}: {exc}") \
-                        from exc
 
-        push_raw(run, reads, writes, ctx, f"aggregated_{group[0][2][0]}")
+def _push_group(ctx: Any, group: list[tuple[Any, Any, Plan]]) -> None:
+    backend = backend_of(ctx)
+    jobs = []
+    reads: list[Any] = []
+    writes: list[Any] = []
+    for weight, grad, (op_name, states, params) in group:
+        op = UPDATE_OPS[op_name]
+        shape = weight._data.shape
+        for position, array in enumerate((grad, *states), start=1):
+            if array._ctx is not ctx and array._ctx != ctx:
+                raise DeviceError(f"{op_name}: the weight is on {ctx} but an input is on {array.context}; "
+                                  f"gradients and states must live with their weight")
+            if array._data.shape != shape:
+                raise ShapeError(f"{op_name}: input {position} has shape {array.shape}, the weight has shape "
+                                 f"{shape}; gradients and states must be shaped like the weight")
+        kernel = op.kernels.get(backend.name) or op.kernel_for(backend.name)
+        inputs = [weight._data, grad._data, *(state._data for state in states)]
+        jobs.append((op, kernel, inputs, [weight._data], params))
+        reads.append(grad)
+        writes.append(weight)
+        writes.extend(states)
+    xp = backend.xp
+
+    def run() -> None:
+        for op, kernel, inputs, outputs, params in jobs:
+            try:
+                kernel(xp, inputs, outputs, params)
+            except Exception as exc:
+                shapes = [tuple(array.shape) for array in inputs]
+                raise OperatorError(f"{op.describe_call(params, shapes)} failed: {type(exc).__name__}: {exc}") \
+                    from exc
+
+    push_raw(run, reads, writes, ctx, f"aggregated_{group[0][2][0]}")
 
 
 __all__ = ["DEFAULT_AGGREGATE_NUM", "FusedOptimizer", "as_lists"]
