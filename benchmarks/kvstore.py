@@ -9,13 +9,14 @@ parameters); the 4 KiB case has 256 keys, 4 MiB 4 keys, 64 MiB one.
 Rows:
 
 - **numpy sum**: ``np.add(g0, g1, out=s); np.add(s, g2, out=s); np.add(s, g3, out=s)`` per
-  key, the summation alone (the limit the issue names);
+  key, the summation alone (the speed limit of the reduction);
 - **numpy sum+copies**: the same plus copying the sum into four per-device arrays, which is
   all the work of a push and a pull done by hand;
 - **mxkit local / device**: ``kv.push(keys, grads); kv.pull(keys, out=outs)``, synced once per
   timed block with ``mx.nd.waitall()``;
 - **MXNet 1.9.1 local / device** in a subprocess of the interpreter named by
-  ``MXKIT_BENCH_MXNET_PYTHON`` (or ``--mxnet-python``); empty without it.
+  ``MXKIT_BENCH_MXNET_PYTHON`` (or ``--mxnet-python``); empty without it. (PyTorch has no
+  KVStore, so it has no column.)
 
 Each number is the best of ``--repeats`` timed blocks; the in-process rows alternate blocks
 so a neighbour's load hits them alike. Nothing here asserts on time.

@@ -228,3 +228,17 @@ def test_the_plugin_registry_does_not_load_the_store():
             "assert '2bit' in names and 'sequential' in names, names\n"
             "assert 'numpy' not in sys.modules and 'mxkit.kvstore.store' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_coordinator_runs_on_ndarrays_with_an_optimizer(momentum_sgd):
+    from mxkit.kvstore.updater import OptimizerUpdater
+
+    coordinator = RoundCoordinator(SequentialConsistency(2), 2, OptimizerUpdater(momentum_sgd(0.5, 0.0)))
+    coordinator.init("w", nd.ones((3,)))
+    coordinator.push("w", 0, nd.array([1.0, 2.0, 3.0]))
+    coordinator.push("w", 1, nd.array([1.0, 0.0, -1.0]))
+    np.testing.assert_allclose(coordinator.pull("w", 1).asnumpy(), [0.0, 0.0, 0.0])  # 1 - 0.5 * (sum)
+    plain = RoundCoordinator(EventualConsistency(2), 2)
+    plain.init(0, nd.zeros((2,)))
+    plain.push(0, 1, nd.array([4.0, 5.0]))
+    np.testing.assert_array_equal(plain.pull(0, 0).asnumpy(), [4.0, 5.0])

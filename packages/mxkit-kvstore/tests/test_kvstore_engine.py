@@ -6,6 +6,8 @@ import mxkit.engine as engine
 import mxkit.ndarray as nd
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mxkit.core import cpu
 from mxkit.kvstore import create
 from mxkit.kvstore.merge import DevicePlacer
@@ -129,3 +131,42 @@ def test_device_store_merges_on_the_pushed_devices_spreading_keys():
     local.init(0, nd.zeros((3,), ctx=cpu(3)))
     local.push(0, [nd.ones((3,), ctx=cpu(3))])
     assert local._entries[0].value.context == cpu(0)  # local sums on the CPU
+
+
+@settings(max_examples=100, deadline=None)
+@given(sizes=st.lists(st.integers(1, 10**6), min_size=1, max_size=30), devices=st.integers(1, 4))
+def test_device_placer_balances_within_the_largest_key(sizes, devices):
+    placer = DevicePlacer()
+    names = [f"d{i}" for i in range(devices)]
+    placement = placer.place(list(enumerate(sizes)), names)
+    assert sorted(placement) == list(range(len(sizes)))
+    loads = [sum(size for key, size in enumerate(sizes) if placement[key] == name) for name in names]
+    assert loads == [placer.load[name] for name in names]
+    if len(sizes) >= devices:
+        # greedy least-loaded placement of the largest first: no device is more than one key
+        # (the largest) above another, and no device is left empty
+        assert max(loads) - min(loads) <= max(sizes) and min(loads) > 0
+
+
+def test_a_failed_gradient_surfaces_at_the_wait_on_the_pulled_array():
+    from mxkit.core.errors import MXKitError
+
+    kv = create("local")
+    kv.init(0, nd.zeros((2,)))
+    grad = nd.zeros((2,))
+
+    def broken_backward():
+        raise RuntimeError("backward exploded")
+
+    engine.get().push(broken_backward, (), [grad.var], cpu(0), 0, "broken_backward")
+    kv.push(0, [grad, nd.ones((2,), ctx=cpu(1))])
+    out = nd.zeros((2,))
+    kv.pull(0, out=out)
+    with pytest.raises(MXKitError, match="broken_backward") as caught:
+        out.asnumpy()
+    assert "backward exploded" in repr(caught.value.__cause__) or "backward exploded" in str(caught.value)
+    # as for any array written by a failed operation, mx.nd.waitall() clears the error: the key works again
+    nd.waitall()
+    kv.push(0, [nd.ones((2,)), nd.ones((2,), ctx=cpu(1))])
+    kv.pull(0, out=out)
+    np.testing.assert_array_equal(out.asnumpy(), [2.0, 2.0])

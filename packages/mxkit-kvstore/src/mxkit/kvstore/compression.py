@@ -154,7 +154,7 @@ class FP16Compression:
 
     def __init__(self, **params: Any):
         _check_params("fp16", params, ())
-        self.params = {}
+        self.params: dict[str, Any] = {}
 
     def compress(self, xp: Any, grad: Any, residual: Any) -> tuple[Any, ...]:
         """Round to float16 (saturating at float16's largest finite value)."""

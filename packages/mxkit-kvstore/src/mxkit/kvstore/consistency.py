@@ -196,7 +196,8 @@ class RoundCoordinator:
             if entry is None:
                 state.pending[round_index] = (value.copy(), [worker])
             else:
-                entry[0][...] += value
+                merged = entry[0]
+                merged += value  # in place for numpy arrays and NDArrays alike
                 entry[1].append(worker)
             self._apply_ready_rounds(key, state)
             state.condition.notify_all()

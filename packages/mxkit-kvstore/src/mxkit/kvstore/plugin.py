@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from mxkit.core import hookimpl
+from mxkit.core.hookspecs import hookimpl
 from mxkit.core.specs import CompressorSpec, ConsistencySpec
 
 

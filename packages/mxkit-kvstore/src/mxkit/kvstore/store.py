@@ -15,86 +15,18 @@ are applied; with one worker it matters only to a model that batches pushes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from mxkit.core.context import Context
 from mxkit.core.errors import KVStoreError, ShapeError
-from mxkit.kvstore import merge
+from mxkit.kvstore import merge, ops
 from mxkit.kvstore.keys import group, key_kind
 from mxkit.kvstore.updater import OptimizerUpdater
 
 #: keys up to this many bytes that one call pushes or pulls share one engine operation per device
 BATCH_MAX_BYTES = 64 * 1024
 _CPU0 = Context("cpu", 0)
-
-
-def _engine() -> Any:
-    from mxkit.ndarray.invoke import engine
-
-    return engine()
-
-
-def _unique_vars(arrays: Sequence[Any], exclude: Sequence[Any] = ()) -> list[Any]:
-    found = dict.fromkeys(array._var for array in arrays)  # vars hash by identity: linear, ordered
-    for var in exclude:
-        found.pop(var, None)
-    return list(found)
-
-
-def _op_name(what: str, keys: Sequence[Any]) -> str:
-    """``kvstore.push('a', 'b')``: the operation's name in engine errors and traces."""
-    shown = ", ".join(repr(key) for key in keys[:4]) + (f", ... ({len(keys)} keys)" if len(keys) > 4 else "")
-    return f"kvstore.{what}({shown})"
-
-
-def _new_array(shape: tuple[int, ...], dtype: Any, ctx: Context) -> Any:
-    from mxkit.ndarray import empty
-
-    return empty(shape, ctx=ctx, dtype=dtype)
-
-
-class _Entry:
-    """What the store keeps for one key."""
-
-    __slots__ = ("dtype", "home", "key", "merge_buffer", "nbytes", "pending", "residuals", "shape",
-                 "staging", "value")
-
-    def __init__(self, key: Any, value: Any, home: Context | None):
-        self.key = key
-        self.shape = tuple(value.shape)
-        self.dtype = value._data.dtype
-        self.nbytes = int(value._data.nbytes)
-        self.home = home  # where sums run and the value lives; None: not placed yet (device)
-        self.value = _new_array(self.shape, self.dtype, home or value.context)
-        value.copyto(self.value)
-        self.merge_buffer: Any = None
-        self.pending = 0  # pushes summed into merge_buffer, not applied yet
-        self.residuals: dict[tuple[int, Context], Any] = {}
-        self.staging: dict[tuple[int, Context], Any] = {}
-
-    def merge_target(self) -> Any:
-        if self.merge_buffer is None:
-            self.merge_buffer = _new_array(self.shape, self.dtype, self.value.context)
-        return self.merge_buffer
-
-    def staging_for(self, index: int, ctx: Context) -> Any:
-        """A buffer on the home device that receives the ``index``-th pushed value, from ``ctx``."""
-        buffer = self.staging.get((index, ctx))
-        if buffer is None:
-            buffer = self.staging[(index, ctx)] = _new_array(self.shape, self.dtype, self.value.context)
-        return buffer
-
-
-class _Payload:
-    """A compressed gradient in flight between its compress and its merge operation."""
-
-    __slots__ = ("ctx", "data", "var")
-
-    def __init__(self, ctx: Context, var: Any):
-        self.ctx = ctx
-        self.var = var
-        self.data: tuple[Any, ...] = ()
 
 
 class KVStore:
@@ -122,12 +54,11 @@ class KVStore:
             raise KVStoreError(f"KVStore type {kvtype!r} is not a single-machine store; use 'local' or 'device'")
         self._type = kvtype
         self._model = make_model(consistency, num_workers=1, **consistency_options)
-        self._entries: dict[Any, _Entry] = {}
+        self._entries: dict[Any, ops.Entry] = {}
         self._key_kind: type | None = None
         self._updater: Callable[[Any, Any, Any], None] | None = None
         self._compressor: Any = None
         self._placer = merge.DevicePlacer()
-        self._payloads: dict[tuple[Any, int], _Payload] = {}
 
     # -- description ------------------------------------------------------------------
 
@@ -183,7 +114,7 @@ class KVStore:
         for k, values in pairs:
             self._key_kind = key_kind(k)
             home = _CPU0 if self._type == "local" else None
-            self._entries[k] = _Entry(k, values[0], home)
+            self._entries[k] = ops.Entry(k, values[0], home)
 
     def _check_kind(self, key: Any, what: str) -> None:
         kind = key_kind(key)
@@ -191,14 +122,14 @@ class KVStore:
             raise KVStoreError(f"{what} of key {key!r} ({kind.__name__}): this store's keys are "
                                f"{self._key_kind.__name__}s; keys must be all ints or all strs")
 
-    def _entry(self, key: Any, what: str) -> _Entry:
+    def _entry(self, key: Any, what: str) -> ops.Entry:
         self._check_kind(key, what)
         entry = self._entries.get(key)
         if entry is None:
             raise KVStoreError(f"{what} of key {key!r} before init; call kv.init({key!r}, value) first")
         return entry
 
-    def _checked(self, pairs: list[tuple[Any, list[Any]]], what: str) -> list[tuple[_Entry, list[Any]]]:
+    def _checked(self, pairs: list[tuple[Any, list[Any]]], what: str) -> list[tuple[ops.Entry, list[Any]]]:
         checked = []
         entries = self._entries
         for key, arrays in pairs:
@@ -237,28 +168,31 @@ class KVStore:
         """
         checked = self._checked(group(key, value, "push"), "push")
         self._place([(entry, arrays) for entry, arrays in checked if entry.home is None])
-        batches: dict[Context, list[tuple[Any, list[Any], bool]]] = {}
-        batch_keys: dict[Context, list[Any]] = {}
+        batches: dict[int, tuple[Context, list[tuple[Any, list[Any], bool]], list[Any]]] = {}
+        applies_at_once = self._updater is None and self._model.ready_to_apply(1)
         for entry, arrays in checked:
-            direct = self._updater is None and entry.pending == 0 and self._model.ready_to_apply(1)
+            direct = applies_at_once and entry.pending == 0
             target = entry.value if direct else entry.merge_target()
             accumulate = not direct and entry.pending > 0
-            sources = self._sources_on_home(entry, arrays, priority)
             if self._compressor is not None:
-                self._push_compressed(entry, sources, target, accumulate, priority)
+                ops.push_compressed(entry, self._compressor, arrays, target, accumulate, priority)
             elif direct and entry.nbytes <= BATCH_MAX_BYTES:
                 # only direct sums batch: an updater must be called after its key's sum is pushed
-                batches.setdefault(target.context, []).append((target, sources, accumulate))
-                batch_keys.setdefault(target.context, []).append(entry.key)
+                home = target._ctx
+                batch = batches.get(id(home))
+                if batch is None:
+                    batch = batches[id(home)] = (home, [], [])
+                batch[1].append((target, ops.stage_sources(entry, arrays, priority), False))
+                batch[2].append(entry.key)
             else:
-                self._push_sum(target.context, [(target, sources, accumulate)], priority,
-                               _op_name("push", [entry.key]))
+                ops.push_sum(target.context, [(target, ops.stage_sources(entry, arrays, priority), accumulate)],
+                             priority, ops.op_name("push", [entry.key]))
             if not direct:
                 self._apply_if_ready(entry, priority)
-        for home, jobs in batches.items():
-            self._push_sum(home, jobs, priority, _op_name("push", batch_keys[home]))
+        for home, jobs, keys in batches.values():
+            ops.push_sum(home, jobs, priority, ops.op_name("push", keys))
 
-    def _place(self, unplaced: list[tuple[_Entry, list[Any]]]) -> None:
+    def _place(self, unplaced: list[tuple[ops.Entry, list[Any]]]) -> None:
         """Choose the merge device of ``device`` stores' keys at their first push."""
         if not unplaced:
             return
@@ -272,84 +206,11 @@ class KVStore:
             entry = waiting[entry_id]
             entry.home = device
             if entry.value.context != device:
-                moved = _new_array(entry.shape, entry.dtype, device)
+                moved = ops.new_array(entry.shape, entry.dtype, device)
                 entry.value.copyto(moved)
                 entry.value = moved
 
-    def _sources_on_home(self, entry: _Entry, arrays: list[Any], priority: int) -> list[Any]:
-        """The pushed arrays, each copied to the home device if the sum cannot read it there."""
-        home = entry.value._ctx
-        if self._compressor is not None or all(merge.shares_memory_space(a._ctx, home) for a in arrays):
-            return arrays  # the common case: the sum reads every array where it is
-        sources = []
-        for index, array in enumerate(arrays):
-            if merge.shares_memory_space(array.context, home):
-                sources.append(array)
-                continue
-            staging = entry.staging_for(index, array.context)
-            src_data, dst_data, src_ctx = array._data, staging._data, array.context
-
-            def copy_in(src_data: Any = src_data, dst_data: Any = dst_data, src_ctx: Any = src_ctx) -> None:
-                dst_data[...] = merge.transfer(src_data, src_ctx, home)
-
-            _engine().push(copy_in, [array._var], [staging._var], array.context, priority,
-                           _op_name("copy", [entry.key]), True)
-            sources.append(staging)
-        return sources
-
-    def _push_sum(self, home: Context, jobs: list[tuple[Any, list[Any], bool]], priority: int, name: str) -> None:
-        xp = home.backend.xp
-        work = [(target._data, [s._data for s in sources], accumulate) for target, sources, accumulate in jobs]
-
-        def run() -> None:
-            for out, source_data, accumulate in work:
-                merge.sum_into(xp, out, source_data, accumulate)
-
-        writes = _unique_vars([target for target, _, _ in jobs])
-        reads = _unique_vars([s for _, sources, _ in jobs for s in sources], writes)
-        _engine().push(run, reads, writes, home, priority, name)
-
-    def _push_compressed(self, entry: _Entry, sources: list[Any], target: Any, accumulate: bool,
-                         priority: int) -> None:
-        compressor = self._compressor
-        payloads = []
-        for index, array in enumerate(sources):
-            ctx = array.context
-            residual = entry.residuals.get((index, ctx))
-            if residual is None and compressor.needs_residual:
-                from mxkit.ndarray import zeros
-
-                residual = entry.residuals[(index, ctx)] = zeros(entry.shape, ctx=ctx, dtype=entry.dtype)
-            payload = self._payloads.get((entry.key, index))
-            if payload is None:
-                payload = self._payloads[(entry.key, index)] = _Payload(ctx, _engine().new_var())
-            payload.ctx = ctx
-            xp = ctx.backend.xp
-            grad_data = array._data
-            residual_data = residual._data if residual is not None else None
-
-            def compress(payload: _Payload = payload, xp: Any = xp, grad_data: Any = grad_data,
-                         residual_data: Any = residual_data) -> None:
-                flat_residual = residual_data.reshape(-1) if residual_data is not None else None
-                payload.data = compressor.compress(xp, grad_data.reshape(-1), flat_residual)
-
-            writes = [payload.var] + ([residual._var] if residual is not None else [])
-            _engine().push(compress, [array._var], writes, ctx, priority, _op_name("compress", [entry.key]))
-            payloads.append(payload)
-        home = target.context
-        home_xp = home.backend.xp
-        out_data = target._data
-
-        def decompress_and_sum() -> None:
-            flat_out = out_data.reshape(-1)
-            for position, payload in enumerate(payloads):
-                data = tuple(merge.transfer(part, payload.ctx, home) for part in payload.data)
-                compressor.decompress(home_xp, data, flat_out, accumulate or position > 0)
-
-        reads = list(dict.fromkeys(p.var for p in payloads))
-        _engine().push(decompress_and_sum, reads, [target._var], home, priority, _op_name("merge", [entry.key]))
-
-    def _apply_if_ready(self, entry: _Entry, priority: int) -> None:
+    def _apply_if_ready(self, entry: ops.Entry, priority: int) -> None:
         entry.pending += 1
         if not self._model.ready_to_apply(entry.pending):
             return
@@ -357,7 +218,7 @@ class KVStore:
         if self._updater is not None:
             self._updater(entry.key, entry.merge_buffer, entry.value)
         else:
-            self._push_copies(entry, entry.merge_buffer, [entry.value], priority, "apply")
+            ops.push_copies(entry, entry.merge_buffer, [entry.value], priority, "apply")
 
     # -- pull -------------------------------------------------------------------------
 
@@ -384,55 +245,32 @@ class KVStore:
         if out is None:
             raise KVStoreError("pull needs out=: the NDArray (or list of per-device NDArrays) to fill")
         checked = self._checked(group(key, out, "pull"), "pull")
-        batches: dict[Context, list[tuple[Any, list[Any]]]] = {}
-        batch_keys: dict[Context, list[Any]] = {}
-        shares = merge.shares_memory_space
+        # small keys share one operation per home device (keyed by the Context's identity:
+        # hashing a Context runs Python code)
+        batches: dict[int, tuple[Context, list[tuple[Any, list[Any]]], list[Any]]] = {}
+        readable = merge.all_readable_from
         for entry, outs in checked:
             if entry.pending:
                 self._check_pull_ready(entry)
-            home = entry.value._ctx
-            if entry.nbytes <= BATCH_MAX_BYTES and all(shares(o._ctx, home) for o in outs):
-                batches.setdefault(entry.value.context, []).append((entry.value, outs))
-                batch_keys.setdefault(entry.value.context, []).append(entry.key)
+            value = entry.value
+            home = value._ctx
+            if entry.nbytes <= BATCH_MAX_BYTES and readable(outs, home):
+                batch = batches.get(id(home))
+                if batch is None:
+                    batch = batches[id(home)] = (home, [], [])
+                batch[1].append((value, outs))
+                batch[2].append(entry.key)
             else:
-                self._push_copies(entry, entry.value, outs, priority, "pull")
-        for home, jobs in batches.items():
-            self._push_broadcast(home, jobs, priority, _op_name("pull", batch_keys[home]))
+                ops.push_copies(entry, value, outs, priority, "pull")
+        for home, jobs, keys in batches.values():
+            ops.push_broadcast(home, jobs, priority, ops.op_name("pull", keys))
 
-    def _check_pull_ready(self, entry: _Entry) -> None:
+    def _check_pull_ready(self, entry: ops.Entry) -> None:
         pull_ready = getattr(self._model, "pull_ready", None)
         if entry.pending and pull_ready is not None and not pull_ready(1, 0):
             raise KVStoreError(f"pull of key {entry.key!r}: the consistency model {type(self._model).__name__} "
                                f"waits for more pushes before applying them, and this store has one worker; "
                                f"push again or use the 'sequential' model")
-
-    def _push_copies(self, entry: _Entry, source: Any, outs: list[Any], priority: int, what: str) -> None:
-        home = source.context
-        local = [o for o in outs if merge.shares_memory_space(o.context, home)]
-        if local:
-            self._push_broadcast(home, [(source, local)], priority, _op_name(what, [entry.key]))
-        for out in outs:
-            if merge.shares_memory_space(out.context, home):
-                continue
-            src_data, dst_data, dst_ctx = source._data, out._data, out.context
-
-            def copy_out(src_data: Any = src_data, dst_data: Any = dst_data, dst_ctx: Any = dst_ctx) -> None:
-                dst_data[...] = merge.transfer(src_data, home, dst_ctx)
-
-            _engine().push(copy_out, [source._var], [out._var], out.context, priority,
-                           _op_name(what, [entry.key]), True)
-
-    def _push_broadcast(self, home: Context, jobs: list[tuple[Any, list[Any]]], priority: int, name: str) -> None:
-        xp = home.backend.xp
-        work = [(source._data, [o._data for o in outs]) for source, outs in jobs]
-
-        def run() -> None:
-            for source_data, out_data in work:
-                merge.copy_to_all(xp, out_data, source_data)
-
-        writes = _unique_vars([o for _, outs in jobs for o in outs])
-        reads = _unique_vars([source for source, _ in jobs], writes)
-        _engine().push(run, reads, writes, home, priority, name)
 
     # -- combined calls -----------------------------------------------------------------
 

@@ -56,6 +56,9 @@ class OptimizerUpdater:
         self._update = getattr(optimizer, "update_multi_precision", None) or optimizer.update
 
     def __call__(self, key: Any, grad: Any, weight: Any) -> None:
+        set_context = getattr(self.optimizer, "_set_current_context", None)
+        if set_context is not None:  # MXNet's optimizers keep update counts per device
+            set_context(weight.context.device_id)
         if key not in self.states:
             self.states[key] = self._create(key, weight)
         elif key in self._unsynced:
@@ -74,7 +77,7 @@ class OptimizerUpdater:
             manifest["optimizer"] = _optimizer_counters(self.optimizer)
         arrays[_MANIFEST] = np.frombuffer(json.dumps(manifest).encode("utf-8"), dtype=np.uint8)
         buffer = io.BytesIO()
-        np.savez(buffer, **arrays)
+        np.savez(buffer, **arrays)  # type: ignore[arg-type]  # (numpy's stub misreads **kwargs)
         with open(fname, "wb") as handle:
             handle.write(buffer.getvalue())
 
