@@ -70,6 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MXKitError as exc:
         print(f"mxkit: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # a second Ctrl-C during `mxkit train`, or one elsewhere
+        print("mxkit: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
