@@ -27,6 +27,7 @@ def _final_accuracy(out: str) -> float:
     return float(match.group(1))
 
 
+@pytest.mark.slow
 def test_a_short_digits_run_packs_the_data_and_reaches_its_accuracy(cache, tmp_path, capsys):
     # the default run is 8 epochs; 6 with a fixed seed already pass the 97% it promises
     prefix = tmp_path / "run" / "lenet"
@@ -85,6 +86,7 @@ def test_predicting_samples_of_the_wrong_shape_says_so(cache, tmp_path, capsys):
     assert "samples of shape (1, 5, 5) do not fit the model" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_after_the_batch_saves_and_resume_continues(cache, tmp_path, capsys):
     prefix = tmp_path / "mlp"
     env = dict(os.environ, PYTHONUNBUFFERED="1")
