@@ -258,3 +258,12 @@ def test_reshape_keeps_parameters_and_output_shapes_follow():
     assert module.data_shapes[0].shape == (6, FEATURES)
     for name, value in module.get_params()[0].items():
         np.testing.assert_array_equal(value.asnumpy(), params[name].asnumpy())
+
+
+def test_a_list_of_batches_is_refused_with_the_alternative():
+    module = mx.mod.Module(_mlp(), context=[mx.cpu(0), mx.cpu(1)])
+    module.bind(data_shapes=[("data", (4, FEATURES))], label_shapes=[("softmax_label", (4,))])
+    module.init_params()
+    batch = mx.io.DataBatch([mx.nd.zeros((2, FEATURES))], [mx.nd.zeros(2)])
+    with pytest.raises(ModuleError, match=r"list of 2 DataBatch.*pass one DataBatch"):
+        module.forward([batch, batch])

@@ -334,7 +334,11 @@ class Module(OptimizingMixin, BaseModule):
         from mxkit.io import DataDesc
 
         self._require(bound=True, initialized=True, what="forward")
-        batch = data_batch[0] if isinstance(data_batch, list) else data_batch
+        if isinstance(data_batch, list | tuple):
+            raise ModuleError(f"forward got a list of {len(data_batch)} DataBatch (pre-sliced per device), which "
+                              f"this Module does not take; pass one DataBatch and it is split over the devices "
+                              f"by work_load_list")
+        batch = data_batch
         if len(batch.data) != len(self._data_shapes):  # type: ignore[arg-type]
             raise ModuleError(f"the batch has {len(batch.data)} data arrays; the module takes "
                               f"{len(self._data_shapes)} ({', '.join(self._data_names)})")  # type: ignore[arg-type]
