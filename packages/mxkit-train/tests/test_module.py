@@ -267,3 +267,24 @@ def test_a_list_of_batches_is_refused_with_the_alternative():
     batch = mx.io.DataBatch([mx.nd.zeros((2, FEATURES))], [mx.nd.zeros(2)])
     with pytest.raises(ModuleError, match=r"list of 2 DataBatch.*pass one DataBatch"):
         module.forward([batch, batch])
+
+
+def test_gradients_through_the_store_with_updates_on_the_devices(monkeypatch):
+    # MXKIT_UPDATE_ON_KVSTORE=0: the store only sums gradients; each device runs the updater
+    monkeypatch.setenv("MXKIT_UPDATE_ON_KVSTORE", "0")
+    batches = _batches(16)
+    one = _train([mx.cpu(0)], "local", batches, 16)
+    two = _train([mx.cpu(0), mx.cpu(1)], "local", batches, 16)
+    for name in one:
+        np.testing.assert_allclose(two[name], one[name], rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_the_store_runs_the_optimizer_for_several_devices():
+    from mxkit.train.model import _create_kvstore
+
+    params = {"w": mx.nd.zeros((3, 3))}
+    store, update_on_kvstore = _create_kvstore("local", 2, params)
+    assert store is not None and update_on_kvstore
+    assert _create_kvstore("local", 1, params) == (None, False)  # one device needs no store
+    with pytest.raises(mx.MXKitError, match="kvstore must be"):
+        _create_kvstore(3, 2, params)
