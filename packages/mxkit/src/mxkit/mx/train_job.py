@@ -100,32 +100,29 @@ class _EpochReporter:
         if self.stop.requested and not done_epoch:
             raise TrainingInterrupted
 
-    def epoch_end(self, train_metric: Any, val_metric: Any, epoch: int) -> None:
+    def epoch_end(self, train_metric: Any, val_accuracy: float, epoch: int) -> None:
         seconds = self.train_seconds or (time.perf_counter() - self.tic)
         # the clock starts after the first batch, so the rate counts the batches after it
         speed = (self.batches - 1) * self.batch_size / max(seconds, 1e-9) if self.batches > 1 else 0.0
         train = "  ".join(f"train-{n} {v:.4f}" for n, v in train_metric.get_name_value())
-        val = "  ".join(f"val-{n} {v:.4f}" for n, v in val_metric.get_name_value())
-        print(f"epoch {epoch + 1}/{self.num_epoch}  {train}  {val}  {speed:,.0f} samples/s  {seconds:.2f} s",
-              flush=True)
+        print(f"epoch {epoch + 1}/{self.num_epoch}  {train}  val-accuracy {val_accuracy:.4f}  {speed:,.0f} samples/s"
+              f"  {seconds:.2f} s", flush=True)
         if self.stop.requested:
             raise TrainingInterrupted
 
 
-def _iterators(dataset: Any, batch_size: int) -> tuple[Any, Any]:
+def _train_iterator(dataset: Any, batch_size: int) -> Any:
     import mxkit.mx as mx
 
     count = len(dataset.train_data)
     if not 1 <= batch_size <= count:
         raise ConfigError(f"--batch-size must be between 1 and the {count} training samples, got {batch_size}")
-    train = mx.io.NDArrayIter(dataset.train_data, dataset.train_label, batch_size, shuffle=True,
-                              last_batch_handle="discard")
-    val = mx.io.NDArrayIter(dataset.val_data, dataset.val_label, min(batch_size, len(dataset.val_data)))
-    return train, val
+    return mx.io.NDArrayIter(dataset.train_data, dataset.train_label, batch_size, shuffle=True,
+                             last_batch_handle="discard")
 
 
 def _accuracy(module: Any, data: np.ndarray, labels: np.ndarray, batch_size: int) -> float:
-    """Exact accuracy over every sample (the padding of the last batch excluded)."""
+    """Exact accuracy over every sample (the padding of the last batch excluded, unlike ``Module.score``)."""
     import mxkit.mx as mx
 
     outputs = module.predict(mx.io.NDArrayIter(data, labels, min(batch_size, len(data))))
@@ -211,7 +208,7 @@ def _train(args: argparse.Namespace) -> int:
         symbol = build_network(args.network, dataset.sample_shape, dataset.num_classes)
         module = mx.mod.Module(symbol, context=contexts, memplan=args.memplan)
     os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
-    train_iter, val_iter = _iterators(dataset, args.batch_size)
+    train_iter = _train_iterator(dataset, args.batch_size)
     print(f"mxkit train: {args.network if not args.resume else 'resumed'} on {dataset.source} "
           f"({len(dataset.train_data)} training, {len(dataset.val_data)} validation samples of shape "
           f"{dataset.sample_shape}), {len(contexts)} device(s) {','.join(map(str, contexts))}, "
@@ -221,34 +218,33 @@ def _train(args: argparse.Namespace) -> int:
     if args.optimizer == "sgd":
         optimizer_params.update(momentum=0.9, wd=1e-4)
     train_metric = mx.metric.create("acc")
-    val_metric = mx.metric.create("acc")
     batches = len(train_iter)
+    val_accuracy = [float("nan")]
     with _StopOnInterrupt() as stop:
         reporter = _EpochReporter(args.epochs, batches, args.batch_size, stop)
         # a live progress line per epoch, drawn only when stderr is a terminal
         progress_bar = mx.callback.TerminalProgressBar(total=batches, batch_size=args.batch_size, file=sys.stderr)
 
         def epoch_end(epoch: int, sym: Any, arg: dict[str, Any], aux: dict[str, Any]) -> None:
-            module.save_checkpoint(prefix, epoch + 1, save_optimizer_states=True)
-
-        def score_end(param: Any) -> None:
             progress_bar.epoch_end()
-            reporter.epoch_end(train_metric, val_metric, param.epoch)
+            module.save_checkpoint(prefix, epoch + 1, save_optimizer_states=True)
+            # validation at the training batch size: the executors are reused, not re-bound
+            val_accuracy[0] = _accuracy(module, dataset.val_data, dataset.val_label, args.batch_size)
+            reporter.epoch_end(train_metric, val_accuracy[0], epoch)
 
         try:
             with warnings.catch_warnings():
                 # a resumed module has its parameters already: fit's init_params says so and skips
                 warnings.filterwarnings("ignore", message="Parameters already initialized")
-                module.fit(train_iter, eval_data=val_iter, eval_metric=train_metric, validation_metric=val_metric,
+                module.fit(train_iter, eval_metric=train_metric,
                            batch_end_callback=[progress_bar, reporter.batch_end], epoch_end_callback=epoch_end,
-                           eval_end_callback=score_end, kvstore=args.kvstore, optimizer=args.optimizer,
+                           kvstore=args.kvstore, optimizer=args.optimizer,
                            optimizer_params=optimizer_params,
                            initializer=mx.init.Xavier(rnd_type="gaussian", factor_type="in", magnitude=2),
                            begin_epoch=begin_epoch, num_epoch=args.epochs)
         except TrainingInterrupted:
             return _interrupted(module, prefix, reporter.position, batches, args.epochs)
-    accuracy = _accuracy(module, dataset.val_data, dataset.val_label, args.batch_size)
-    print(f"validation accuracy {accuracy:.4f} after {args.epochs} epochs; model saved to {prefix}-symbol.json "
+    print(f"validation accuracy {val_accuracy[0]:.4f} after {args.epochs} epochs; model saved to {prefix}-symbol.json "
           f"and {prefix}-{args.epochs:04d}.params", flush=True)
     return 0
 
