@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 import pytest
+from mxkit.core.errors import FormatError
 from mxkit.mx.cli import main
 
 
@@ -119,3 +120,33 @@ def test_ctrl_c_stops_after_the_batch_saves_and_resume_continues(cache, tmp_path
     resumed = capsys.readouterr().out
     assert f"epoch {saved_epoch + 1}/{saved_epoch + 1}" in resumed
     assert (tmp_path / f"mlp-{saved_epoch + 1:04d}.params").exists()
+
+
+def test_records_that_are_not_square_images_are_refused(tmp_path):
+    from mxkit.io import IRHeader, MXRecordIO, pack
+    from mxkit.mx.train_data import read_records
+
+    path = tmp_path / "odd.rec"
+    writer = MXRecordIO(str(path), "w")
+    writer.write(pack(IRHeader(0, 1.0, 0, 0), bytes(10)))
+    writer.close()
+    with pytest.raises(FormatError, match=r"record 0 of .* holds 10 raw bytes, not one square grayscale image"):
+        read_records(path)
+
+
+def test_digits_records_hold_scikit_learns_images(cache):
+    from mxkit.mx.train_data import pack_digits, read_records
+    from sklearn.datasets import load_digits
+
+    train_path, val_path = pack_digits()
+    assert train_path.parent == cache / "mxkit" / "digits"
+    train, train_labels = read_records(train_path)
+    val, val_labels = read_records(val_path)
+    assert train.shape == (1438, 1, 8, 8) and val.shape == (359, 1, 8, 8)
+    digits = load_digits()
+    # every packed image is one of scikit-learn's, with its label, at 255/16 grey levels
+    originals = {img.tobytes(): label for img, label in zip(np.rint(digits.images * 255 / 16).astype(np.uint8),
+                                                             digits.target)}
+    for image, label in zip(np.concatenate([train, val]), np.concatenate([train_labels, val_labels])):
+        key = np.rint(image[0] * 255).astype(np.uint8).tobytes()
+        assert originals[key] == label
