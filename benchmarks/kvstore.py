@@ -14,6 +14,8 @@ Rows:
   all the work of a push and a pull done by hand;
 - **mxkit local / device**: ``kv.push(keys, grads); kv.pull(keys, out=outs)``, synced once per
   timed block with ``mx.nd.waitall()``;
+- **mxkit / MXNet local pushpull**: ``kv.pushpull(keys, grads, out=outs)`` (mxkit writes the
+  targets in the sum's own engine operation);
 - **MXNet 1.9.1 local / device** in a subprocess of the interpreter named by
   ``MXKIT_BENCH_MXNET_PYTHON`` (or ``--mxnet-python``); empty without it. (PyTorch has no
   KVStore, so it has no column.)
@@ -106,11 +108,18 @@ def in_process(elements: int, keys: int, repeats: int) -> dict:
 
         return step
 
+    def pushpull(kv):
+        def step() -> None:
+            kv.pushpull(names, grads, out=outs)
+
+        return step
+
     setups = {
         "numpy sum": (numpy_sum, _no_sync),
         "numpy sum+copies": (numpy_sum_and_copies, _no_sync),
         "mxkit local": (push_pull(stores["local"]), mx.nd.waitall),
         "mxkit device": (push_pull(stores["device"]), mx.nd.waitall),
+        "mxkit local pushpull": (pushpull(stores["local"]), mx.nd.waitall),
     }
     seconds = _best_interleaved(setups, _steps(elements, keys), repeats)
     # the store computed the sum: check it once, so a fast wrong answer cannot pass
@@ -145,6 +154,15 @@ for label, elements, keys in cases:
             mx.nd.waitall()
             best = min(best, (time.perf_counter() - start) / steps)
         result[f"{label}|MXNet {kind}"] = devices * 4 * elements * keys / best / 1e9
+        if kind == "local":
+            best = float("inf")
+            for _ in range(repeats):
+                start = time.perf_counter()
+                for _ in range(steps):
+                    kv.pushpull(names, grads, out=outs)
+                mx.nd.waitall()
+                best = min(best, (time.perf_counter() - start) / steps)
+            result[f"{label}|MXNet local pushpull"] = devices * 4 * elements * keys / best / 1e9
 print("RESULT " + json.dumps(result))
 """
 
@@ -169,27 +187,27 @@ def main() -> None:
                         help="interpreter with MXNet 1.9.1 (default: $MXKIT_BENCH_MXNET_PYTHON)")
     args = parser.parse_args()
     mxnet = mxnet_rates(args.mxnet_python, args.repeats)
-    columns = ["numpy sum", "numpy sum+copies", "mxkit local", "mxkit device", "MXNet local", "MXNet device"]
+    columns = ["numpy sum", "numpy sum+copies", "mxkit local", "mxkit device", "mxkit local pushpull",
+               "MXNet local", "MXNet device", "MXNet local pushpull"]
 
     def cell(value, width=10, digits=2):
         return f"{value:>{width}.{digits}f}" if value else f"{'-':>{width}}"
 
     print(f"push+pull, GB/s of gradient reduced ({DEVICES} devices, float32; best of {args.repeats}); "
           f"{os.cpu_count()} CPUs; numpy {np.__version__}")
-    print(f"{'key':<8}{'keys':>5}" + "".join(f"{c:>17}" for c in columns)
-          + "".join(f"{c:>15}" for c in ("local/np sum", "device/np sum", "local/np+cp", "local/MXNet",
-                                         "device/MXNet")))
+    ratios = [("local/np sum", "mxkit local", "numpy sum"), ("device/np sum", "mxkit device", "numpy sum"),
+              ("pushpull/np sum", "mxkit local pushpull", "numpy sum"),
+              ("local/np+cp", "mxkit local", "numpy sum+copies"), ("local/MXNet", "mxkit local", "MXNet local"),
+              ("device/MXNet", "mxkit device", "MXNet device"),
+              ("pushpull/MXNet", "mxkit local pushpull", "MXNet local pushpull")]
+    print(f"{'key':<8}{'keys':>5}" + "".join(f"{c:>21}" for c in columns)
+          + "".join(f"{title:>16}" for title, _, _ in ratios))
     for label, elements, keys in CASES:
         rates = in_process(elements, keys, args.repeats)
         rates.update({name.split("|")[1]: v for name, v in mxnet.items() if name.startswith(label + "|")})
-        row = f"{label:<8}{keys:>5}" + "".join(cell(rates.get(c), 17) for c in columns)
-
-        def ratio(a, b, rates=rates):
-            return cell(rates[a] / rates[b], 15) if rates.get(a) and rates.get(b) else f"{'-':>15}"
-
-        row += (ratio("mxkit local", "numpy sum") + ratio("mxkit device", "numpy sum")
-                + ratio("mxkit local", "numpy sum+copies") + ratio("mxkit local", "MXNet local")
-                + ratio("mxkit device", "MXNet device"))
+        row = f"{label:<8}{keys:>5}" + "".join(cell(rates.get(c), 21) for c in columns)
+        for _, a, b in ratios:
+            row += cell(rates[a] / rates[b], 16) if rates.get(a) and rates.get(b) else f"{'-':>16}"
         print(row, flush=True)
     if not mxnet:
         print("(MXKIT_BENCH_MXNET_PYTHON not set or MXNet failed: its columns are empty)")

@@ -170,3 +170,24 @@ def test_a_failed_gradient_surfaces_at_the_wait_on_the_pulled_array():
     kv.push(0, [nd.ones((2,)), nd.ones((2,), ctx=cpu(1))])
     kv.pull(0, out=out)
     np.testing.assert_array_equal(out.asnumpy(), [2.0, 2.0])
+
+
+def test_pushpull_writes_its_targets_in_the_sums_own_operation(one_worker_engine):
+    kv = create("local")
+    kv.init([0, 1], [nd.zeros((3,)), nd.zeros((40000,))])
+    small = [nd.ones((3,), ctx=cpu(d)) for d in range(2)]
+    large = [nd.ones((40000,), ctx=cpu(d)) for d in range(2)]
+    nd.waitall()
+    one_worker_engine.ran.clear()
+    kv.pushpull([0, 1], [small, large])
+    kv.set_updater(lambda key, grad, weight: weight.__setitem__(slice(None), grad * 10))
+    out = nd.zeros((3,))
+    kv.pushpull(0, small, out=out)  # with an updater: push, update, then pull
+    nd.waitall()
+    ran = [name for name in one_worker_engine.ran if name.startswith("kvstore")]
+    assert ran[:2] == ["kvstore.pushpull(1)", "kvstore.pushpull(0)"]  # the large key has its own operation
+    assert ran[2:] == ["kvstore.push(0)", "kvstore.pull(0)"]
+    for array in small:
+        np.testing.assert_array_equal(array.asnumpy(), np.full(3, 2.0))  # the first pushpull, in place
+    np.testing.assert_array_equal(out.asnumpy(), np.full(3, 40.0))  # 10 * (2 + 2)
+    np.testing.assert_array_equal(large[1].asnumpy(), np.full(40000, 2.0))

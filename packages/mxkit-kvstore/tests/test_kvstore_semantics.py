@@ -38,7 +38,8 @@ def programs(draw):
     steps = []
     for _ in range(draw(st.integers(1, 6))):
         key = draw(st.integers(0, num_keys - 1))
-        if draw(st.booleans()):
+        kind = draw(st.sampled_from(["push", "pull", "pushpull", "pushpull_in_place"]))
+        if kind != "pull":
             # large shapes get seeded random data (drawing 21000 ints is slow); small ones from hypothesis
             if shapes[key] == SHAPES[-1]:
                 seed = draw(st.integers(0, 2**16))
@@ -46,7 +47,7 @@ def programs(draw):
                 grads = [rng.integers(-8, 9, shapes[key]).astype(np.float32) for _ in range(num_devices)]
             else:
                 grads = [small_ints(draw, shapes[key]) for _ in range(num_devices)]
-            steps.append(("push", key, grads))
+            steps.append((kind, key, grads))
         else:
             steps.append(("pull", key, None))
     return shapes, num_devices, steps
@@ -68,8 +69,16 @@ def run_program(kvtype, shapes, num_devices, steps, mode, string_keys, optimizer
         kv.init(names[i], nd.array(initial, ctx=cpu(i % num_devices)))
         model[i] = initial
     for kind, key, grads in steps:
-        if kind == "push":
-            kv.push(names[key], [nd.array(g, ctx=cpu(d)) for d, g in enumerate(grads)])
+        if kind != "pull":
+            values = [nd.array(g, ctx=cpu(d)) for d, g in enumerate(grads)]
+            outs = [nd.zeros(shapes[key], ctx=cpu(d)) for d in range(num_devices)]
+            if kind == "push":
+                kv.push(names[key], values)
+            elif kind == "pushpull":
+                kv.pushpull(names[key], values, out=outs)
+            else:
+                kv.pushpull(names[key], values)  # the pushed arrays receive the result
+                outs = values
             total = grads[0].copy()
             for g in grads[1:]:
                 total = (total + g).astype(np.float32)
@@ -80,6 +89,9 @@ def run_program(kvtype, shapes, num_devices, steps, mode, string_keys, optimizer
             else:
                 state = states.get(key, np.zeros(shapes[key], np.float32))
                 model[key], states[key] = numpy_momentum_step(total, model[key], state)
+            if kind != "push":
+                for out in outs:
+                    np.testing.assert_allclose(out.asnumpy(), model[key], rtol=1e-6, atol=1e-5)
         else:
             outs = [nd.zeros(shapes[key], ctx=cpu(d)) for d in range(num_devices)]
             kv.pull(names[key], out=outs)
@@ -91,7 +103,7 @@ def run_program(kvtype, shapes, num_devices, steps, mode, string_keys, optimizer
         kv.pull(names[i], out=out)
         np.testing.assert_allclose(out.asnumpy(), model[i], rtol=1e-6, atol=1e-5)
     if optimizer is not None:
-        pushed = {names[key] for kind, key, _ in steps if kind == "push"}
+        pushed = {names[key] for kind, key, _ in steps if kind != "pull"}
         assert sorted(optimizer.created, key=str) == sorted(pushed, key=str)  # one state per key
 
 

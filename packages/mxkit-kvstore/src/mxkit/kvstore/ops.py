@@ -110,18 +110,25 @@ def stage_sources(entry: Entry, arrays: list[Any], priority: int) -> list[Any]:
     return sources
 
 
-def push_sum(home: Context, jobs: list[tuple[Any, list[Any], bool]], priority: int, name: str) -> None:
-    """One operation on ``home`` that, for each ``(target, sources, accumulate)``, sums the
-    sources into the target (adding to it when ``accumulate``)."""
+#: ``(target, sources, accumulate, copies)``: sum the sources into the target (adding to it
+#: when ``accumulate``), then copy the target into each of ``copies``
+SumJob = tuple[Any, list[Any], bool, list[Any]]
+
+
+def push_sum(home: Context, jobs: list[SumJob], priority: int, name: str) -> None:
+    """One operation on ``home`` that runs every job (see :data:`SumJob`)."""
     xp = home.backend.xp
-    work = [(target._data, [s._data for s in sources], accumulate) for target, sources, accumulate in jobs]
+    work = [(target._data, [s._data for s in sources], accumulate, [c._data for c in copies])
+            for target, sources, accumulate, copies in jobs]
 
     def run() -> None:
-        for out, source_data, accumulate in work:
+        for out, source_data, accumulate, copy_data in work:
             merge.sum_into(xp, out, source_data, accumulate)
+            if copy_data:
+                merge.copy_to_all(xp, copy_data, out)
 
-    writes = unique_vars([target for target, _, _ in jobs])
-    reads = unique_vars([s for _, sources, _ in jobs for s in sources], writes)
+    writes = unique_vars([target for target, _, _, _ in jobs] + [c for _, _, _, copies in jobs for c in copies])
+    reads = unique_vars([s for _, sources, _, _ in jobs for s in sources], writes)
     engine().push(run, reads, writes, home, priority, name)
 
 

@@ -166,14 +166,26 @@ class KVStore:
         ShapeError
             If a value's shape differs from the key's.
         """
-        checked = self._checked(group(key, value, "push"), "push")
+        self._push_checked(self._checked(group(key, value, "push"), "push"), priority, {})
+
+    def _push_checked(self, checked: list[tuple[ops.Entry, list[Any]]], priority: int,
+                      outs_of: dict[int, list[Any]]) -> list[tuple[ops.Entry, list[Any]]]:
+        """Push checked ``(entry, arrays)`` pairs; ``outs_of[id(entry)]`` are pull targets that a
+        direct sum writes in the same operation. Returns the pulls still to push afterwards."""
         self._place([(entry, arrays) for entry, arrays in checked if entry.home is None])
-        batches: dict[int, tuple[Context, list[tuple[Any, list[Any], bool]], list[Any]]] = {}
+        batches: dict[int, tuple[Context, list[ops.SumJob], list[Any]]] = {}
         applies_at_once = self._updater is None and self._model.ready_to_apply(1)
+        pulls_after: list[tuple[ops.Entry, list[Any]]] = []
         for entry, arrays in checked:
             direct = applies_at_once and entry.pending == 0
             target = entry.value if direct else entry.merge_target()
             accumulate = not direct and entry.pending > 0
+            outs = outs_of.get(id(entry), [])
+            # a pushpull's targets are written by the sum's own operation when it can reach them
+            fused = outs if direct and self._compressor is None and merge.all_readable_from(outs, target._ctx) \
+                else []
+            if outs and not fused:
+                pulls_after.append((entry, outs))
             if self._compressor is not None:
                 ops.push_compressed(entry, self._compressor, arrays, target, accumulate, priority)
             elif direct and entry.nbytes <= BATCH_MAX_BYTES:
@@ -182,15 +194,16 @@ class KVStore:
                 batch = batches.get(id(home))
                 if batch is None:
                     batch = batches[id(home)] = (home, [], [])
-                batch[1].append((target, ops.stage_sources(entry, arrays, priority), False))
+                batch[1].append((target, ops.stage_sources(entry, arrays, priority), False, fused))
                 batch[2].append(entry.key)
             else:
-                ops.push_sum(target.context, [(target, ops.stage_sources(entry, arrays, priority), accumulate)],
-                             priority, ops.op_name("push", [entry.key]))
+                job = (target, ops.stage_sources(entry, arrays, priority), accumulate, fused)
+                ops.push_sum(target.context, [job], priority, ops.op_name("pushpull" if fused else "push", [entry.key]))
             if not direct:
                 self._apply_if_ready(entry, priority)
         for home, jobs, keys in batches.values():
-            ops.push_sum(home, jobs, priority, ops.op_name("push", keys))
+            ops.push_sum(home, jobs, priority, ops.op_name("pushpull" if outs_of else "push", keys))
+        return pulls_after
 
     def _place(self, unplaced: list[tuple[ops.Entry, list[Any]]]) -> None:
         """Choose the merge device of ``device`` stores' keys at their first push."""
@@ -244,7 +257,9 @@ class KVStore:
         """
         if out is None:
             raise KVStoreError("pull needs out=: the NDArray (or list of per-device NDArrays) to fill")
-        checked = self._checked(group(key, out, "pull"), "pull")
+        self._pull_checked(self._checked(group(key, out, "pull"), "pull"), priority)
+
+    def _pull_checked(self, checked: list[tuple[ops.Entry, list[Any]]], priority: int) -> None:
         # small keys share one operation per home device (keyed by the Context's identity:
         # hashing a Context runs Python code)
         batches: dict[int, tuple[Context, list[tuple[Any, list[Any]]], list[Any]]] = {}
@@ -275,9 +290,18 @@ class KVStore:
     # -- combined calls -----------------------------------------------------------------
 
     def pushpull(self, key: Any, value: Any, out: Any = None, priority: int = 0) -> None:
-        """Push ``value`` then pull into ``out`` (into ``value`` itself when ``out`` is None)."""
-        self.push(key, value, priority)
-        self.pull(key, out=value if out is None else out, priority=priority)
+        """Push ``value`` then pull into ``out`` (into ``value`` itself when ``out`` is None).
+
+        The same as :meth:`push` then :meth:`pull`, but a sum that replaces the stored value
+        (no updater) writes the pull targets in its own engine operation. Raises what push
+        and pull raise.
+        """
+        pushed = self._checked(group(key, value, "pushpull"), "pushpull")
+        # one key argument for both: the pulls name exactly the pushed keys
+        pulled = pushed if out is None else self._checked(group(key, out, "pushpull"), "pushpull")
+        outs_of = {id(entry): outs for entry, outs in pulled}
+        for entry, outs in self._push_checked(pushed, priority, outs_of):
+            self._pull_checked([(entry, outs)], priority)
 
     def broadcast(self, key: Any, value: Any, out: Any, priority: int = 0) -> None:
         """Initialise ``key`` with ``value`` and pull it into ``out``."""
