@@ -197,3 +197,11 @@ def test_feedforward_bad_inputs_are_clear_errors():
     with pytest.raises(mx.MXKitError, match="X must be a DataIter"):
         model.fit([[0.0, 1.0]], [0])
 
+
+
+def test_feedforward_epoch_size_sets_the_batches_per_epoch():
+    x, y = _blobs(200, seed=2)
+    seen = []
+    model = mx.model.FeedForward(_mlp(), num_epoch=2, epoch_size=3, learning_rate=0.1)
+    model.fit(mx.io.NDArrayIter(x, y, 20), batch_end_callback=lambda p: seen.append((p.epoch, p.nbatch)))
+    assert seen == [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)]
