@@ -48,6 +48,16 @@ def test_a_short_digits_run_packs_the_data_and_reaches_its_accuracy(cache, tmp_p
     assert predicted and abs(float(predicted.group(1)) - _final_accuracy(out)) < 1e-3
 
 
+def test_engine_and_memplan_options_apply_to_the_run_only(cache, tmp_path, capsys):
+    import mxkit.engine
+
+    before = mxkit.engine.get()
+    assert main(["train", "--network", "mlp", "--epochs", "1", "--engine", "naive", "--memplan", "greedy",
+                 "--model-prefix", str(tmp_path / "m")]) == 0
+    assert mxkit.engine.get() is before
+    assert _final_accuracy(capsys.readouterr().out) > 0.5
+
+
 def test_two_devices_and_a_csv(cache, tmp_path, capsys):
     rng = np.random.RandomState(0)
     labels = rng.randint(0, 3, 150)

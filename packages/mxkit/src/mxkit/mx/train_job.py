@@ -161,13 +161,14 @@ def run_train(args: argparse.Namespace) -> int:
         raise ConfigError(f"--epochs must be at least 1, got {args.epochs}")
     if args.lr <= 0:
         raise ConfigError(f"--lr must be positive, got {args.lr}")
-    if args.engine:
-        import mxkit.engine
-
-        mxkit.engine.set_engine(args.engine)
     from contextlib import ExitStack
 
     with ExitStack() as stack:
+        if args.engine:
+            import mxkit.engine
+
+            previous = mxkit.engine.set_engine(args.engine)
+            stack.callback(mxkit.engine.set_engine, previous)  # in-process callers get their engine back
         stack.enter_context(_one_blas_thread())
         if args.memplan:
             from mxkit.core import config
