@@ -6,7 +6,7 @@
     nox -s docs         build docs/ with warnings as errors
     nox -s bench        run every benchmark in benchmarks/
     nox -s isolated     the per-component isolation matrix (tox.ini) on freshly built wheels
-    nox -s demo         the main job
+    nox -s demo         the main job (mxkit train)
 """
 
 from pathlib import Path
@@ -65,5 +65,5 @@ def isolated(session: nox.Session) -> None:
 
 @nox.session(python=False)
 def demo(session: nox.Session) -> None:
-    """The main job, as the README's first command runs it."""
-    _uv_run(session, "mxkit", "demo")
+    """The main job, as the README's first command runs it (``mxkit train``)."""
+    _uv_run(session, "mxkit", "train", *session.posargs)

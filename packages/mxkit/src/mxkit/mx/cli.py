@@ -1,7 +1,9 @@
 """The ``mxkit`` command line.
 
 ``mxkit info``  every registered plugin by kind, and the configuration with sources;
-``mxkit demo``  a short tour of what is installed (the main job until training lands).
+``mxkit train`` the main job: train a network (LeNet on scikit-learn's digits by default);
+``mxkit predict PREFIX EPOCH INPUT``  run a saved model;
+``mxkit demo``  a short tour of what is installed.
 """
 
 from __future__ import annotations
@@ -25,12 +27,35 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return status
 
 
+def _cmd_train(args: argparse.Namespace) -> int:
+    from mxkit.mx.train_job import run_train
+
+    status: int = run_train(args)
+    return status
+
+
+def _cmd_predict(args: argparse.Namespace) -> int:
+    from mxkit.mx.predict_job import run_predict
+
+    status: int = run_predict(args)
+    return status
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``mxkit`` (one sub-command per job)."""
     parser = argparse.ArgumentParser(prog="mxkit", description="mxkit: modular deep-learning systems")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     commands.add_parser("info", help="list plugins and the configuration in force").set_defaults(run=_cmd_info)
     commands.add_parser("demo", help="a short tour of the installed components").set_defaults(run=_cmd_demo)
+    from mxkit.mx.predict_job import add_predict_arguments
+    from mxkit.mx.train_job import add_train_arguments
+
+    train = commands.add_parser("train", help="train a network (LeNet on scikit-learn's digits by default)")
+    add_train_arguments(train)
+    train.set_defaults(run=_cmd_train)
+    predict = commands.add_parser("predict", help="run a saved model over samples")
+    add_predict_arguments(predict)
+    predict.set_defaults(run=_cmd_predict)
     return parser
 
 
@@ -45,6 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MXKitError as exc:
         print(f"mxkit: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # a second Ctrl-C during `mxkit train`, or one elsewhere
+        print("mxkit: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -1,0 +1,208 @@
+"""Samples per second of a full SGD training step: mxkit Module vs PyTorch CPU vs MXNet 1.9.1 Module.
+
+Two networks on synthetic MNIST-shaped data (1x28x28 images, 10 classes), batch 128:
+
+- **MLP** 784-128-64-10 (ReLU);
+- **LeNet**: conv 20x5x5, tanh, maxpool 2, conv 50x5x5, tanh, maxpool 2, fc 500, tanh, fc 10.
+
+One step is what ``Module.fit`` does per batch: copy the batch in, forward, backward
+(softmax cross-entropy), and an SGD update with momentum 0.9 and weight decay of every
+parameter. Rows:
+
+- **mxkit Module** in this process (``mx.mod.Module`` on ``cpu(0)``, BLAS limited to one thread
+  beside the engine's workers, as ``mxkit train`` runs it);
+- **PyTorch** CPU (``nn.Sequential``, ``torch.optim.SGD``), in a subprocess of the interpreter
+  named by ``MXKIT_BENCH_TORCH_PYTHON`` (or ``--torch-python``; this interpreter when it imports torch);
+- **MXNet 1.9.1** ``mx.mod.Module`` in a subprocess of ``MXKIT_BENCH_MXNET_PYTHON`` (or ``--mxnet-python``).
+
+Each row is the best of ``--repeats`` timed blocks of ``--steps`` steps after a warm-up.
+A missing anchor leaves its column empty. Nothing here asserts on time.
+
+    MXKIT_BENCH_MXNET_PYTHON=... MXKIT_BENCH_TORCH_PYTHON=... python benchmarks/training.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+BATCH, CLASSES, LR, MOMENTUM, WD = 128, 10, 0.01, 0.9, 1e-4
+NETWORKS = ("mlp", "lenet")
+
+
+def _data(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((BATCH, 1, 28, 28)).astype("float32")
+    y = rng.integers(0, CLASSES, BATCH).astype("float32")
+    return x, y
+
+
+def _best_seconds_per_step(step, sync, steps: int, repeats: int) -> float:
+    for _ in range(max(3, steps // 5)):
+        step()
+    sync()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        sync()
+        best = min(best, (time.perf_counter() - start) / steps)
+    return best
+
+
+def _symbol(mx, network: str):
+    data = mx.sym.Variable("data")
+    if network == "mlp":
+        net = mx.sym.Flatten(data)
+        net = mx.sym.Activation(mx.sym.FullyConnected(net, num_hidden=128, name="fc1"), act_type="relu")
+        net = mx.sym.Activation(mx.sym.FullyConnected(net, num_hidden=64, name="fc2"), act_type="relu")
+        net = mx.sym.FullyConnected(net, num_hidden=CLASSES, name="fc3")
+    else:
+        net = mx.sym.Convolution(data, kernel=(5, 5), num_filter=20, name="conv1")
+        net = mx.sym.Pooling(mx.sym.Activation(net, act_type="tanh"), pool_type="max", kernel=(2, 2), stride=(2, 2))
+        net = mx.sym.Convolution(net, kernel=(5, 5), num_filter=50, name="conv2")
+        net = mx.sym.Pooling(mx.sym.Activation(net, act_type="tanh"), pool_type="max", kernel=(2, 2), stride=(2, 2))
+        net = mx.sym.Activation(mx.sym.FullyConnected(mx.sym.Flatten(net), num_hidden=500, name="fc1"),
+                                act_type="tanh")
+        net = mx.sym.FullyConnected(net, num_hidden=CLASSES, name="fc2")
+    return mx.sym.SoftmaxOutput(net, name="softmax")
+
+
+def module_step(mx, network: str):
+    """``(step, sync)`` of an MXNet-API Module (runs under mxkit and under MXNet 1.9.1 alike)."""
+    x, y = _data()
+    module = mx.mod.Module(_symbol(mx, network), context=mx.cpu(0))
+    module.bind(data_shapes=[("data", x.shape)], label_shapes=[("softmax_label", y.shape)])
+    module.init_params(mx.init.Xavier(magnitude=2.0))
+    module.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": LR, "momentum": MOMENTUM, "wd": WD})
+    batch = mx.io.DataBatch(data=[mx.nd.array(x)], label=[mx.nd.array(y)])
+
+    def step() -> None:
+        module.forward_backward(batch)
+        module.update()
+
+    return step, mx.nd.waitall
+
+
+def torch_step(network: str):
+    import torch
+    from torch import nn
+
+    x, y = _data()
+    if network == "mlp":
+        model = nn.Sequential(nn.Flatten(), nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 64), nn.ReLU(),
+                              nn.Linear(64, CLASSES))
+    else:
+        model = nn.Sequential(nn.Conv2d(1, 20, 5), nn.Tanh(), nn.MaxPool2d(2), nn.Conv2d(20, 50, 5), nn.Tanh(),
+                              nn.MaxPool2d(2), nn.Flatten(), nn.Linear(800, 500), nn.Tanh(), nn.Linear(500, CLASSES))
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WD)
+    loss_fn = nn.CrossEntropyLoss()
+    data, label = torch.from_numpy(x), torch.from_numpy(y).long()
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        loss_fn(model(data), label).backward()
+        optimizer.step()
+
+    return step, lambda: None
+
+
+def _worker(kind: str, network: str, steps: int, repeats: int, threads: int | None) -> None:
+    """Run in an anchor's interpreter: print ``{"seconds": ...}``."""
+    if kind == "torch":
+        if threads:
+            import torch
+
+            torch.set_num_threads(threads)
+        step, sync = torch_step(network)
+    else:
+        import mxnet as mx
+
+        step, sync = module_step(mx, network)
+    print(json.dumps({"seconds": _best_seconds_per_step(step, sync, steps, repeats)}))
+
+
+def _in_subprocess(python: str | None, kind: str, network: str, steps: int, repeats: int,
+                   threads: int | None) -> float | None:
+    if not python:
+        return None
+    command = [python, os.path.abspath(__file__), "--worker", kind, "--network", network, "--steps", str(steps),
+               "--repeats", str(repeats)]
+    env = dict(os.environ)
+    if threads:
+        command += ["--threads", str(threads)]
+        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900, env=env)
+    if result.returncode != 0:
+        print(f"[{kind} failed: {result.stderr.strip().splitlines()[-1:]}]", file=sys.stderr)
+        return None
+    return float(json.loads(result.stdout.strip().splitlines()[-1])["seconds"])
+
+
+def _torch_python(explicit: str | None) -> str | None:
+    if explicit:
+        return explicit
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return None
+    return sys.executable
+
+
+def mxkit_seconds(network: str, steps: int, repeats: int) -> float:
+    from mxkit import mx
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        step, sync = module_step(mx, network)
+        return _best_seconds_per_step(step, sync, steps, repeats)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=30, help="steps per timed block")
+    parser.add_argument("--repeats", type=int, default=3, help="timed blocks (the best is reported)")
+    parser.add_argument("--network", choices=NETWORKS, action="append", help="network(s) to run (default: both)")
+    parser.add_argument("--mxnet-python", default=os.environ.get("MXKIT_BENCH_MXNET_PYTHON"),
+                        help="interpreter of an MXNet 1.9.1 environment")
+    parser.add_argument("--torch-python", default=os.environ.get("MXKIT_BENCH_TORCH_PYTHON"),
+                        help="interpreter of a PyTorch environment")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="intra-op threads of PyTorch and MXNet (default: theirs; mxkit's BLAS always uses 1 "
+                             "beside the engine's workers)")
+    parser.add_argument("--worker", choices=("torch", "mxnet"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    networks = args.network or list(NETWORKS)
+    if args.worker:
+        _worker(args.worker, networks[0], args.steps, args.repeats, args.threads)
+        return 0
+    torch_python = _torch_python(args.torch_python)
+    threads = f"{args.threads} thread(s) each" if args.threads else "default threads"
+    print(f"Full SGD step (forward, backward, momentum update) at batch {BATCH}, MNIST-shaped data; samples/s "
+          f"({threads}, {os.cpu_count()} cores)")
+    header = (f"{'network':<8} {'mxkit Module':>13} {'PyTorch CPU':>12} {'MXNet 1.9.1':>12} "
+              f"{'mxkit/PyTorch':>14} {'mxkit/MXNet':>12}")
+    print(header)
+    print("-" * len(header))
+    for network in networks:
+        ours = BATCH / mxkit_seconds(network, args.steps, args.repeats)
+        anchors = []
+        for kind, python in (("torch", torch_python), ("mxnet", args.mxnet_python)):
+            seconds = _in_subprocess(python, kind, network, args.steps, args.repeats, args.threads)
+            anchors.append(None if seconds is None else BATCH / seconds)
+        cells = [f"{v:>12,.0f}" if v else f"{'-':>12}" for v in anchors]
+        ratios = [f"{ours / v:>.2f}" if v else "-" for v in anchors]
+        print(f"{network:<8} {ours:>13,.0f} {cells[0]} {cells[1]} {ratios[0]:>14} {ratios[1]:>12}")
+    print("\nratios are mxkit's samples/s over the anchor's: above 1 is faster than the anchor.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""The optimizer side of a Module: creating it (``rescale_grad = 1/batch_size``), wiring the
+KVStore (``update_on_kvstore`` as in MXNet 1.x), running updates and keeping its state."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from mxkit.train.module.executor_group import ModuleError
+
+
+class OptimizingMixin:
+    """``init_optimizer``, ``update``, ``borrow_optimizer`` and the optimizer-state files of
+    :class:`~mxkit.train.module.Module` (which provides the attributes used here)."""
+
+    _context: list
+    _exec_group: Any
+    _arg_params: Any
+    _params_dirty: bool
+    _compression_params: Any
+    _preload_opt_states: str | None
+    _optimizer: Any
+    _kvstore: Any
+    _update_on_kvstore: bool
+    _updater: Any
+    optimizer_initialized: bool
+    logger: Any
+
+
+    def init_optimizer(self, kvstore: Any = "local", optimizer: Any = "sgd",
+                       optimizer_params: Any = (("learning_rate", 0.01),), force_init: bool = False) -> None:
+        """Create the optimizer (``rescale_grad = 1 / batch_size``) and the KVStore, if any.
+
+        Parameters
+        ----------
+        kvstore : str, KVStore or None
+        optimizer : str or Optimizer
+        optimizer_params : dict or pairs
+            Parameters of a named optimizer (``learning_rate``, ``momentum``, ``wd``...).
+        force_init : bool
+            Replace an existing optimizer.
+        """
+        from mxkit.train import optimizer as opt
+        from mxkit.train.model.kvstore_sync import _create_kvstore, _initialize_kvstore
+
+        self._require(bound=True, initialized=True, what="init_optimizer")
+        if self.optimizer_initialized and not force_init:
+            self.logger.warning("optimizer already initialized, ignoring...")
+            return
+        if self._params_dirty:
+            self._sync_params_from_devices()
+        assert self._exec_group is not None
+        kvstore, update_on_kvstore = _create_kvstore(kvstore, len(self._context), self._arg_params)  # type: ignore[arg-type]
+        batch_size = self._exec_group.batch_size
+        if kvstore is not None and "dist" in str(getattr(kvstore, "type", "")) and \
+                "_sync" in str(getattr(kvstore, "type", "")):
+            batch_size *= kvstore.num_workers
+        rescale_grad = 1.0 / batch_size
+        param_names = self._exec_group.param_names
+        if update_on_kvstore:
+            idx2name = dict(enumerate(param_names))
+        else:
+            idx2name = {i * len(self._context) + k: name
+                        for i, name in enumerate(param_names) for k in range(len(self._context))}
+        if isinstance(optimizer, str):
+            params = dict(optimizer_params)
+            params.setdefault("rescale_grad", rescale_grad)
+            optimizer = opt.create(optimizer, sym=self.symbol, param_idx2name=idx2name, **params)
+        else:
+            if not isinstance(optimizer, opt.Optimizer):
+                raise ModuleError(f"optimizer must be a name such as 'sgd' or an mx.optimizer.Optimizer, got "
+                                  f"{type(optimizer).__name__}")
+            if getattr(optimizer, "rescale_grad", rescale_grad) != rescale_grad:
+                warnings.warn(f"Optimizer created manually outside Module but rescale_grad is not normalized to "
+                              f"1.0/batch_size/num_workers ({optimizer.rescale_grad} vs. {rescale_grad}). Is this "
+                              f"intended?", stacklevel=2)
+            if not getattr(optimizer, "idx2name", None):
+                optimizer.idx2name = idx2name.copy()
+        self._optimizer = optimizer
+        self._kvstore = kvstore
+        self._update_on_kvstore = update_on_kvstore
+        self._updater = None
+        if kvstore is not None:
+            if self._compression_params:
+                kvstore.set_gradient_compression(self._compression_params)
+            if update_on_kvstore:
+                kvstore.set_optimizer(self._optimizer)
+            _initialize_kvstore(kvstore=kvstore, param_arrays=self._exec_group.param_arrays,
+                                arg_params=self._arg_params, param_names=param_names,
+                                update_on_kvstore=update_on_kvstore)
+        if not update_on_kvstore:
+            self._updater = opt.get_updater(optimizer)
+        self.optimizer_initialized = True
+        if self._preload_opt_states is not None:
+            self.load_optimizer_states(self._preload_opt_states)
+            self._preload_opt_states = None
+
+    def borrow_optimizer(self, shared_module: Any) -> None:
+        """Use ``shared_module``'s optimizer, store and updater."""
+        if not shared_module.optimizer_initialized:
+            raise ModuleError("borrow_optimizer needs a module whose optimizer is initialised")
+        self._optimizer = shared_module._optimizer
+        self._kvstore = shared_module._kvstore
+        self._update_on_kvstore = shared_module._update_on_kvstore
+        self._updater = shared_module._updater
+        self.optimizer_initialized = True
+
+    def save_optimizer_states(self, fname: str) -> None:
+        """Write the optimizer's state (momentum...) to ``fname``."""
+        self._require(optimizer=True, what="save_optimizer_states")
+        if self._update_on_kvstore:
+            self._kvstore.save_optimizer_states(fname)
+        else:
+            with open(fname, "wb") as handle:
+                handle.write(self._updater.get_states())
+
+    def load_optimizer_states(self, fname: str) -> None:
+        """Restore the optimizer's state from ``fname``."""
+        self._require(optimizer=True, what="load_optimizer_states")
+        if self._update_on_kvstore:
+            self._kvstore.load_optimizer_states(fname)
+        else:
+            with open(fname, "rb") as handle:
+                self._updater.set_states(handle.read())
+
+    def update(self) -> None:
+        """Apply one optimizer step from the gradients of the last ``backward``."""
+        from mxkit.train.model.kvstore_sync import _update_params, _update_params_on_kvstore
+
+        self._require(bound=True, initialized=True, optimizer=True, what="update")
+        assert self._exec_group is not None
+        self._params_dirty = True
+        if self._update_on_kvstore:
+            _update_params_on_kvstore(self._exec_group.param_arrays, self._exec_group.grad_arrays, self._kvstore,
+                                      self._exec_group.param_names)
+        else:
+            _update_params(self._exec_group.param_arrays, self._exec_group.grad_arrays, updater=self._updater,
+                           num_device=len(self._context), kvstore=self._kvstore,
+                           param_names=self._exec_group.param_names)
+
+
+__all__ = ["OptimizingMixin"]

@@ -1,0 +1,198 @@
+"""The data of ``mxkit train``: scikit-learn's digits packed to RecordIO, a ``.rec`` or a ``.csv``.
+
+The digits (1797 images of 8x8 pixels, shipped inside scikit-learn's wheel, so nothing is
+downloaded) are packed on first use into ``digits-train.rec`` and ``digits-val.rec`` under
+the user's cache directory (``$XDG_CACHE_HOME/mxkit/digits``, default ``~/.cache``), then
+read back from RecordIO. Records are MXNet's ``IRHeader`` (the label) followed by either an
+encoded image (PNG/JPEG, decoded with OpenCV) or raw ``uint8`` pixels of one square
+grayscale image. A ``.csv`` has one sample per row, the label first (a header line is
+skipped). Everything not digits is split 80/20 into training and validation samples.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from mxkit.core.errors import ConfigError, FormatError
+
+# the split is fixed, whatever --seed says, so validation accuracy compares across runs
+_SPLIT_SEED = 0
+_VALIDATION_FRACTION = 0.2
+
+
+@dataclass
+class Dataset:
+    """Training and validation samples in memory, with where they came from."""
+
+    train_data: np.ndarray
+    train_label: np.ndarray
+    val_data: np.ndarray
+    val_label: np.ndarray
+    num_classes: int
+    source: str
+
+    @property
+    def sample_shape(self) -> tuple[int, ...]:
+        """Shape of one sample (``(1, 8, 8)`` for the digits)."""
+        return tuple(self.train_data.shape[1:])
+
+
+def cache_directory() -> Path:
+    """``$XDG_CACHE_HOME/mxkit`` (``~/.cache/mxkit`` when unset), as the XDG base-directory spec says."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "mxkit"
+
+
+def _split(count: int) -> tuple[np.ndarray, np.ndarray]:
+    order = np.random.RandomState(_SPLIT_SEED).permutation(count)
+    held_out = max(1, round(count * _VALIDATION_FRACTION))
+    return order[held_out:], order[:held_out]
+
+
+def _write_records(path: Path, images: np.ndarray, labels: np.ndarray) -> None:
+    from mxkit.io import IRHeader, MXRecordIO, pack
+
+    partial = path.with_suffix(".rec.partial")
+    writer = MXRecordIO(str(partial), "w")
+    try:
+        for index, (image, label) in enumerate(zip(images, labels)):
+            writer.write(pack(IRHeader(0, float(label), index, 0), image.astype(np.uint8).tobytes()))
+    finally:
+        writer.close()
+    os.replace(partial, path)  # a run killed while packing leaves no half-written .rec behind
+
+
+def pack_digits(directory: Path | None = None) -> tuple[Path, Path]:
+    """Pack scikit-learn's digits into ``digits-train.rec`` and ``digits-val.rec`` (once).
+
+    Returns
+    -------
+    (Path, Path)
+        The training and validation files.
+    """
+    directory = Path(directory) if directory is not None else cache_directory() / "digits"
+    train_path, val_path = directory / "digits-train.rec", directory / "digits-val.rec"
+    if train_path.exists() and val_path.exists():
+        return train_path, val_path
+    from sklearn.datasets import load_digits
+
+    directory.mkdir(parents=True, exist_ok=True)
+    digits = load_digits()
+    # scikit-learn's pixels are 0..16 ink counts; scale to 0..255 grey levels
+    images = np.rint(digits.images * (255.0 / 16.0)).astype(np.uint8)
+    train, val = _split(len(images))
+    _write_records(train_path, images[train], digits.target[train])
+    _write_records(val_path, images[val], digits.target[val])
+    return train_path, val_path
+
+
+def read_records(path: Path | str) -> tuple[np.ndarray, np.ndarray]:
+    """Every record of a ``.rec`` file: ``(images float32 (N, C, H, W) in [0, 1], labels float32)``.
+
+    Raises
+    ------
+    FormatError
+        For a raw record that is not one square grayscale image, or records of mixed shapes.
+    """
+    from mxkit.io import MXRecordIO, unpack
+
+    reader = MXRecordIO(str(path), "r")
+    images: list[np.ndarray] = []
+    labels: list[float] = []
+    try:
+        while (record := reader.read()) is not None:
+            header, payload = unpack(record)
+            images.append(_decode(payload, path, len(images)))
+            label = header.label
+            labels.append(float(label if np.ndim(label) == 0 else np.asarray(label).ravel()[0]))
+    finally:
+        reader.close()
+    if not images:
+        raise FormatError(f"{str(path)!r} holds no records")
+    shapes = {image.shape for image in images}
+    if len(shapes) > 1:
+        raise FormatError(f"the records of {str(path)!r} hold images of several shapes ({sorted(shapes)}); "
+                          f"resize them to one shape (mxkit im2rec --resize)")
+    return np.stack(images).astype(np.float32) / 255.0, np.asarray(labels, dtype=np.float32)
+
+
+def _decode(payload: bytes, path: Path | str, index: int) -> np.ndarray:
+    if payload[:4] == b"\x89PNG" or payload[:2] == b"\xff\xd8":
+        from mxkit.io.image import cv2_module
+
+        cv2 = cv2_module()
+        image = cv2.imdecode(np.frombuffer(payload, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
+        if image.ndim == 2:
+            return np.asarray(image[None])
+        return np.asarray(image[:, :, ::-1].transpose(2, 0, 1))  # OpenCV's BGR, height-width-channel -> RGB, CHW
+    side = math.isqrt(len(payload))
+    if side * side != len(payload) or side == 0:
+        raise FormatError(f"record {index} of {str(path)!r} holds {len(payload)} raw bytes, not one square "
+                          f"grayscale image (side*side bytes) nor a PNG/JPEG")
+    return np.frombuffer(payload, dtype=np.uint8).reshape(1, side, side)
+
+
+def read_csv(path: Path | str) -> tuple[np.ndarray, np.ndarray]:
+    """Samples of a CSV file (label first on each row); square feature counts become 1-channel images."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            first = handle.readline()
+    except FileNotFoundError:
+        raise ConfigError(f"--data {str(path)!r}: no such file") from None
+    try:
+        [float(field) for field in first.split(",")]
+        skip = 0
+    except ValueError:
+        skip = 1  # a header line
+    try:
+        table = np.loadtxt(path, delimiter=",", skiprows=skip, dtype=np.float32, ndmin=2)
+    except ValueError as exc:
+        raise FormatError(f"{str(path)!r} is not a CSV of numbers with the label first on each row: {exc}") from None
+    if table.shape[1] < 2:
+        raise FormatError(f"{str(path)!r} has {table.shape[1]} column(s); each row needs a label and features")
+    labels, features = table[:, 0], table[:, 1:]
+    if features.max(initial=0) > 1.0:
+        features = features / max(float(features.max()), 1.0)  # pixel values: scale to [0, 1]
+    side = math.isqrt(features.shape[1])
+    if side * side == features.shape[1] and side >= 4:
+        features = features.reshape(-1, 1, side, side)
+    return features.astype(np.float32), labels.astype(np.float32)
+
+
+def _check_labels(labels: np.ndarray, source: str) -> int:
+    if labels.size and (labels.min() < 0 or np.any(labels != np.round(labels))):
+        raise FormatError(f"{source}: labels must be class indices 0, 1, 2, ...; found {labels.min()}")
+    return int(labels.max()) + 1
+
+
+def load_dataset(spec: str) -> Dataset:
+    """``digits``, ``PATH.rec`` or ``PATH.csv`` as a :class:`Dataset`.
+
+    Raises
+    ------
+    ConfigError
+        For a missing file or one that is neither ``.rec`` nor ``.csv``.
+    """
+    if spec == "digits":
+        train_path, val_path = pack_digits()
+        train_x, train_y = read_records(train_path)
+        val_x, val_y = read_records(val_path)
+        return Dataset(train_x, train_y, val_x, val_y, 10, f"scikit-learn digits, packed in {train_path.parent}")
+    path = Path(spec)
+    if path.suffix not in (".rec", ".csv"):
+        raise ConfigError(f"--data must be 'digits', a .rec file or a .csv file, got {spec!r}")
+    if not path.exists():
+        raise ConfigError(f"--data {spec!r}: no such file")
+    data, labels = read_records(path) if path.suffix == ".rec" else read_csv(path)
+    num_classes = _check_labels(labels, spec)
+    if len(data) < 2:
+        raise FormatError(f"{spec!r} holds {len(data)} sample(s); training needs at least 2")
+    train, val = _split(len(data))
+    return Dataset(data[train], labels[train], data[val], labels[val], num_classes, spec)
+
+
+__all__ = ["Dataset", "cache_directory", "load_dataset", "pack_digits", "read_csv", "read_records"]
