@@ -18,7 +18,10 @@ from sklearn.datasets import load_digits
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    mx.random.seed(args.seed)  # the initial weights
+    np.random.seed(args.seed)  # the iterator's shuffle
     digits = load_digits()
     x = (digits.data / 16.0).astype(np.float32)
     y = digits.target.astype(np.float32)
