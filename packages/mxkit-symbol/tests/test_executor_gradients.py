@@ -167,3 +167,31 @@ def test_expected_fixture_names_match_ours(fixture_path):
     assert net.list_outputs() == expected["outputs"]
     with pytest.raises(Exception, match="is not an input"):
         net.infer_shape(nope=(1,))
+
+
+def test_a_first_layer_skips_the_data_gradient_nobody_reads_and_keeps_the_others(monkeypatch):
+    from mxkit.ndarray.ops import nn_conv
+
+    col2im_calls = []
+    real_col2im = nn_conv.col2im
+    monkeypatch.setattr(nn_conv, "col2im", lambda *a, **k: col2im_calls.append(1) or real_col2im(*a, **k))
+    net = sym.FullyConnected(sym.Flatten(sym.Convolution(sym.Variable("data"), kernel=(3, 3), num_filter=4,
+                                                         name="conv")), num_hidden=3, name="fc")
+    rng = np.random.default_rng(0)
+    values = {"data": rng.standard_normal((2, 2, 5, 5)), "conv_weight": rng.standard_normal((4, 2, 3, 3)),
+              "conv_bias": rng.standard_normal(4), "fc_weight": rng.standard_normal((3, 36)),
+              "fc_bias": rng.standard_normal(3)}
+    head = rng.standard_normal((2, 3))
+    grads = {}
+    for data_req in ("write", "null"):
+        req = {name: "write" for name in values}
+        req["data"] = data_req
+        exe = _bind_with_values(net, values, grad_req=req)
+        col2im_calls.clear()
+        exe.forward(is_train=True)
+        exe.backward(nd.array(head, dtype="float64"))
+        grads[data_req] = {n: g.asnumpy() for n, g in exe.grad_dict.items()}
+        assert bool(col2im_calls) == (data_req == "write")  # the convolution's data gradient is col2im
+    assert "data" not in grads["null"]
+    for name in ("conv_weight", "conv_bias", "fc_weight", "fc_bias"):
+        np.testing.assert_allclose(grads["null"][name], grads["write"][name], rtol=1e-12)

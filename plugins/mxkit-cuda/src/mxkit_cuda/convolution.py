@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mxkit.ndarray.ops.nn_common import wanted
 from mxkit.ndarray.ops.nn_conv import _geometry_of
 from mxkit.ndarray.registry import get_op
 
@@ -52,7 +53,8 @@ def convolution_backward(xp: Any, inputs: list, outputs: list, params: dict) -> 
         return
     out_grad, data, weight = (xp.ascontiguousarray(a) for a in (out_grad, data, weight))
     plan = _plan(data, weight, out_grad.shape, params)
-    cudnn.backward_data(plan, weight, out_grad, outputs[0])
+    if wanted(params, 0):  # a first layer's data gradient is read by nothing
+        cudnn.backward_data(plan, weight, out_grad, outputs[0])
     cudnn.backward_filter(plan, data, out_grad, outputs[1])
     if not params["no_bias"]:
         axes = (0, *range(2, out_grad.ndim))

@@ -6,7 +6,9 @@ Conventions these operators follow beyond the registry's own (see ``registry.py`
   in MXNet's imperative default); BatchNorm, Dropout and LeakyReLU's ``rrelu`` read it;
 - auxiliary states (``OpDef.aux_names``) reach the kernel after the regular inputs, in
   MXNet's order (BatchNorm: ``data, gamma, beta, moving_mean, moving_var``), and a kernel
-  in training mode updates them in place.
+  in training mode updates them in place;
+- an executor marks outputs that nothing reads in ``params["_req"]`` (MXNet's OpReqType
+  ``kNullOp``), so a backward kernel may skip a gradient nobody needs (:func:`wanted`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,12 @@ def public(params: dict) -> dict:
 def as_list(value: Any) -> list:
     """``F`` returns one array for a single-output operator and a sequence otherwise."""
     return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def wanted(params: dict, output: int) -> bool:
+    """Whether output ``output`` is read by anything (False only when the executor said "null")."""
+    req = params.get("_req")
+    return req is None or req[output] != "null"
 
 
 def is_train(params: dict) -> bool:

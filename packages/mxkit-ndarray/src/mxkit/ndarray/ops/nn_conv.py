@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from mxkit.core.errors import ShapeError
 from mxkit.ndarray.ops._helpers import write
-from mxkit.ndarray.ops.nn_common import as_list, expect_shape, fmt, public, spatial_tuple
+from mxkit.ndarray.ops.nn_common import as_list, expect_shape, fmt, public, spatial_tuple, wanted
 from mxkit.ndarray.ops.nn_im2col import batch_major, col2im, conv_out_size, group_major, im2col
 from mxkit.ndarray.params import Param, schema
 from mxkit.ndarray.registry import OpDef, define
@@ -146,9 +146,11 @@ def _conv_backward_kernel(xp, inputs, outputs, params):
     g = _geometry_of(params, data)
     columns, out_spatial = im2col(xp, data, g.groups, g.kernel, g.stride, g.dilate, g.pad)
     grad = group_major(xp, out_grad, g.groups)  # (G, F/G, N*L)
-    filters = weight.reshape(g.groups, g.num_filter // g.groups, -1)
-    column_grad = xp.matmul(filters.swapaxes(-1, -2), grad)  # (G, C/G*K, N*L)
-    write(xp, outputs[0], col2im(xp, column_grad, data.shape, g.kernel, g.stride, g.dilate, g.pad, out_spatial))
+    if wanted(params, 0):  # a first layer's data gradient is read by nothing
+        filters = weight.reshape(g.groups, g.num_filter // g.groups, -1)
+        column_grad = xp.matmul(filters.swapaxes(-1, -2), grad)  # (G, C/G*K, N*L)
+        write(xp, outputs[0], col2im(xp, column_grad, data.shape, g.kernel, g.stride, g.dilate, g.pad,
+                                     out_spatial))
     write(xp, outputs[1], xp.matmul(grad, columns.swapaxes(-1, -2)).reshape(weight.shape))
     if not params["no_bias"]:
         write(xp, outputs[2], grad.sum(axis=2).reshape(-1))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mxkit.core.errors import ShapeError
 from mxkit.ndarray.ops._helpers import write
-from mxkit.ndarray.ops.nn_common import as_list, expect_shape, fmt, public
+from mxkit.ndarray.ops.nn_common import as_list, expect_shape, fmt, public, wanted
 from mxkit.ndarray.params import Param, schema
 from mxkit.ndarray.registry import OpDef, define
 from mxkit.ndarray.shapes import size_of
@@ -69,7 +69,8 @@ def _fc_backward_kernel(xp, inputs, outputs, params):
     features = weight.shape[1]
     grad_rows = out_grad.reshape(-1, weight.shape[0])
     rows = data.reshape(-1, features)
-    write(xp, outputs[0], (grad_rows @ weight).reshape(data.shape))
+    if wanted(params, 0):  # a first layer's data gradient is read by nothing
+        write(xp, outputs[0], (grad_rows @ weight).reshape(data.shape))
     write(xp, outputs[1], grad_rows.T @ rows)
     if not params["no_bias"]:
         write(xp, outputs[2], grad_rows.sum(axis=0))
