@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include <time.h>
+
 struct MxOpr;
 
 // A one-shot event shared by a waiting thread and an operation; freed by whichever of
@@ -70,7 +72,23 @@ struct MxOpr {
   int pool = 0;
   int kind = MX_OPR_SYNC;
   MxWaiter* waiter = nullptr;    // for MX_OPR_WAIT
+  // Profiler fields, written only for an op pushed while the profiler records
+  // (`profiled`); every later profiler check reads this flag, not the global one, so an
+  // op is recorded whole or not at all whatever happens to the profiler's state meanwhile.
+  bool profiled = false;
+  long long t_push = 0;          // ns on CLOCK_MONOTONIC (Python's time.monotonic_ns)
+  long long t_start = 0;
+  unsigned long tid = 0;         // the worker thread that started it
+  PyObject* scope = nullptr;     // owned reference: the profiler scope at push, or nullptr
 };
+
+// CLOCK_MONOTONIC in nanoseconds: the clock of time.monotonic_ns(), so that events
+// recorded in Python (scopes, markers, memory counters) line up with the engine's.
+inline long long mx_now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
 
 // Dependency queue of one variable (MXNet's ThreadedVar). Invariant: when no write is
 // running, the front of `queue` (if any) is a write waiting for running reads to end.

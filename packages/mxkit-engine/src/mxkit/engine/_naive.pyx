@@ -12,6 +12,7 @@ import threading
 import weakref
 
 from cpython.object cimport PyCallable_Check
+from cpython.pythread cimport PyThread_get_thread_ident
 
 from mxkit.core.context import Context
 from mxkit.core.errors import EngineError
@@ -22,6 +23,53 @@ from mxkit.engine import _errors
 DEF WAIT_SLICE_S = 0.05
 
 cdef long long _next_var_id = 0
+
+cdef extern from "_engine_core.h" nogil:
+    long long mx_now_ns()
+
+# -- profiler hooks (mxkit.engine.profiler drives them; see _core.pyx for the format) ---
+# Naive ops run at push, so push and start times are one, and nothing ever waits: there
+# are no flow records. Records use core id -1 and pool -1 (labelled by the op's device).
+cdef bint _profiling = False
+cdef object _scope_local = None
+cdef list _op_records = []
+cdef long long _next_seq = 0
+
+
+def _set_profiling(bint on, scope_local=None):
+    """Start (True) or stop recording the ops pushed from now on (see _core._set_profiling)."""
+    global _profiling, _scope_local
+    _scope_local = scope_local
+    _profiling = on
+
+
+def _take_profile():
+    """Return and forget the op records made so far, and an empty list of flows."""
+    global _op_records
+    ops, _op_records = _op_records, []
+    return ops, []
+
+
+cdef object _var_ids(vars):
+    ids = []
+    for var in vars:
+        if (<NaiveVar>var).id not in ids:
+            ids.append((<NaiveVar>var).id)
+    return tuple(ids)
+
+
+cdef int _record(object fn, object name, object ctx, object reads, object writes, long long t_start,
+                 bint failed, int kind) except -1:
+    global _next_seq
+    scope = getattr(_scope_local, "name", None) if _scope_local is not None else None
+    if name is None:
+        name = getattr(fn, "__qualname__", None) or repr(fn)
+    write_ids = _var_ids(writes)
+    read_ids = tuple([i for i in _var_ids(reads) if i not in write_ids])
+    _op_records.append((-1, _next_seq, name, scope, kind, str(ctx) if ctx is not None else "cpu(0)", t_start,
+                        t_start, mx_now_ns(), PyThread_get_thread_ident(), read_ids, write_ids, failed))
+    _next_seq += 1
+    return 0
 
 
 cdef class NaiveVar:
@@ -111,11 +159,16 @@ cdef class NaiveEngine:
         if on_delete is not None and not PyCallable_Check(on_delete):
             raise _errors.bad_callable(on_delete, "delete_var(on_delete=...)")
         checked.deleted = True
+        cdef long long t_start = mx_now_ns() if _profiling else 0
         if on_delete is not None:
             try:
                 on_delete()
             except Exception as exc:
+                if t_start:
+                    _record(on_delete, "delete_var", None, (), (var,), t_start, True, 3)
                 _errors.raise_operation_error("delete_var", exc)
+        if t_start:
+            _record(on_delete, "delete_var", None, (), (var,), t_start, False, 3)
 
     # -- pushing -----------------------------------------------------------------------
 
@@ -130,10 +183,17 @@ cdef class NaiveEngine:
         if not PyCallable_Check(fn):
             raise _errors.bad_callable(fn, "push")
         self._check_args(reads, writes, ctx, priority)
+        cdef long long t_start = 0
+        if _profiling:
+            t_start = mx_now_ns()
         try:
             fn()
         except Exception as exc:
+            if t_start:
+                _record(fn, name, ctx, reads, writes, t_start, True, 0)
             _errors.raise_operation_error(name, exc)
+        if t_start:
+            _record(fn, name, ctx, reads, writes, t_start, False, 0)
         self._count_writes(writes)
 
     def push_async(self, fn, reads=(), writes=(), ctx=None, priority=0, name=None, copy=False):
@@ -142,6 +202,7 @@ cdef class NaiveEngine:
         if not PyCallable_Check(fn):
             raise _errors.bad_callable(fn, "push_async")
         self._check_args(reads, writes, ctx, priority)
+        cdef long long t_start = mx_now_ns() if _profiling else 0
         outcome = _AsyncOutcome()
         completion = _AsyncCompletion(name, outcome)
         still_held = weakref.ref(completion)
@@ -159,6 +220,8 @@ cdef class NaiveEngine:
             outcome.done.set()
         while not outcome.done.wait(WAIT_SLICE_S):
             pass
+        if t_start:
+            _record(fn, name, ctx, reads, writes, t_start, outcome.error is not None, 1)
         if outcome.error is not None:
             _errors.raise_operation_error(name, outcome.error)
         self._count_writes(writes)
