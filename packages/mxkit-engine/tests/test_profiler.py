@@ -252,7 +252,7 @@ def test_naive_ops_are_on_the_callers_thread_and_device(tmp_path):
 
     eng = _make("naive")
     trace = record(eng, lambda: eng.push(lambda: None, name="op", ctx=Context("cpu", 3)))
-    (start, end, event), = op_events(trace)["op"]
+    (_start, _end, event), = op_events(trace)["op"]
     names = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"}
     threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
     assert names[event["pid"]] == "cpu(3)"

@@ -82,10 +82,11 @@ def test_flow_arrows_match_the_engines_ordering(engine_name, program):
         profiler.set_state("run")
         for i, (reads, writes, spin, is_async) in enumerate(ops):
             kwargs = dict(reads=[vars_[v] for v in reads], writes=[vars_[v] for v in writes], name=f"op{i}")
+            work = spin_op(spin)
             if is_async:
-                eng.push_async(lambda done, fn=spin_op(spin): (fn(), done()), **kwargs)
+                eng.push_async(lambda done, work=work: (work(), done()), **kwargs)
             else:
-                eng.push(spin_op(spin), **kwargs)
+                eng.push(work, **kwargs)
         eng.wait_all()
         profiler.set_state("stop")
     finally:
@@ -116,8 +117,8 @@ def test_flow_arrows_match_the_engines_ordering(engine_name, program):
     waits = expected_waits(ops)
     assert arrows <= waits, f"arrows the program does not imply: {sorted(arrows - waits)[:5]}"
     for a, b, v in waits:
-        a_push, a_start, a_end = times[a]
-        b_push, b_start, b_end = times[b]
+        _a_push, a_start, a_end = times[a]
+        b_push, b_start, _b_end = times[b]
         assert b_start >= a_end - EPS_US, f"op{b} started before op{a}, whose write of v{v} it needs, ended"
         if a_start > b_push + EPS_US:
             assert (a, b, v) in arrows, f"op{b} was queued behind op{a} on v{v} but has no arrow from it"

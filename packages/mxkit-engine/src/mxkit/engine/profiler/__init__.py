@@ -35,7 +35,6 @@ from typing import Any
 
 from mxkit.core.config import OPTIONS, Option, register_option
 from mxkit.core.errors import ConfigError
-
 from mxkit.engine.profiler import _memory, _stats, _trace
 from mxkit.engine.profiler._memory import memory_state, track_buffer, track_ndarray
 from mxkit.engine.profiler._objects import Counter, Domain, Event, Frame, Marker, Task

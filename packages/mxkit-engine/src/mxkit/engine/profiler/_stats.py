@@ -8,7 +8,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from mxkit.core.errors import ConfigError
-
 from mxkit.engine.profiler._trace import op_name
 
 SORT_KEYS = ("total", "avg", "min", "max", "count")
