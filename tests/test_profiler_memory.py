@@ -77,3 +77,7 @@ def test_memory_is_not_counted_when_profile_memory_is_off():
     mx.nd.waitall()
     assert counter_values(profiler.trace(), "ndarray") == []
     assert a.shape == (100,)
+
+
+def test_the_facade_name_is_the_engine_profiler():
+    assert mx.profiler is profiler

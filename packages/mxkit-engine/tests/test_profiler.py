@@ -324,3 +324,15 @@ def test_autostart_profiles_a_whole_run_and_dumps_at_exit(tmp_path):
     subprocess.run([sys.executable, "-c", program], check=True, env=env, cwd=tmp_path, timeout=60)
     trace = json.loads(path.read_text())
     assert len(op_events(trace)["step"]) == 5  # pushed without a wait: the exit dump waited for them
+
+
+def test_mxnet_1_0_names_map_to_the_options(tmp_path):
+    profiler.profiler_set_config(mode="imperative", filename=str(tmp_path / "p.json"))
+    config = profiler.get_config()
+    assert (config["profile_imperative"], config["profile_symbolic"]) == (True, False)
+    assert config["filename"] == str(tmp_path / "p.json")
+    profiler.profiler_set_state("run")
+    assert profiler.is_recording()
+    profiler.profiler_set_state("stop")
+    with pytest.raises(ConfigError, match=r"mode='everything'.*'symbolic'"):
+        profiler.profiler_set_config(mode="everything")

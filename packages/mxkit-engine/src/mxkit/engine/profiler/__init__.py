@@ -338,6 +338,26 @@ def reset() -> None:
         _scope_local.name = None
 
 
+# -- MXNet 1.0's names, still used by older scripts -------------------------------------
+
+_MODES = {"symbolic": {"profile_symbolic": True, "profile_imperative": False},
+          "imperative": {"profile_symbolic": False, "profile_imperative": True},
+          "api": {"profile_api": True}, "memory": {"profile_memory": True}, "all": {"profile_all": True}}
+
+
+def profiler_set_config(mode: str = "symbolic", filename: str = "profile.json") -> None:
+    """MXNet 1.0's ``profiler_set_config(mode, filename)``: ``mode`` is ``"symbolic"``,
+    ``"imperative"``, ``"api"``, ``"memory"`` or ``"all"`` (see :func:`set_config`)."""
+    if mode not in _MODES:
+        raise ConfigError(f"profiler_set_config(mode={mode!r}): choose one of {', '.join(map(repr, _MODES))}")
+    set_config(filename=filename, **_MODES[mode])
+
+
+def profiler_set_state(state: str = "stop") -> None:
+    """MXNet 1.0's name of :func:`set_state`."""
+    set_state(state)
+
+
 # -- MXKIT_PROFILER_AUTOSTART ---------------------------------------------------------
 
 _autostarted = False
@@ -372,5 +392,6 @@ def _dump_at_exit() -> None:
 
 
 __all__ = ["Counter", "Domain", "Event", "Frame", "Marker", "Task", "autostart", "dump", "dumps", "get_config",
-           "get_state", "is_recording", "memory_state", "pause", "reset", "resume", "scope", "set_config",
+           "get_state", "is_recording", "memory_state", "pause", "profiler_set_config", "profiler_set_state", "reset",
+           "resume", "scope", "set_config",
            "set_state", "trace", "track_buffer", "track_ndarray"]
