@@ -201,10 +201,10 @@ cdef class EngineCore:
     """The state shared by a threaded engine and its worker threads."""
 
     def __cinit__(self):
+        global _next_core_id
         self.pools.reserve(MAX_POOLS)
         self.errors = []
         self.threads = []
-        global _next_core_id
         self.generation = _fork_generation
         self.core_id = _next_core_id
         _next_core_id += 1
