@@ -336,3 +336,19 @@ def test_mxnet_1_0_names_map_to_the_options(tmp_path):
     profiler.profiler_set_state("stop")
     with pytest.raises(ConfigError, match=r"mode='everything'.*'symbolic'"):
         profiler.profiler_set_config(mode="everything")
+
+
+def test_vars_are_listed_once_and_a_var_read_and_written_counts_as_written(any_engine):
+    eng = any_engine
+    a, b, c = eng.new_var(), eng.new_var(), eng.new_var()
+
+    def unnamed_work():
+        pass
+
+    trace = record(eng, lambda: (eng.push(lambda: None, reads=(a, b, a), writes=(b, c, c), name="mixed"),
+                                 eng.push(unnamed_work, reads=(c,))))
+    events = op_events(trace)
+    args = events["mixed"][0][2]["args"]
+    assert (args["reads"], args["writes"]) == ([a.id], [b.id, c.id])
+    (_, _, unnamed), = events[unnamed_work.__qualname__]
+    assert (unnamed["args"]["reads"], unnamed["args"]["writes"]) == ([c.id], [])

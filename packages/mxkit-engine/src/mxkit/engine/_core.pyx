@@ -23,6 +23,7 @@ from libcpp.vector cimport vector
 from mxkit.core.errors import EngineError
 
 from mxkit.engine import _errors
+from mxkit.engine._profile cimport MxProfBuffer, MxProfRecord, take_records
 
 
 cdef extern from "Python.h":
@@ -47,15 +48,15 @@ _worker_state = threading.local()
 
 # -- profiler hooks (mxkit.engine.profiler drives them) ---------------------------------
 # One C flag read at each push; an op pushed while it is set carries `profiled` and is
-# recorded once, at completion, as a tuple (appended with the GIL held, which every
-# completion holds): (core id, seq, name, scope, kind, pool, t_push, t_start, t_end,
-# thread ident, read var ids, write var ids, failed). A flow record (core id, producer
-# seq, consumer seq, var id) says that the consumer waited for the producer's write of
-# that var and was granted it by the producer's completion.
+# recorded once, at completion, as a C struct appended to _prof (with the GIL held, which
+# every completion holds). _take_profile turns them into tuples (core id, seq, name,
+# scope, kind, pool, t_push, t_start, t_end, thread ident, read var ids, write var ids,
+# failed). A flow record (core id, producer seq, consumer seq, var id) says that the
+# consumer waited for the producer's write of that var and was granted it by the
+# producer's completion.
 cdef bint _profiling = False
 cdef object _scope_local = None
-cdef list _op_records = []
-cdef list _flow_records = []
+cdef MxProfBuffer* _prof = new MxProfBuffer()
 cdef long long _next_core_id = 0
 _pool_labels = {}     # (core id, pool index) -> label ("cpu0", "gpu0-copy", "priority")
 _worker_names = {}    # thread ident -> thread name, for every engine worker ever started
@@ -71,10 +72,7 @@ def _set_profiling(bint on, scope_local=None):
 
 def _take_profile():
     """Return and forget the op and flow records made so far (two lists of tuples)."""
-    global _op_records, _flow_records
-    ops, flows = _op_records, _flow_records
-    _op_records, _flow_records = [], []
-    return ops, flows
+    return take_records(_prof)
 
 
 def _noop():
@@ -361,16 +359,31 @@ cdef class EngineCore:
         return 0
 
     cdef int record_op(self, MxOpr* op, ErrorBox box) except -1:
+        cdef MxProfRecord rec
         cdef size_t i
-        reads = tuple([(<Var>op.reads[i]).id for i in range(op.reads.size())])
-        writes = tuple([(<Var>op.writes[i]).id for i in range(op.writes.size())])
-        scope = None
-        if op.scope != NULL:
-            scope = <object>op.scope
-            Py_DECREF(scope)  # `scope` keeps it alive from here
-            op.scope = NULL
-        _op_records.append((self.core_id, op.seq, _op_label(op), scope, op.kind, op.pool, op.t_push,
-                            op.t_start, mx_now_ns(), op.tid, reads, writes, box is not None))
+        rec.core = self.core_id
+        rec.seq = op.seq
+        rec.t_push = op.t_push
+        rec.t_start = op.t_start
+        rec.t_end = mx_now_ns()
+        rec.tid = op.tid
+        rec.named = op.name != NULL and <object>op.name is not None
+        rec.label = op.name if rec.named else op.fn  # the callable names an unnamed op later
+        Py_INCREF(<object>rec.label)
+        rec.scope = op.scope  # the record takes over the op's reference
+        op.scope = NULL
+        rec.device = NULL
+        rec.kind = op.kind
+        rec.pool = op.pool
+        rec.failed = box is not None
+        rec.vars_begin = _prof.var_ids.size()
+        rec.n_reads = op.reads.size()
+        rec.n_writes = op.writes.size()
+        for i in range(op.reads.size()):
+            _prof.var_ids.push_back((<Var>op.reads[i]).id)
+        for i in range(op.writes.size()):
+            _prof.var_ids.push_back((<Var>op.writes[i]).id)
+        _prof.ops.push_back(rec)
         return 0
 
     cdef ErrorBox record_error(self, MxOpr* op, exc):
@@ -437,7 +450,7 @@ cdef class EngineCore:
                 # (the granted ops still wait for our release below: safe to read)
                 for j in range(granted_before, ready.size()):
                     if ready[j].profiled:
-                        _flow_records.append((self.core_id, op.seq, ready[j].seq, var.id))
+                        _prof.add_flow(self.core_id, op.seq, ready[j].seq, var.id)
         if profiled:
             self.record_op(op, box)
         if kind == MX_OPR_WAIT:

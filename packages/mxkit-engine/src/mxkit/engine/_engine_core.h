@@ -82,6 +82,43 @@ struct MxOpr {
   PyObject* scope = nullptr;     // owned reference: the profiler scope at push, or nullptr
 };
 
+// One profiled operation, filled at its completion. Python objects are owned references
+// handed back by mxkit.engine._profile.take_records (with the GIL, as they are filled:
+// every push and completion holds the GIL, so the buffers need no lock of their own).
+struct MxProfRecord {
+  long long core = 0, seq = 0, t_push = 0, t_start = 0, t_end = 0;
+  unsigned long tid = 0;
+  PyObject* label = nullptr;   // the op's name, or its callable when `named` is false
+  PyObject* scope = nullptr;   // the profiler scope at push, or nullptr
+  PyObject* device = nullptr;  // the Context (naive engine), or nullptr: known from `pool`
+  int kind = 0, pool = 0;
+  bool named = true, failed = false;
+  size_t vars_begin = 0;       // var ids in MxProfBuffer::var_ids: reads, then writes
+  int n_reads = 0, n_writes = 0;
+};
+
+// The consumer waited for the producer's write of `var` and was granted it by the
+// producer's completion (a flow arrow in the trace).
+struct MxProfFlow {
+  long long core, producer, consumer, var;
+};
+
+struct MxProfBuffer {
+  std::vector<MxProfRecord> ops;
+  std::vector<long long> var_ids;
+  std::vector<MxProfFlow> flows;
+
+  void add_flow(long long core, long long producer, long long consumer, long long var) {
+    flows.push_back(MxProfFlow{core, producer, consumer, var});
+  }
+  // Moves everything recorded into `out` (empty) and leaves this buffer empty.
+  void take(MxProfBuffer& out) {
+    out.ops.swap(ops);
+    out.var_ids.swap(var_ids);
+    out.flows.swap(flows);
+  }
+};
+
 // CLOCK_MONOTONIC in nanoseconds: the clock of time.monotonic_ns(), so that events
 // recorded in Python (scopes, markers, memory counters) line up with the engine's.
 inline long long mx_now_ns() {

@@ -13,26 +13,27 @@ import weakref
 
 from cpython.object cimport PyCallable_Check
 from cpython.pythread cimport PyThread_get_thread_ident
+from cpython.ref cimport Py_INCREF, PyObject
 
 from mxkit.core.context import Context
 from mxkit.core.errors import EngineError
 
 from mxkit.engine import _errors
+from mxkit.engine._profile cimport MxProfBuffer, MxProfRecord, take_records
 
 # How often a wait for an asynchronous completion wakes to let Ctrl-C through.
 DEF WAIT_SLICE_S = 0.05
 
 cdef long long _next_var_id = 0
 
-cdef extern from "_engine_core.h" nogil:
-    long long mx_now_ns()
+from mxkit.engine._profile cimport mx_now_ns
 
 # -- profiler hooks (mxkit.engine.profiler drives them; see _core.pyx for the format) ---
 # Naive ops run at push, so push and start times are one, and nothing ever waits: there
 # are no flow records. Records use core id -1 and pool -1 (labelled by the op's device).
 cdef bint _profiling = False
 cdef object _scope_local = None
-cdef list _op_records = []
+cdef MxProfBuffer* _prof = new MxProfBuffer()
 cdef long long _next_seq = 0
 
 
@@ -45,29 +46,64 @@ def _set_profiling(bint on, scope_local=None):
 
 def _take_profile():
     """Return and forget the op records made so far, and an empty list of flows."""
-    global _op_records
-    ops, _op_records = _op_records, []
-    return ops, []
+    return take_records(_prof)
 
 
-cdef object _var_ids(vars):
-    ids = []
+cdef int _add_var_ids(object vars, size_t skip_from) except -1:
+    # appends the ids of `vars` not already among var_ids[skip_from:]; returns how many
+    cdef size_t k, start = _prof.var_ids.size()
+    cdef long long var_id
+    cdef bint seen
     for var in vars:
-        if (<NaiveVar>var).id not in ids:
-            ids.append((<NaiveVar>var).id)
-    return tuple(ids)
+        var_id = (<NaiveVar>var).id
+        seen = False
+        for k in range(skip_from, _prof.var_ids.size()):
+            if _prof.var_ids[k] == var_id:
+                seen = True
+                break
+        if not seen:
+            _prof.var_ids.push_back(var_id)
+    return <int>(_prof.var_ids.size() - start)
 
 
 cdef int _record(object fn, object name, object ctx, object reads, object writes, long long t_start,
                  bint failed, int kind) except -1:
     global _next_seq
+    cdef MxProfRecord rec
+    cdef size_t begin = _prof.var_ids.size()
+    cdef int n_writes = _add_var_ids(writes, begin)
+    cdef int n_reads = _add_var_ids(reads, begin)  # a var read and written counts as written
+    cdef size_t k
+    # the record lists reads first: rotate the writes behind the reads
+    for k in range(<size_t>n_writes):
+        _prof.var_ids.push_back(_prof.var_ids[begin + k])
+    _prof.var_ids.erase(_prof.var_ids.begin() + begin, _prof.var_ids.begin() + begin + n_writes)
     scope = getattr(_scope_local, "name", None) if _scope_local is not None else None
-    if name is None:
-        name = getattr(fn, "__qualname__", None) or repr(fn)
-    write_ids = _var_ids(writes)
-    read_ids = tuple([i for i in _var_ids(reads) if i not in write_ids])
-    _op_records.append((-1, _next_seq, name, scope, kind, str(ctx) if ctx is not None else "cpu(0)", t_start,
-                        t_start, mx_now_ns(), PyThread_get_thread_ident(), read_ids, write_ids, failed))
+    label = name if name is not None else fn
+    rec.core = -1
+    rec.seq = _next_seq
+    rec.t_push = t_start
+    rec.t_start = t_start
+    rec.t_end = mx_now_ns()
+    rec.tid = PyThread_get_thread_ident()
+    rec.named = name is not None
+    Py_INCREF(label)
+    rec.label = <PyObject*>label
+    rec.scope = NULL
+    if scope is not None:
+        Py_INCREF(scope)
+        rec.scope = <PyObject*>scope
+    rec.device = NULL
+    if ctx is not None:
+        Py_INCREF(ctx)
+        rec.device = <PyObject*>ctx
+    rec.kind = kind
+    rec.pool = -1
+    rec.failed = failed
+    rec.vars_begin = begin
+    rec.n_reads = n_reads
+    rec.n_writes = n_writes
+    _prof.ops.push_back(rec)
     _next_seq += 1
     return 0
 
