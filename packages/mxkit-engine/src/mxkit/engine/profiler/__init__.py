@@ -59,8 +59,16 @@ _ops: list[tuple] = []
 _flows: list[tuple] = []
 _memory_events: list[tuple[int, str, str, int]] = []
 _host_events: list[dict[str, Any]] = []
-# the profiler scope of each pushing thread; the engines read its ``name`` at push
-_scope_local = threading.local()
+
+
+class _ScopeState(threading.local):
+    """The profiler scope of each pushing thread; the engines read ``name`` at push (a
+    class default, so that a thread outside any scope costs no failed attribute lookup)."""
+
+    name: str | None = None
+
+
+_scope_local = _ScopeState()
 
 
 def set_config(**kwargs: Any) -> None:
