@@ -19,6 +19,12 @@ cdef extern from "_engine_core.h" nogil:
         MX_OPR_WAIT
         MX_OPR_DELETE
 
+    cdef cppclass MxOprProfile:
+        long long t_push
+        long long t_start
+        unsigned long tid
+        PyObject* scope
+
     cdef cppclass MxOpr:
         PyObject* fn
         PyObject* name
@@ -30,10 +36,7 @@ cdef extern from "_engine_core.h" nogil:
         int kind
         MxWaiter* waiter
         cbool profiled
-        long long t_push
-        long long t_start
-        unsigned long tid
-        PyObject* scope
+        MxOprProfile* prof
 
     cdef cppclass MxVarState:
         long long version

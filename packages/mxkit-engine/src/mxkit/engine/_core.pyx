@@ -268,12 +268,13 @@ cdef class EngineCore:
         cdef size_t i
         if _profiling:
             op.profiled = True
-            op.t_push = mx_now_ns()
+            op.prof = new MxOprProfile()
+            op.prof.t_push = mx_now_ns()
             if _scope_local is not None:
                 scope = getattr(_scope_local, "name", None)
                 if scope is not None:
                     Py_INCREF(scope)
-                    op.scope = <PyObject*>scope
+                    op.prof.scope = <PyObject*>scope
         op.kind = kind
         op.pool = pool
         op.priority = priority
@@ -363,15 +364,17 @@ cdef class EngineCore:
         cdef size_t i
         rec.core = self.core_id
         rec.seq = op.seq
-        rec.t_push = op.t_push
-        rec.t_start = op.t_start
+        rec.t_push = op.prof.t_push
+        rec.t_start = op.prof.t_start
         rec.t_end = mx_now_ns()
-        rec.tid = op.tid
+        rec.tid = op.prof.tid
         rec.named = op.name != NULL and <object>op.name is not None
         rec.label = op.name if rec.named else op.fn  # the callable names an unnamed op later
         Py_INCREF(<object>rec.label)
-        rec.scope = op.scope  # the record takes over the op's reference
-        op.scope = NULL
+        rec.scope = op.prof.scope  # the record takes over the op's reference
+        del op.prof
+        op.prof = NULL
+        op.profiled = False
         rec.device = NULL
         rec.kind = op.kind
         rec.pool = op.pool
@@ -398,8 +401,8 @@ cdef class EngineCore:
         cdef Var var
         cdef size_t i
         if op.profiled:
-            op.t_start = mx_now_ns()
-            op.tid = PyThread_get_thread_ident()
+            op.prof.t_start = mx_now_ns()
+            op.prof.tid = PyThread_get_thread_ident()
         if op.kind != MX_OPR_DELETE:
             for i in range(op.writes.size()):
                 inherited = _visible_error(<Var>op.writes[i], op.seq)

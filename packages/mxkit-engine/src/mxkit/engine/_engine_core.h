@@ -61,8 +61,21 @@ struct MxWaiter {
 
 enum MxOprKind { MX_OPR_SYNC = 0, MX_OPR_ASYNC = 1, MX_OPR_WAIT = 2, MX_OPR_DELETE = 3 };
 
+// What the profiler keeps of an operation between its push and its completion; made only
+// for an operation pushed while the profiler records.
+struct MxOprProfile {
+  long long t_push = 0;          // ns on CLOCK_MONOTONIC (Python's time.monotonic_ns)
+  long long t_start = 0;
+  unsigned long tid = 0;         // the worker thread that started it
+  PyObject* scope = nullptr;     // owned reference: the profiler scope at push, or nullptr
+};
+
 struct MxOpr {
   std::atomic<int> wait{0};      // vars not yet granted + 1 while the push registers it
+  // Pushed while the profiler recorded (it sits in the padding after `wait`: an op stays
+  // 104 bytes). Every later profiler test reads this, not the global flag, so an op is
+  // recorded whole or not at all whatever happens to the profiler's state meanwhile.
+  bool profiled = false;
   PyObject* fn = nullptr;        // owned reference (nullptr for a wait marker)
   PyObject* name = nullptr;      // owned reference
   std::vector<PyObject*> reads;  // owned references to Var objects
@@ -71,15 +84,10 @@ struct MxOpr {
   long long seq = 0;             // push order: FIFO among equal priorities
   int pool = 0;
   int kind = MX_OPR_SYNC;
-  MxWaiter* waiter = nullptr;    // for MX_OPR_WAIT
-  // Profiler fields, written only for an op pushed while the profiler records
-  // (`profiled`); every later profiler check reads this flag, not the global one, so an
-  // op is recorded whole or not at all whatever happens to the profiler's state meanwhile.
-  bool profiled = false;
-  long long t_push = 0;          // ns on CLOCK_MONOTONIC (Python's time.monotonic_ns)
-  long long t_start = 0;
-  unsigned long tid = 0;         // the worker thread that started it
-  PyObject* scope = nullptr;     // owned reference: the profiler scope at push, or nullptr
+  union {                        // a wait marker is never profiled: they share a slot
+    MxWaiter* waiter = nullptr;  // for MX_OPR_WAIT
+    MxOprProfile* prof;          // owned, when `profiled`
+  };
 };
 
 // One profiled operation, filled at its completion. Python objects are owned references
