@@ -81,3 +81,17 @@ def test_memory_is_not_counted_when_profile_memory_is_off():
 
 def test_the_facade_name_is_the_engine_profiler():
     assert mx.profiler is profiler
+
+
+def test_ndarray_operators_appear_with_the_vars_of_their_arrays():
+    profiler.set_config(profile_all=True)
+    profiler.set_state("run")
+    a = mx.nd.ones((8, 8))
+    b = a + 1
+    c = b * 2
+    c.wait_to_read()
+    profiler.set_state("stop")
+    ops = {e["name"]: e["args"] for e in profiler.trace()["traceEvents"] if e.get("cat") == "operator"}
+    assert ops["_plus_scalar"]["reads"] == [a.var.id] and ops["_plus_scalar"]["writes"] == [b.var.id]
+    assert ops["_mul_scalar"]["reads"] == [b.var.id] and ops["_mul_scalar"]["writes"] == [c.var.id]
+    np.testing.assert_array_equal(c.asnumpy(), np.full((8, 8), 4.0))

@@ -352,3 +352,30 @@ def test_vars_are_listed_once_and_a_var_read_and_written_counts_as_written(any_e
     assert (args["reads"], args["writes"]) == ([a.id], [b.id, c.id])
     (_, _, unnamed), = events[unnamed_work.__qualname__]
     assert (unnamed["args"]["reads"], unnamed["args"]["writes"]) == ([c.id], [])
+
+
+def test_each_device_is_a_process_and_each_worker_a_thread_track():
+    from mxkit.core.context import Context
+
+    eng = _make("threaded_per_device")
+    try:
+        def push_ops():
+            for device_id in (0, 1):
+                for i in range(4):
+                    eng.push(lambda: None, ctx=Context("cpu", device_id), name=f"dev{device_id}-{i}")
+            eng.push(lambda: None, priority=5, name="urgent")
+
+        trace = record(eng, push_ops)
+    finally:
+        _close(eng)
+    events = trace["traceEvents"]
+    processes = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    for name, ((_, _, event),) in op_events(trace).items():
+        device = processes[event["pid"]]
+        thread = threads[(event["pid"], event["tid"])]
+        if name == "urgent":
+            assert (device, thread.rsplit("-", 1)[0]) == ("priority pool", "mxkit-engine-priority")
+        else:
+            device_id = name[3]
+            assert (device, thread.rsplit("-", 1)[0]) == (f"cpu({device_id})", f"mxkit-engine-cpu{device_id}")

@@ -68,9 +68,10 @@ def track_buffer(owner: Any, nbytes: int, device: str, kind: str) -> None:
     if key in _tracked:
         return
     try:
-        weakref.finalize(owner, _freed, key, device, kind, int(nbytes))
+        finalizer = weakref.finalize(owner, _freed, key, device, kind, int(nbytes))
     except TypeError:  # no weak references to it: its bytes cannot be followed
         return
+    finalizer.atexit = False  # what is alive at exit is in use at the end of the trace
     _tracked.add(key)
     _change(device, kind, int(nbytes))
 
