@@ -55,8 +55,8 @@ _config: dict[str, Any] = dict(_DEFAULTS)
 _state = "stop"
 _paused = False
 _epoch_ns: int | None = None
-_ops: list[tuple] = []
-_flows: list[tuple] = []
+_ops: list[tuple[Any, ...]] = []
+_flows: list[tuple[Any, ...]] = []
 _memory_events: list[tuple[int, str, str, int]] = []
 _host_events: list[dict[str, Any]] = []
 
@@ -255,7 +255,7 @@ def scope(name: str = "<unk>:", append_mode: bool = False) -> Iterator[None]:
                                "end_ns": time.monotonic_ns(), "ident": threading.get_ident()})
 
 
-def _take_all(reset: bool) -> tuple[list, list, list, list]:
+def _take_all(reset: bool) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
     with _lock:
         _collect()
         taken = (list(_ops), list(_flows), list(_memory_events), list(_host_events))
@@ -279,8 +279,10 @@ def trace(reset: bool = False) -> dict[str, Any]:
 
     ops, flows, memory, host = _take_all(reset)
     epoch = _epoch_ns if _epoch_ns is not None else time.monotonic_ns()
-    return _trace.build_trace(ops, flows, dict(_core._pool_labels), _trace.thread_names(_core._worker_names),
-                              host, memory, epoch)
+    labels: dict[tuple[int, int], str] = dict(_core._pool_labels)
+    names = _trace.thread_names(_core._worker_names)
+    built: dict[str, Any] = _trace.build_trace(ops, flows, labels, names, host, memory, epoch)
+    return built
 
 
 def dump(finished: bool = True, profile_process: str = "worker") -> None:
@@ -330,8 +332,9 @@ def dumps(reset: bool = False, format: str = "table", sort_by: str = "total", as
         For an unknown ``sort_by`` or ``format``.
     """
     _stats.check_choices(sort_by, format)
-    ops = _take_all(reset)[0]
-    return _stats.render(_stats.aggregate(ops), sort_by=sort_by, ascending=ascending, format=format)
+    ops: list[tuple[Any, ...]] = _take_all(reset)[0]
+    table: str = _stats.render(_stats.aggregate(ops), sort_by=sort_by, ascending=ascending, format=format)
+    return table
 
 
 def reset() -> None:

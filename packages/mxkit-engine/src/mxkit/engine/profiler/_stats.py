@@ -15,7 +15,7 @@ FORMATS = ("table", "json")
 _COLUMN = {"total": "Total", "avg": "Avg", "min": "Min", "max": "Max", "count": "Count"}
 
 
-def aggregate(ops: Iterable[tuple]) -> dict[str, dict[str, float]]:
+def aggregate(ops: Iterable[tuple[Any, ...]]) -> dict[str, dict[str, float]]:
     """Per operator name (with its scope prefix): Count, Total, Min, Max, Avg (times in ms)."""
     stats: dict[str, dict[str, float]] = {}
     for record in ops:

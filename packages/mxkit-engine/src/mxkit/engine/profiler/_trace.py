@@ -96,8 +96,8 @@ def thread_names(worker_names: dict[int, str]) -> dict[int, str]:
     return names
 
 
-def build_trace(ops: Iterable[tuple], flows: Iterable[tuple], pool_labels: dict[tuple[int, int], str],
-                names: dict[int, str], host_events: Iterable[dict[str, Any]],
+def build_trace(ops: Iterable[tuple[Any, ...]], flows: Iterable[tuple[Any, ...]],
+                pool_labels: dict[tuple[int, int], str], names: dict[int, str], host_events: Iterable[dict[str, Any]],
                 memory_events: Iterable[tuple[int, str, str, int]], epoch_ns: int) -> dict[str, Any]:
     """The trace object of the given records (see the module docstring for the format).
 
