@@ -53,9 +53,27 @@ def create(name: str | None = None, **options: Any) -> Any:
     """
     from mxkit.core.plugins import get_engine_spec
 
+    if not _autostart_checked:
+        _check_profiler_autostart()
     spec = get_engine_spec(name)
     assert spec.factory is not None  # EngineSpec checks it is callable
     return spec.factory(**options)
+
+
+_autostart_checked = False
+
+
+def _check_profiler_autostart() -> None:
+    # Config ``profiler_autostart`` (MXKIT_PROFILER_AUTOSTART=1) profiles the whole run: no
+    # op can be pushed before an engine exists, so the first engine made is early enough.
+    global _autostart_checked
+    _autostart_checked = True
+    from mxkit.core import config
+
+    if config.get("profiler_autostart"):
+        from mxkit.engine import profiler
+
+        profiler.autostart()
 
 
 def get() -> Any:

@@ -19,6 +19,12 @@ cdef extern from "_engine_core.h" nogil:
         MX_OPR_WAIT
         MX_OPR_DELETE
 
+    cdef cppclass MxOprProfile:
+        long long t_push
+        long long t_start
+        unsigned long tid
+        PyObject* scope
+
     cdef cppclass MxOpr:
         PyObject* fn
         PyObject* name
@@ -29,6 +35,8 @@ cdef extern from "_engine_core.h" nogil:
         int pool
         int kind
         MxWaiter* waiter
+        cbool profiled
+        MxOprProfile* prof
 
     cdef cppclass MxVarState:
         long long version
@@ -59,6 +67,7 @@ cdef extern from "_engine_core.h" nogil:
     int mx_opr_release(MxOpr* op)
     int mx_opr_release_n(MxOpr* op, int n)
     void mx_opr_set_wait(MxOpr* op, int n)
+    long long mx_now_ns()
 
 
 cdef class Var:
@@ -69,6 +78,7 @@ cdef class Var:
     cdef readonly object name
     cdef readonly long long id
     cdef bint deleted
+    cdef object __weakref__    # the memory profiler frees an NDArray's bytes when its var goes
 
 
 cdef class ErrorBox:
@@ -85,6 +95,7 @@ cdef class EngineCore:
     cdef MxPushLock push_lock
     cdef long long next_seq
     cdef long long next_var_id
+    cdef readonly long long core_id   # names this engine's tracks in a profile
     cdef int generation         # fork generation this engine was made in
     cdef bint closed
     cdef list errors            # ErrorBoxes in failure order, for wait_all()
@@ -102,4 +113,5 @@ cdef class EngineCore:
     cdef int complete(self, MxOpr* op, ErrorBox box, int current_pool) except -1
     cdef int stop_pools(self) except -1
     cdef ErrorBox record_error(self, MxOpr* op, exc)
+    cdef int record_op(self, MxOpr* op, ErrorBox box) except -1
     cdef object report_var_error(self, Var var)

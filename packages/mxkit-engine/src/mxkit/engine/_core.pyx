@@ -16,12 +16,14 @@ import os
 import threading
 import weakref
 
+from cpython.pythread cimport PyThread_get_thread_ident
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF, PyObject
 from libcpp.vector cimport vector
 
 from mxkit.core.errors import EngineError
 
 from mxkit.engine import _errors
+from mxkit.engine._profile cimport MxProfBuffer, MxProfRecord, take_records
 
 
 cdef extern from "Python.h":
@@ -42,6 +44,35 @@ cdef int _fork_generation = 0
 _live_cores = weakref.WeakSet()
 _abandoned_in_child = []
 _worker_state = threading.local()
+
+
+# -- profiler hooks (mxkit.engine.profiler drives them) ---------------------------------
+# One C flag read at each push; an op pushed while it is set carries `profiled` and is
+# recorded once, at completion, as a C struct appended to _prof (with the GIL held, which
+# every completion holds). _take_profile turns them into tuples (core id, seq, name,
+# scope, kind, pool, t_push, t_start, t_end, thread ident, read var ids, write var ids,
+# failed). A flow record (core id, producer seq, consumer seq, var id) says that the
+# consumer waited for the producer's write of that var and was granted it by the
+# producer's completion.
+cdef bint _profiling = False
+cdef object _scope_local = None
+cdef MxProfBuffer* _prof = new MxProfBuffer()
+cdef long long _next_core_id = 0
+_pool_labels = {}     # (core id, pool index) -> label ("cpu0", "gpu0-copy", "priority")
+_worker_names = {}    # thread ident -> thread name, for every engine worker ever started
+
+
+def _set_profiling(bint on, scope_local=None):
+    """Start (True) or stop recording the ops pushed from now on; ``scope_local`` is the
+    ``threading.local`` whose ``name`` is the profiler scope of the pushing thread."""
+    global _profiling, _scope_local
+    _scope_local = scope_local
+    _profiling = on
+
+
+def _take_profile():
+    """Return and forget the op and flow records made so far (two lists of tuples)."""
+    return take_records(_prof)
 
 
 def _noop():
@@ -168,10 +199,13 @@ cdef class EngineCore:
     """The state shared by a threaded engine and its worker threads."""
 
     def __cinit__(self):
+        global _next_core_id
         self.pools.reserve(MAX_POOLS)
         self.errors = []
         self.threads = []
         self.generation = _fork_generation
+        self.core_id = _next_core_id
+        _next_core_id += 1
         _live_cores.add(self)
 
     def __dealloc__(self):
@@ -189,6 +223,7 @@ cdef class EngineCore:
             raise EngineError(f"an engine supports at most {MAX_POOLS} worker pools (one per device kind)")
         cdef int index = self.pools.size()
         self.pools.push_back(new MxPool())
+        _pool_labels[(self.core_id, index)] = label
         for i in range(workers):
             thread = threading.Thread(target=self.worker_main, args=(index,), daemon=True,
                                       name=f"mxkit-engine-{label}-{i}")
@@ -201,6 +236,7 @@ cdef class EngineCore:
         cdef MxPool* pool = self.pools[pool_index]
         cdef MxOpr* op
         _worker_state.core = self
+        _worker_names[threading.get_ident()] = threading.current_thread().name
         while True:
             op = pool.try_take()
             if op == NULL:
@@ -230,6 +266,15 @@ cdef class EngineCore:
         """Register an operation on its (checked, de-duplicated) vars; dispatch it if ready."""
         cdef MxOpr* op = new MxOpr()
         cdef size_t i
+        if _profiling:
+            op.profiled = True
+            op.prof = new MxOprProfile()
+            op.prof.t_push = mx_now_ns()
+            if _scope_local is not None:
+                scope = getattr(_scope_local, "name", None)
+                if scope is not None:
+                    Py_INCREF(scope)
+                    op.prof.scope = <PyObject*>scope
         op.kind = kind
         op.pool = pool
         op.priority = priority
@@ -314,6 +359,36 @@ cdef class EngineCore:
         self.pools[op.pool].put(op, op.pool != current_pool)
         return 0
 
+    cdef int record_op(self, MxOpr* op, ErrorBox box) except -1:
+        cdef MxProfRecord rec
+        cdef size_t i
+        rec.core = self.core_id
+        rec.seq = op.seq
+        rec.t_push = op.prof.t_push
+        rec.t_start = op.prof.t_start
+        rec.t_end = mx_now_ns()
+        rec.tid = op.prof.tid
+        rec.named = op.name != NULL and <object>op.name is not None
+        rec.label = op.name if rec.named else op.fn  # the callable names an unnamed op later
+        Py_INCREF(<object>rec.label)
+        rec.scope = op.prof.scope  # the record takes over the op's reference
+        del op.prof
+        op.prof = NULL
+        op.profiled = False
+        rec.device = NULL
+        rec.kind = op.kind
+        rec.pool = op.pool
+        rec.failed = box is not None
+        rec.vars_begin = _prof.var_ids.size()
+        rec.n_reads = op.reads.size()
+        rec.n_writes = op.writes.size()
+        for i in range(op.reads.size()):
+            _prof.var_ids.push_back((<Var>op.reads[i]).id)
+        for i in range(op.writes.size()):
+            _prof.var_ids.push_back((<Var>op.writes[i]).id)
+        _prof.ops.push_back(rec)
+        return 0
+
     cdef ErrorBox record_error(self, MxOpr* op, exc):
         box = ErrorBox(exc, _op_label(op))
         self.errors.append(box)
@@ -325,6 +400,9 @@ cdef class EngineCore:
         cdef AsyncCompletion completion
         cdef Var var
         cdef size_t i
+        if op.profiled:
+            op.prof.t_start = mx_now_ns()
+            op.prof.tid = PyThread_get_thread_ident()
         if op.kind != MX_OPR_DELETE:
             for i in range(op.writes.size()):
                 inherited = _visible_error(<Var>op.writes[i], op.seq)
@@ -358,9 +436,10 @@ cdef class EngineCore:
     cdef int complete(self, MxOpr* op, ErrorBox box, int current_pool) except -1:
         cdef vector[MxOpr*] ready
         cdef Var var
-        cdef size_t i
+        cdef size_t i, j, granted_before
         cdef int kind = op.kind
         cdef int handoff_pool = current_pool
+        cdef bint profiled = op.profiled
         for i in range(op.reads.size()):
             (<Var>op.reads[i]).state.complete_read(ready)
         for i in range(op.writes.size()):
@@ -368,7 +447,15 @@ cdef class EngineCore:
             if box is not None and kind != MX_OPR_DELETE:
                 var.error = box
                 var.error_hidden_from = -1
+            granted_before = ready.size()
             var.state.complete_write(ready)
+            if profiled:
+                # (the granted ops still wait for our release below: safe to read)
+                for j in range(granted_before, ready.size()):
+                    if ready[j].profiled:
+                        _prof.add_flow(self.core_id, op.seq, ready[j].seq, var.id)
+        if profiled:
+            self.record_op(op, box)
         if kind == MX_OPR_WAIT:
             op.waiter.signal()
             op.waiter.release()

@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include <time.h>
+
 struct MxOpr;
 
 // A one-shot event shared by a waiting thread and an operation; freed by whichever of
@@ -59,8 +61,21 @@ struct MxWaiter {
 
 enum MxOprKind { MX_OPR_SYNC = 0, MX_OPR_ASYNC = 1, MX_OPR_WAIT = 2, MX_OPR_DELETE = 3 };
 
+// What the profiler keeps of an operation between its push and its completion; made only
+// for an operation pushed while the profiler records.
+struct MxOprProfile {
+  long long t_push = 0;          // ns on CLOCK_MONOTONIC (Python's time.monotonic_ns)
+  long long t_start = 0;
+  unsigned long tid = 0;         // the worker thread that started it
+  PyObject* scope = nullptr;     // owned reference: the profiler scope at push, or nullptr
+};
+
 struct MxOpr {
   std::atomic<int> wait{0};      // vars not yet granted + 1 while the push registers it
+  // Pushed while the profiler recorded (it sits in the padding after `wait`: an op stays
+  // 104 bytes). Every later profiler test reads this, not the global flag, so an op is
+  // recorded whole or not at all whatever happens to the profiler's state meanwhile.
+  bool profiled = false;
   PyObject* fn = nullptr;        // owned reference (nullptr for a wait marker)
   PyObject* name = nullptr;      // owned reference
   std::vector<PyObject*> reads;  // owned references to Var objects
@@ -69,8 +84,56 @@ struct MxOpr {
   long long seq = 0;             // push order: FIFO among equal priorities
   int pool = 0;
   int kind = MX_OPR_SYNC;
-  MxWaiter* waiter = nullptr;    // for MX_OPR_WAIT
+  union {                        // a wait marker is never profiled: they share a slot
+    MxWaiter* waiter = nullptr;  // for MX_OPR_WAIT
+    MxOprProfile* prof;          // owned, when `profiled`
+  };
 };
+
+// One profiled operation, filled at its completion. Python objects are owned references
+// handed back by mxkit.engine._profile.take_records (with the GIL, as they are filled:
+// every push and completion holds the GIL, so the buffers need no lock of their own).
+struct MxProfRecord {
+  long long core = 0, seq = 0, t_push = 0, t_start = 0, t_end = 0;
+  unsigned long tid = 0;
+  PyObject* label = nullptr;   // the op's name, or its callable when `named` is false
+  PyObject* scope = nullptr;   // the profiler scope at push, or nullptr
+  PyObject* device = nullptr;  // the Context (naive engine), or nullptr: known from `pool`
+  int kind = 0, pool = 0;
+  bool named = true, failed = false;
+  size_t vars_begin = 0;       // var ids in MxProfBuffer::var_ids: reads, then writes
+  int n_reads = 0, n_writes = 0;
+};
+
+// The consumer waited for the producer's write of `var` and was granted it by the
+// producer's completion (a flow arrow in the trace).
+struct MxProfFlow {
+  long long core, producer, consumer, var;
+};
+
+struct MxProfBuffer {
+  std::vector<MxProfRecord> ops;
+  std::vector<long long> var_ids;
+  std::vector<MxProfFlow> flows;
+
+  void add_flow(long long core, long long producer, long long consumer, long long var) {
+    flows.push_back(MxProfFlow{core, producer, consumer, var});
+  }
+  // Moves everything recorded into `out` (empty) and leaves this buffer empty.
+  void take(MxProfBuffer& out) {
+    out.ops.swap(ops);
+    out.var_ids.swap(var_ids);
+    out.flows.swap(flows);
+  }
+};
+
+// CLOCK_MONOTONIC in nanoseconds: the clock of time.monotonic_ns(), so that events
+// recorded in Python (scopes, markers, memory counters) line up with the engine's.
+inline long long mx_now_ns() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+}
 
 // Dependency queue of one variable (MXNet's ThreadedVar). Invariant: when no write is
 // running, the front of `queue` (if any) is a write waiting for running reads to end.

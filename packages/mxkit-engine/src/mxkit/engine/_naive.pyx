@@ -12,16 +12,100 @@ import threading
 import weakref
 
 from cpython.object cimport PyCallable_Check
+from cpython.pythread cimport PyThread_get_thread_ident
+from cpython.ref cimport Py_INCREF, PyObject
 
 from mxkit.core.context import Context
 from mxkit.core.errors import EngineError
 
 from mxkit.engine import _errors
+from mxkit.engine._profile cimport MxProfBuffer, MxProfRecord, take_records
 
 # How often a wait for an asynchronous completion wakes to let Ctrl-C through.
 DEF WAIT_SLICE_S = 0.05
 
 cdef long long _next_var_id = 0
+
+from mxkit.engine._profile cimport mx_now_ns
+
+# -- profiler hooks (mxkit.engine.profiler drives them; see _core.pyx for the format) ---
+# Naive ops run at push, so push and start times are one, and nothing ever waits: there
+# are no flow records. Records use core id -1 and pool -1 (labelled by the op's device).
+cdef bint _profiling = False
+cdef object _scope_local = None
+cdef MxProfBuffer* _prof = new MxProfBuffer()
+cdef long long _next_seq = 0
+
+
+def _set_profiling(bint on, scope_local=None):
+    """Start (True) or stop recording the ops pushed from now on (see _core._set_profiling)."""
+    global _profiling, _scope_local
+    _scope_local = scope_local
+    _profiling = on
+
+
+def _take_profile():
+    """Return and forget the op records made so far, and an empty list of flows."""
+    return take_records(_prof)
+
+
+cdef int _add_var_ids(object vars, size_t skip_from) except -1:
+    # appends the ids of `vars` not already among var_ids[skip_from:]; returns how many
+    cdef size_t k, start = _prof.var_ids.size()
+    cdef long long var_id
+    cdef bint seen
+    for var in vars:
+        var_id = (<NaiveVar>var).id
+        seen = False
+        for k in range(skip_from, _prof.var_ids.size()):
+            if _prof.var_ids[k] == var_id:
+                seen = True
+                break
+        if not seen:
+            _prof.var_ids.push_back(var_id)
+    return <int>(_prof.var_ids.size() - start)
+
+
+cdef int _record(object fn, object name, object ctx, object reads, object writes, long long t_start,
+                 bint failed, int kind) except -1:
+    global _next_seq
+    cdef MxProfRecord rec
+    cdef size_t begin = _prof.var_ids.size()
+    cdef int n_writes = _add_var_ids(writes, begin)
+    cdef int n_reads = _add_var_ids(reads, begin)  # a var read and written counts as written
+    cdef size_t k
+    # the record lists reads first: rotate the writes behind the reads
+    for k in range(<size_t>n_writes):
+        _prof.var_ids.push_back(_prof.var_ids[begin + k])
+    _prof.var_ids.erase(_prof.var_ids.begin() + begin, _prof.var_ids.begin() + begin + n_writes)
+    scope = getattr(_scope_local, "name", None) if _scope_local is not None else None
+    label = name if name is not None else fn
+    rec.core = -1
+    rec.seq = _next_seq
+    rec.t_push = t_start
+    rec.t_start = t_start
+    rec.t_end = mx_now_ns()
+    rec.tid = PyThread_get_thread_ident()
+    rec.named = name is not None
+    Py_INCREF(label)
+    rec.label = <PyObject*>label
+    rec.scope = NULL
+    if scope is not None:
+        Py_INCREF(scope)
+        rec.scope = <PyObject*>scope
+    rec.device = NULL
+    if ctx is not None:
+        Py_INCREF(ctx)
+        rec.device = <PyObject*>ctx
+    rec.kind = kind
+    rec.pool = -1
+    rec.failed = failed
+    rec.vars_begin = begin
+    rec.n_reads = n_reads
+    rec.n_writes = n_writes
+    _prof.ops.push_back(rec)
+    _next_seq += 1
+    return 0
 
 
 cdef class NaiveVar:
@@ -111,11 +195,16 @@ cdef class NaiveEngine:
         if on_delete is not None and not PyCallable_Check(on_delete):
             raise _errors.bad_callable(on_delete, "delete_var(on_delete=...)")
         checked.deleted = True
+        cdef long long t_start = mx_now_ns() if _profiling else 0
         if on_delete is not None:
             try:
                 on_delete()
             except Exception as exc:
+                if t_start:
+                    _record(on_delete, "delete_var", None, (), (var,), t_start, True, 3)
                 _errors.raise_operation_error("delete_var", exc)
+        if t_start:
+            _record(on_delete, "delete_var", None, (), (var,), t_start, False, 3)
 
     # -- pushing -----------------------------------------------------------------------
 
@@ -130,6 +219,9 @@ cdef class NaiveEngine:
         if not PyCallable_Check(fn):
             raise _errors.bad_callable(fn, "push")
         self._check_args(reads, writes, ctx, priority)
+        if _profiling:
+            self._run_profiled(fn, name, ctx, reads, writes)
+            return
         try:
             fn()
         except Exception as exc:
@@ -142,6 +234,7 @@ cdef class NaiveEngine:
         if not PyCallable_Check(fn):
             raise _errors.bad_callable(fn, "push_async")
         self._check_args(reads, writes, ctx, priority)
+        cdef long long t_start = mx_now_ns() if _profiling else 0
         outcome = _AsyncOutcome()
         completion = _AsyncCompletion(name, outcome)
         still_held = weakref.ref(completion)
@@ -159,9 +252,23 @@ cdef class NaiveEngine:
             outcome.done.set()
         while not outcome.done.wait(WAIT_SLICE_S):
             pass
+        if t_start:
+            _record(fn, name, ctx, reads, writes, t_start, outcome.error is not None, 1)
         if outcome.error is not None:
             _errors.raise_operation_error(name, outcome.error)
         self._count_writes(writes)
+
+    cdef int _run_profiled(self, fn, name, ctx, reads, writes) except -1:
+        # push() while the profiler records (kept apart so that push() itself is unchanged)
+        cdef long long t_start = mx_now_ns()
+        try:
+            fn()
+        except Exception as exc:
+            _record(fn, name, ctx, reads, writes, t_start, True, 0)
+            _errors.raise_operation_error(name, exc)
+        _record(fn, name, ctx, reads, writes, t_start, False, 0)
+        self._count_writes(writes)
+        return 0
 
     # -- waiting -----------------------------------------------------------------------
 

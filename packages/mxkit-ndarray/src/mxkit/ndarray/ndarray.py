@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from mxkit.core.context import Context
 from mxkit.core.errors import MXKitError, ShapeError
+from mxkit.engine.profiler import memory_state as _memory_profile
 from mxkit.ndarray import invoke as _invoke_module
 from mxkit.ndarray.autograd import _state as _autograd_state
 from mxkit.ndarray.invoke import engine, invoke, invoke_by_name
@@ -104,6 +105,10 @@ class NDArray:
         self._ag = None
         self._grad = None
         self._grad_req = "null"
+        if _memory_profile.on:  # profile_memory: count the storage (views share the var: once)
+            from mxkit.engine.profiler import track_ndarray
+
+            track_ndarray(self)
         return self
 
     def _view(self, data: Any) -> NDArray:

@@ -115,7 +115,7 @@ class Executor:
         self._pools = []
         for pool in self.memory_plan.pools:
             reuse = next((p for p in shared if p.size >= pool.size and all(p is not q for q in self._pools)), None)
-            self._pools.append(reuse if reuse is not None else self._backend.empty((max(pool.size, 1),), np.uint8))
+            self._pools.append(reuse if reuse is not None else self._new_pool(max(pool.size, 1)))
         pool_index = {pool.id: i for i, pool in enumerate(self.memory_plan.pools)}
         self._arrays: dict[Any, Any] = {}
         for node, array in zip(graph.arg_nodes, self.arg_arrays):
@@ -162,6 +162,14 @@ class Executor:
                                         f"byte {storage.offset}, not a multiple of its itemsize {dtype.itemsize}")
                 raw = pool[storage.offset:storage.offset + count * dtype.itemsize]
                 self._arrays[k] = raw.view(dtype).reshape(graph.shapes[k])
+
+    def _new_pool(self, nbytes: int) -> Any:
+        from mxkit.engine.profiler import memory_state, track_buffer
+
+        pool = self._backend.empty((nbytes,), np.uint8)
+        if memory_state.on:  # profile_memory: bytes in use until the pool is collected
+            track_buffer(pool, nbytes, str(self._ctx), "executor_pool")
+        return pool
 
     def _entry_names(self) -> dict[Any, str]:
         # memory_graph names entries "<n>:<label>" in first-use order; rebuild that mapping

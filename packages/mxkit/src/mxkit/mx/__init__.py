@@ -32,6 +32,7 @@ LAZY_NAMES: dict[str, tuple[str, str | None, str, str]] = {
     "MXNetError": ("mxkit.core.errors", "MXKitError", _CORE, ""),
     "MXKitError": ("mxkit.core.errors", "MXKitError", _CORE, ""),
     "engine": ("mxkit.engine", None, "mxkit-engine", "pip install mxkit-engine"),
+    "profiler": ("mxkit.engine.profiler", None, "mxkit-engine", "pip install mxkit-engine"),
     "memplan": ("mxkit.memplan", None, "mxkit-memplan", "pip install mxkit-memplan"),
     "nd": ("mxkit.ndarray", None, *_ND),
     "ndarray": ("mxkit.ndarray", None, *_ND),
