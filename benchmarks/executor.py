@@ -32,9 +32,9 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
+from _timing import time_interleaved
 
 BATCH, SIZES, LR = 128, (784, 128, 64, 10), 0.01
 
@@ -52,25 +52,6 @@ def _data(seed: int = 0):
 
 def _no_sync() -> None:
     pass
-
-
-def _time_interleaved(setups: dict, steps: int, repeats: int) -> dict:
-    """Seconds per step of each ``(step, sync)``: blocks of the implementations alternate, so
-    a neighbour's load hits them alike, and the best block of each counts (on a shared
-    machine the slower blocks measure the neighbours)."""
-    for step, sync in setups.values():
-        for _ in range(max(3, steps // 4)):
-            step()
-        sync()
-    best = dict.fromkeys(setups, float("inf"))
-    for _ in range(repeats):
-        for name, (step, sync) in setups.items():
-            start = time.perf_counter()
-            for _ in range(steps):
-                step()
-            sync()
-            best[name] = min(best[name], (time.perf_counter() - start) / steps)
-    return best
 
 
 # ---- mxkit --------------------------------------------------------------------------------
@@ -256,7 +237,7 @@ def main() -> None:
     torch_setup = torch_cpu()
     if torch_setup is not None:
         setups["PyTorch CPU"] = torch_setup
-    seconds = _time_interleaved(setups, args.steps, args.repeats)
+    seconds = time_interleaved(setups, args.steps, args.repeats)
     rows = [(name, seconds.get(name)) for name in ("mxkit executor", "mxkit NDArray+autograd", "numpy by hand",
                                                    "PyTorch CPU")]
     rows.append(("MXNet 1.9.1 executor", mxnet_executor(args.steps, args.repeats, args.mxnet_python)))

@@ -33,9 +33,9 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
+from _timing import time_interleaved
 
 DEVICES = 4
 #: (label, float32 elements per key, keys)
@@ -49,22 +49,6 @@ def _steps(elements: int, keys: int) -> int:
 
 def _reduced_bytes(elements: int, keys: int) -> int:
     return DEVICES * 4 * elements * keys
-
-
-def _best_interleaved(setups: dict, steps: int, repeats: int) -> dict:
-    """Seconds per step of each ``(step, sync)``, the best of ``repeats`` alternating blocks."""
-    for step, sync in setups.values():
-        step()
-        sync()
-    best = dict.fromkeys(setups, float("inf"))
-    for _ in range(repeats):
-        for name, (step, sync) in setups.items():
-            start = time.perf_counter()
-            for _ in range(steps):
-                step()
-            sync()
-            best[name] = min(best[name], (time.perf_counter() - start) / steps)
-    return best
 
 
 def _no_sync() -> None:
@@ -121,7 +105,7 @@ def in_process(elements: int, keys: int, repeats: int) -> dict:
         "mxkit device": (push_pull(stores["device"]), mx.nd.waitall),
         "mxkit local pushpull": (pushpull(stores["local"]), mx.nd.waitall),
     }
-    seconds = _best_interleaved(setups, _steps(elements, keys), repeats)
+    seconds = time_interleaved(setups, _steps(elements, keys), repeats, warmup=1)
     # the store computed the sum: check it once, so a fast wrong answer cannot pass
     expected = np.add(np.add(np.add(host[0][0], host[0][1]), host[0][2]), host[0][3])
     np.testing.assert_allclose(outs[0][DEVICES - 1].asnumpy(), expected, rtol=1e-5, atol=1e-5)

@@ -29,9 +29,9 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
+from _timing import time_interleaved
 
 NETWORKS = {
     "mlp": [(128, 784), (128,), (64, 128), (64,), (10, 64), (10,)],
@@ -46,22 +46,6 @@ OPTIMIZERS = {
 def _arrays(shapes: list, seed: int) -> list:
     rng = np.random.default_rng(seed)
     return [rng.standard_normal(shape).astype("float32") * 0.1 for shape in shapes]
-
-
-def _time_interleaved(setups: dict, steps: int, repeats: int) -> dict:
-    for step, sync in setups.values():
-        for _ in range(max(3, steps // 4)):
-            step()
-        sync()
-    best = dict.fromkeys(setups, float("inf"))
-    for _ in range(repeats):
-        for name, (step, sync) in setups.items():
-            start = time.perf_counter()
-            for _ in range(steps):
-                step()
-            sync()
-            best[name] = min(best[name], (time.perf_counter() - start) / steps)
-    return best
 
 
 def numpy_by_hand(shapes: list, optimizer: str):
@@ -200,7 +184,7 @@ def main() -> None:
             torch_setup = torch_in_process(shapes, optimizer)
             if torch_setup is not None:
                 setups["PyTorch"] = torch_setup
-            seconds: dict = _time_interleaved(setups, args.steps, args.repeats)
+            seconds: dict = time_interleaved(setups, args.steps, args.repeats)
             if torch_setup is None:
                 seconds["PyTorch"] = in_subprocess(args.torch_python, "torch", shapes, optimizer, args.steps,
                                                    args.repeats)

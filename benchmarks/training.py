@@ -28,9 +28,9 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
+from _timing import best_seconds_per_step
 
 BATCH, CLASSES, LR, MOMENTUM, WD = 128, 10, 0.01, 0.9, 1e-4
 NETWORKS = ("mlp", "lenet")
@@ -41,20 +41,6 @@ def _data(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     x = rng.standard_normal((BATCH, 1, 28, 28)).astype("float32")
     y = rng.integers(0, CLASSES, BATCH).astype("float32")
     return x, y
-
-
-def _best_seconds_per_step(step, sync, steps: int, repeats: int) -> float:
-    for _ in range(max(3, steps // 5)):
-        step()
-    sync()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(steps):
-            step()
-        sync()
-        best = min(best, (time.perf_counter() - start) / steps)
-    return best
 
 
 def _symbol(mx, network: str):
@@ -126,7 +112,7 @@ def _worker(kind: str, network: str, steps: int, repeats: int, threads: int | No
         import mxnet as mx
 
         step, sync = module_step(mx, network)
-    print(json.dumps({"seconds": _best_seconds_per_step(step, sync, steps, repeats)}))
+    print(json.dumps({"seconds": best_seconds_per_step(step, sync, steps, repeats, warmup=max(3, steps // 5))}))
 
 
 def _in_subprocess(python: str | None, kind: str, network: str, steps: int, repeats: int,
@@ -162,7 +148,7 @@ def mxkit_seconds(network: str, steps: int, repeats: int) -> float:
 
     with threadpool_limits(limits=1, user_api="blas"):
         step, sync = module_step(mx, network)
-        return _best_seconds_per_step(step, sync, steps, repeats)
+        return best_seconds_per_step(step, sync, steps, repeats, warmup=max(3, steps // 5))
 
 
 def main() -> int:
