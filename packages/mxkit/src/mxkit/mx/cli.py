@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     predict = commands.add_parser("predict", help="run a saved model over samples")
     add_predict_arguments(predict)
     predict.set_defaults(run=_cmd_predict)
+    from mxkit.mx.cli_io import add_io_commands
+
+    add_io_commands(commands)
     return parser
 
 
