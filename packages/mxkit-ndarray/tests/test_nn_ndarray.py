@@ -108,3 +108,26 @@ def test_batchnorm_through_ndarray_updates_moving_statistics_in_training():
     before = moving_mean.asnumpy().copy()
     nd.BatchNorm(x, gamma, beta, moving_mean, moving_var).wait_to_read()  # prediction: no update
     np.testing.assert_array_equal(moving_mean.asnumpy(), before)
+
+
+def test_inputs_by_name_for_operators_whose_inputs_depend_on_parameters():
+    import inspect
+
+    import pytest
+    from mxkit.core.errors import MXKitError
+
+    x, w, b = rand(4, 5), rand(3, 5, seed=1), rand(3, seed=2)
+    expected = x @ w.T + b
+    by_name = nd.FullyConnected(data=nd.array(x), weight=nd.array(w), bias=nd.array(b), num_hidden=3)
+    np.testing.assert_allclose(by_name.asnumpy(), expected, rtol=1e-6)
+    mixed = nd.FullyConnected(nd.array(x), weight=nd.array(w), num_hidden=3, no_bias=True)
+    np.testing.assert_allclose(mixed.asnumpy(), x @ w.T, rtol=1e-6)
+    gamma = np.full(5, 0.25, np.float32)
+    prelu = nd.LeakyReLU(data=nd.array(x), gamma=nd.array(gamma), act_type="prelu")
+    np.testing.assert_allclose(prelu.asnumpy(), np.where(x > 0, x, 0.25 * x), rtol=1e-6)
+    conv = nd.Convolution(data=nd.array(rand(1, 2, 4, 4)), weight=nd.array(rand(3, 2, 3, 3, seed=3)), kernel=(3, 3),
+                          num_filter=3, no_bias=True)
+    assert conv.shape == (1, 3, 2, 2)
+    assert list(inspect.signature(nd.FullyConnected).parameters)[:3] == ["data", "weight", "bias"]
+    with pytest.raises(MXKitError, match=r"takes 3 input arrays \(data, weight, bias\), got 2"):
+        nd.FullyConnected(data=nd.array(x), weight=nd.array(w), num_hidden=3)

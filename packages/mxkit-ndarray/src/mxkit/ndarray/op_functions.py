@@ -54,8 +54,11 @@ def call(op_name: str, args: tuple, kwargs: dict[str, Any]) -> Any:
     if variadic:
         if rest and isinstance(rest[0], (list, tuple)) and rest[0] and isinstance(rest[0][0], NDArray):
             inputs.extend(rest.pop(0))
-        if counts_args and "num_args" not in kwargs:
-            kwargs["num_args"] = len(inputs)
+        if counts_args:
+            if "num_args" not in kwargs:
+                kwargs["num_args"] = len(inputs)
+        elif kwargs and any(k not in all_param_names for k in kwargs):
+            _take_named_inputs(op, all_param_names, inputs, kwargs)
     else:
         for name in named[len(inputs):]:
             if name in kwargs:
@@ -84,6 +87,30 @@ def call(op_name: str, args: tuple, kwargs: dict[str, Any]) -> Any:
     return outputs[0] if len(outputs) == 1 else outputs
 
 
+def _take_named_inputs(op: OpDef, param_names: tuple[str, ...], inputs: list, kwargs: dict[str, Any]) -> None:
+    """Move inputs given by name (``FullyConnected(data=x, weight=w, bias=b, ...)``) from ``kwargs``
+    to ``inputs``, for an operator whose input names depend on its parameters (``no_bias``)."""
+    try:
+        params = op.parse_params({k: v for k, v in kwargs.items() if k in param_names})
+        names = tuple(op.list_inputs(params)) + tuple(op.aux_names)
+    except MXKitError:
+        return  # the parameters are wrong: parsing them again below reports it
+    for name in names[len(inputs):]:
+        if name not in kwargs:
+            break
+        inputs.append(kwargs.pop(name))
+
+
+def _input_names_by_default(op: OpDef) -> tuple[str, ...] | None:
+    """The input names of an operator whose count depends on parameters, with default parameters."""
+    if "num_args" in op.params:
+        return None
+    try:
+        return tuple(op.list_inputs({p.name: p.default for p in op.params}))
+    except Exception:  # a count that needs a required parameter: no fixed names to show
+        return None
+
+
 def make_function(name: str, op: OpDef) -> Any:
     """The ``mx.nd.<name>`` function of operator ``op``."""
 
@@ -94,12 +121,18 @@ def make_function(name: str, op: OpDef) -> Any:
     function.__qualname__ = name
     function.__doc__ = op.docstring()
     parameters: list[inspect.Parameter] = []
-    if callable(op.num_inputs):
+    default_names = _input_names_by_default(op) if callable(op.num_inputs) else None
+    if default_names is not None:
+        parameters += [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)
+                       for n in default_names]
+    elif callable(op.num_inputs):
         parameters.append(inspect.Parameter("data", inspect.Parameter.VAR_POSITIONAL))
     else:
         parameters += [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None)
                        for n in op.list_inputs({})]
     kind = inspect.Parameter.KEYWORD_ONLY if callable(op.num_inputs) else inspect.Parameter.POSITIONAL_OR_KEYWORD
+    if default_names is not None:
+        kind = inspect.Parameter.KEYWORD_ONLY  # parameters come after a variable number of inputs
     for param in op.params:
         parameters.append(inspect.Parameter(param.name, kind,
                                             default=None if param.required else param.default))
