@@ -18,6 +18,7 @@ import pytest
 np = pytest.importorskip("numpy")
 
 MATMUL_SCRIPT = textwrap.dedent("""
+    import sys
     import threading
     import time
     import numpy as np
@@ -52,7 +53,7 @@ MATMUL_SCRIPT = textwrap.dedent("""
         eng.push(work(out, "y"), writes=(y,))
         eng.wait_all()
 
-    eng = engine.create("threaded", num_workers=2)
+    eng = engine.create(sys.argv[1], num_workers=2)
     x, y = eng.new_var(), eng.new_var()
     for attempt in range(8):
         serial, raw, pushed = {}, {}, {}
@@ -67,11 +68,13 @@ MATMUL_SCRIPT = textwrap.dedent("""
 
 
 @pytest.mark.slow
-def test_two_independent_matrix_products_run_in_parallel():
+@pytest.mark.parametrize("name", ["threaded", "threaded_per_device"])
+def test_two_independent_matrix_products_run_in_parallel(name):
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("needs two cores")
-    single_threaded_blas = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
-    result = subprocess.run([sys.executable, "-c", MATMUL_SCRIPT], capture_output=True, text=True, timeout=120,
+    single_threaded_blas = {var: "1" for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    result = subprocess.run([sys.executable, "-c", MATMUL_SCRIPT, name], capture_output=True, text=True,
+                            timeout=120,
                             env={**os.environ, **single_threaded_blas})
     assert result.returncode == 0, result.stderr
     attempts = [tuple(map(float, line.split())) for line in result.stdout.split("\n") if line.strip()]
