@@ -185,3 +185,14 @@ def test_our_json_loads_in_mxnet(tmp_path, fixture_path, require_ops):
     outs = exe.forward(**values)
     for theirs, mine in zip(report["forward"], outs):
         np.testing.assert_allclose(np.array(theirs), mine.asnumpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda d: sym.Convolution(d, kernel=(3, 3), num_filter=0, name="conv1"),
+     r"conv1.*num_filter=0 must be a positive"),
+    (lambda d: sym.Deconvolution(d, kernel=(3, 3), num_filter=0, name="up"), r"up.*num_filter=0 must be a positive"),
+    (lambda d: sym.FullyConnected(d, num_hidden=0, name="fc"), r"fc.*num_hidden=0 must be a positive"),
+])
+def test_a_zero_sized_layer_is_named_at_inference(make, message):
+    with pytest.raises(ShapeError, match=message):
+        make(sym.Variable("data")).infer_shape(data=(2, 3, 8, 8))

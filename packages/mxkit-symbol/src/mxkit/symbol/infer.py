@@ -114,7 +114,11 @@ def _infer_node_shape(node: Node, values: _Values, finished: set[int]) -> None:
     op = node.op
     ins = [values.get(key(e)) for e in node.inputs]
     outs = [values.get((id(node), i)) for i in range(node.num_outputs())]
-    for position, shape in input_shapes(op, node.params, ins, outs).items():
+    try:
+        known_inputs = input_shapes(op, node.params, ins, outs)
+    except ShapeError as exc:
+        raise ShapeError(f"shape inference: node {node.name!r} ({op.name}): {exc}") from None
+    for position, shape in known_inputs.items():
         if position < len(node.inputs):
             values.assign(key(node.inputs[position]), shape, node, position, output=False)
     ins = [values.get(key(e)) for e in node.inputs]

@@ -13,15 +13,25 @@ from collections.abc import Callable
 from math import prod
 from typing import Any
 
+from mxkit.core.errors import ShapeError
+
 Shape = tuple[int, ...]
 Rule = Callable[[dict, list[Any], list[Any]], dict[int, Shape]]
+
+
+def _positive(params: dict, name: str, what: str) -> int:
+    # a 0 here would read as "unknown" in the weight's shape and fail later without a reason
+    value = int(params[name])
+    if value <= 0:
+        raise ShapeError(f"{name}={value} must be a positive number of {what}")
+    return value
 
 
 def _fully_connected(params: dict, ins: list, outs: list) -> dict[int, Shape]:
     data = ins[0]
     if data is None:
         return {}
-    hidden = params["num_hidden"]
+    hidden = _positive(params, "num_hidden", "output units")
     width = data[-1] if not params.get("flatten", True) else prod(data[1:])
     found = {1: (hidden, width)}
     if len(ins) > 2:
@@ -36,9 +46,10 @@ def _convolution(params: dict, ins: list, outs: list) -> dict[int, Shape]:
     groups = params.get("num_group", 1) or 1
     layout = params.get("layout") or ""
     channels = data[-1] if layout.endswith("C") else data[1]
-    found = {1: (params["num_filter"], channels // groups, *params["kernel"])}
+    filters = _positive(params, "num_filter", "output channels")
+    found = {1: (filters, channels // groups, *params["kernel"])}
     if len(ins) > 2:
-        found[2] = (params["num_filter"],)
+        found[2] = (filters,)
     return found
 
 
@@ -47,9 +58,10 @@ def _deconvolution(params: dict, ins: list, outs: list) -> dict[int, Shape]:
     if data is None:
         return {}
     groups = params.get("num_group", 1) or 1
-    found = {1: (data[1], params["num_filter"] // groups, *params["kernel"])}
+    filters = _positive(params, "num_filter", "output channels")
+    found = {1: (data[1], filters // groups, *params["kernel"])}
     if len(ins) > 2:
-        found[2] = (params["num_filter"],)
+        found[2] = (filters,)
     return found
 
 
