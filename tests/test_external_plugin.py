@@ -6,7 +6,6 @@ import sys
 from importlib import metadata
 
 import pytest
-
 from mxkit.core import Context
 
 

@@ -4,7 +4,6 @@ import subprocess
 import sys
 
 import pytest
-
 from mxkit import mx
 from mxkit.core.errors import MissingComponentError, MXKitError
 
@@ -31,7 +30,8 @@ def test_core_names():
 def test_missing_distribution_says_what_to_install(monkeypatch):
     monkeypatch.setitem(mx.LAZY_NAMES, "gluon", ("mxkit.gluon", None, "mxkit-gluon", "pip install mxkit-gluon"))
     monkeypatch.delitem(mx.__dict__, "gluon", raising=False)
-    with pytest.raises(MissingComponentError, match=r"mx.gluon needs the mxkit-gluon component.*pip install mxkit-gluon"):
+    expected = r"mx.gluon needs the mxkit-gluon component.*pip install mxkit-gluon"
+    with pytest.raises(MissingComponentError, match=expected):
         _ = mx.gluon
     assert not hasattr(mx, "gluon")  # also an AttributeError
 

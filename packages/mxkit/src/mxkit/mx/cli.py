@@ -57,8 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_predict_arguments(predict)
     predict.set_defaults(run=_cmd_predict)
     from mxkit.mx.cli_io import add_io_commands
+    from mxkit.mx.cli_memplan import add_memplan_command
 
     add_io_commands(commands)
+    add_memplan_command(commands)
     return parser
 
 

@@ -1,0 +1,56 @@
+"""``mxkit memplan``: how much memory a saved network needs under each planning strategy."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from mxkit.core.errors import ConfigError
+
+
+def parse_shape(text: str) -> tuple[str, tuple[int, ...]]:
+    """``data=1,3,224,224`` as ``("data", (1, 3, 224, 224))``."""
+    name, sep, dims = text.partition("=")
+    try:
+        shape = tuple(int(d) for d in dims.split(",") if d.strip())
+    except ValueError:
+        shape = ()
+    if not sep or not name.strip() or not shape or any(d <= 0 for d in shape):
+        raise ConfigError(f"--shape {text!r}: write an input name and its positive dimensions, like data=1,3,224,224")
+    return name.strip(), shape
+
+
+def add_memplan_command(subparsers: Any) -> None:
+    """Add ``memplan`` to the ``mxkit`` sub-commands."""
+    parser = subparsers.add_parser("memplan", help="memory of a saved network under each planning strategy")
+    parser.add_argument("symbol", help="the network's JSON file (PREFIX-symbol.json)")
+    parser.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2,...",
+                        help="an input's shape (repeat for several inputs)")
+    parser.add_argument("--train", action="store_true", help="plan training (forward and backward), not prediction")
+    parser.add_argument("--strategy", action="append", metavar="NAME",
+                        help="only these strategies (default: every registered one)")
+    parser.set_defaults(run=run_memplan)
+
+
+def run_memplan(args: argparse.Namespace) -> int:
+    """Plan the network with each strategy and print bytes, the ratio to the lower bound and the time."""
+    from mxkit.core import plugins
+    from mxkit.symbol import load
+
+    if not args.shape:
+        raise ConfigError("mxkit memplan needs the input shapes, e.g. --shape data=1,3,224,224")
+    shapes = dict(parse_shape(text) for text in args.shape)
+    symbol = load(args.symbol)
+    names = args.strategy or [n for n in plugins.registry("planner").names() if n != "auto"]
+    mode = "training" if args.train else "prediction"
+    print(f"{args.symbol}: {mode} with {', '.join(f'{k}={v}' for k, v in shapes.items())}")
+    print(f"{'strategy':<16}{'MiB':>12}{'x lower bound':>15}{'planning ms':>13}")
+    lower = None
+    for name in names:
+        plan = symbol.plan_memory(for_training=args.train, memplan=name, **shapes)
+        lower = plan.lower_bound_bytes
+        print(f"{name:<16}{plan.total_bytes / 2**20:>12,.1f}{plan.ratio_to_lower_bound:>15.2f}"
+              f"{plan.planning_seconds * 1e3:>13.1f}")
+    if lower is not None:
+        print(f"{'lower bound':<16}{lower / 2**20:>12,.1f}{1.0:>15.2f}")
+    return 0
