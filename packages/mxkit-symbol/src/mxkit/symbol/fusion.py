@@ -293,6 +293,8 @@ def fuse(graph: PassGraph) -> None:
         graph.dtypes[(id(node), 0)] = program.dtype
         if graph.is_forward(root):
             graph.forward_ids.add(id(node))
+        if any(id(n) in graph.recomputed_ids for n in group):
+            graph.recomputed_ids.add(id(node))
         replacements[(id(root), 0)] = Entry(node, 0)
         removed.update(id(n) for n in group)
         fused_at[id(root)] = node
