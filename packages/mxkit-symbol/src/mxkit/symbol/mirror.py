@@ -13,8 +13,11 @@ Which results are checkpoints (config ``mirror_policy``):
 
 - ``sqrt`` (default): Chen's greedy segmentation. Walking forward in order, results
   accumulate into the current segment until their bytes pass a budget (config
-  ``mirror_segment_mb``; 0 chooses total / sqrt(n), giving about sqrt(n) segments of
-  about sqrt(n) nodes); the node that passes it ends the segment and is kept.
+  ``mirror_segment_mb``); the next node that cuts the graph (no earlier result is read
+  past it: a residual unit's output, not a node inside the unit) ends the segment and is
+  kept. With budget 0 the budget is searched as Chen's ``search_plan`` does, minimising
+  the bytes kept plus the largest segment (about sqrt(n) segments of about sqrt(n)
+  nodes on a uniform chain).
 - ``cheap``: MXNet's ``MXNET_BACKWARD_DO_MIRROR`` policy: keep the results of expensive
   operators (convolution, fully connected, dot products, concat, losses) and recompute
   every cheap one (activations, pooling, normalisation, elementwise).

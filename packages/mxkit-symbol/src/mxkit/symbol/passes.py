@@ -37,7 +37,7 @@ register_option(Option("mirror_policy", "str", "sqrt",
                        choices=("sqrt", "cheap")))
 register_option(Option("mirror_segment_mb", "float", 0.0,
                        "megabytes of forward results per recomputed segment under mirror_policy 'sqrt' "
-                       "(0: total / sqrt(number of forward nodes))", minimum=0))
+                       "(0: searched, minimising the bytes kept plus the largest segment)", minimum=0))
 
 GraphPass = Callable[[list[Entry], list[Node]], list[Node]]
 _PASSES: dict[str, GraphPass] = {}
