@@ -6,7 +6,7 @@ from mxkit.core.errors import PluginError, UnknownPluginError
 from mxkit.core.specs import PlannerSpec
 from mxkit.memplan import GraphBuilder, plan_memory
 
-NAMES = {"none", "inplace", "coshare", "mxnet", "greedy", "auto"}
+NAMES = {"none", "inplace", "coshare", "mxnet", "greedy", "auto", "sublinear"}
 
 
 def graph():

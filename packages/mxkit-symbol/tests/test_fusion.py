@@ -262,3 +262,21 @@ def test_debug_str_shows_each_fused_expression():
     text = bind(a * b + 1, FUSE, grad_req="null", a=(4,), b=(4,)).debug_str()
     assert re.search(r"Op:_FusedElemwise, Name=_plusscalar\d+\nFused: \(\(a \* b\) \+ 1\.0f\)  "
                      r"\[_mul\d+, _plusscalar\d+\]", text), text
+
+
+def test_symbol_optimize_is_sym_fuse():
+    a, b = sym.Variable("a"), sym.Variable("b")
+    net = sym.Activation(a * b + 1, act_type="relu", name="out") * a
+    optimized = net.optimize(a=(3,), b=(3,))
+    assert optimized.tojson() == sym.fuse(net, a=(3,), b=(3,)).tojson()
+    ops = [n["op"] for n in __import__("json").loads(optimized.tojson())["nodes"]]
+    assert ops == ["null", "null", "_FusedElemwise"]   # a*b+1, relu and *a: one node
+    values = {"a": np.array([1.0, 2.0, -3.0], dtype="float32"), "b": np.array([2.0, -1.0, 1.0], dtype="float32")}
+    (out,), _ = run(bind(optimized, PLAIN, grad_req="null", a=(3,), b=(3,)), values)
+    np.testing.assert_array_equal(out, np.maximum(values["a"] * values["b"] + 1, 0) * values["a"])
+    float64 = net.optimize(type_dict={"a": "float64", "b": "float64"}, a=(3,), b=(3,))
+    assert '\\"dtype\\":\\"float64\\"' in float64.tojson() and "float32" not in float64.tojson()
+    from mxkit.core.errors import ShapeError
+
+    with pytest.raises(ShapeError, match=r"cannot infer the shapes of a, fc_weight.*a=\(\.\.\.\)"):
+        sym.FullyConnected(a, num_hidden=3, name="fc").optimize()   # fusion needs every shape

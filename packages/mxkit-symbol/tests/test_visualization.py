@@ -70,3 +70,21 @@ def test_plot_network_without_graphviz_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "graphviz", None)
     with pytest.raises(MissingComponentError, match="pip install graphviz"):
         visualization.plot_network(sym.Variable("x"))
+
+
+def test_plot_network_labels_fused_nodes_with_their_expression(fake_graphviz):
+    data, weight = sym.Variable("data"), sym.Variable("fc_weight")
+    hidden = sym.Activation(sym.dot(data, weight, name="fc") * 2 + 1, act_type="tanh", name="act")
+    net = sym.softmax(hidden, name="prob")
+    shapes = {"data": (2, 3), "fc_weight": (3, 5)}
+    dot = visualization.plot_network(net.optimize(**shapes), shape=shapes)
+    labels = sorted(label for label, _ in dot.nodes.values())
+    # the three elementwise nodes became one, labelled with its C expression over the dot product's output
+    assert labels == ["_FusedElemwise\ntanh(((fc_output * 2.0f) + 1.0f))", "data", "dot", "softmax"]
+    fused = next(name for name, (label, _) in dot.nodes.items() if label.startswith("_FusedElemwise"))
+    assert dot.nodes[fused][1]["fixedsize"] == "false"
+    by_label = {label: name for name, (label, _) in dot.nodes.items()}
+    edges = {(t, h): a.get("label") for t, h, a in dot.edges}
+    assert edges[(fused, by_label["dot"])] == "5" and edges[(by_label["softmax"], fused)] == "5"
+    unfused = visualization.plot_network(net, shape=shapes)
+    assert not any("_FusedElemwise" in label for label, _ in unfused.nodes.values())

@@ -4,7 +4,9 @@ Describe the graph with :class:`Entry` and :class:`Node` (or :class:`GraphBuilde
 ``plan_memory(graph, strategy)`` returns a :class:`MemoryPlan`: a pool and offset per
 entry, the pools, ``total_bytes``, the live-bytes profile and the lower bound.
 ``plan.verify(graph)`` checks it and ``plan.report()`` renders it. Strategies are plugins
-(``none``, ``inplace``, ``coshare``, ``mxnet``, ``greedy``, ``auto``); the default comes from
+(``none``, ``inplace``, ``coshare``, ``mxnet``, ``greedy``, ``auto``, and ``sublinear``, which
+chooses forward results to recompute for a client that rewrites its graph: see
+:mod:`mxkit.memplan.sublinear`); the default comes from
 the configuration key ``memplan``. Only the standard library and mxkit-core are needed.
 """
 
@@ -17,6 +19,7 @@ from mxkit.memplan.builder import GraphBuilder
 from mxkit.memplan.errors import GraphError, PlanError
 from mxkit.memplan.graph import Entry, Graph, InplaceOption, Node
 from mxkit.memplan.plan import MemoryPlan, Pool, Storage, format_comparison
+from mxkit.memplan.sublinear import RecomputeCandidate, recompute_selector, select_checkpoints
 
 
 def plan_memory(graph: Graph, strategy: str | None = None, **options: Any) -> MemoryPlan:
@@ -70,8 +73,11 @@ __all__ = [
     "MemoryPlan",
     "Node",
     "PlanError",
+    "RecomputeCandidate",
     "Pool",
     "Storage",
     "format_comparison",
     "plan_memory",
+    "recompute_selector",
+    "select_checkpoints",
 ]

@@ -33,8 +33,27 @@ def _lazy(name: str) -> Callable[..., Any]:
     return planner
 
 
+def plan_sublinear(graph: Any, **options: Any) -> Any:
+    """The 'sublinear' memory planner (see :mod:`mxkit.memplan.sublinear`)."""
+    from mxkit.memplan.sublinear import plan_sublinear as plan
+
+    return plan(graph, **options)
+
+
+def _select_checkpoints(candidates: Any, policy: str = "sqrt", segment_bytes: float = 0.0) -> frozenset[str]:
+    from mxkit.memplan.sublinear import select_checkpoints
+
+    return select_checkpoints(candidates, policy, segment_bytes)
+
+
+# the recompute protocol (mxkit.memplan.sublinear.recompute_selector): clients rewrite the graph first
+plan_sublinear.select_checkpoints = _select_checkpoints  # type: ignore[attr-defined]
+_SUBLINEAR_DESCRIPTION = "Chen et al. 2016: keep ~sqrt(n) forward results, recompute the rest in backward; then auto"
+
+
 @hookimpl(tryfirst=True)
 def mxkit_memory_planners() -> Iterator[PlannerSpec]:
-    """Yield the built-in strategies: none, inplace, coshare, mxnet, greedy, auto."""
+    """Yield the built-in strategies: none, inplace, coshare, mxnet, greedy, auto, sublinear."""
     for name, description in _DESCRIPTIONS.items():
         yield PlannerSpec(name=name, planner=_lazy(name), description=description)
+    yield PlannerSpec(name="sublinear", planner=plan_sublinear, description=_SUBLINEAR_DESCRIPTION)

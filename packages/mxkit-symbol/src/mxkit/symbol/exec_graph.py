@@ -54,6 +54,8 @@ class ExecGraph:
         Entry key ``(id(node), index)`` to shape / dtype name.
     retired : list of Node
         Nodes the graph passes replaced (kept alive: ``shapes`` still has their keys).
+    recomputed_ids : set of int
+        Ids of the backward nodes that recompute forward results (the ``mirror`` pass).
     """
 
     heads: list[Entry]
@@ -68,6 +70,7 @@ class ExecGraph:
     shapes: dict[Any, tuple] = field(default_factory=dict)
     dtypes: dict[Any, str] = field(default_factory=dict)
     retired: list[Node] = field(default_factory=list)
+    recomputed_ids: set[int] = field(default_factory=set)
 
     def nbytes(self, entry_key: Any) -> int:
         from mxkit.core.dtypes import itemsize
@@ -107,6 +110,38 @@ class ExecGraph:
                                  inplace=tuple(node.op.inplace)))
         return Graph(nodes, entries)
 
+    def plan_memory(self, strategy: str | None = None, device: str = "cpu(0)") -> tuple[Any, Any]:
+        """The memory graph (:meth:`memory_graph`) and its verified plan by ``strategy``.
+
+        Parameters
+        ----------
+        strategy : str, optional
+            A memory planner's name (default: config ``memplan``). A recomputing planner
+            (``sublinear``) is told which nodes recompute forward results; the graph must
+            have been built with it (:func:`build_exec_graph`'s ``memplan``), so that its
+            ``mirror`` pass chose them.
+
+        Returns
+        -------
+        (mxkit.memplan.Graph, mxkit.memplan.MemoryPlan)
+
+        Raises
+        ------
+        mxkit.memplan.PlanError
+            When the plan does not verify.
+        """
+        from mxkit.memplan import plan_memory, recompute_selector
+
+        memory_graph = self.memory_graph(device)
+        options: dict[str, Any] = {}
+        if recompute_selector(strategy) is not None:
+            executed = self.forward_nodes + self.backward_nodes
+            options["recompute"] = [planned.name for node, planned in zip(executed, memory_graph.nodes)
+                                    if id(node) in self.recomputed_ids]
+        plan = plan_memory(memory_graph, strategy, **options)
+        plan.verify(memory_graph)
+        return memory_graph, plan
+
 
 def normalize_grad_req(grad_req: Any, arguments: list[str]) -> dict[str, str]:
     """``grad_req`` as a dict over every argument (from a string, list or dict)."""
@@ -132,8 +167,12 @@ def normalize_grad_req(grad_req: Any, arguments: list[str]) -> dict[str, str]:
 
 
 def build_exec_graph(symbol: Any, shapes: Mapping[str, Any], dtypes: Mapping[str, Any], grad_req: Any,
-                     for_training: bool = True) -> ExecGraph:
+                     for_training: bool = True, memplan: str | None = None) -> ExecGraph:
     """Forward and (when needed) backward nodes of ``symbol`` with every shape and dtype.
+
+    The graph passes run over them (config ``graph_passes``); when ``memplan`` (default:
+    config ``memplan``) names a recomputing planner such as ``sublinear`` and there is a
+    backward pass, the ``mirror`` pass runs too, with that planner's checkpoint selection.
 
     Raises
     ------
@@ -141,7 +180,7 @@ def build_exec_graph(symbol: Any, shapes: Mapping[str, Any], dtypes: Mapping[str
         When the given shapes do not determine every entry (naming the arguments still
         unknown) or an operator rejects them.
     """
-    from mxkit.symbol.passes import PassGraph, optimize_graph
+    from mxkit.symbol.passes import PassGraph, configured_passes, optimize_graph
 
     heads = list(symbol._outputs)
     order = topo_order(heads)
@@ -167,14 +206,21 @@ def build_exec_graph(symbol: Any, shapes: Mapping[str, Any], dtypes: Mapping[str
         _add_backward(graph, wrt)
     # passes see forward and backward nodes together, rooted at the outputs and gradient writers
     forward_ids = {id(n) for n in graph.forward_nodes}
+    select = None
+    if graph.backward_nodes:
+        from mxkit.memplan import recompute_selector
+
+        select = recompute_selector(memplan)
     passes = PassGraph(graph.forward_nodes + graph.backward_nodes, heads + list(graph.grad_writers.values()),
-                       graph.shapes, graph.dtypes, forward_ids, shared_ids={id(n) for n in order})
-    optimize_graph(passes)
+                       graph.shapes, graph.dtypes, forward_ids, shared_ids={id(n) for n in order},
+                       select_checkpoints=select)
+    optimize_graph(passes, configured_passes(recompute=select is not None))
     graph.forward_nodes = [n for n in passes.nodes if id(n) in passes.forward_ids]
     graph.backward_nodes = [n for n in passes.nodes if id(n) not in passes.forward_ids]
     graph.heads = passes.roots[:len(heads)]
     graph.grad_writers = dict(zip(graph.grad_writers, passes.roots[len(heads):]))
     graph.retired = passes.retired
+    graph.recomputed_ids = {id(n) for n in graph.backward_nodes if id(n) in passes.recomputed_ids}
     return graph
 
 

@@ -105,12 +105,8 @@ class Executor:
     # -- binding --------------------------------------------------------------------------
 
     def _plan_and_allocate(self, memplan: str | None, shared_exec: Executor | None) -> None:
-        from mxkit.memplan import plan_memory
-
         graph = self._graph
-        self._memory_graph = graph.memory_graph(str(self._ctx))
-        self.memory_plan = plan_memory(self._memory_graph, memplan)
-        self.memory_plan.verify(self._memory_graph)
+        self._memory_graph, self.memory_plan = graph.plan_memory(memplan, str(self._ctx))
         shared = shared_exec._pools if shared_exec is not None else []
         self._pools = []
         for pool in self.memory_plan.pools:
@@ -366,7 +362,7 @@ class Executor:
         given = {n: tuple(a.shape) for n, a in self.arg_dict.items()}
         given.update({n: tuple(s) for n, s in shapes.items()})
         graph = build_exec_graph(self._symbol, given, {n: str(a.dtype.__name__) for n, a in self.arg_dict.items()},
-                                 self._grad_req, for_training=True)
+                                 self._grad_req, for_training=True, memplan=self._memplan_name)
         args, grads, aux = [], [], []
         for node, old in zip(graph.arg_nodes, self.arg_arrays):
             new_shape = graph.shapes[(id(node), 0)]

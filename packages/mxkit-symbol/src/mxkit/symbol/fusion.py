@@ -293,6 +293,8 @@ def fuse(graph: PassGraph) -> None:
         graph.dtypes[(id(node), 0)] = program.dtype
         if graph.is_forward(root):
             graph.forward_ids.add(id(node))
+        if any(id(n) in graph.recomputed_ids for n in group):
+            graph.recomputed_ids.add(id(node))
         replacements[(id(root), 0)] = Entry(node, 0)
         removed.update(id(n) for n in group)
         fused_at[id(root)] = node
@@ -313,12 +315,17 @@ def fuse(graph: PassGraph) -> None:
 register_pass("fuse", fuse, rewrites=True)
 
 
-def describe_fused(node: Node) -> str:
-    """``((a * b) + 1.0f)  [_mul0, _plusscalar0]``: a fused node's expression over its inputs' names."""
+def fused_expression(node: Node) -> str:
+    """``((a * b) + 1.0f)``: a fused node's expression in C over its inputs' names."""
     from mxkit.ndarray.ops._fused_program import render_c_expression
 
     names = [e.node.output_names()[e.index] for e in node.inputs]
-    return f"{render_c_expression(node.params['expression'], names)}  [{node.params['nodes'].replace(',', ', ')}]"
+    return render_c_expression(node.params["expression"], names)
+
+
+def describe_fused(node: Node) -> str:
+    """``((a * b) + 1.0f)  [_mul0, _plusscalar0]``: the expression and the nodes it replaced."""
+    return f"{fused_expression(node)}  [{node.params['nodes'].replace(',', ', ')}]"
 
 
 def fuse_symbol(symbol: Any, type_dict: dict | None = None, **shapes: Any) -> Any:
@@ -337,4 +344,4 @@ def fuse_symbol(symbol: Any, type_dict: dict | None = None, **shapes: Any) -> An
     return Symbol(graph.heads)
 
 __all__ = ["DERIVATIVE_BUILDERS", "FUSED_OPERATOR", "ProgramBuilder", "TRANSLATORS", "UNARY_BUILDERS",
-           "build_program", "describe_fused", "find_groups", "fuse", "fuse_symbol"]
+           "build_program", "describe_fused", "find_groups", "fuse", "fuse_symbol", "fused_expression"]

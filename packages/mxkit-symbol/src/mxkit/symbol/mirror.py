@@ -13,27 +13,36 @@ Which results are checkpoints (config ``mirror_policy``):
 
 - ``sqrt`` (default): Chen's greedy segmentation. Walking forward in order, results
   accumulate into the current segment until their bytes pass a budget (config
-  ``mirror_segment_mb``; 0 chooses total / sqrt(n), giving about sqrt(n) segments of
-  about sqrt(n) nodes); the node that passes it ends the segment and is kept.
+  ``mirror_segment_mb``); the next node that cuts the graph (no earlier result is read
+  past it: a residual unit's output, not a node inside the unit) ends the segment and is
+  kept. With budget 0 the budget is searched as Chen's ``search_plan`` does, minimising
+  the bytes kept plus the largest segment (about sqrt(n) segments of about sqrt(n)
+  nodes on a uniform chain).
 - ``cheap``: MXNet's ``MXNET_BACKWARD_DO_MIRROR`` policy: keep the results of expensive
   operators (convolution, fully connected, dot products, concat, losses) and recompute
   every cheap one (activations, pooling, normalisation, elementwise).
 
-Either way a node with the attribute ``__force_mirroring__="True"`` is recomputed and one
+The choice itself is made by :func:`mxkit.memplan.sublinear.select_checkpoints` over the
+forward nodes' sizes and flags (or by the selection of the recomputing memory planner the
+bind uses: config ``memplan = "sublinear"`` turns this pass on); this module does the
+rewrite. Either way a node with the attribute ``__force_mirroring__="True"`` is recomputed and one
 with ``"False"`` kept; random operators (Dropout) are never recomputed, since a second
 draw would differ; outputs and gradients the bind writes are kept. Operators with
 auxiliary states (BatchNorm) are recomputed on copies of those states, so the moving
 statistics are updated once, by the forward pass.
 
-Turn it on with ``graph_passes = ["prune", "mirror", "fuse"]`` or config
-``backward_do_mirror`` (environment ``MXKIT_BACKWARD_DO_MIRROR=1``).
+Turn it on with ``graph_passes = ["prune", "mirror", "fuse"]``, config
+``backward_do_mirror`` (environment ``MXKIT_BACKWARD_DO_MIRROR=1``), or the memory planner
+``sublinear`` (``bind(..., memplan="sublinear")``, config ``memplan``, ``MXKIT_MEMPLAN``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
+from mxkit.memplan.sublinear import RecomputeCandidate, select_checkpoints
 from mxkit.ndarray.registry import get_registry
 from mxkit.symbol.graph import Entry, Node
 from mxkit.symbol.infer import key
@@ -56,38 +65,34 @@ def _may_recompute(node: Node) -> bool:
     return node.op is not None and not node.op.needs_rng
 
 
-def choose_checkpoints(graph: PassGraph, forward: list[Node], policy: str, segment_bytes: float) -> set[int]:
-    """Ids of the forward nodes whose results stay alive for backward (the rest are recomputed)."""
+def recompute_candidates(graph: PassGraph, forward: list[Node]) -> list[RecomputeCandidate]:
+    """``forward`` as checkpoint selection sees it (named ``"<position>:<node name>"``)."""
+    from mxkit.core.dtypes import itemsize
+
     root_nodes = {id(r.node) for r in graph.roots}
 
     def nbytes(node: Node) -> int:
-        from mxkit.core.dtypes import itemsize
-
         return sum(math.prod(graph.shapes[(id(node), i)]) * itemsize(graph.dtypes[(id(node), i)])
                    for i in range(node.num_outputs()))
 
-    kept: set[int] = set()
-    sizes = {id(n): nbytes(n) for n in forward}
-    if policy == "sqrt" and not segment_bytes:
-        segment_bytes = sum(sizes.values()) / max(1.0, math.sqrt(len(forward)))
-    accumulated = 0.0
-    for node in forward:
-        forced = _forced(node)
-        if not _may_recompute(node) or id(node) in root_nodes or forced is False:
-            kept.add(id(node))
-            accumulated = 0.0
-            continue
-        if forced:
-            continue
-        if policy == "cheap":
-            if node.op.name in EXPENSIVE_OPERATORS:
-                kept.add(id(node))
-            continue
-        accumulated += sizes[id(node)]
-        if accumulated > segment_bytes:
-            kept.add(id(node))
-            accumulated = 0.0
-    return kept
+    names = {id(node): f"{position}:{node.name}" for position, node in enumerate(forward)}
+    return [RecomputeCandidate(names[id(node)], nbytes(node),
+                               inputs=tuple(names[id(e.node)] for e in node.inputs if id(e.node) in names),
+                               recomputable=_may_recompute(node) and id(node) not in root_nodes,
+                               forced=_forced(node), expensive=node.op.name in EXPENSIVE_OPERATORS)
+            for node in forward]
+
+
+def choose_checkpoints(graph: PassGraph, forward: list[Node], policy: str, segment_bytes: float,
+                       select: Callable[..., Any] | None = None) -> set[int]:
+    """Ids of the forward nodes whose results stay alive for backward (the rest are recomputed).
+
+    ``select`` is the selection of a recomputing memory planner (default: the ``sublinear``
+    planner's :func:`mxkit.memplan.sublinear.select_checkpoints`).
+    """
+    candidates = recompute_candidates(graph, forward)
+    kept = (select or select_checkpoints)(candidates, policy, segment_bytes)
+    return {id(node) for node, candidate in zip(forward, candidates) if candidate.name in kept}
 
 
 def mirror(graph: PassGraph) -> None:
@@ -98,7 +103,8 @@ def mirror(graph: PassGraph) -> None:
     backward = [n for n in graph.nodes if not graph.is_forward(n)]
     if not backward or not forward:
         return
-    kept = choose_checkpoints(graph, forward, config.get("mirror_policy"), config.get("mirror_segment_mb") * 2**20)
+    kept = choose_checkpoints(graph, forward, config.get("mirror_policy"), config.get("mirror_segment_mb") * 2**20,
+                              graph.select_checkpoints)
     forward_ids = {id(n) for n in forward}
     dropped = {id(n) for n in forward} - kept
     if not dropped:
@@ -109,6 +115,7 @@ def mirror(graph: PassGraph) -> None:
 
     def emit(node: Node) -> Node:
         order.append(node)
+        graph.recomputed_ids.add(id(node))
         return node
 
     def clone(source: Node) -> None:
@@ -157,4 +164,4 @@ def mirror(graph: PassGraph) -> None:
 
 register_pass("mirror", mirror, rewrites=True)
 
-__all__ = ["EXPENSIVE_OPERATORS", "choose_checkpoints", "mirror"]
+__all__ = ["EXPENSIVE_OPERATORS", "choose_checkpoints", "mirror", "recompute_candidates"]

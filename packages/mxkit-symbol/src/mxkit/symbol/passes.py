@@ -2,7 +2,8 @@
 
 Passes run at every bind, after the backward graph is built, in the order config lists
 them (default ``prune,fuse``; config ``backward_do_mirror`` adds ``mirror`` after
-``prune``). Two kinds are registered with :func:`register_pass`:
+``prune``, and so does a recomputing memory planner, config ``memplan = "sublinear"``).
+Two kinds are registered with :func:`register_pass`:
 
 - a *selecting* pass is ``pass(roots, nodes) -> nodes``: ``roots`` are the entries the
   bind must produce (the outputs, then the entries writing gradient arrays), ``nodes``
@@ -36,7 +37,7 @@ register_option(Option("mirror_policy", "str", "sqrt",
                        choices=("sqrt", "cheap")))
 register_option(Option("mirror_segment_mb", "float", 0.0,
                        "megabytes of forward results per recomputed segment under mirror_policy 'sqrt' "
-                       "(0: total / sqrt(number of forward nodes))", minimum=0))
+                       "(0: searched, minimising the bytes kept plus the largest segment)", minimum=0))
 
 GraphPass = Callable[[list[Entry], list[Node]], list[Node]]
 _PASSES: dict[str, GraphPass] = {}
@@ -65,6 +66,12 @@ class PassGraph:
     retired : list of Node
         Nodes a pass removed, kept alive for the bind so that no new node reuses their id
         while ``shapes`` still has their keys.
+    select_checkpoints : callable or None
+        The checkpoint selection of the recomputing memory planner the bind uses (see
+        :func:`mxkit.memplan.sublinear.recompute_selector`); ``mirror`` uses it.
+    recomputed_ids : set of int
+        Ids of the nodes that recompute forward results (made by ``mirror``; a fused node
+        that absorbs one is one too).
     """
 
     nodes: list[Node]
@@ -74,6 +81,8 @@ class PassGraph:
     forward_ids: set[int] = field(default_factory=set)
     shared_ids: set[int] = field(default_factory=set)
     retired: list[Node] = field(default_factory=list)
+    select_checkpoints: Callable[..., Any] | None = None
+    recomputed_ids: set[int] = field(default_factory=set)
 
     def is_forward(self, node: Node) -> bool:
         return id(node) in self.forward_ids
@@ -136,12 +145,13 @@ def prune(roots: list[Entry], nodes: list[Node]) -> list[Node]:
 register_pass("prune", prune)
 
 
-def configured_passes() -> list[str]:
-    """Config ``graph_passes``, with ``mirror`` after ``prune`` when ``backward_do_mirror`` is on."""
+def configured_passes(recompute: bool = False) -> list[str]:
+    """Config ``graph_passes``, with ``mirror`` after ``prune`` when ``backward_do_mirror`` is on
+    or ``recompute`` (the bind's memory planner is a recomputing one, ``sublinear``)."""
     from mxkit.core import config
 
     names = [n.strip().lower() for n in config.get("graph_passes")]
-    if config.get("backward_do_mirror") and "mirror" not in names:
+    if (recompute or config.get("backward_do_mirror")) and "mirror" not in names:
         names.insert(names.index("prune") + 1 if "prune" in names else 0, "mirror")
     return names
 

@@ -348,6 +348,28 @@ class Symbol:
 
         return plan_memory(self, for_training=for_training, memplan=memplan, type_dict=type_dict, shapes=shapes)
 
+    def optimize(self, type_dict: Any = None, **shapes: Any) -> Symbol:
+        """This symbol with its elementwise chains fused into ``_FusedElemwise`` nodes, for
+        inspection (``mx.sym.fuse``; see :func:`mxkit.symbol.fusion.fuse_symbol`).
+
+        Parameters
+        ----------
+        type_dict : dict of str to dtype, optional
+            Argument dtypes (default: config ``default_dtype``).
+        **shapes : tuple
+            Input shapes, as for :meth:`simple_bind`: whether nodes may merge depends on
+            broadcasting and dtypes.
+
+        Returns
+        -------
+        Symbol
+            The forward graph after the ``prune`` and ``fuse`` passes; ``debug_str`` of a bind
+            and ``mx.viz.plot_network`` show each fused node's expression.
+        """
+        from mxkit.symbol.fusion import fuse_symbol
+
+        return fuse_symbol(self, type_dict, **shapes)
+
     def eval(self, ctx: Any = None, **kwargs: Any) -> list:
         """Bind to ``kwargs`` (name to NDArray), run forward, return the outputs."""
         executor = self.bind(ctx, kwargs, grad_req="null")

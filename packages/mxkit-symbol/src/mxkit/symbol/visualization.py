@@ -15,6 +15,7 @@ from mxkit.core.errors import MissingComponentError
 from mxkit.symbol.graph import Entry, Node, aux_variables, topo_order
 from mxkit.symbol.infer import infer_shapes, key, variable_shapes
 
+FUSED_OPERATOR = "_FusedElemwise"
 _PARAMETER_SUFFIXES = ("_weight", "_bias", "_gamma", "_beta", "_moving_mean", "_moving_var", "_running_mean",
                        "_running_var")
 
@@ -37,6 +38,10 @@ def _layer_label(node: Node) -> str:
         return f"Convolution\n{kernel}/{stride}, {params.get('num_filter')}"
     if name in ("Activation", "LeakyReLU"):
         return f"{name}\n{params.get('act_type')}"
+    if name == FUSED_OPERATOR:
+        from mxkit.symbol.fusion import fused_expression
+
+        return f"{FUSED_OPERATOR}\n{fused_expression(node)}"
     if name == "Pooling":
         kernel = "x".join(str(k) for k in params.get("kernel", ()))
         return f"Pooling\n{params.get('pool_type')}, {kernel}"
@@ -118,12 +123,16 @@ def _import_graphviz() -> Any:
 
 _FILL = {"FullyConnected": "#fb8072", "Convolution": "#fb8072", "Activation": "#ffffb3", "LeakyReLU": "#ffffb3",
          "BatchNorm": "#bebada", "Pooling": "#80b1d3", "Concat": "#fdb462", "Flatten": "#fdb462",
-         "Reshape": "#fdb462", "SoftmaxOutput": "#b3de69"}
+         "Reshape": "#fdb462", "SoftmaxOutput": "#b3de69", FUSED_OPERATOR: "#ccebc5"}
 
 
 def plot_network(symbol: Any, title: str = "plot", save_format: str = "pdf", shape: Mapping[str, Any] | None = None,
                  dtype: Any = None, node_attrs: Mapping[str, str] | None = None, hide_weights: bool = True) -> Any:
     """A :class:`graphviz.Digraph` of the network: one box per layer, edges from inputs.
+
+    A fused node (from ``symbol.optimize(**shapes)`` / ``mx.sym.fuse``) is labelled with its
+    expression in C over its inputs' names, e.g. ``((data * fc_weight) + 1.0f)``; its box
+    is not fixed in size, so the expression fits.
 
     Parameters
     ----------
@@ -159,8 +168,10 @@ def plot_network(symbol: Any, title: str = "plot", save_format: str = "pdf", sha
                 continue
             dot.node(name=ids[id(node)], label=node.name, **dict(style, fillcolor="#8dd3c7", shape="oval"))
             continue
-        dot.node(name=ids[id(node)], label=_layer_label(node),
-                 **dict(style, fillcolor=_FILL.get(node.op.name, "#fccde5")))
+        attrs = dict(style, fillcolor=_FILL.get(node.op.name, "#fccde5"))
+        if node.op.name == FUSED_OPERATOR:
+            attrs["fixedsize"] = "false"
+        dot.node(name=ids[id(node)], label=_layer_label(node), **attrs)
     for node in order:
         for entry in node.inputs:
             if id(entry.node) in hidden:
