@@ -51,6 +51,29 @@ def test_the_cached_engine_follows_mxkit_engine(monkeypatch):
     assert mxkit.engine.get() is outside
 
 
+def test_the_engine_follows_mxkit_cpu_workers(monkeypatch):
+    import mxkit.engine
+
+    monkeypatch.delenv("MXKIT_CPU_WORKERS", raising=False)
+    outside = mxkit.engine.get()
+    with tu.environment("MXKIT_CPU_WORKERS", "3"):
+        inside = mxkit.engine.get()
+        if inside.name != "naive":  # the naive engine has no workers
+            assert inside.num_workers == 3
+        assert inside is not outside
+    assert mxkit.engine.get() is outside
+
+
+def test_plugin_manager_keys_warn_that_they_need_a_rebuild(monkeypatch):
+    from mxkit.core import plugins
+
+    plugins.get_plugin_manager()
+    monkeypatch.delenv("MXKIT_TRACE_PLUGINS", raising=False)
+    with pytest.warns(UserWarning, match="MXKIT_TRACE_PLUGINS is read when the plugin manager is built"):
+        with tu.environment("MXKIT_TRACE_PLUGINS", "1"):
+            pass
+
+
 def test_the_cached_numexpr_mode_follows_mxkit_fused_numexpr(monkeypatch):
     from mxkit.ndarray.ops import fused_elemwise
 

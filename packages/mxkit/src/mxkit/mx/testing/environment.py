@@ -2,15 +2,19 @@
 
 mxkit reads its ``MXKIT_<KEY>`` configuration from the environment at each lookup, so most
 keys take effect inside the block at once. A few values are read once and kept: the
-process engine (``MXKIT_ENGINE``) and the fused kernels' numexpr mode
-(``MXKIT_FUSED_NUMEXPR``). ``environment`` switches those for the block and restores them
-after, so that every ``MXKIT_*`` variable it sets is in force inside the block.
+process engine (``MXKIT_ENGINE``, ``MXKIT_CPU_WORKERS``) and the fused kernels' numexpr
+mode (``MXKIT_FUSED_NUMEXPR``). ``environment`` switches those for the block and restores
+them after, so that these ``MXKIT_*`` variables are in force inside the block. The plugin
+manager reads ``MXKIT_DISABLE_PLUGIN_AUTOLOAD`` and ``MXKIT_TRACE_PLUGINS`` once, when it
+is built; rebuilding it would drop plugins registered by hand, so ``environment`` warns
+instead (``mxkit.core.plugins.reset_plugin_manager()`` applies them).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from typing import Any
@@ -80,11 +84,21 @@ def _refresh_numexpr_mode(stack: ExitStack) -> None:
     stack.callback(setattr, module, "_mode", previous)
 
 
+def _warn_plugin_manager_key(name: str) -> None:
+    if "mxkit.core.plugins" in sys.modules and sys.modules["mxkit.core.plugins"]._cached_manager.cache_info().currsize:
+        warnings.warn(f"{name} is read when the plugin manager is built, which has happened already: it has no "
+                      f"effect inside this environment() block; call mxkit.core.plugins.reset_plugin_manager() "
+                      f"to rebuild the manager (plugins registered by hand are dropped)", UserWarning, stacklevel=4)
+
+
 #: MXKIT_* variables whose value is read once and cached, and how to apply a new one
 _CACHED: dict[str, Callable[[ExitStack], None]] = {
-    "MXKIT_ENGINE": _switch_engine,
     "MXKIT_FUSED_NUMEXPR": _refresh_numexpr_mode,
 }
+#: variables that choose the process engine (its type and its CPU worker count)
+_ENGINE_VARIABLES = ("MXKIT_ENGINE", "MXKIT_CPU_WORKERS")
+#: variables read when the plugin manager is built
+_PLUGIN_MANAGER_VARIABLES = ("MXKIT_DISABLE_PLUGIN_AUTOLOAD", "MXKIT_TRACE_PLUGINS")
 
 
 @contextmanager
@@ -117,6 +131,10 @@ def environment(*args: Any) -> Iterator[None]:
             refresh = _CACHED.get(name)
             if refresh is not None:
                 refresh(stack)
+            if name in _PLUGIN_MANAGER_VARIABLES:
+                _warn_plugin_manager_key(name)
+        if any(name in _ENGINE_VARIABLES for name in changed):
+            _switch_engine(stack)
         yield
 
 
