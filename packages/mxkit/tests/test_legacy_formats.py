@@ -3,7 +3,9 @@
 NDArray files in the pre-0.8 layout whose first word is ndim."""
 
 import json
+import os
 import struct
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -107,3 +109,38 @@ def test_nd_load_of_a_corrupt_pre_0_8_file_says_where(tmp_path):
     path.write_bytes(_list_file([_pre_08_record(np.zeros(3, np.float32))], [])[:-12])
     with pytest.raises(FormatError, match=r"the data of .* \(shape \(3,\)\)"):
         mx.nd.load(str(path))
+
+
+def _mxnet_python():
+    interpreter = os.environ.get("MXKIT_MXNET_PYTHON")
+    if not interpreter:
+        pytest.skip("set MXKIT_MXNET_PYTHON to the interpreter of an MXNet 1.9.1 environment to run this check")
+    return interpreter
+
+
+def _run_mxnet(code: str, *args: str) -> str:
+    result = subprocess.run([_mxnet_python(), "-c", code, *args], capture_output=True, text=True, check=True)
+    return result.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_live_mxnet_upgrades_each_file_as_we_do(case):
+    code = "import json, sys, mxnet as mx; print(mx.sym.load(sys.argv[1]).tojson().replace('\\n', ''))"
+    theirs = json.loads(_run_mxnet(code, str(FIXTURES / f"{case}.json")))
+    ours = json.loads(mx.sym.load(str(FIXTURES / f"{case}.json")).tojson())
+    assert _by_name(ours) == _by_name(theirs)
+
+
+def test_a_live_mxnet_reads_our_pre_0_8_file_as_we_do(tmp_path):
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal((2, 3)).astype(np.float32), np.arange(4, dtype=np.int32),
+              rng.standard_normal((1, 2, 2)).astype(np.float64)]
+    path = tmp_path / "pre08.params"
+    path.write_bytes(_list_file([_pre_08_record(a) for a in arrays], []))
+    code = ("import json, sys, mxnet as mx\n"
+            "print(json.dumps([[a.dtype.__name__, a.asnumpy().tolist()] for a in mx.nd.load(sys.argv[1])]))")
+    theirs = json.loads(_run_mxnet(code, str(path)))
+    ours = mx.nd.load(str(path))
+    assert [np.dtype(a.dtype).name for a in ours] == [dtype for dtype, _ in theirs]
+    for mine, (_, values) in zip(ours, theirs):
+        np.testing.assert_array_equal(mine.asnumpy(), np.array(values))
