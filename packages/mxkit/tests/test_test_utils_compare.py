@@ -1,6 +1,9 @@
 """mx.test_utils: comparisons, random shapes and arrays, the default context (hand-computed cases)."""
 
+import json
+import os
 import re
+import subprocess
 import threading
 
 import numpy as np
@@ -161,3 +164,45 @@ def test_default_context_follows_with_blocks_and_set_default_context():
     finally:
         tu.set_default_context(None)
     assert tu.default_context() == mx.cpu(0)
+
+
+def _mxnet_python():
+    interpreter = os.environ.get("MXKIT_MXNET_PYTHON")
+    if not interpreter:
+        pytest.skip("set MXKIT_MXNET_PYTHON to the interpreter of an MXNet 1.9.1 environment to run this check")
+    return interpreter
+
+
+CASES = {
+    "float64 2-d": (np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]), np.array([[1.0, 2.0, 3.1], [4.0, 5.5, 6.0]])),
+    "float32 near the default tolerance": (np.array([1.0, 2.0, 3.0], np.float32),
+                                           np.array([1.0, 2.01, 3.0005], np.float32)),
+    "mixed dtypes, 3-d": (np.arange(8, dtype=np.float64).reshape(2, 2, 2),
+                          (np.arange(8) + np.array([0, 0, 0, 0.5, 0, 0, 0, 2])).reshape(2, 2, 2).astype(np.float32)),
+}
+
+
+def test_failure_messages_match_mxnet_1_9_1(tmp_path):
+    interpreter = _mxnet_python()
+    np.savez(tmp_path / "cases.npz", **{f"{i}_{side}": pair[j] for i, pair in enumerate(CASES.values())
+                                        for j, side in enumerate("ab")})
+    code = ("import json, sys, numpy as np\n"
+            "from mxnet.test_utils import assert_almost_equal\n"
+            "cases = np.load(sys.argv[1]); out = []\n"
+            "for i in range(len(cases.files) // 2):\n"
+            "    try:\n"
+            "        assert_almost_equal(cases[f'{i}_a'], cases[f'{i}_b'], names=('x', 'y'))\n"
+            "        out.append(None)\n"
+            "    except AssertionError as e:\n"
+            "        out.append([l for l in str(e).splitlines() if l.startswith(('Error', 'Location'))])\n"
+            "print(json.dumps(out))")
+    result = subprocess.run([interpreter, "-c", code, str(tmp_path / "cases.npz")], capture_output=True, text=True,
+                            check=True)
+    theirs = json.loads(result.stdout.strip().splitlines()[-1])
+    for (a, b), expected in zip(CASES.values(), theirs):
+        try:
+            tu.assert_almost_equal(a, b, names=("x", "y"))
+            ours = None
+        except AssertionError as exc:
+            ours = [line for line in str(exc).splitlines() if line.startswith(("Error", "Location"))]
+        assert ours == expected

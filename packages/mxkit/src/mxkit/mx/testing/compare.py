@@ -118,16 +118,27 @@ def find_max_violation(a: np.ndarray, b: np.ndarray, rtol: float | None = None,
     Equal elements (infinities of one sign included) do not violate; NaN is the worst.
     """
     rtol, atol = get_rtol(rtol), get_atol(atol)
-    a, b = np.broadcast_arrays(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
-    with np.errstate(invalid="ignore", over="ignore"):
-        difference = np.where(np.equal(a, b), 0.0, np.abs(a - b))
-        violation = difference / (atol + rtol * np.abs(b) + 1e-20)
-    violation = np.where(np.isnan(violation), np.inf, violation)
+    violation = _violation(a, b, rtol, atol)
     if violation.size == 0:
         return (), 0.0
     flat = int(np.argmax(violation))
     index = tuple(int(i) for i in np.unravel_index(flat, violation.shape))
     return index, float(violation.reshape(-1)[flat])
+
+
+def _violation(a: Any, b: Any, rtol: float, atol: float) -> np.ndarray:
+    """``|a - b| / (atol + rtol * |b|)`` per element, 0 where equal, inf where NaN.
+
+    Computed with numpy's promotion of the arrays' own dtypes, as MXNet computes it: the
+    difference in the common dtype, the tolerance in ``b``'s (so float32 reports match).
+    """
+    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    if np.result_type(a, b).kind != "f":
+        a, b = a.astype(np.float64), b.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        difference = np.where(np.equal(a, b), 0, np.abs(a - b))
+        violation = difference / (atol + rtol * np.abs(b) + 1e-20)
+    return np.where(np.isnan(violation), np.inf, violation)
 
 
 def location_error(a: np.ndarray, b: np.ndarray, index: tuple[int, ...], names: tuple[str, str],
@@ -205,9 +216,7 @@ def _print_worst(a: np.ndarray, b: np.ndarray, mask: np.ndarray, rtol: float, at
     shown = mismatches[0]
     if shown <= 0:
         return
-    with np.errstate(invalid="ignore", over="ignore"):
-        violation = np.abs(a.astype(np.float64) - b) / (atol + rtol * np.abs(b.astype(np.float64)) + 1e-20)
-    violation = np.where(np.isnan(violation), np.inf, violation)
+    violation = _violation(a, b, rtol, atol)
     order = np.argsort(-violation.reshape(-1)[mask.reshape(-1)], kind="stable")[:shown]
     flat_positions = np.flatnonzero(mask.reshape(-1))[order]
     print(f"\n*** Maximum errors for vector of size {a.size}:  rtol={rtol}, atol={atol}\n")
