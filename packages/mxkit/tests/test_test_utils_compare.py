@@ -8,6 +8,8 @@ import threading
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from mxkit import mx
 from mxkit.core.errors import MXKitError, ShapeError
 from mxkit.mx import test_utils as tu
@@ -206,3 +208,26 @@ def test_failure_messages_match_mxnet_1_9_1(tmp_path):
         except AssertionError as exc:
             ours = [line for line in str(exc).splitlines() if line.startswith(("Error", "Location"))]
         assert ours == expected
+
+
+finite = st.floats(-1e3, 1e3, allow_nan=False, width=64)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(finite, finite), min_size=1, max_size=12), st.sampled_from([0.0, 1e-3, 0.1]),
+       st.sampled_from([0.0, 1e-2, 1.0]))
+def test_property_agrees_with_allclose_and_names_the_worst_index(pairs, rtol, atol):
+    a = np.array([p[0] for p in pairs])
+    b = np.array([p[1] for p in pairs])
+    close = bool(np.allclose(a, b, rtol=rtol, atol=atol))
+    assert tu.almost_equal(a, b, rtol=rtol, atol=atol) == close
+    try:
+        tu.assert_almost_equal(a, b, rtol=rtol, atol=atol)
+    except AssertionError as exc:
+        assert not close
+        # the independent reference: the first index of the largest |a - b| / (atol + rtol |b|)
+        ratio = np.where(a == b, 0.0, np.abs(a - b)) / (atol + rtol * np.abs(b) + 1e-20)
+        worst = int(np.argmax(ratio))
+        assert f"Location of maximum error: ({worst},), a={a[worst]:.8f}, b={b[worst]:.8f}" in str(exc)
+    else:
+        assert close
