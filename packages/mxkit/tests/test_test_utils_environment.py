@@ -51,6 +51,24 @@ def test_the_cached_engine_follows_mxkit_engine(monkeypatch):
     assert mxkit.engine.get() is outside
 
 
+def test_mxnet_variables_with_an_equivalent_set_it(monkeypatch):
+    import mxkit.engine
+    import mxkit.symbol  # registers backward_do_mirror
+
+    for name in ("MXKIT_ENGINE", "MXNET_ENGINE_TYPE", "MXKIT_BACKWARD_DO_MIRROR", "MXNET_BACKWARD_DO_MIRROR"):
+        monkeypatch.delenv(name, raising=False)
+    with tu.environment({"MXNET_ENGINE_TYPE": "NaiveEngine", "MXNET_BACKWARD_DO_MIRROR": "1"}):
+        assert os.environ["MXNET_ENGINE_TYPE"] == "NaiveEngine"  # set as asked, too
+        assert mxkit.engine.get().name == "naive" and config.get("backward_do_mirror") is True
+    assert "MXKIT_ENGINE" not in os.environ and "MXKIT_BACKWARD_DO_MIRROR" not in os.environ
+    with tu.environment({"MXNET_ENGINE_TYPE": "NaiveEngine", "MXKIT_ENGINE": "threaded"}):
+        assert config.get("engine") == "threaded"  # the explicit mxkit value wins
+    with pytest.raises(MXKitError, match="MXNET_ENGINE_TYPE='Fast' has no mxkit equivalent; MXNet's values are "
+                                         "NaiveEngine, ThreadedEngine, ThreadedEnginePerDevice"):
+        with tu.environment("MXNET_ENGINE_TYPE", "Fast"):
+            pass
+
+
 def test_the_engine_follows_mxkit_cpu_workers(monkeypatch):
     import mxkit.engine
 

@@ -41,6 +41,35 @@ def _parse_arguments(args: tuple) -> dict[str, str | None]:
     return variables
 
 
+#: MXNet variables with an mxkit equivalent: MXNET_* -> (MXKIT_*, value translation or None)
+MXNET_EQUIVALENTS: dict[str, tuple[str, dict[str, str] | None]] = {
+    "MXNET_ENGINE_TYPE": ("MXKIT_ENGINE", {"NaiveEngine": "naive", "ThreadedEngine": "threaded",
+                                           "ThreadedEnginePerDevice": "threaded_per_device"}),
+    "MXNET_CPU_WORKER_NTHREADS": ("MXKIT_CPU_WORKERS", None),
+    "MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN": ("MXKIT_EXEC_BULK_SIZE", None),
+    "MXNET_BACKWARD_DO_MIRROR": ("MXKIT_BACKWARD_DO_MIRROR", None),
+    "MXNET_KVSTORE_BIGARRAY_BOUND": ("MXKIT_KVSTORE_BIGARRAY_BOUND", None),
+}
+
+
+def _with_mxkit_equivalents(variables: dict[str, str | None]) -> dict[str, str | None]:
+    """``variables`` plus the MXKIT_* equivalent of each mapped MXNET_* one (unless also given)."""
+    result = dict(variables)
+    for name, value in variables.items():
+        if name not in MXNET_EQUIVALENTS:
+            continue
+        target, values = MXNET_EQUIVALENTS[name]
+        if target in variables:
+            continue  # an explicit MXKIT_* value wins
+        if value is not None and values is not None:
+            if value not in values:
+                raise MXKitError(f"environment: {name}={value!r} has no mxkit equivalent; MXNet's values are "
+                                 f"{', '.join(values)} (or set {target} directly)")
+            value = values[value]
+        result[target] = value
+    return result
+
+
 def _validate_config_values(variables: Mapping[str, str | None]) -> None:
     """Fail before changing anything when an ``MXKIT_<KEY>`` value is invalid for its key."""
     from mxkit.core.config import OPTIONS
@@ -108,8 +137,10 @@ def environment(*args: Any) -> Iterator[None]:
     Called as ``environment("MXKIT_ENGINE", "naive")`` or ``environment({"A": "1", "B": None})``
     (None unsets a variable inside the block). ``MXKIT_*`` variables naming configuration
     keys are validated first and are in force inside the block, including those mxkit
-    caches (the process engine, the numexpr mode). MXNet's own ``MXNET_*`` variables mean
-    nothing to mxkit (see the migration guide for the configuration key of each).
+    caches (the process engine, the numexpr mode). So that ported MXNet tests keep their
+    meaning, the MXNet variables in :data:`MXNET_EQUIVALENTS` also set their ``MXKIT_*``
+    counterpart (``MXNET_ENGINE_TYPE=NaiveEngine`` sets ``MXKIT_ENGINE=naive``); other
+    ``MXNET_*`` variables mean nothing to mxkit (see the migration guide).
 
     Raises
     ------
@@ -118,7 +149,7 @@ def environment(*args: Any) -> Iterator[None]:
     MXKitError
         For arguments that are not a dict or a name and a value, or non-string values.
     """
-    variables = _parse_arguments(args)
+    variables = _with_mxkit_equivalents(_parse_arguments(args))
     _validate_config_values(variables)
     snapshot = {name: os.environ.get(name) for name in variables}
     with ExitStack() as stack:
@@ -167,4 +198,4 @@ def discard_stderr() -> Iterator[None]:
         os.close(saved_fd)
 
 
-__all__ = ["discard_stderr", "environment"]
+__all__ = ["MXNET_EQUIVALENTS", "discard_stderr", "environment"]
