@@ -107,9 +107,25 @@ def _stack() -> list[Context]:
 
 
 def current_context() -> Context:
-    """The innermost ``with ctx:`` of this thread, else ``cpu(0)``."""
+    """The innermost ``with ctx:`` of this thread, else its :func:`set_thread_default`, else ``cpu(0)``."""
     stack = _stack()
-    return stack[-1] if stack else _PROCESS_DEFAULT
+    return stack[-1] if stack else getattr(_local, "default", _PROCESS_DEFAULT)
+
+
+def set_thread_default(ctx: Context | None) -> Context | None:
+    """Make ``ctx`` this thread's device outside any ``with ctx:`` (None: back to ``cpu(0)``).
+
+    MXNet's ``Context._default_ctx.value = ctx`` (``mx.test_utils.set_default_context``).
+    Returns the previous thread default, or None if there was none.
+    """
+    previous: Context | None = getattr(_local, "default", None)
+    if ctx is None:
+        _local.__dict__.pop("default", None)
+    elif not isinstance(ctx, Context):
+        raise DeviceError(f"the default context must be a Context such as mx.cpu(0), got {ctx!r}")
+    else:
+        _local.default = ctx
+    return previous
 
 
 def cpu(device_id: int = 0) -> Context:
@@ -164,4 +180,4 @@ def clear_backend_cache() -> None:
 
 
 __all__ = ["Context", "clear_backend_cache", "cpu", "cpu_pinned", "current_context", "gpu", "gpu_memory_info",
-           "num_gpus"]
+           "num_gpus", "set_thread_default"]

@@ -4,7 +4,8 @@ The format (nnvm's graph JSON): ``nodes`` in topological order, each with ``op``
 (``"null"`` for a variable), ``name``, string ``attrs`` and ``inputs`` as ``[node, output,
 version]``; ``arg_nodes`` (indices of the variables); ``node_row_ptr`` (prefix sums of the
 output counts); ``heads`` (the symbol's outputs) and ``attrs.mxnet_version``. Files from
-MXNet 0.x use ``param``/``attr`` instead of ``attrs`` and two-element inputs; both load.
+older MXNet releases (0.8's ``param``/``attr`` keys, two-element inputs, missing auxiliary
+states) are upgraded on load as MXNet 1.9.1 upgrades them (:mod:`mxkit.symbol.json_legacy`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from mxkit.core.errors import FormatError, MXKitError
 from mxkit.ndarray.registry import UnknownOperatorError, get_registry
 from mxkit.symbol.graph import Entry, Node, topo_order
+from mxkit.symbol.json_legacy import merge_node_attributes, upgrade
 from mxkit.symbol.symbol import Symbol
 
 MXNET_VERSION = 10901  # the MXNet release whose files we write (1.9.1)
@@ -74,6 +76,8 @@ def from_json(text: str) -> Symbol:
         listed = ", ".join(f"{op} (node {name!r})" for op, name in unknown)
         raise UnknownOperatorError(f"the symbol JSON uses operators this installation does not register: {listed}; "
                                    f"install the package that provides them")
+    graph = upgrade(graph, registry)
+    items = graph["nodes"]
     nodes: list[Node] = []
     for position, item in enumerate(items):
         nodes.append(_load_node(item, position, nodes, registry))
@@ -86,12 +90,7 @@ def _load_node(item: dict, position: int, nodes: list[Node], registry: Any) -> N
     op_name = item.get("op")
     if not isinstance(name, str) or op_name is None:
         raise FormatError(f"symbol JSON node {position} needs 'op' and 'name', got {item!r}")
-    attrs: dict[str, str] = {}
-    for field in ("param", "attr", "attrs"):  # 0.x files: 'param' (op params) and 'attr' (free-form)
-        for key, value in (item.get(field) or {}).items():
-            if field == "attr" and not (key.startswith("__") and key.endswith("__")):
-                key = f"__{key}__"
-            attrs[key] = value if isinstance(value, str) else json.dumps(value)
+    attrs = merge_node_attributes(item)
     inputs = [_entry(raw, nodes, f"node {name!r} inputs") for raw in item.get("inputs", [])]
     if op_name == "null":
         return Node(None, name, attrs, inputs)

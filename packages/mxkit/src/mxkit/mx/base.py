@@ -1,8 +1,42 @@
-"""``mx.base``: MXNet's base names that user code imports (``MXNetError``)."""
+"""``mx.base``: the names of MXNet's ``base`` module that user code imports.
+
+``MXNetError`` (every mxkit error is one), ``py_str``, ``string_types`` and the version.
+MXNet's ctypes helpers (``check_call``, ``c_str``, ``_LIB``) have no counterpart: mxkit has
+no C API (see the migration guide).
+"""
+
+from __future__ import annotations
 
 from mxkit.core.errors import MXKitError
 
 #: MXNet code catches ``mx.base.MXNetError``; in mxkit every error is an MXKitError.
 MXNetError = MXKitError
 
-__all__ = ["MXNetError"]
+#: MXNet's alias for the string types (a tuple, for ``isinstance``)
+string_types = (str,)
+#: MXNet's integer types for ``isinstance`` checks (numpy integers are ``numbers.Integral`` too)
+integer_types = (int,)
+
+
+def py_str(value: bytes | str) -> str:
+    """A Python string from the bytes a C API returned (UTF-8); a string is returned as is."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, (bytes, bytearray)):
+        raise MXKitError(f"py_str expects bytes (UTF-8) or str, got {type(value).__name__} {value!r}")
+    return bytes(value).decode("utf-8")
+
+
+def _distribution_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("mxkit")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"  # running from a source tree that was never installed
+
+
+#: the version of the mxkit distribution (``mx.__version__``)
+__version__ = _distribution_version()
+
+__all__ = ["MXNetError", "__version__", "integer_types", "py_str", "string_types"]

@@ -235,7 +235,19 @@ def run_program(xp: Any, text: str, inputs: list, out: Any) -> None:
             names.update((name, scalar(value)) for name, value in constants.items())
             numexpr.evaluate(expression, local_dict=names, out=out, casting="unsafe")
             return
-    _xp_plan(text).run(xp, inputs, out)
+    plan = _xp_plan(text)
+    if any(_overlaps(xp, array, out) for array in inputs):
+        # the plan uses ``out`` as a register, so an input stored in ``out`` (grad_req='add' sums into the
+        # gradient array it reads) would be overwritten before it is read: compute aside, then copy
+        result = xp.empty_like(out)
+        plan.run(xp, inputs, result)
+        xp.copyto(out, result)
+        return
+    plan.run(xp, inputs, out)
+
+
+def _overlaps(xp: Any, array: Any, out: Any) -> bool:
+    return hasattr(array, "shape") and bool(xp.may_share_memory(array, out))
 
 
 def _fused_kernel(xp: Any, inputs: list, outputs: list, params: dict) -> None:

@@ -1,0 +1,88 @@
+"""The default test device and random shapes and arrays (MXNet's ``test_utils`` names)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from mxkit.core import context as _context
+from mxkit.core.errors import MXKitError
+from mxkit.mx.testing.compare import default_dtype
+
+
+def default_context() -> _context.Context:
+    """The device tests run on: the innermost ``with ctx:``, else :func:`set_default_context`'s, else cpu(0)."""
+    return _context.current_context()
+
+
+def set_default_context(ctx: Any) -> None:
+    """Make ``ctx`` this thread's default device (``mx.current_context()`` outside any ``with``)."""
+    _context.set_thread_default(None if ctx is None else _context.Context(ctx))
+
+
+def random_arrays(*shapes: tuple[int, ...]) -> np.ndarray | list[np.ndarray]:
+    """Standard-normal float32 numpy arrays of the given shapes (one array for one shape)."""
+    arrays = [np.array(np.random.randn(), dtype=default_dtype()) if len(s) == 0
+              else np.random.randn(*s).astype(default_dtype()) for s in shapes]
+    return arrays[0] if len(arrays) == 1 else arrays
+
+
+def random_uniform_arrays(*shapes: tuple[int, ...], low: float = 0.0, high: float = 1.0,
+                          dtype: Any = None) -> np.ndarray | list[np.ndarray]:
+    """Uniform numpy arrays in ``[low, high)`` of the given shapes."""
+    dtype = default_dtype() if dtype is None else dtype
+    arrays = [np.random.uniform(low, high, size=s).astype(dtype) for s in shapes]
+    return arrays[0] if len(arrays) == 1 else arrays
+
+
+def _low(allow_zero_size: bool) -> int:
+    return 0 if allow_zero_size else 1
+
+
+def rand_shape_2d(dim0: int = 10, dim1: int = 10, allow_zero_size: bool = False) -> tuple[int, int]:
+    """A random 2-d shape with sizes in ``1..dim`` (``0..dim`` with ``allow_zero_size``)."""
+    low = _low(allow_zero_size)
+    return int(np.random.randint(low, dim0 + 1)), int(np.random.randint(low, dim1 + 1))
+
+
+def rand_shape_3d(dim0: int = 10, dim1: int = 10, dim2: int = 10,
+                  allow_zero_size: bool = False) -> tuple[int, int, int]:
+    """A random 3-d shape with sizes in ``1..dim`` (``0..dim`` with ``allow_zero_size``)."""
+    low = _low(allow_zero_size)
+    return (int(np.random.randint(low, dim0 + 1)), int(np.random.randint(low, dim1 + 1)),
+            int(np.random.randint(low, dim2 + 1)))
+
+
+def rand_shape_nd(num_dim: int, dim: int = 10, allow_zero_size: bool = False) -> tuple[int, ...]:
+    """A random ``num_dim``-d shape with sizes in ``1..dim`` (``0..dim`` with ``allow_zero_size``)."""
+    if num_dim < 0:
+        raise MXKitError(f"rand_shape_nd: num_dim={num_dim} is negative; expected a number of dimensions >= 0")
+    return tuple(int(d) for d in np.random.randint(_low(allow_zero_size), dim + 1, size=num_dim))
+
+
+def rand_ndarray(shape: tuple[int, ...], stype: str = "default", density: float | None = None, dtype: Any = None,
+                 modifier_func: Any = None, shuffle_csr_indices: bool = False, distribution: Any = None,
+                 ctx: Any = None) -> Any:
+    """A standard-normal NDArray of ``shape`` on ``ctx`` (default: :func:`default_context`).
+
+    Only dense storage (``stype='default'``) is supported: mxkit's NDArrays are dense.
+
+    Raises
+    ------
+    MXKitError
+        For another ``stype``.
+    """
+    if stype != "default":
+        raise MXKitError(f"rand_ndarray: stype={stype!r} is not supported; mxkit NDArrays are dense, use "
+                         f"stype='default'")
+    from mxkit.ndarray import array
+
+    values = random_arrays(tuple(shape))
+    if modifier_func is not None:
+        values = np.vectorize(modifier_func)(values)
+    return array(values, ctx=ctx if ctx is not None else default_context(),
+                 dtype=dtype if dtype is not None else default_dtype())
+
+
+__all__ = ["default_context", "rand_ndarray", "rand_shape_2d", "rand_shape_3d", "rand_shape_nd", "random_arrays",
+           "random_uniform_arrays", "set_default_context"]
