@@ -222,9 +222,23 @@ def find_groups(graph: PassGraph) -> list[list[Node]]:
             readers.setdefault(key(entry), set()).add(id(node))
     root_keys = {key(r) for r in graph.roots}
     position = {id(n): i for i, n in enumerate(graph.nodes)}
+    last_read = {k: max(position[r] for r in ids) for k, ids in readers.items()}
     fusible = {id(n) for n in graph.nodes if _fusible(graph, n)}
     assigned: set[int] = set()
     groups = []
+
+    def extends_lifetimes(producer: Node, root: Node, members: dict[int, Node]) -> bool:
+        # The fused node runs where the root ran, so the producer's other inputs are read
+        # there. When other nodes run in between (and allocate), an intermediate the producer
+        # was the last to read would now stay live across them: fusing a gradient sum whose
+        # terms are made one after another would hold every term at once.
+        start, end = position[id(producer)], position[id(root)]
+        inside = sum(1 for m in members.values() if start < position[id(m)] < end)
+        if end - start - 1 <= inside:
+            return False
+        return any(id(e.node) in position and id(e.node) not in members and last_read[key(e)] < end
+                   for e in producer.inputs)
+
     for root in reversed(graph.nodes):
         if id(root) in assigned or id(root) not in fusible:
             continue
@@ -237,7 +251,8 @@ def find_groups(graph: PassGraph) -> list[list[Node]]:
                 producer = entry.node
                 if (id(producer) not in fusible or id(producer) in assigned or key(entry) in root_keys
                         or graph.is_forward(producer) != graph.is_forward(root)
-                        or not readers[key(entry)] <= members.keys()):
+                        or not readers[key(entry)] <= members.keys()
+                        or extends_lifetimes(producer, root, members)):
                     continue
                 members[id(producer)] = producer
                 assigned.add(id(producer))
