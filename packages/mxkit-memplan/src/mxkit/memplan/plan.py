@@ -116,6 +116,36 @@ class MemoryPlan:
             lines.append(f"{'...':>6}  {len(self.pools) - len(biggest)} more pools, {rest:,} bytes")
         return "\n".join(lines)
 
+    def plot(self, graph: Graph | None = None, ax: Any = None, compare: Any = None) -> Any:
+        """Draw live bytes over the execution steps with this plan's arena size as a line.
+
+        Needs matplotlib (``pip install 'mxkit-memplan[plot]'``); draws with the Agg backend.
+
+        Parameters
+        ----------
+        graph : Graph, optional
+            The graph this plan was made for: its node names label the steps and the peak.
+        ax : matplotlib Axes, optional
+            Draw into these axes; default a new figure's (``ax.figure.savefig("plan.png")``).
+        compare : MemoryPlan or list of MemoryPlan, optional
+            Other plans of the same graph (other strategies), each drawn as its own line.
+
+        Returns
+        -------
+        matplotlib.axes.Axes
+
+        Raises
+        ------
+        mxkit.core.errors.MissingComponentError
+            When matplotlib is not installed.
+        PlanError
+            When ``graph`` is not this plan's graph or ``compare`` holds a non-plan.
+        """
+        from mxkit.memplan.picture import draw_memory_picture, memory_picture
+
+        picture = memory_picture(self, graph=graph, compare=compare)
+        return draw_memory_picture(picture, ax=ax)
+
     def pools_bytes_excluding(self, pool_ids: Iterable[int]) -> int:
         """Bytes of the pools not in ``pool_ids``."""
         skip = set(pool_ids)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
 from typing import Any
 
 from mxkit.core.errors import ConfigError
@@ -29,6 +31,9 @@ def add_memplan_command(subparsers: Any) -> None:
     parser.add_argument("--train", action="store_true", help="plan training (forward and backward), not prediction")
     parser.add_argument("--strategy", action="append", metavar="NAME",
                         help="only these strategies (default: every registered one)")
+    parser.add_argument("--plot", metavar="FILE.png", default=None,
+                        help="also draw live bytes over the execution steps with each strategy's arena as a line "
+                             "(needs matplotlib: pip install 'mxkit[plot]')")
     parser.set_defaults(run=run_memplan)
 
 
@@ -45,12 +50,41 @@ def run_memplan(args: argparse.Namespace) -> int:
     mode = "training" if args.train else "prediction"
     print(f"{args.symbol}: {mode} with {', '.join(f'{k}={v}' for k, v in shapes.items())}")
     print(f"{'strategy':<16}{'MiB':>12}{'x lower bound':>15}{'planning ms':>13}")
+    if args.plot is not None:
+        check_plot_path(args.plot)
     lower = None
+    plans = []
     for name in names:
         plan = symbol.plan_memory(for_training=args.train, memplan=name, **shapes)
+        # a plugin may reuse another's planner: label the line with the name that was asked for
+        plans.append(plan if plan.strategy == name else dataclasses.replace(plan, strategy=name))
         lower = plan.lower_bound_bytes
         print(f"{name:<16}{plan.total_bytes / 2**20:>12,.1f}{plan.ratio_to_lower_bound:>15.2f}"
               f"{plan.planning_seconds * 1e3:>13.1f}")
     if lower is not None:
         print(f"{'lower bound':<16}{lower / 2**20:>12,.1f}{1.0:>15.2f}")
+    if args.plot is not None and plans:
+        write_plan_picture(plans, args.plot, title=f"{os.path.basename(args.symbol)}: {mode}, "
+                                                   f"{', '.join(f'{k}={v}' for k, v in shapes.items())}")
+        print(f"plot written to {args.plot}")
     return 0
+
+
+def check_plot_path(path: str) -> None:
+    """Refuse a ``--plot`` path that cannot become a PNG before spending time planning."""
+    if not path.lower().endswith(".png"):
+        raise ConfigError(f"--plot {path!r}: the picture is a PNG; give a file name ending in .png")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ConfigError(f"--plot {path!r}: the folder {folder!r} does not exist; create it or pick another path")
+
+
+def write_plan_picture(plans: list[Any], path: str, title: str = "") -> None:
+    """Draw every plan's arena against the live bytes of the first plan that recomputes nothing."""
+    # a recomputing strategy plans a longer graph; the reference curve is the plain one
+    first = next((i for i, p in enumerate(plans) if not p.recompute), 0)
+    reference, others = plans[first], plans[:first] + plans[first + 1:]
+    ax = reference.plot(compare=others)
+    if title:
+        ax.set_title(title, fontsize=10)
+    ax.figure.savefig(path, dpi=100)
