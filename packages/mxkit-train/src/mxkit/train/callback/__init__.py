@@ -1,4 +1,5 @@
-"""Training callbacks (``mx.callback``): MXNet 1.x's, a live terminal progress bar, early stopping.
+"""Training callbacks (``mx.callback``): MXNet 1.x's, a live terminal progress bar, early stopping,
+and PNG curves of the metrics (:class:`PlotMetrics`).
 
 >>> mod.fit(train, eval_data=val,
 ...         batch_end_callback=[mx.callback.Speedometer(128, 50), mx.callback.TerminalProgressBar()],
@@ -17,9 +18,11 @@ from mxkit.train.callback.basic import (
     module_checkpoint,
 )
 from mxkit.train.callback.early_stopping import EarlyStopping, StopTraining
+from mxkit.train.callback.plot_metrics import PlotMetrics
 from mxkit.train.callback.terminal import ProgressLine, TerminalProgressBar, is_terminal, progress
 
 __all__ = [
-    "EarlyStopping", "LogValidationMetricsCallback", "ProgressBar", "ProgressLine", "Speedometer", "StopTraining",
-    "TerminalProgressBar", "do_checkpoint", "is_terminal", "log_train_metric", "module_checkpoint", "progress",
+    "EarlyStopping", "LogValidationMetricsCallback", "PlotMetrics", "ProgressBar", "ProgressLine", "Speedometer",
+    "StopTraining", "TerminalProgressBar", "do_checkpoint", "is_terminal", "log_train_metric", "module_checkpoint",
+    "progress",
 ]
