@@ -48,3 +48,36 @@ def test_memplan_plot_path_is_checked_before_planning(tmp_path, capsys, name, me
     path = saved_network(tmp_path)
     assert main(["memplan", str(path), "--shape", "data=2,3,20,20", "--plot", str(tmp_path / name)]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_train_plot_dir_draws_the_accuracy_the_run_printed(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("matplotlib")
+    import re
+
+    from mxkit.mx import train_job
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    made = []
+    real = train_job._metric_plotter
+    monkeypatch.setattr(train_job, "_metric_plotter", lambda directory: made.append(real(directory)) or made[-1])
+    curves = tmp_path / "curves"
+    assert main(["train", "--network", "mlp", "--epochs", "2", "--model-prefix", str(tmp_path / "m"),
+                 "--plot-dir", str(curves)]) == 0
+    out = capsys.readouterr().out
+    png = curves / "accuracy.png"
+    assert png.read_bytes().startswith(PNG_SIGNATURE) and f"curves drawn to {png}" in out
+    printed = re.findall(r"train-accuracy ([\d.]+)  val-accuracy ([\d.]+)", out)
+    series = made[0].series("accuracy")
+    assert series.train_epochs == series.validation_epochs == (0, 1)
+    assert [f"{v:.4f}" for v in series.train_values] == [t for t, _ in printed]
+    assert [f"{v:.4f}" for v in series.validation_values] == [v for _, v in printed]
+
+
+def test_train_plot_dir_that_is_a_file_is_refused_before_training(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("matplotlib")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "taken").write_text("x")
+    assert main(["train", "--network", "mlp", "--epochs", "1", "--model-prefix", str(tmp_path / "m"),
+                 "--plot-dir", str(tmp_path / "taken")]) == 2
+    captured = capsys.readouterr()
+    assert "is not a folder" in captured.err and "epoch 1/1" not in captured.out

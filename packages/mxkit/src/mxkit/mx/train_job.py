@@ -111,6 +111,17 @@ class _EpochReporter:
             raise TrainingInterrupted
 
 
+def _metric_plotter(directory: str | None) -> Any:
+    """A ``PlotMetrics`` for ``--plot-dir``, checked before training starts (folder and matplotlib)."""
+    if directory is None:
+        return None
+    import mxkit.mx as mx
+    from mxkit.memplan.picture import matplotlib_figure
+
+    matplotlib_figure("mxkit train --plot-dir", extra="mxkit[plot]")
+    return mx.callback.PlotMetrics(directory)
+
+
 def _train_iterator(dataset: Any, batch_size: int) -> Any:
     import mxkit.mx as mx
 
@@ -220,6 +231,7 @@ def _train(args: argparse.Namespace) -> int:
         optimizer_params.update(momentum=0.9, wd=1e-4)
     train_metric = mx.metric.create("acc")
     batches = len(train_iter)
+    plotter = _metric_plotter(args.plot_dir)
     val_accuracy = [float("nan")]
     with _StopOnInterrupt() as stop:
         reporter = _EpochReporter(args.epochs, batches, args.batch_size, stop)
@@ -231,6 +243,8 @@ def _train(args: argparse.Namespace) -> int:
             module.save_checkpoint(prefix, epoch + 1, save_optimizer_states=True)
             # validation at the training batch size: the executors are reused, not re-bound
             val_accuracy[0] = _accuracy(module, dataset.val_data, dataset.val_label, args.batch_size)
+            if plotter is not None:
+                plotter.update(epoch, train=train_metric.get_name_value(), validation={"accuracy": val_accuracy[0]})
             reporter.epoch_end(train_metric, val_accuracy[0], epoch)
 
         try:
@@ -247,6 +261,8 @@ def _train(args: argparse.Namespace) -> int:
             return _interrupted(module, prefix, reporter.position, batches, args.epochs)
     print(f"validation accuracy {val_accuracy[0]:.4f} after {args.epochs} epochs; model saved to {prefix}-symbol.json "
           f"and {prefix}-{args.epochs:04d}.params", flush=True)
+    if plotter is not None:
+        print(f"curves drawn to {', '.join(plotter.paths.values())}", flush=True)
     return 0
 
 
@@ -275,6 +291,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                         help="continue from the latest checkpoint PREFIX-NNNN.params")
     parser.add_argument("--model-prefix", default=None, metavar="PREFIX",
                         help="where checkpoints go (default: $XDG_CACHE_HOME/mxkit/models/NETWORK-DATA)")
+    parser.add_argument("--plot-dir", default=None, metavar="DIR",
+                        help="draw the training and validation curves to DIR/accuracy.png after every epoch "
+                             "(needs matplotlib: pip install 'mxkit[plot]')")
     parser.add_argument("--seed", type=int, default=DEFAULTS["seed"], help="random seed (default: %(default)s)")
 
 
