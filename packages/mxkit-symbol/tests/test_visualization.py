@@ -88,3 +88,57 @@ def test_plot_network_labels_fused_nodes_with_their_expression(fake_graphviz):
     assert edges[(fused, by_label["dot"])] == "5" and edges[(by_label["softmax"], fused)] == "5"
     unfused = visualization.plot_network(net, shape=shapes)
     assert not any("_FusedElemwise" in label for label, _ in unfused.nodes.values())
+
+
+def _deep_mlp():
+    net = sym.Variable("data")
+    for i, hidden in enumerate((128, 64)):
+        net = sym.Activation(sym.FullyConnected(net, num_hidden=hidden, name=f"fc{i}"), act_type="relu",
+                             name=f"relu{i}")
+    return sym.SoftmaxOutput(sym.FullyConnected(net, num_hidden=10, name="fc2"), name="softmax")
+
+
+def _operators(dot):
+    """(label, fill, style) of each operator box, in drawing (topological) order."""
+    return [(label, attrs["fillcolor"], attrs["style"]) for label, attrs in dot.nodes.values()
+            if attrs.get("shape") != "oval"]
+
+
+def test_plot_network_colours_operators_by_their_memory_plan_buffer(fake_graphviz, require_ops):
+    require_ops("FullyConnected", "Activation", "SoftmaxOutput")
+    net, shapes = _deep_mlp(), {"data": (4, 784)}
+    fc0, relu0, fc1, relu1, fc2, softmax = _operators(visualization.plot_network(net, shape=shapes, memplan="mxnet"))
+    # by hand: each relu runs in place on its FullyConnected output, and fc2 reuses fc0's block once relu0 died
+    assert [box[0].split("\n")[-1] for box in (fc0, relu0, fc1, relu1, fc2)] == [
+        "buffer 0", "buffer 0", "buffer 1", "buffer 1", "buffer 0"]
+    assert fc0[1] == relu0[1] == fc2[1] != fc1[1] == relu1[1]
+    # the network's output is the caller's memory, outside the plan
+    assert softmax == ("SoftmaxOutput\nnot planned", "white", "filled,dashed")
+    # without sharing every output has its own buffer and colour
+    alone = _operators(visualization.plot_network(net, shape=shapes, memplan="none"))
+    assert len({fill for _, fill, _ in alone[:-1]}) == 5
+
+
+def test_plot_network_takes_a_plan_and_numbers_buffers_as_the_plan_places_them(fake_graphviz, require_ops):
+    require_ops("FullyConnected", "Activation", "SoftmaxOutput")
+    net = _deep_mlp()
+    plan = net.plan_memory(for_training=True, memplan="greedy", data=(4, 784))
+    boxes = _operators(visualization.plot_network(net, memplan=plan))
+    # the reference: the plan's own (pool, offset) of each forward output, read from its entry names
+    where = {name.partition(":")[2]: (s.pool, s.offset) for name, s in reversed(list(plan.storage.items()))}
+    outputs = ["fc0_output", "relu0_output", "fc1_output", "relu1_output", "fc2_output"]
+    assert all(name in where for name in outputs) and len({where[name] for name in outputs}) > 1
+    same_buffer = [[where.get(a) == where.get(b) for b in outputs] for a in outputs]
+    shown = [[boxes[i][0].split("\n")[-1] == boxes[j][0].split("\n")[-1] for j in range(5)] for i in range(5)]
+    assert shown == same_buffer
+
+
+@pytest.mark.parametrize("memplan, shape, message", [
+    ("mxnet", None, "needs the input shapes"),
+    (42, {"data": (1, 4)}, "takes a strategy name"),
+])
+def test_plot_network_memplan_bad_input(fake_graphviz, memplan, shape, message):
+    from mxkit.core.errors import ShapeError
+
+    with pytest.raises(ShapeError, match=message):
+        visualization.plot_network(_deep_mlp(), shape=shape, memplan=memplan)

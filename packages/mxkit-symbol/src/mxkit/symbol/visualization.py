@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from math import prod
 from typing import Any
 
-from mxkit.core.errors import MissingComponentError
+from mxkit.core.errors import MissingComponentError, ShapeError
 from mxkit.symbol.graph import Entry, Node, aux_variables, topo_order
 from mxkit.symbol.infer import infer_shapes, key, variable_shapes
 
@@ -126,8 +126,53 @@ _FILL = {"FullyConnected": "#fb8072", "Convolution": "#fb8072", "Activation": "#
          "Reshape": "#fdb462", "SoftmaxOutput": "#b3de69", FUSED_OPERATOR: "#ccebc5"}
 
 
+# one colour per storage buffer (ColorBrewer Set3 and Pastel1: light enough for black labels)
+# (Set3's first colour, the variables' fill, comes last so buffer 0 does not look like an input)
+_BUFFER_COLOURS = ("#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462", "#b3de69", "#fccde5", "#d9d9d9",
+                   "#bc80bd", "#ccebc5", "#ffed6f", "#fbb4ae", "#decbe4", "#fed9a6", "#e5d8bd", "#8dd3c7")
+
+
+def _plan_of(symbol: Any, memplan: Any, shape: Mapping[str, Any] | None, dtype: Any) -> Any:
+    """``memplan`` as a MemoryPlan: planned now (for prediction) when it is a strategy name."""
+    if isinstance(memplan, str):
+        if not shape:
+            raise ShapeError(f"plot_network(memplan={memplan!r}) plans the network, which needs the input shapes: "
+                             f"pass shape={{'data': (1, 3, 224, 224)}} too")
+        type_dict = None if dtype is None else (dtype if isinstance(dtype, Mapping) else
+                                                {name: dtype for name in shape})
+        return symbol.plan_memory(for_training=False, memplan=memplan, type_dict=type_dict, **dict(shape))
+    if not isinstance(getattr(memplan, "storage", None), Mapping):
+        raise ShapeError(f"plot_network: memplan= takes a strategy name ('greedy') or a MemoryPlan from "
+                         f"symbol.plan_memory(...), got {type(memplan).__name__}")
+    return memplan
+
+
+def storage_ids(order: Sequence[Node], plan: Any) -> dict[tuple[int, int], int | None]:
+    """Per operator output ``(id(node), index)``: its buffer number in ``plan``, or None when
+    the plan places it nowhere (memory the caller owns, like the network's outputs).
+
+    Buffers are numbered 0, 1, ... in order of first use; two outputs with one number share
+    memory (one pool at one offset).
+    """
+    # the plan names entries "<position>:<output name>"; the first (forward) one is the node's
+    by_label: dict[str, Any] = {}
+    for entry_name, storage in plan.storage.items():
+        by_label.setdefault(entry_name.partition(":")[2] or entry_name, storage)
+    numbers: dict[Any, int] = {}
+    ids: dict[tuple[int, int], int | None] = {}
+    for node in order:
+        if node.is_variable:
+            continue
+        for index, label in enumerate(node.output_names()):
+            storage = by_label.get(label)
+            ids[(id(node), index)] = (None if storage is None else
+                                      numbers.setdefault((storage.pool, storage.offset), len(numbers)))
+    return ids
+
+
 def plot_network(symbol: Any, title: str = "plot", save_format: str = "pdf", shape: Mapping[str, Any] | None = None,
-                 dtype: Any = None, node_attrs: Mapping[str, str] | None = None, hide_weights: bool = True) -> Any:
+                 dtype: Any = None, node_attrs: Mapping[str, str] | None = None, hide_weights: bool = True,
+                 memplan: Any = None) -> Any:
     """A :class:`graphviz.Digraph` of the network: one box per layer, edges from inputs.
 
     A fused node (from ``symbol.optimize(**shapes)`` / ``mx.sym.fuse``) is labelled with its
@@ -147,11 +192,21 @@ def plot_network(symbol: Any, title: str = "plot", save_format: str = "pdf", sha
         Graphviz attributes for every node (``{"fixedsize": "false"}``).
     hide_weights : bool
         Leave out parameter variables (``*_weight``, ``*_bias``, ``*_gamma``...).
+    memplan : str or MemoryPlan, optional
+        Colour each operator by the memory-plan buffer its (first) output lives in, so shared
+        buffers are visible: boxes of one colour and one ``buffer k`` line reuse one block of
+        memory (in place, or after the earlier value died). A strategy name (``"mxnet"``,
+        ``"greedy"``) plans the network for prediction with ``shape``; a plan from
+        ``symbol.plan_memory(...)`` (training plans too) is used as given. Outputs the plan
+        places nowhere (the network's outputs, which the caller owns) are white, dashed and
+        marked ``not planned``.
 
     Raises
     ------
     MissingComponentError
         When the ``graphviz`` package is not installed.
+    ShapeError
+        When ``memplan`` names a strategy but no ``shape`` is given, or is neither a name nor a plan.
     """
     graphviz = _import_graphviz()
     style = {"shape": "box", "fixedsize": "true", "width": "1.3", "height": "0.8034", "style": "filled"}
@@ -160,6 +215,7 @@ def plot_network(symbol: Any, title: str = "plot", save_format: str = "pdf", sha
     shapes = _entry_shapes(symbol, shape)
     order = topo_order(symbol._outputs)
     hidden: set[int] = set()
+    buffers = storage_ids(order, _plan_of(symbol, memplan, shape, dtype)) if memplan is not None else {}
     ids = {id(node): f"node{i}" for i, node in enumerate(order)}
     for node in order:
         if node.is_variable:
@@ -171,7 +227,16 @@ def plot_network(symbol: Any, title: str = "plot", save_format: str = "pdf", sha
         attrs = dict(style, fillcolor=_FILL.get(node.op.name, "#fccde5"))
         if node.op.name == FUSED_OPERATOR:
             attrs["fixedsize"] = "false"
-        dot.node(name=ids[id(node)], label=_layer_label(node), **attrs)
+        label = _layer_label(node)
+        if (id(node), 0) in buffers:
+            buffer = buffers[(id(node), 0)]
+            if buffer is None:
+                attrs.update(fillcolor="white", style="filled,dashed")
+                label += "\nnot planned"
+            else:
+                attrs["fillcolor"] = _BUFFER_COLOURS[buffer % len(_BUFFER_COLOURS)]
+                label += f"\nbuffer {buffer}"
+        dot.node(name=ids[id(node)], label=label, **attrs)
     for node in order:
         for entry in node.inputs:
             if id(entry.node) in hidden:
@@ -184,4 +249,4 @@ def plot_network(symbol: Any, title: str = "plot", save_format: str = "pdf", sha
     return dot
 
 
-__all__ = ["plot_network", "print_summary"]
+__all__ = ["plot_network", "print_summary", "storage_ids"]
