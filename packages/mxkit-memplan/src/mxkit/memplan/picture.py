@@ -178,19 +178,27 @@ def draw_memory_picture(picture: MemoryPicture, ax: Any = None) -> Any:
                 color=colour_of.get(strategy, "black"), label=f"live bytes with {strategy}'s graph")
     if picture.peak_step >= 0:
         peak = picture.peak_step
-        name = f" ({picture.step_names[peak]})" if picture.step_names else ""
+        name = f" ({_short(picture.step_names[peak], 48)})" if picture.step_names else ""
         ax.annotate(f"peak at step {peak}{name}", xy=(peak, live[peak]), xytext=(0, 8),
                     textcoords="offset points", ha="center", fontsize=8)
     if picture.step_names and len(picture.step_names) <= _MAX_NAMED_STEPS:
         ax.set_xticks(list(picture.steps))
-        ax.set_xticklabels(picture.step_names, rotation=90, fontsize=7)
+        ax.set_xticklabels([_short(name) for name in picture.step_names], rotation=90, fontsize=7)
     ax.set_xlabel("execution step")
     ax.set_ylabel(f"memory ({unit})")
-    ax.set_ylim(bottom=0)
+    ax.set_ylim(0, max(everything, default=0) / scale * 1.12 or 1)  # room for the peak's note
     ax.set_xlim(-0.5, max(len(picture.steps), *(len(c) for _, c in picture.other_curves), 1) - 0.5)
     ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
     ax.grid(axis="y", alpha=0.3)
     return ax
+
+
+def _short(name: str, limit: int = 24) -> str:
+    """``name`` cut to ``limit`` characters (the middle elided), so labels leave room for the plot."""
+    if len(name) <= limit:
+        return name
+    keep = limit - 1
+    return name[: keep - keep // 2] + "\N{HORIZONTAL ELLIPSIS}" + name[len(name) - keep // 2:]
 
 
 __all__ = ["Arena", "MemoryPicture", "byte_unit", "draw_memory_picture", "matplotlib_figure", "memory_picture"]

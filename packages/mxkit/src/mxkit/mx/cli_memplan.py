@@ -64,7 +64,8 @@ def run_memplan(args: argparse.Namespace) -> int:
     if lower is not None:
         print(f"{'lower bound':<16}{lower / 2**20:>12,.1f}{1.0:>15.2f}")
     if args.plot is not None and plans:
-        write_plan_picture(plans, args.plot, title=f"{os.path.basename(args.symbol)}: {mode}, "
+        write_plan_picture(plans, args.plot, graph_of=lambda plan: _memory_graph(symbol, shapes, args.train, plan),
+                           title=f"{os.path.basename(args.symbol)}: {mode}, "
                                                    f"{', '.join(f'{k}={v}' for k, v in shapes.items())}")
         print(f"plot written to {args.plot}")
     return 0
@@ -79,12 +80,26 @@ def check_plot_path(path: str) -> None:
         raise ConfigError(f"--plot {path!r}: the folder {folder!r} does not exist; create it or pick another path")
 
 
-def write_plan_picture(plans: list[Any], path: str, title: str = "") -> None:
-    """Draw every plan's arena against the live bytes of the first plan that recomputes nothing."""
+def _memory_graph(symbol: Any, shapes: dict[str, tuple[int, ...]], train: bool, plan: Any) -> Any:
+    """The memplan graph ``plan`` was made from (the same build ``symbol.plan_memory`` does)."""
+    from mxkit.symbol.exec_graph import build_exec_graph
+
+    return build_exec_graph(symbol, shapes, {}, "write", for_training=train, memplan=plan.strategy).memory_graph()
+
+
+def write_plan_picture(plans: list[Any], path: str, title: str = "", graph_of: Any = None) -> None:
+    """Draw every plan's arena against the live bytes of the first plan that recomputes nothing.
+
+    ``graph_of(plan)``, when given, returns that plan's memplan graph, whose node names then
+    label the steps (and the peak).
+    """
     # a recomputing strategy plans a longer graph; the reference curve is the plain one
     first = next((i for i, p in enumerate(plans) if not p.recompute), 0)
     reference, others = plans[first], plans[:first] + plans[first + 1:]
-    ax = reference.plot(compare=others)
+    graph = graph_of(reference) if graph_of is not None else None
+    if graph is not None and graph.num_steps != len(reference.live_bytes):
+        graph = None  # a plugin planner that rewrote the graph: draw without step names
+    ax = reference.plot(graph=graph, compare=others)
     if title:
         ax.set_title(title, fontsize=10)
     ax.figure.savefig(path, dpi=100)
