@@ -3,7 +3,7 @@
     nox -s tests        the whole test suite in the workspace environment (the README's command)
     nox -s lint         ruff
     nox -s typecheck    mypy (strict on mxkit-core)
-    nox -s docs         build docs/ with warnings as errors
+    nox -s docs         redraw the guide's pictures, then build docs/ with warnings as errors
     nox -s bench        run every benchmark in benchmarks/
     nox -s isolated     the per-component isolation matrix (tox.ini) on freshly built wheels
     nox -s demo         the main job (mxkit train)
@@ -42,7 +42,9 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    """Build docs/ with Sphinx; any warning fails the build."""
+    """Redraw the guide's pictures from real runs (docs/make_pictures.py), then build docs/ with
+    Sphinx; any warning fails the build."""
+    _uv_run(session, "python", str(ROOT / "docs" / "make_pictures.py"))
     session.install("sphinx>=7", "myst-parser>=3")
     session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
 
