@@ -41,6 +41,9 @@ def test_memplan_plot_draws_every_strategy_against_the_live_bytes(tmp_path, caps
                 for name in ("none", "mxnet", "greedy")}
     assert {a.strategy: a.total_bytes for a in shown.arenas} == {n: p.total_bytes for n, p in expected.items()}
     assert shown.live_bytes == expected["mxnet"].live_bytes
+    # the steps are named after the executed nodes, forward then backward
+    assert len(shown.step_names) == len(shown.live_bytes) and shown.step_names[0].endswith(":c1")
+    assert "backward" in shown.step_names[-1]
 
 
 @pytest.mark.parametrize("name, message", [("memory.svg", "ending in .png"), ("no/such/dir/m.png", "does not exist")])
