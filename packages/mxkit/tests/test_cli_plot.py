@@ -84,3 +84,16 @@ def test_train_plot_dir_that_is_a_file_is_refused_before_training(tmp_path, caps
                  "--plot-dir", str(tmp_path / "taken")]) == 2
     captured = capsys.readouterr()
     assert "is not a folder" in captured.err and "epoch 1/1" not in captured.out
+
+
+def test_train_plot_dir_without_matplotlib_names_the_extra_before_training(tmp_path, capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert main(["train", "--network", "mlp", "--epochs", "1", "--model-prefix", str(tmp_path / "m"),
+                 "--plot-dir", str(tmp_path / "curves")]) == 2
+    captured = capsys.readouterr()
+    assert "pip install 'mxkit[plot]'" in captured.err and "epoch 1/1" not in captured.out
