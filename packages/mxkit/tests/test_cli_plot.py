@@ -97,3 +97,15 @@ def test_train_plot_dir_without_matplotlib_names_the_extra_before_training(tmp_p
                  "--plot-dir", str(tmp_path / "curves")]) == 2
     captured = capsys.readouterr()
     assert "pip install 'mxkit[plot]'" in captured.err and "epoch 1/1" not in captured.out
+
+
+def test_memplan_plot_without_matplotlib_names_the_extra_before_planning(tmp_path, capsys, monkeypatch):
+    import sys
+
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    path = saved_network(tmp_path)
+    assert main(["memplan", str(path), "--shape", "data=2,3,20,20", "--plot", str(tmp_path / "m.png")]) == 2
+    captured = capsys.readouterr()
+    assert "pip install 'mxkit[plot]'" in captured.err and "strategy" not in captured.out

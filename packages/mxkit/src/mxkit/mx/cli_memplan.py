@@ -72,12 +72,15 @@ def run_memplan(args: argparse.Namespace) -> int:
 
 
 def check_plot_path(path: str) -> None:
-    """Refuse a ``--plot`` path that cannot become a PNG before spending time planning."""
+    """Refuse a ``--plot`` path that cannot become a PNG, or a missing matplotlib, before planning."""
+    from mxkit.memplan.picture import matplotlib_figure
+
     if not path.lower().endswith(".png"):
         raise ConfigError(f"--plot {path!r}: the picture is a PNG; give a file name ending in .png")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise ConfigError(f"--plot {path!r}: the folder {folder!r} does not exist; create it or pick another path")
+    matplotlib_figure("mxkit memplan --plot", extra="mxkit[plot]")
 
 
 def _memory_graph(symbol: Any, shapes: dict[str, tuple[int, ...]], train: bool, plan: Any) -> Any:
