@@ -45,13 +45,13 @@ def run_memplan(args: argparse.Namespace) -> int:
     if not args.shape:
         raise ConfigError("mxkit memplan needs the input shapes, e.g. --shape data=1,3,224,224")
     shapes = dict(parse_shape(text) for text in args.shape)
+    if args.plot is not None:
+        check_plot_path(args.plot)
     symbol = load(args.symbol)
     names = args.strategy or [n for n in plugins.registry("planner").names() if n != "auto"]
     mode = "training" if args.train else "prediction"
     print(f"{args.symbol}: {mode} with {', '.join(f'{k}={v}' for k, v in shapes.items())}")
     print(f"{'strategy':<16}{'MiB':>12}{'x lower bound':>15}{'planning ms':>13}")
-    if args.plot is not None:
-        check_plot_path(args.plot)
     lower = None
     plans = []
     for name in names:
