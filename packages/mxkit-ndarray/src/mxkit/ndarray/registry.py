@@ -84,9 +84,10 @@ class OpDef:
         MXNet's argument names (``data``, ``weight``, ``bias``...), or ``f(params)``.
     infer_dtype : callable
         ``infer_dtype(params, in_dtypes) -> out_dtypes``.
-    inplace : tuple of (int, int, bool)
+    inplace : tuple of (int, int, bool), or ``f(params)`` returning one
         ``(input, output, identity)`` pairs whose storage may be shared; ``identity``
-        marks outputs that equal the input.
+        marks outputs that equal the input. A function serves operators whose number of
+        inputs depends on their parameters.
     gradient : callable, optional
         The gradient builder (module docstring); ``None`` for a non-differentiable operator.
     backward_ignores : frozenset of int
@@ -106,7 +107,7 @@ class OpDef:
     input_names: tuple[str, ...] | Callable[[dict], tuple[str, ...]] = ("data",)
     output_names: tuple[str, ...] | Callable[[dict], tuple[str, ...]] = ("output",)
     infer_dtype: DTypeFn = same_dtype_as_first
-    inplace: tuple[tuple[int, int, bool], ...] = ()
+    inplace: tuple[tuple[int, int, bool], ...] | Callable[[dict], tuple[tuple[int, int, bool], ...]] = ()
     gradient: Callable[..., list[Any]] | None = None
     backward_ignores: frozenset[int] = frozenset()
     aux_names: tuple[str, ...] = ()

@@ -106,8 +106,8 @@ class ExecGraph:
         for position, node in enumerate(self.forward_nodes + self.backward_nodes):
             inputs = [name_of(e) for e in node.inputs]
             outputs = [name_of(Entry(node, i)) for i in range(node.num_outputs())]
-            nodes.append(MemNode(f"{position}:{node.name}", tuple(inputs), tuple(outputs),
-                                 inplace=tuple(node.op.inplace)))
+            inplace = node.op.inplace(node.params) if callable(node.op.inplace) else node.op.inplace
+            nodes.append(MemNode(f"{position}:{node.name}", tuple(inputs), tuple(outputs), inplace=tuple(inplace)))
         return Graph(nodes, entries)
 
     def plan_memory(self, strategy: str | None = None, device: str = "cpu(0)") -> tuple[Any, Any]:

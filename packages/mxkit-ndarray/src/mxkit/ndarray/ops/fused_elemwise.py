@@ -279,6 +279,9 @@ FUSED_ELEMWISE = define(OpDef(
     params=schema([Param("expression", "str", doc="The JSON program (see mxkit.ndarray.ops._fused_program)."),
                    Param("nodes", "str", "", doc="Names of the nodes the expression replaced, comma separated.")]),
     num_inputs=_num_inputs, input_names=lambda p: tuple(f"x{i}" for i in range(_num_inputs(p))),
+    # the output may take any input's memory as the unfused chain's operators could: every kernel
+    # reads an element before writing it, and the ufunc plan computes aside when out is an input
+    inplace=lambda p: tuple((i, 0, False) for i in range(_num_inputs(p))),
     doc="An elementwise expression over broadcast inputs, computed in one pass (made by the fuse pass).",
 ))
 
