@@ -1,0 +1,77 @@
+"""Model-zoo networks exported by MXNet 1.9.1's Gluon predict the same in mxkit.
+
+The fixtures (``fixtures/zoo``, written by ``make_zoo_fixtures.py`` with MXNet 1.9.1) are
+``HybridBlock.export`` files of small SqueezeNet 1.1, ResNet-18 v1/v2 and MobileNet V2
+builds, with an input batch and MXNet's inference outputs for it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from mxkit import mx
+
+ZOO = Path(__file__).parent / "fixtures" / "zoo"
+NETWORKS = ("squeezenet1.1_small", "resnet18_v1_small", "resnet18_v2_small", "mobilenetv2_small")
+
+
+def _io(name):
+    with np.load(ZOO / f"{name}_io.npz", allow_pickle=False) as io:
+        return io["data"], io["output"]
+
+
+@pytest.mark.parametrize("name", NETWORKS)
+def test_a_checkpoint_bound_by_simple_bind_predicts_like_mxnet(name):
+    data, expected = _io(name)
+    symbol, arg_params, aux_params = mx.model.load_checkpoint(str(ZOO / name), 0)
+    executor = symbol.simple_bind(mx.cpu(), grad_req="null", data=data.shape)
+    for params, arrays in ((arg_params, executor.arg_dict), (aux_params, executor.aux_dict)):
+        for param_name, value in params.items():
+            arrays[param_name][:] = value
+    executor.arg_dict["data"][:] = data
+    output = executor.forward(is_train=False)[0].asnumpy()
+    assert output.shape == expected.shape
+    np.testing.assert_allclose(output, expected, rtol=1e-4, atol=1e-4)
+    # the network's answer is not degenerate, so agreeing within 1e-4 says something
+    assert np.abs(expected).max() > 0.1 and not np.allclose(expected[0], expected[1], atol=1e-3)
+
+
+@pytest.mark.parametrize("name", NETWORKS)
+def test_sym_load_and_nd_load_give_every_parameter_a_place(name):
+    symbol = mx.sym.load(str(ZOO / f"{name}-symbol.json"))
+    saved = mx.nd.load(str(ZOO / f"{name}-0000.params"))
+    arguments = set(symbol.list_arguments()) - {"data"}
+    auxiliary = set(symbol.list_auxiliary_states())
+    assert {key.split(":", 1)[1] for key in saved if key.startswith("arg:")} == arguments
+    assert {key.split(":", 1)[1] for key in saved if key.startswith("aux:")} == auxiliary
+    data, _ = _io(name)
+    arg_shapes, _, aux_shapes = symbol.infer_shape(data=data.shape)
+    for param_name, shape in zip(symbol.list_arguments(), arg_shapes):
+        if param_name != "data":
+            assert saved[f"arg:{param_name}"].shape == shape, param_name
+    for param_name, shape in zip(symbol.list_auxiliary_states(), aux_shapes):
+        assert saved[f"aux:{param_name}"].shape == shape, param_name
+
+
+@pytest.mark.parametrize("name", ["squeezenet1.1_small", "resnet18_v1_small"])
+def test_a_module_predicts_like_mxnet_and_a_one_sample_batch_agrees(name):
+    data, expected = _io(name)
+    symbol, arg_params, aux_params = mx.model.load_checkpoint(str(ZOO / name), 0)
+    module = mx.mod.Module(symbol, data_names=["data"], label_names=None, context=mx.cpu())
+    module.bind(data_shapes=[("data", (1, *data.shape[1:]))], for_training=False)
+    module.set_params(arg_params, aux_params)
+    predicted = module.predict(mx.io.NDArrayIter(data, batch_size=1)).asnumpy()
+    np.testing.assert_allclose(predicted, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_the_exported_graphs_cover_the_operators_gluon_uses():
+    # what these fixtures exercise; a fixture regenerated without one of them fails here
+    operators = set()
+    for name in NETWORKS:
+        graph = json.loads((ZOO / f"{name}-symbol.json").read_text())
+        operators |= {node["op"] for node in graph["nodes"]}
+    assert {"Convolution", "BatchNorm", "Activation", "Pooling", "Concat", "Dropout", "Flatten",
+            "FullyConnected", "elemwise_add", "clip"} <= operators
