@@ -16,6 +16,8 @@ from mxkit import mx
 
 ZOO = Path(__file__).parent / "fixtures" / "zoo"
 NETWORKS = ("squeezenet1.1_small", "resnet18_v1_small", "resnet18_v2_small", "mobilenetv2_small")
+# the networks without Dropout, whose training step the fixtures record
+TRAINED = ("resnet18_v1_small", "resnet18_v2_small", "mobilenetv2_small")
 
 
 def _io(name):
@@ -75,3 +77,47 @@ def test_the_exported_graphs_cover_the_operators_gluon_uses():
         operators |= {node["op"] for node in graph["nodes"]}
     assert {"Convolution", "BatchNorm", "Activation", "Pooling", "Concat", "Dropout", "Flatten",
             "FullyConnected", "elemwise_add", "clip"} <= operators
+
+
+def _channel_summary(array):
+    # the same reduction as make_zoo_fixtures.channel_summary
+    rows = np.asarray(array, dtype=np.float64).reshape(array.shape[0], -1)
+    return np.stack([rows.sum(axis=1), (rows ** 2).sum(axis=1)])
+
+
+@pytest.mark.parametrize("name", TRAINED)
+def test_a_training_step_gives_mxnets_gradients_and_moving_statistics(name):
+    data, _ = _io(name)
+    with np.load(ZOO / f"{name}_train.npz", allow_pickle=False) as saved:
+        reference = {key: saved[key] for key in saved.files}
+    symbol, arg_params, aux_params = mx.model.load_checkpoint(str(ZOO / name), 0)
+    executor = symbol.simple_bind(mx.cpu(), grad_req="write", data=data.shape)
+    for params, arrays in ((arg_params, executor.arg_dict), (aux_params, executor.aux_dict)):
+        for param_name, value in params.items():
+            arrays[param_name][:] = value
+    executor.arg_dict["data"][:] = data
+    output = executor.forward(is_train=True)[0].asnumpy()
+    executor.backward(out_grads=[mx.nd.array(reference["head_grad"])])
+
+    np.testing.assert_allclose(output, reference["train_output"], rtol=1e-4, atol=1e-4)
+    data_grad = executor.grad_dict["data"].asnumpy()
+    np.testing.assert_allclose(_channel_summary(data_grad.reshape(-1, data.shape[-1])), reference["grad_data_summary"],
+                               rtol=1e-4, atol=1e-4)
+    grad_names = [raw.decode() for raw in reference["grad_names"]]
+    assert grad_names == [n for n in symbol.list_arguments() if n != "data"]
+    summaries = np.concatenate([_channel_summary(executor.grad_dict[n].asnumpy()) for n in grad_names], axis=1)
+    expected = reference["grad_summaries"]
+    offset = 0
+    for param_name in grad_names:  # compared per parameter so that a failure names it
+        width = executor.grad_dict[param_name].shape[0]
+        np.testing.assert_allclose(summaries[:, offset:offset + width], expected[:, offset:offset + width],
+                                   rtol=1e-4, atol=1e-4, err_msg=param_name)
+        offset += width
+    assert offset == expected.shape[1]
+    aux_names = [raw.decode() for raw in reference["aux_names"]]
+    assert aux_names == symbol.list_auxiliary_states()
+    moving = np.concatenate([executor.aux_dict[n].asnumpy().ravel() for n in aux_names])
+    np.testing.assert_allclose(moving, reference["aux_values"], rtol=1e-4, atol=1e-4)
+    # the training forward really moved the statistics away from the loaded ones
+    loaded = np.concatenate([aux_params[n].asnumpy().ravel() for n in aux_names])
+    assert np.abs(moving - loaded).max() > 1e-2
