@@ -41,16 +41,14 @@ def _section(reference, prefix):
     return {key[len(prefix):]: value for key, value in reference.items() if key.startswith(prefix)}
 
 
-@pytest.fixture(scope="module")
-def trained(reference):
-    """Run mxkit's Module through the fixture's steps, recording what the fixture records."""
-    module = mx.mod.Module(_network(), context=mx.cpu())
+def _train(reference, contexts):
+    """Run mxkit's Module through the fixture's steps on ``contexts``, recording what the fixture records."""
+    module = mx.mod.Module(_network(), context=contexts)
     module.bind(data_shapes=[("data", (BATCH, CHANNELS, SIZE, SIZE))], label_shapes=[("softmax_label", (BATCH,))],
                 inputs_need_grad=True)
     module.init_params(arg_params={k: mx.nd.array(v) for k, v in _section(reference, "init/arg/").items()},
                        aux_params={k: mx.nd.array(v) for k, v in _section(reference, "init/aux/").items()})
     module.init_optimizer(optimizer="sgd", optimizer_params=OPTIMIZER_PARAMS)
-    executor = module._exec_group.execs[0]
     record = {}
     for step in (1, 2):
         batch = mx.io.DataBatch([mx.nd.array(reference[f"batch{step - 1}/data"])],
@@ -58,9 +56,10 @@ def trained(reference):
         module.forward(batch, is_train=True)
         module.backward()
         record[f"step{step}/output"] = module.get_outputs()[0].asnumpy()
-        for name, grad in executor.grad_dict.items():
-            if grad is not None and name != "softmax_label":
-                record[f"step{step}/grad/{name}"] = grad.asnumpy()
+        if len(contexts) == 1:
+            for name, grad in module._exec_group.execs[0].grad_dict.items():
+                if grad is not None and name != "softmax_label":
+                    record[f"step{step}/grad/{name}"] = grad.asnumpy()
         module.update()
         arg_params, aux_params = module.get_params()
         record.update({f"step{step}/arg/{k}": v.asnumpy() for k, v in arg_params.items()})
@@ -69,6 +68,16 @@ def trained(reference):
                    is_train=False)
     record["predict/output"] = module.get_outputs()[0].asnumpy()
     return record
+
+
+@pytest.fixture(scope="module")
+def trained(reference):
+    return _train(reference, [mx.cpu()])
+
+
+@pytest.fixture(scope="module")
+def trained_on_two_devices(reference):
+    return _train(reference, [mx.cpu(0), mx.cpu(1)])
 
 
 @pytest.mark.parametrize("step", [1, 2])
@@ -84,6 +93,16 @@ def test_each_step_matches_mxnet(reference, trained, step, kind):
 
 def test_inference_after_training_uses_the_updated_statistics_like_mxnet(reference, trained):
     np.testing.assert_allclose(trained["predict/output"], reference["predict/output"], **TOLERANCE)
+
+
+def test_two_devices_normalise_their_halves_and_average_the_statistics_like_mxnet(reference, trained_on_two_devices):
+    # each device's BatchNorm sees half the batch, so this differs from the one-device run
+    expected = _section(reference, "two_devices/")
+    assert set(expected) == set(trained_on_two_devices)
+    for key, value in expected.items():
+        np.testing.assert_allclose(trained_on_two_devices[key], value, err_msg=key, **TOLERANCE)
+    assert np.abs(expected["step1/output"] - reference["step1/output"]).max() > 1e-2
+    assert np.abs(expected["step2/arg/conv1_weight"] - reference["step2/arg/conv1_weight"]).max() > 1e-2
 
 
 def test_the_fixture_really_moves_every_value(reference):
