@@ -304,3 +304,29 @@ def test_kernels_write_into_non_contiguous_outputs(name, inputs, params):
     aux = [np.zeros(3), np.ones(3)] if name == "BatchNorm" else []
     op.kernel_for("numpy")(np, list(inputs) + aux, [out], typed)
     np.testing.assert_allclose(out, expected)
+
+
+def test_per_sample_normalisations_match_their_definitions():
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-2, 2, (2, 6, 3, 2))
+    gamma6, beta6 = rng.uniform(0.5, 1.5, 6), rng.uniform(-1, 1, 6)
+    per_channel = (1, 6, 1, 1)
+    # InstanceNorm: every (sample, channel) over its spatial positions
+    mean, var = x.mean(axis=(2, 3), keepdims=True), x.var(axis=(2, 3), keepdims=True)
+    expected = (x - mean) / np.sqrt(var + 1e-3) * gamma6.reshape(per_channel) + beta6.reshape(per_channel)
+    np.testing.assert_allclose(harness.run("InstanceNorm", [x, gamma6, beta6])[0], expected, rtol=1e-10)
+    # LayerNorm over the channel axis, with the mean and std outputs
+    mean, var = x.mean(axis=1, keepdims=True), x.var(axis=1, keepdims=True)
+    out, got_mean, got_std = harness.run("LayerNorm", [x, gamma6, beta6], axis=1, eps=1e-4, output_mean_var=True)
+    np.testing.assert_allclose(out, (x - mean) / np.sqrt(var + 1e-4) * gamma6.reshape(per_channel)
+                               + beta6.reshape(per_channel), rtol=1e-10)
+    np.testing.assert_allclose(got_mean, mean, rtol=1e-12)
+    np.testing.assert_allclose(got_std, np.sqrt(var + 1e-4), rtol=1e-12)
+    # GroupNorm: three groups of two channels, one gamma and beta per group (MXNet 1.9.1)
+    gamma3, beta3 = gamma6[:3], beta6[:3]
+    groups = x.reshape(2, 3, -1)
+    normalised = (groups - groups.mean(axis=2, keepdims=True)) / np.sqrt(groups.var(axis=2, keepdims=True) + 1e-5)
+    expected = (normalised * gamma3.reshape(1, 3, 1) + beta3.reshape(1, 3, 1)).reshape(x.shape)
+    out, got_mean, got_std = harness.run("GroupNorm", [x, gamma3, beta3], num_groups=3, output_mean_var=True)
+    np.testing.assert_allclose(out, expected, rtol=1e-10)
+    assert got_mean.shape == got_std.shape == (2, 3)
