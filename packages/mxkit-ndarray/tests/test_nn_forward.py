@@ -330,3 +330,41 @@ def test_per_sample_normalisations_match_their_definitions():
     out, got_mean, got_std = harness.run("GroupNorm", [x, gamma3, beta3], num_groups=3, output_mean_var=True)
     np.testing.assert_allclose(out, expected, rtol=1e-10)
     assert got_mean.shape == got_std.shape == (2, 3)
+
+
+def test_adaptive_average_pooling_averages_mxnets_windows():
+    x = np.random.default_rng(4).uniform(-1, 1, (2, 3, 7, 5))
+    out = harness.run("_contrib_AdaptiveAvgPooling2D", [x], output_size=(3, 2))[0]
+    expected = np.empty((2, 3, 3, 2))
+    for i in range(3):
+        for j in range(2):  # floor(i * size / n) to ceil((i + 1) * size / n)
+            rows = slice(i * 7 // 3, -(-(i + 1) * 7 // 3))
+            cols = slice(j * 5 // 2, -(-(j + 1) * 5 // 2))
+            expected[:, :, i, j] = x[:, :, rows, cols].mean(axis=(2, 3))
+    np.testing.assert_allclose(out, expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("align_corners", [True, False])
+def test_bilinear_resize_interpolates_between_the_nearest_pixels(align_corners):
+    x = np.random.default_rng(5).uniform(-1, 1, (1, 2, 4, 3))
+    out = harness.run("_contrib_BilinearResize2D", [x], height=6, width=5, align_corners=align_corners)[0]
+
+    def source(i, size, n):
+        if align_corners:
+            return i * (size - 1) / (n - 1)
+        return max((i + 0.5) * size / n - 0.5, 0.0)
+
+    def sample(image, r, c):  # bilinear interpolation of one image at a real position
+        r0, c0 = min(int(r), image.shape[0] - 1), min(int(c), image.shape[1] - 1)
+        r1, c1 = min(r0 + 1, image.shape[0] - 1), min(c0 + 1, image.shape[1] - 1)
+        a, b = r - r0, c - c0
+        return ((1 - a) * ((1 - b) * image[r0, c0] + b * image[r0, c1])
+                + a * ((1 - b) * image[r1, c0] + b * image[r1, c1]))
+
+    for channel in range(2):
+        for i in range(6):
+            for j in range(5):
+                expected = sample(x[0, channel], source(i, 4, 6), source(j, 3, 5))
+                assert out[0, channel, i, j] == pytest.approx(expected, rel=1e-12, abs=1e-12)
+    if align_corners:  # the corners are the input's corners
+        np.testing.assert_allclose(out[..., [0, -1], :][..., [0, -1]], x[..., [0, -1], :][..., [0, -1]])

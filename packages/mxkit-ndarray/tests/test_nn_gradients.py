@@ -63,6 +63,9 @@ CASES = [
     ("LayerNorm", [rand(2, 3, 4, scale=2), rand(3, seed=1) + 1.5, rand(3, seed=2)], {"axis": 1, "eps": 1e-3}),
     ("InstanceNorm", [rand(2, 3, 2, 3, scale=2), rand(3, seed=1) + 1.5, rand(3, seed=2)], {}),
     ("GroupNorm", [rand(2, 4, 3, scale=2), rand(2, seed=1) + 1.5, rand(2, seed=2)], {"num_groups": 2}),
+    ("_contrib_AdaptiveAvgPooling2D", [rand(1, 2, 5, 7)], {"output_size": (3, 4)}),
+    ("_contrib_BilinearResize2D", [rand(1, 2, 3, 4)], {"height": 5, "width": 3}),
+    ("_contrib_BilinearResize2D", [rand(1, 1, 4, 3)], {"height": 3, "width": 7, "align_corners": False}),
 ]
 
 
