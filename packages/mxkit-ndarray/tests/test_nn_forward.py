@@ -304,3 +304,67 @@ def test_kernels_write_into_non_contiguous_outputs(name, inputs, params):
     aux = [np.zeros(3), np.ones(3)] if name == "BatchNorm" else []
     op.kernel_for("numpy")(np, list(inputs) + aux, [out], typed)
     np.testing.assert_allclose(out, expected)
+
+
+def test_per_sample_normalisations_match_their_definitions():
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-2, 2, (2, 6, 3, 2))
+    gamma6, beta6 = rng.uniform(0.5, 1.5, 6), rng.uniform(-1, 1, 6)
+    per_channel = (1, 6, 1, 1)
+    # InstanceNorm: every (sample, channel) over its spatial positions
+    mean, var = x.mean(axis=(2, 3), keepdims=True), x.var(axis=(2, 3), keepdims=True)
+    expected = (x - mean) / np.sqrt(var + 1e-3) * gamma6.reshape(per_channel) + beta6.reshape(per_channel)
+    np.testing.assert_allclose(harness.run("InstanceNorm", [x, gamma6, beta6])[0], expected, rtol=1e-10)
+    # LayerNorm over the channel axis, with the mean and std outputs
+    mean, var = x.mean(axis=1, keepdims=True), x.var(axis=1, keepdims=True)
+    out, got_mean, got_std = harness.run("LayerNorm", [x, gamma6, beta6], axis=1, eps=1e-4, output_mean_var=True)
+    np.testing.assert_allclose(out, (x - mean) / np.sqrt(var + 1e-4) * gamma6.reshape(per_channel)
+                               + beta6.reshape(per_channel), rtol=1e-10)
+    np.testing.assert_allclose(got_mean, mean, rtol=1e-12)
+    np.testing.assert_allclose(got_std, np.sqrt(var + 1e-4), rtol=1e-12)
+    # GroupNorm: three groups of two channels, one gamma and beta per group (MXNet 1.9.1)
+    gamma3, beta3 = gamma6[:3], beta6[:3]
+    groups = x.reshape(2, 3, -1)
+    normalised = (groups - groups.mean(axis=2, keepdims=True)) / np.sqrt(groups.var(axis=2, keepdims=True) + 1e-5)
+    expected = (normalised * gamma3.reshape(1, 3, 1) + beta3.reshape(1, 3, 1)).reshape(x.shape)
+    out, got_mean, got_std = harness.run("GroupNorm", [x, gamma3, beta3], num_groups=3, output_mean_var=True)
+    np.testing.assert_allclose(out, expected, rtol=1e-10)
+    assert got_mean.shape == got_std.shape == (2, 3)
+
+
+def test_adaptive_average_pooling_averages_mxnets_windows():
+    x = np.random.default_rng(4).uniform(-1, 1, (2, 3, 7, 5))
+    out = harness.run("_contrib_AdaptiveAvgPooling2D", [x], output_size=(3, 2))[0]
+    expected = np.empty((2, 3, 3, 2))
+    for i in range(3):
+        for j in range(2):  # floor(i * size / n) to ceil((i + 1) * size / n)
+            rows = slice(i * 7 // 3, -(-(i + 1) * 7 // 3))
+            cols = slice(j * 5 // 2, -(-(j + 1) * 5 // 2))
+            expected[:, :, i, j] = x[:, :, rows, cols].mean(axis=(2, 3))
+    np.testing.assert_allclose(out, expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("align_corners", [True, False])
+def test_bilinear_resize_interpolates_between_the_nearest_pixels(align_corners):
+    x = np.random.default_rng(5).uniform(-1, 1, (1, 2, 4, 3))
+    out = harness.run("_contrib_BilinearResize2D", [x], height=6, width=5, align_corners=align_corners)[0]
+
+    def source(i, size, n):
+        if align_corners:
+            return i * (size - 1) / (n - 1)
+        return max((i + 0.5) * size / n - 0.5, 0.0)
+
+    def sample(image, r, c):  # bilinear interpolation of one image at a real position
+        r0, c0 = min(int(r), image.shape[0] - 1), min(int(c), image.shape[1] - 1)
+        r1, c1 = min(r0 + 1, image.shape[0] - 1), min(c0 + 1, image.shape[1] - 1)
+        a, b = r - r0, c - c0
+        return ((1 - a) * ((1 - b) * image[r0, c0] + b * image[r0, c1])
+                + a * ((1 - b) * image[r1, c0] + b * image[r1, c1]))
+
+    for channel in range(2):
+        for i in range(6):
+            for j in range(5):
+                expected = sample(x[0, channel], source(i, 4, 6), source(j, 3, 5))
+                assert out[0, channel, i, j] == pytest.approx(expected, rel=1e-12, abs=1e-12)
+    if align_corners:  # the corners are the input's corners
+        np.testing.assert_allclose(out[..., [0, -1], :][..., [0, -1]], x[..., [0, -1], :][..., [0, -1]])

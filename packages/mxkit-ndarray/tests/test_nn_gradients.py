@@ -59,6 +59,13 @@ CASES = [
     ("SequenceMask", [rand(4, 3, 2), np.array([1.0, 4.0, 2.0])], {"use_sequence_length": True, "value": 2.0}),
     ("smooth_l1", [rand(3, 4, scale=2)], {"scalar": 1.3}),
     ("Dropout", [rand(4, 5)], {"p": 0.4, "mode": "always"}),
+    ("LayerNorm", [rand(3, 4, scale=2), rand(4, seed=1) + 1.5, rand(4, seed=2)], {}),
+    ("LayerNorm", [rand(2, 3, 4, scale=2), rand(3, seed=1) + 1.5, rand(3, seed=2)], {"axis": 1, "eps": 1e-3}),
+    ("InstanceNorm", [rand(2, 3, 2, 3, scale=2), rand(3, seed=1) + 1.5, rand(3, seed=2)], {}),
+    ("GroupNorm", [rand(2, 4, 3, scale=2), rand(2, seed=1) + 1.5, rand(2, seed=2)], {"num_groups": 2}),
+    ("_contrib_AdaptiveAvgPooling2D", [rand(1, 2, 5, 7)], {"output_size": (3, 4)}),
+    ("_contrib_BilinearResize2D", [rand(1, 2, 3, 4)], {"height": 5, "width": 3}),
+    ("_contrib_BilinearResize2D", [rand(1, 1, 4, 3)], {"height": 3, "width": 7, "align_corners": False}),
 ]
 
 

@@ -32,7 +32,8 @@ FORWARD_ONLY = {"batchnorm_eval", "leaky_selu", "softmax_output_out_grad"}
 def test_every_big_operator_has_fixtures():
     ops = {harness.load_fixture(name)["op"] for name in harness.fixture_names()}
     for op in ("FullyConnected", "Convolution", "Deconvolution", "Pooling", "BatchNorm", "SoftmaxOutput",
-               "LeakyReLU", "Embedding", "LRN", "UpSampling", "Pad", "SequenceMask", "smooth_l1"):
+               "LeakyReLU", "Embedding", "LRN", "UpSampling", "Pad", "SequenceMask", "smooth_l1", "LayerNorm",
+               "InstanceNorm", "GroupNorm"):
         assert op in ops
 
 

@@ -131,3 +131,14 @@ def test_inputs_by_name_for_operators_whose_inputs_depend_on_parameters():
     assert list(inspect.signature(nd.FullyConnected).parameters)[:3] == ["data", "weight", "bias"]
     with pytest.raises(MXKitError, match=r"takes 3 input arrays \(data, weight, bias\), got 2"):
         nd.FullyConnected(data=nd.array(x), weight=nd.array(w), num_hidden=3)
+
+
+def test_contrib_operators_are_reachable_under_their_short_names():
+    # MXNet's mx.nd.contrib.X is the registered operator _contrib_X
+    x = np.random.default_rng(2).uniform(-1, 1, (1, 2, 5, 4))
+    resized = nd.contrib.BilinearResize2D(nd.array(x), height=3, width=7, align_corners=False).asnumpy()
+    np.testing.assert_allclose(resized, harness.run("_contrib_BilinearResize2D", [x], height=3, width=7,
+                                                    align_corners=False)[0], rtol=1e-6)
+    pooled = nd.contrib.AdaptiveAvgPooling2D(nd.array(x), output_size=1).asnumpy()
+    np.testing.assert_allclose(pooled[..., 0, 0], x.mean(axis=(2, 3)), rtol=1e-6)
+    assert "BilinearResize2D" in nd.contrib.__all__

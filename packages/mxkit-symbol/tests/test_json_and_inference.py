@@ -196,3 +196,22 @@ def test_our_json_loads_in_mxnet(tmp_path, fixture_path, require_ops):
 def test_a_zero_sized_layer_is_named_at_inference(make, message):
     with pytest.raises(ShapeError, match=message):
         make(sym.Variable("data")).infer_shape(data=(2, 3, 8, 8))
+
+
+def test_a_given_prelu_slope_shape_stands_and_an_unknown_one_is_per_channel():
+    # Gluon's PReLU exports one slope shared by every channel, with __shape__ (1,)
+    data = sym.Variable("data")
+    shared = sym.LeakyReLU(data, sym.Variable("alpha", shape=(1,)), act_type="prelu")
+    arg_shapes, out_shapes, _ = shared.infer_shape(data=(2, 8, 4, 4))
+    assert dict(zip(shared.list_arguments(), arg_shapes))["alpha"] == (1,)
+    assert out_shapes == [(2, 8, 4, 4)]
+    per_channel = sym.LeakyReLU(data, sym.Variable("alpha"), act_type="prelu")
+    arg_shapes, _, _ = per_channel.infer_shape(data=(2, 8, 4, 4))
+    assert dict(zip(per_channel.list_arguments(), arg_shapes))["alpha"] == (8,)
+
+
+def test_group_norm_infers_one_gamma_and_beta_per_group():
+    net = sym.GroupNorm(sym.Variable("data"), num_groups=3, name="gn")
+    arg_shapes, out_shapes, _ = net.infer_shape(data=(2, 6, 5))
+    assert dict(zip(net.list_arguments(), arg_shapes)) == {"data": (2, 6, 5), "gn_gamma": (3,), "gn_beta": (3,)}
+    assert out_shapes == [(2, 6, 5)]

@@ -1,6 +1,7 @@
 """Symbol construction: naming, listing, attributes, grouping, indexing, composition."""
 
 import copy
+import json
 
 import pytest
 from mxkit import symbol as sym
@@ -177,3 +178,11 @@ def test_fluent_methods_create_operator_nodes():
     assert out.infer_type(x="float32")[1][0].__name__ == "float64"
     with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
         getattr(x, "nonexistent")  # noqa: B009
+
+
+def test_contrib_operators_build_under_their_short_names_and_unknown_ones_say_so():
+    net = sym.contrib.AdaptiveAvgPooling2D(sym.Variable("data"), output_size=(2, 3), name="pool")
+    assert net.infer_shape(data=(1, 4, 7, 9))[1] == [(1, 4, 2, 3)]
+    assert [node["op"] for node in json.loads(net.tojson())["nodes"]] == ["null", "_contrib_AdaptiveAvgPooling2D"]
+    with pytest.raises(AttributeError, match="_contrib_NoSuchThing"):
+        sym.contrib.NoSuchThing  # noqa: B018

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mxkit.symbol import contrib
 from mxkit.symbol import passes as _passes  # noqa: F401  (registers the graph-pass config keys)
 from mxkit.symbol.symbol import Group, Symbol, SymbolError, Variable, var
 
@@ -60,4 +61,4 @@ def __getattr__(name: str) -> Any:
     return function
 
 
-__all__ = ["Group", "Symbol", "SymbolError", "Variable", "fuse", "load", "load_json", "var"]
+__all__ = ["Group", "Symbol", "SymbolError", "Variable", "contrib", "fuse", "load", "load_json", "var"]

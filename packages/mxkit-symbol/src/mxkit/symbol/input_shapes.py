@@ -100,7 +100,17 @@ def _prelu(params: dict, ins: list, outs: list) -> dict[int, Shape]:
     data = ins[0]
     if data is None or params.get("act_type") != "prelu" or len(ins) < 2:
         return {}
+    gamma = ins[1]
+    if gamma is not None and len(gamma) > 0 and all(int(d) > 0 for d in gamma):
+        # a given slope shape stands: (1,) is one slope shared by every channel (Gluon's PReLU
+        # default), as MXNet's inference keeps a known gamma and only fills in an unknown one
+        return {}
     return {1: (data[1],)}
+
+
+def _group_norm(params: dict, ins: list, outs: list) -> dict[int, Shape]:
+    # MXNet 1.9.1: one gamma and beta per group, not per channel
+    return {i: (params.get("num_groups", 1),) for i in range(1, len(ins))}
 
 
 RULES: dict[str, Rule] = {
@@ -110,6 +120,7 @@ RULES: dict[str, Rule] = {
     "BatchNorm": _per_channel(1),
     "InstanceNorm": _per_channel(1),
     "LayerNorm": _per_channel(-1),
+    "GroupNorm": _group_norm,
     "Embedding": _embedding,
     "SoftmaxOutput": _softmax_label,
     "LinearRegressionOutput": _label_like_data,
