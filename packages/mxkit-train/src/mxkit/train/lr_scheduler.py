@@ -187,8 +187,38 @@ class MultiFactorScheduler(LRScheduler):
         return {**super()._config(), "step": list(self.step), "factor": self.factor}
 
 
+class _DecayToFinal(LRScheduler):
+    """Warm-up, then a decay from ``base_lr`` to ``final_lr`` over ``max_update`` updates (Poly, Cosine)."""
+
+    def __init__(self, max_update: int, base_lr: float, final_lr: float, warmup_steps: int, warmup_begin_lr: float,
+                 warmup_mode: str) -> None:
+        name = type(self).__name__
+        super().__init__(base_lr, warmup_steps, warmup_begin_lr, warmup_mode)
+        self.max_update = _check_int(name, "max_update", max_update, 1)
+        if self.max_update <= self.warmup_steps:
+            raise TrainingValueError(f"{name}: max_update={max_update} must exceed warmup_steps={warmup_steps}")
+        self.base_lr_orig = self.base_lr
+        self.final_lr = check_number(name, "final_lr", final_lr)
+        self.max_steps = self.max_update - self.warmup_steps
+
+    def _decay(self, steps: int) -> float:
+        """The fraction of ``base_lr - final_lr`` left ``steps`` updates after the warm-up."""
+        raise NotImplementedError
+
+    def __call__(self, num_update: int) -> float:
+        if num_update < self.warmup_steps:
+            return self.get_warmup_lr(num_update)
+        if num_update <= self.max_update:
+            self.base_lr = self.final_lr + (self.base_lr_orig - self.final_lr) * \
+                self._decay(num_update - self.warmup_steps)
+        return self.base_lr
+
+    def _config(self) -> dict[str, Any]:
+        return {**super()._config(), "max_update": self.max_update, "final_lr": self.final_lr}
+
+
 @register
-class PolyScheduler(LRScheduler):
+class PolyScheduler(_DecayToFinal):
     """Polynomial decay after warm-up::
 
         final_lr + (base_lr - final_lr) * (1 - (num_update - warmup_steps) / (max_update - warmup_steps)) ** pwr
@@ -209,30 +239,18 @@ class PolyScheduler(LRScheduler):
 
     def __init__(self, max_update: int, base_lr: float = 0.01, pwr: float = 2, final_lr: float = 0,
                  warmup_steps: int = 0, warmup_begin_lr: float = 0, warmup_mode: str = "linear") -> None:
-        super().__init__(base_lr, warmup_steps, warmup_begin_lr, warmup_mode)
-        self.max_update = _check_int("PolyScheduler", "max_update", max_update, 1)
-        if self.max_update <= self.warmup_steps:
-            raise TrainingValueError(f"PolyScheduler: max_update={max_update} must exceed warmup_steps="
-                                     f"{warmup_steps}")
+        super().__init__(max_update, base_lr, final_lr, warmup_steps, warmup_begin_lr, warmup_mode)
         self.power = check_number("PolyScheduler", "pwr", pwr)
-        self.base_lr_orig = self.base_lr
-        self.final_lr = check_number("PolyScheduler", "final_lr", final_lr)
-        self.max_steps = self.max_update - self.warmup_steps
 
-    def __call__(self, num_update: int) -> float:
-        if num_update < self.warmup_steps:
-            return self.get_warmup_lr(num_update)
-        if num_update <= self.max_update:
-            self.base_lr = self.final_lr + (self.base_lr_orig - self.final_lr) * \
-                pow(1 - float(num_update - self.warmup_steps) / float(self.max_steps), self.power)
-        return self.base_lr
+    def _decay(self, steps: int) -> float:
+        return pow(1 - float(steps) / float(self.max_steps), self.power)
 
     def _config(self) -> dict[str, Any]:
-        return {**super()._config(), "max_update": self.max_update, "pwr": self.power, "final_lr": self.final_lr}
+        return {**super()._config(), "pwr": self.power}
 
 
 @register
-class CosineScheduler(LRScheduler):
+class CosineScheduler(_DecayToFinal):
     """Cosine decay after warm-up::
 
         final_lr + (base_lr - final_lr) * (1 + cos(pi * (num_update - warmup_steps) / (max_update - warmup_steps))) / 2
@@ -251,25 +269,10 @@ class CosineScheduler(LRScheduler):
 
     def __init__(self, max_update: int, base_lr: float = 0.01, final_lr: float = 0, warmup_steps: int = 0,
                  warmup_begin_lr: float = 0, warmup_mode: str = "linear") -> None:
-        super().__init__(base_lr, warmup_steps, warmup_begin_lr, warmup_mode)
-        self.max_update = _check_int("CosineScheduler", "max_update", max_update, 1)
-        if self.max_update <= self.warmup_steps:
-            raise TrainingValueError(f"CosineScheduler: max_update={max_update} must exceed warmup_steps="
-                                     f"{warmup_steps}")
-        self.base_lr_orig = base_lr
-        self.final_lr = check_number("CosineScheduler", "final_lr", final_lr)
-        self.max_steps = self.max_update - self.warmup_steps
+        super().__init__(max_update, base_lr, final_lr, warmup_steps, warmup_begin_lr, warmup_mode)
 
-    def __call__(self, num_update: int) -> float:
-        if num_update < self.warmup_steps:
-            return self.get_warmup_lr(num_update)
-        if num_update <= self.max_update:
-            self.base_lr = self.final_lr + (self.base_lr_orig - self.final_lr) * \
-                (1 + cos(pi * (num_update - self.warmup_steps) / self.max_steps)) / 2
-        return self.base_lr
-
-    def _config(self) -> dict[str, Any]:
-        return {**super()._config(), "max_update": self.max_update, "final_lr": self.final_lr}
+    def _decay(self, steps: int) -> float:
+        return (1 + cos(pi * steps / self.max_steps)) / 2
 
 
 __all__ = ["CosineScheduler", "FactorScheduler", "LRScheduler", "MultiFactorScheduler", "PolyScheduler", "create",
