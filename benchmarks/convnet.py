@@ -23,13 +23,11 @@ here asserts on time.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
-import sys
 import time
 
 import numpy as np
+from _timing import run_anchor
 
 LENET = {"batch": 128, "shape": (1, 28, 28)}
 RESNET_BLOCK = {"batch": 32, "shape": (64, 56, 56)}
@@ -241,16 +239,7 @@ print("RESULT " + json.dumps(result))
 
 
 def mxnet_times(repeats: dict) -> dict:
-    python = os.environ.get("MXKIT_BENCH_MXNET_PYTHON")
-    if not python:
-        return {}
-    done = subprocess.run([python, "-c", MXNET_SCRIPT, json.dumps(repeats)], capture_output=True, text=True,
-                          check=False)
-    for line in done.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
-    print(f"MXNet run failed:\n{done.stderr[-2000:]}", file=sys.stderr)
-    return {}
+    return run_anchor(os.environ.get("MXKIT_BENCH_MXNET_PYTHON"), MXNET_SCRIPT, repeats)
 
 
 def main() -> None:

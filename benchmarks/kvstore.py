@@ -29,13 +29,10 @@ so a neighbour's load hits them alike. Nothing here asserts on time.
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
-import sys
 
 import numpy as np
-from _timing import time_interleaved
+from _timing import run_anchor, time_interleaved
 
 DEVICES = 4
 #: (label, float32 elements per key, keys)
@@ -153,15 +150,7 @@ print("RESULT " + json.dumps(result))
 
 def mxnet_rates(interpreter: str | None, repeats: int) -> dict:
     """GB/s of MXNet 1.9.1's local and device stores per case (empty without an interpreter)."""
-    if not interpreter:
-        return {}
-    done = subprocess.run([interpreter, "-c", MXNET_SCRIPT, json.dumps([CASES, repeats, DEVICES, BLOCK_BYTES])],
-                          capture_output=True, text=True, check=False)
-    for line in done.stdout.splitlines():
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
-    print(f"MXNet run failed:\n{done.stderr[-2000:]}", file=sys.stderr)
-    return {}
+    return run_anchor(interpreter, MXNET_SCRIPT, [CASES, repeats, DEVICES, BLOCK_BYTES])
 
 
 def main() -> None:

@@ -1,11 +1,13 @@
 """Shared fixtures of the mxkit-symbol tests."""
 
 import os
+import sys
 
 import pytest
 from mxkit.ndarray.registry import get_registry
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # _training_step (importlib import mode)
 
 
 def _require_ops(*names: str) -> None:

@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from mxkit import ndarray as nd
+from _training_step import fill_and_step
 from mxkit import symbol as sym
 from mxkit.core import config
 from mxkit.core.errors import ConfigError
@@ -37,18 +37,7 @@ def train_step(net, passes, seed=0, policy="sqrt", **shapes):
     """Bind, fill every argument deterministically, run forward and backward; return the executor."""
     with config.override(graph_passes=passes, mirror_policy=policy):
         exe = net.simple_bind(None, **shapes)
-    rng = np.random.default_rng(seed)
-    for name, array in exe.arg_dict.items():
-        if name == "softmax_label":
-            array[:] = rng.integers(0, array.shape[0], size=array.shape)
-        else:
-            array[:] = rng.normal(scale=0.3, size=array.shape)
-    for name, array in exe.aux_dict.items():
-        array[:] = 1.0 if name.endswith("var") else 0.0
-    nd.random.seed(seed)
-    exe.forward(is_train=True)
-    exe.backward()
-    return exe
+    return fill_and_step(exe, seed)
 
 
 def assert_same_gradients(a, b):
