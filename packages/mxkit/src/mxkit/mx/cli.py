@@ -3,6 +3,7 @@
 ``mxkit info``  every registered plugin by kind, and the configuration with sources;
 ``mxkit train`` the main job: train a network (LeNet on scikit-learn's digits by default);
 ``mxkit predict PREFIX EPOCH INPUT``  run a saved model;
+``mxkit launch -n N -s S -- COMMAND``  a distributed job: KVStore servers on Ray, N workers;
 ``mxkit demo``  a short tour of what is installed.
 """
 
@@ -57,10 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_predict_arguments(predict)
     predict.set_defaults(run=_cmd_predict)
     from mxkit.mx.cli_io import add_io_commands
+    from mxkit.mx.cli_launch import add_launch_command
     from mxkit.mx.cli_memplan import add_memplan_command
 
     add_io_commands(commands)
     add_memplan_command(commands)
+    add_launch_command(commands)
     return parser
 
 

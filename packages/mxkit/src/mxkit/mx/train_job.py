@@ -122,13 +122,21 @@ def _metric_plotter(directory: str | None) -> Any:
     return mx.callback.PlotMetrics(directory)
 
 
-def _train_iterator(dataset: Any, batch_size: int) -> Any:
+def _train_iterator(dataset: Any, batch_size: int, rank: int = 0, num_workers: int = 1) -> Any:
+    """Batches of worker ``rank``'s shard of the training set.
+
+    Every worker gets the same number of samples (the remainder of an uneven split is left
+    out), hence the same number of batches: a ``dist_sync`` round needs every worker's push,
+    so one worker with an extra batch would wait for pushes that never come.
+    """
     import mxkit.mx as mx
 
-    count = len(dataset.train_data)
+    count = len(dataset.train_data) // num_workers
     if not 1 <= batch_size <= count:
-        raise ConfigError(f"--batch-size must be between 1 and the {count} training samples, got {batch_size}")
-    return mx.io.NDArrayIter(dataset.train_data, dataset.train_label, batch_size, shuffle=True,
+        shard = f" of worker {rank}'s shard (1/{num_workers})" if num_workers > 1 else ""
+        raise ConfigError(f"--batch-size must be between 1 and the {count} training samples{shard}, got {batch_size}")
+    shard = slice(rank * count, (rank + 1) * count)
+    return mx.io.NDArrayIter(dataset.train_data[shard], dataset.train_label[shard], batch_size, shuffle=True,
                              last_batch_handle="discard")
 
 
@@ -220,11 +228,15 @@ def _train(args: argparse.Namespace) -> int:
         symbol = build_network(args.network, dataset.sample_shape, dataset.num_classes)
         module = mx.mod.Module(symbol, context=contexts, memplan=args.memplan)
     os.makedirs(os.path.dirname(os.path.abspath(prefix)), exist_ok=True)
-    train_iter = _train_iterator(dataset, args.batch_size)
+    # a distributed store is made here, not in fit: its rank chooses this worker's data shard
+    kvstore = mx.kv.create(args.kvstore) if str(args.kvstore).startswith("dist") else args.kvstore
+    rank, num_workers = (kvstore.rank, kvstore.num_workers) if not isinstance(kvstore, str) else (0, 1)
+    train_iter = _train_iterator(dataset, args.batch_size, rank, num_workers)
+    worker = f", worker {rank} of {num_workers} ({args.kvstore})" if num_workers > 1 else ""
     print(f"mxkit train: {args.network if not args.resume else 'resumed'} on {dataset.source} "
           f"({len(dataset.train_data)} training, {len(dataset.val_data)} validation samples of shape "
           f"{dataset.sample_shape}), {len(contexts)} device(s) {','.join(map(str, contexts))}, "
-          f"batch {args.batch_size}, {args.optimizer} lr {args.lr}", flush=True)
+          f"batch {args.batch_size}, {args.optimizer} lr {args.lr}{worker}", flush=True)
 
     optimizer_params: dict[str, Any] = {"learning_rate": args.lr}
     if args.optimizer == "sgd":
@@ -240,7 +252,8 @@ def _train(args: argparse.Namespace) -> int:
 
         def epoch_end(epoch: int, sym: Any, arg: dict[str, Any], aux: dict[str, Any]) -> None:
             progress_bar.epoch_end()
-            module.save_checkpoint(prefix, epoch + 1, save_optimizer_states=True)
+            if rank == 0:  # the workers of a dist_sync job hold the same weights: one checkpoint
+                module.save_checkpoint(prefix, epoch + 1, save_optimizer_states=True)
             # validation at the training batch size: the executors are reused, not re-bound
             val_accuracy[0] = _accuracy(module, dataset.val_data, dataset.val_label, args.batch_size)
             if plotter is not None:
@@ -253,7 +266,7 @@ def _train(args: argparse.Namespace) -> int:
                 warnings.filterwarnings("ignore", message="Parameters already initialized")
                 module.fit(train_iter, eval_metric=train_metric,
                            batch_end_callback=[progress_bar, reporter.batch_end], epoch_end_callback=epoch_end,
-                           kvstore=args.kvstore, optimizer=args.optimizer,
+                           kvstore=kvstore, optimizer=args.optimizer,
                            optimizer_params=optimizer_params,
                            initializer=mx.init.Xavier(rnd_type="gaussian", factor_type="in", magnitude=2),
                            begin_epoch=begin_epoch, num_epoch=args.epochs)
@@ -284,7 +297,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ctx", default=DEFAULTS["ctx"], metavar="cpu:0,cpu:1|gpu:0",
                         help="devices, comma-separated (default: %(default)s)")
     parser.add_argument("--kvstore", default=DEFAULTS["kvstore"],
-                        help="how devices agree: local, device, ... (default: %(default)s)")
+                        help="how devices (and, under mxkit launch, workers) agree: local, device, dist_sync, "
+                             "dist_async, dist_ssp (default: %(default)s)")
     parser.add_argument("--memplan", default=None, help="memory planner (default: config memplan)")
     parser.add_argument("--engine", default=None, help="engine (default: config engine)")
     parser.add_argument("--resume", default=None, metavar="PREFIX",
