@@ -91,7 +91,11 @@ class OpDef:
     gradient : callable, optional
         The gradient builder (module docstring); ``None`` for a non-differentiable operator.
     backward_ignores : frozenset of int
-        Input indices whose values the gradient never reads (memory planning frees them).
+        Input indices whose values the gradient never reads.
+    reads_shape_only : frozenset of int
+        Input indices whose values the kernel never reads, only their shape and dtype
+        (``like`` of ``_reduce_sum_like``): memory planning may reuse their storage before
+        the node runs, as MXNet's gradient operators that take no input values allow.
     aux_names : tuple of str
         Auxiliary states (updated in place, not differentiated).
     needs_rng : bool
@@ -110,6 +114,7 @@ class OpDef:
     inplace: tuple[tuple[int, int, bool], ...] | Callable[[dict], tuple[tuple[int, int, bool], ...]] = ()
     gradient: Callable[..., list[Any]] | None = None
     backward_ignores: frozenset[int] = frozenset()
+    reads_shape_only: frozenset[int] = frozenset()
     aux_names: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     needs_rng: bool = False

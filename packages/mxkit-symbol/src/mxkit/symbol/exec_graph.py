@@ -107,7 +107,9 @@ class ExecGraph:
             inputs = [name_of(e) for e in node.inputs]
             outputs = [name_of(Entry(node, i)) for i in range(node.num_outputs())]
             inplace = node.op.inplace(node.params) if callable(node.op.inplace) else node.op.inplace
-            nodes.append(MemNode(f"{position}:{node.name}", tuple(inputs), tuple(outputs), inplace=tuple(inplace)))
+            # inputs read for their shape only (a gradient's ``like``) need not stay alive until here
+            nodes.append(MemNode(f"{position}:{node.name}", tuple(inputs), tuple(outputs), inplace=tuple(inplace),
+                                 ignored_inputs=node.op.reads_shape_only))
         return Graph(nodes, entries)
 
     def plan_memory(self, strategy: str | None = None, device: str = "cpu(0)") -> tuple[Any, Any]:

@@ -172,8 +172,9 @@ TRANSLATORS.update({
     "_reduce_sum_like": lambda emit, p, a: emit("copy", a[0]),
     "broadcast_like": lambda emit, p, a: emit("copy", a[0]),
 })
-# inputs the translation never reads (they do not become inputs of the fused node)
-_UNREAD_INPUTS = {"_reduce_sum_like": {1}, "broadcast_like": {1}}
+# operators that reduce or broadcast to the shape of their second input (read for its shape only,
+# ``OpDef.reads_shape_only``: it does not become an input of the fused node)
+_SHAPED_LIKE = ("_reduce_sum_like", "broadcast_like")
 
 
 class _Args:
@@ -195,14 +196,14 @@ def _fusible(graph: PassGraph, node: Node) -> bool:
     if dtype not in FLOAT_DTYPES:
         return False
     out_shape = tuple(graph.shapes[out_key])
-    unread = _UNREAD_INPUTS.get(node.op.name, set())
+    unread = node.op.reads_shape_only
     for position, entry in enumerate(node.inputs):
         if position in unread:
             continue
         if graph.dtypes.get(key(entry)) != dtype:
             return False
         shape = tuple(graph.shapes[key(entry)])
-        if node.op.name in _UNREAD_INPUTS and shape != out_shape:
+        if node.op.name in _SHAPED_LIKE and shape != out_shape:
             return False  # a real reduction or broadcast: not elementwise
         if node.op.name == "where" and shape != out_shape:
             return False  # a 1-D condition selects rows, which is not numpy broadcasting

@@ -289,7 +289,7 @@ def _sum_like_kernel(xp, inputs, outputs, params):
 
 define(OpDef(
     name="_reduce_sum_like", infer_shape=lambda p, s: [tuple(s[1])], kernel=_sum_like_kernel,
-    num_inputs=2, input_names=("data", "like"), backward_ignores=frozenset({1}),
+    num_inputs=2, input_names=("data", "like"), backward_ignores=frozenset({1}), reads_shape_only=frozenset({1}),
     infer_dtype=lambda p, dtypes: [dtypes[0]],
     gradient=lambda F, p, i, o, g: [F("broadcast_like", g[0], i[0]), None],
     doc="Sums ``data`` over the axes broadcasting stretched, to the shape of ``like``.",
@@ -312,7 +312,7 @@ def _broadcast_like_shape(params, in_shapes):
 
 define(OpDef(
     name="broadcast_like", infer_shape=_broadcast_like_shape, kernel=_broadcast_like_kernel,
-    num_inputs=2, input_names=("lhs", "rhs"), backward_ignores=frozenset({1}),
+    num_inputs=2, input_names=("lhs", "rhs"), backward_ignores=frozenset({1}), reads_shape_only=frozenset({1}),
     infer_dtype=lambda p, dtypes: [dtypes[0]],
     gradient=lambda F, p, i, o, g: [F("_reduce_sum_like", g[0], i[0]), None],
     doc="Broadcasts ``lhs`` to the shape of ``rhs``.",

@@ -41,6 +41,7 @@ define(OpDef(
     name="reshape_like", infer_shape=_reshape_like_shape, num_inputs=2, input_names=("lhs", "rhs"),
     infer_dtype=lambda p, d: [d[0]], kernel=_copy_reshaped, inplace=((0, 0, True),),
     gradient=lambda F, p, i, o, g: [F("reshape_like", g[0], i[0]), None], backward_ignores=frozenset({0, 1}),
+    reads_shape_only=frozenset({1}),
     doc="Reshapes ``lhs`` to the shape of ``rhs`` (same number of elements).",
 ))
 

@@ -167,6 +167,6 @@ define(OpDef(
 ))
 define(OpDef(
     name="_backward_Cast", infer_shape=first_shape, kernel=_cast_kernel, num_inputs=2,
-    input_names=("out_grad", "data"), infer_dtype=lambda p, dtypes: [dtypes[1]],
+    input_names=("out_grad", "data"), infer_dtype=lambda p, dtypes: [dtypes[1]], reads_shape_only=frozenset({1}),
     doc="Backward of Cast: the gradient cast back to the input's dtype (only its dtype is read).",
 ))
