@@ -222,3 +222,45 @@ define(OpDef(
     infer_shape=lambda p, s: [tuple(s[1])], num_inputs=2, input_names=("out_grad", "data"),
     inplace=((0, 0, False),), doc="Backward of smooth_l1.",
 ))
+
+# ---- MakeLoss and make_loss --------------------------------------------------------------------
+
+_MAKE_LOSS_SCHEMA = schema([
+    Param("grad_scale", "float", 1.0, doc="The gradient of every element."),
+    Param("valid_thresh", "float", 0.0, doc="Elements above it count as valid (normalization='valid')."),
+    Param("normalization", "str", "null", choices=("null", "batch", "valid"),
+          doc="Divide the gradient by nothing, the batch size (first axis), or the number of valid elements."),
+])
+
+
+def _identity_kernel(xp, inputs, outputs, params):
+    write(xp, outputs[0], inputs[0])
+
+
+def _make_loss_backward_kernel(xp, inputs, outputs, params):
+    output = inputs[0]
+    scale = params["grad_scale"]
+    if params["normalization"] == "batch":
+        scale /= output.shape[0] if output.ndim else 1
+    elif params["normalization"] == "valid":
+        scale /= max(int((output > params["valid_thresh"]).sum()), 1)
+    outputs[0][...] = scale
+
+
+define(OpDef(
+    name="MakeLoss", infer_shape=lambda p, s: [tuple(s[0])], kernel=_identity_kernel, params=_MAKE_LOSS_SCHEMA,
+    inplace=((0, 0, True),),
+    gradient=lambda F, p, i, o, g: [F("_backward_MakeLoss", o[0], **public(p))],
+    doc="Marks its input as a loss: the output is the input, the gradient grad_scale (normalised), whatever "
+        "the head gradient.",
+))
+define(OpDef(
+    name="_backward_MakeLoss", params=_MAKE_LOSS_SCHEMA, kernel=_make_loss_backward_kernel,
+    infer_shape=lambda p, s: [tuple(s[0])], num_inputs=1, input_names=("output",),
+    doc="Backward of MakeLoss: grad_scale divided as normalization says (reads the output for 'valid').",
+))
+define(OpDef(
+    name="make_loss", infer_shape=lambda p, s: [tuple(s[0])], kernel=_identity_kernel, inplace=((0, 0, True),),
+    gradient=lambda F, p, i, o, g: [F("ones_like", o[0])],
+    doc="Marks its input as a loss: the output is the input, the gradient ones, whatever the head gradient.",
+))
