@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from mxkit.core import config
 from mxkit.core.config import Option, register_option
-from mxkit.core.errors import MissingComponentError
+from mxkit.core.errors import ConfigError, MissingComponentError
 
 register_option(
     Option(
@@ -33,21 +33,37 @@ def _ndarray_constructor() -> Any:
     return array
 
 
-def batch_converter() -> Any:
-    """A function turning a numpy batch array into the configured batch type."""
+def batch_converter(ctx: Any = None) -> Any:
+    """A function turning a numpy batch array into the configured batch type.
+
+    With ``ctx`` (a device, e.g. ``mx.gpu(0)``), batches are NDArrays on that device: the
+    iterator's own threads then copy each batch while the model trains on the previous one.
+
+    Raises
+    ------
+    ConfigError
+        If ``ctx`` is given while the config asks for numpy batches, which live on the host.
+    MissingComponentError
+        If ``ctx`` is given (or NDArray batches are asked for) without mxkit-ndarray.
+    """
     choice = config.get("io_batch_type")
     if choice == "numpy":
+        if ctx is not None:
+            raise ConfigError(f"ctx={ctx} asks for batches on a device, but io_batch_type is 'numpy' (host arrays); "
+                              f"set io_batch_type to 'auto' or 'ndarray', or leave ctx out")
         return _identity
     constructor = _ndarray_constructor()
     if constructor is None:
-        if choice == "ndarray":
+        if choice == "ndarray" or ctx is not None:
             raise MissingComponentError(
-                "io_batch_type is 'ndarray' but mxkit.ndarray.array is not available (mxkit-ndarray "
-                "is not installed or too old); install it "
+                f"{'ctx=' + str(ctx) if ctx is not None else 'io_batch_type ndarray'} needs NDArray batches, "
+                "but mxkit.ndarray.array is not available (mxkit-ndarray is not installed or too old); install it "
                 "(`pip install mxkit-ndarray mxkit-cpu`) or set io_batch_type to 'numpy' or 'auto'"
             )
         return _identity
-    return constructor
+    if ctx is None:
+        return constructor
+    return functools.partial(constructor, ctx=ctx)
 
 
 def _identity(array: np.ndarray) -> np.ndarray:

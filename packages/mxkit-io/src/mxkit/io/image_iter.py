@@ -104,6 +104,9 @@ class ImageRecordIter(DataIter):
         OpenCV interpolation for ``resize`` (1 = bilinear).
     data_name, label_name : str
         Input names in ``provide_data`` and ``provide_label``.
+    ctx : Context, optional
+        The device the batches go to (``mx.gpu(0)``): the producer thread copies each batch
+        there while the consumer works on the previous one. Default: host NDArrays.
     """
 
     def __init__(
@@ -134,6 +137,7 @@ class ImageRecordIter(DataIter):
         inter_method: int = 1,
         data_name: str = "data",
         label_name: str = "softmax_label",
+        ctx: Any = None,
     ):
         super().__init__(batch_size)
         shape = tuple(int(v) for v in data_shape)
@@ -185,7 +189,7 @@ class ImageRecordIter(DataIter):
         order = self._shuffled_order if shuffle else None
         self._schedule = RoundBatchSchedule(len(self._offsets), batch_size, round_batch, order)
         self._epoch = 0
-        self._convert = batch_converter()
+        self._convert = batch_converter(ctx)
         self._pool = ThreadPoolExecutor(max_workers=preprocess_threads, thread_name_prefix="mxkit-io-decode")
         self._queue: queue.Queue[Any] = queue.Queue()
         self._stop = threading.Event()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from mxkit.core.errors import ConfigError, MXKitError
@@ -109,6 +110,29 @@ class _Failure:
         self.error = error
 
 
+def _device_copier(ctx: Any) -> Callable[[DataBatch], DataBatch] | None:
+    """``batch -> batch`` with every data and label array copied to ``ctx`` (None without a ctx)."""
+    if ctx is None:
+        return None
+    from mxkit.io._batch_arrays import batch_converter
+
+    to_ndarray = batch_converter(ctx)  # refuses a ctx when batches must stay numpy arrays
+
+    def copy(array: Any) -> Any:
+        # an NDArray is copied by the engine (a copy op on the device's copy stream); numpy via the converter
+        move = getattr(array, "as_in_context", None)
+        return move(ctx) if move is not None else to_ndarray(array)
+
+    def to_device(batch: DataBatch) -> DataBatch:
+        return DataBatch(data=[copy(d) for d in batch.data],
+                         label=None if batch.label is None else [copy(x) for x in batch.label],
+                         pad=batch.pad, index=batch.index, bucket_key=batch.bucket_key,
+                         provide_data=batch.provide_data,
+                         provide_label=batch.provide_label)
+
+    return to_device
+
+
 class PrefetchingIter(DataIter):
     """Keep batches ready in a background thread (MXNet's ``mx.io.PrefetchingIter``).
 
@@ -122,10 +146,13 @@ class PrefetchingIter(DataIter):
         Per iterator, a mapping from input names to new names in ``provide_data``.
     prefetch_depth : int
         How many batches the thread keeps ready ahead of the consumer.
+    ctx : Context, optional
+        A device to copy every batch array to in the thread (``mx.gpu(0)``), so that the
+        copy overlaps the consumer's work. Default: the arrays as the iterators give them.
     """
 
     def __init__(self, iters: DataIter | list[DataIter], rename_data: list[dict[str, str]] | None = None,
-                 rename_label: list[dict[str, str]] | None = None, prefetch_depth: int = 2):
+                 rename_label: list[dict[str, str]] | None = None, prefetch_depth: int = 2, ctx: Any = None):
         iters = iters if isinstance(iters, (list, tuple)) else [iters]
         if not iters:
             raise ConfigError("PrefetchingIter needs at least one iterator, got an empty list")
@@ -136,6 +163,7 @@ class PrefetchingIter(DataIter):
         self.rename_data = rename_data
         self.rename_label = rename_label
         self.prefetch_depth = prefetch_depth
+        self._to_device = _device_copier(ctx)
         self._queue: queue.Queue[Any] | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -161,7 +189,8 @@ class PrefetchingIter(DataIter):
         return self._renamed([i.provide_label for i in self.iters], self.rename_label)
 
     @staticmethod
-    def _produce(iters: list[DataIter], out: queue.Queue[Any], stop: threading.Event) -> None:
+    def _produce(iters: list[DataIter], out: queue.Queue[Any], stop: threading.Event,
+                 to_device: Callable[[DataBatch], DataBatch] | None = None) -> None:
         # A static method: the thread must not keep the PrefetchingIter alive, so that one
         # dropped in the middle of an epoch is collected and its __del__ stops the thread.
         def put(item: Any) -> bool:
@@ -189,6 +218,8 @@ class PrefetchingIter(DataIter):
                         pad=batches[0].pad,
                         index=batches[0].index,
                     )
+                if to_device is not None:
+                    item = to_device(item)
                 if not put(item):
                     return
         except BaseException as error:  # handed to the consumer thread
@@ -198,7 +229,7 @@ class PrefetchingIter(DataIter):
         self._stop = threading.Event()
         self._queue = queue.Queue(maxsize=self.prefetch_depth)
         self._thread = threading.Thread(
-            target=PrefetchingIter._produce, args=(self.iters, self._queue, self._stop),
+            target=PrefetchingIter._produce, args=(self.iters, self._queue, self._stop, self._to_device),
             name="mxkit-io-prefetch", daemon=True,
         )
         self._thread.start()
