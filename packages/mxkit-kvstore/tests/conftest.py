@@ -29,3 +29,22 @@ class MomentumSGD:
 def momentum_sgd():
     """The :class:`MomentumSGD` class."""
     return MomentumSGD
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "ray: needs Ray (mxkit-kvstore[dist]); skipped without it")
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A loopback Ray cluster for the whole session (2 CPUs, 256 MiB object store).
+
+    Started once (it takes seconds) and stopped at the end; yields its GCS address.
+    Skips the test when Ray is not installed.
+    """
+    pytest.importorskip("ray", reason="the distributed KVStore tests need Ray: pip install 'mxkit-kvstore[dist]'")
+    from mxkit.kvstore.dist import runtime
+
+    address = runtime.init_ray(num_cpus=2, object_store_memory=256 * 2**20)
+    yield address
+    runtime.shutdown_ray()
