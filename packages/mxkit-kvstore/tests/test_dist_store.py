@@ -1,0 +1,80 @@
+"""The distributed store end to end: worker threads, each with its own store and rank, on
+a loopback Ray cluster; results against a serial numpy replay."""
+
+import mxkit.ndarray as nd
+import numpy as np
+import pytest
+
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(120)]
+
+
+def integer_grads(seed, workers, steps, shape):
+    # integer values: sums are exact in float32 whatever order the server adds them in
+    return np.random.default_rng(seed).integers(-8, 8, size=(workers, steps, *shape)).astype(np.float32)
+
+
+@pytest.mark.parametrize(("num_workers", "num_servers"), [(2, 1), (3, 2), (4, 3)])
+def test_dist_sync_pulls_exactly_each_rounds_sum(shared_job, workers, num_workers, num_servers):
+    job = shared_job(num_workers, num_servers)
+    shapes = {"small": (3, 4), "big": (11, 7), 7: (5,)}  # "big" (77 elements) is split across servers
+    steps = 4
+    grads = {key: integer_grads(i, num_workers, steps, shape) for i, (key, shape) in enumerate(shapes.items())}
+
+    def worker(kv):
+        assert (kv.rank < num_workers, kv.num_workers, kv.num_servers, kv.type) == \
+            (True, num_workers, num_servers, "dist_sync")
+        kv.init(["small", "big"], [nd.zeros(shapes["small"]), nd.zeros(shapes["big"])])
+        seen = []
+        for step in range(steps):
+            # one array per device: the worker sums its two "devices" first
+            kv.push(["small", "big"], [[nd.array(grads[k][kv.rank, step] / 2), nd.array(grads[k][kv.rank, step] / 2)]
+                                       for k in ("small", "big")])
+            outs = [nd.zeros(shapes["small"]), nd.zeros(shapes["big"])]
+            kv.pull(["small", "big"], out=outs)
+            seen.append([o.asnumpy() for o in outs])
+        return seen
+
+    for seen in workers(job, worker):
+        for step, (small, big) in enumerate(seen):
+            np.testing.assert_array_equal(small, grads["small"][:, step].sum(axis=0))
+            np.testing.assert_array_equal(big, grads["big"][:, step].sum(axis=0))
+
+
+def test_big_arrays_are_split_across_every_server_and_reassembled_exactly(shared_job, workers):
+    import ray
+
+    job = shared_job(4, 3)  # big-array bound 50
+    value = np.arange(1001 * 3, dtype=np.float32).reshape(1001, 3)
+
+    def worker(kv):
+        kv.init("split", nd.array(value))
+        out = nd.zeros(value.shape)
+        kv.pull("split", out=out)
+        first = out.asnumpy()
+        kv.push("split", nd.array(value * (kv.rank + 1)))
+        kv.pull("split", out=out)
+        return first, out.asnumpy()
+
+    for first, summed in workers(job, worker):
+        np.testing.assert_array_equal(first, value)
+        np.testing.assert_array_equal(summed, value * 10)
+    # each server holds one contiguous third (3003 elements: 1001 each), in order
+    parts = ray.get([server.value.remote(("split", index)) for index, server in enumerate(job.servers)])
+    assert [part.shape for part in parts] == [(1001,)] * 3
+    np.testing.assert_array_equal(np.concatenate(parts), (value * 10).reshape(-1))
+
+
+def test_pushpull_broadcast_and_string_keys(shared_job, workers):
+    job = shared_job(2, 1)
+
+    def worker(kv):
+        out = nd.zeros((2, 2))
+        kv.broadcast("bcast", nd.ones((2, 2)) * 7, out=out)
+        first = out.asnumpy()
+        grad = nd.ones((2, 2)) * (kv.rank + 1)
+        kv.pushpull("bcast", grad)  # into grad itself
+        return first, grad.asnumpy()
+
+    for first, summed in workers(job, worker):
+        np.testing.assert_array_equal(first, np.full((2, 2), 7))
+        np.testing.assert_array_equal(summed, np.full((2, 2), 3))
