@@ -56,7 +56,8 @@ def _split(count: int) -> tuple[np.ndarray, np.ndarray]:
 def _write_records(path: Path, images: np.ndarray, labels: np.ndarray) -> None:
     from mxkit.io import IRHeader, MXRecordIO, pack
 
-    partial = path.with_suffix(".rec.partial")
+    # one partial file per process: the workers of a launched job may pack the same cache at once
+    partial = path.with_suffix(f".rec.{os.getpid()}.partial")
     writer = MXRecordIO(str(partial), "w")
     try:
         for index, (image, label) in enumerate(zip(images, labels)):

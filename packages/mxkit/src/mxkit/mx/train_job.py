@@ -272,7 +272,8 @@ def _train(args: argparse.Namespace) -> int:
                            begin_epoch=begin_epoch, num_epoch=args.epochs)
         except TrainingInterrupted:
             return _interrupted(module, prefix, reporter.position, batches, args.epochs)
-    print(f"validation accuracy {val_accuracy[0]:.4f} after {args.epochs} epochs; model saved to {prefix}-symbol.json "
+    saved = "model saved to" if rank == 0 else "model saved by worker 0 to"
+    print(f"validation accuracy {val_accuracy[0]:.4f} after {args.epochs} epochs; {saved} {prefix}-symbol.json "
           f"and {prefix}-{args.epochs:04d}.params", flush=True)
     if plotter is not None:
         print(f"curves drawn to {', '.join(plotter.paths.values())}", flush=True)

@@ -101,10 +101,22 @@ def _initialize_kvstore(kvstore: Any, param_arrays: list, arg_params: dict, para
 
 
 def _update_params_on_kvstore(param_arrays: list, grad_arrays: list, kvstore: Any, param_names: list[str]) -> None:
-    """Push every gradient; the store updates the weight and every device pulls it."""
-    for index, (arg_list, grad_list) in enumerate(zip(param_arrays, grad_arrays)):
-        if grad_list[0] is None:
-            continue
+    """Push every gradient; the store updates the weight and every device pulls it.
+
+    A local store gets one call per key, with the first layers' pulls at the highest
+    priority (they run first among ready engine operations). A distributed store gets one
+    push and one pull for all keys: each call costs it a network round trip, and it batches
+    the keys of one call into one request per server.
+    """
+    updated = [(index, arg_list, grad_list)
+               for index, (arg_list, grad_list) in enumerate(zip(param_arrays, grad_arrays))
+               if grad_list[0] is not None]
+    if "dist" in str(getattr(kvstore, "type", "")):
+        names = [param_names[index] for index, _, _ in updated]
+        kvstore.push(names, [grad_list for _, _, grad_list in updated])
+        kvstore.pull(names, out=[arg_list for _, arg_list, _ in updated])
+        return
+    for index, arg_list, grad_list in updated:
         name = param_names[index]
         kvstore.push(name, grad_list, priority=-index)
         kvstore.pull(name, arg_list, priority=-index)
