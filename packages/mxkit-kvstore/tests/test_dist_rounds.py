@@ -84,8 +84,10 @@ def test_bounded_delay_never_reads_more_than_tau_rounds_stale(tau):
     def worker(rank):
         for step in range(12):
             time.sleep(0.001 * rank)  # rank 2 is the slowest
-            t.push(rank, 0, [(SID, step, np.ones(3, np.float32))])
-            _, clocks = t.pull(rank, 0, [(SID, step + 1)], timeout=10)
+            t.push(rank, 0, [(SID, step, np.eye(3, dtype=np.float32)[rank])])  # counts pushes per rank
+            values, clocks = t.pull(rank, 0, [(SID, step + 1)], timeout=10)
+            merged = values[0]
+            assert merged[rank] == step + 1 and step + 1 - merged.min() <= tau  # the data's own clock
             worker_round, slowest = clocks[0]
             staleness.append(worker_round - slowest)
 
