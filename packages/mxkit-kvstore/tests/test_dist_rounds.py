@@ -21,7 +21,7 @@ def table(model, workers, value=None, **options):
 
 
 def add_updater(key, merged, value):
-    value += merged
+    return value + merged
 
 
 def run(workers, fn):
@@ -50,7 +50,7 @@ def test_sequential_pull_sees_exactly_the_round_after_it():
 
 def test_rounds_arriving_out_of_order_still_apply_in_order():
     t = table("sequential", 2)
-    t.apply = lambda key, merged, value: value.__setitem__(..., value * 10 + merged)
+    t.apply = lambda key, merged, value: value * 10 + merged
     t.push(0, 0, [(SID, 1, np.full(3, 2, np.float32))])
     t.push(1, 0, [(SID, 1, np.full(3, 2, np.float32))])
     assert t.rounds(SID)[1] == [0, 0]  # round 1 waits for round 0
