@@ -83,20 +83,22 @@ def shared_job(start_job):
     return get
 
 
-def run_workers(job, worker, kind="dist_sync", timeout=60, **options):
-    """Run ``worker(kv)`` in one thread per rank of ``job``, each with its own store; return
-    the results by rank (re-raising the first error)."""
+def run_workers(job, worker, kind="dist_sync", timeout=20.0, **options):
+    """Run ``worker(kv)`` in one thread per rank of ``job``, each with its own store (whose
+    waits time out after ``timeout`` seconds, so a failing worker cannot hang the others);
+    return the results by rank, re-raising the first error."""
     from concurrent.futures import ThreadPoolExecutor
 
     import mxkit.kvstore as kvstore
 
     def run(rank):
-        kv = kvstore.create(kind, rank=rank, num_workers=job.num_workers, namespace=job.namespace, **options)
+        kv = kvstore.create(kind, rank=rank, num_workers=job.num_workers, namespace=job.namespace,
+                            timeout=timeout, **options)
         return worker(kv)
 
     with ThreadPoolExecutor(job.num_workers) as pool:
         futures = [pool.submit(run, rank) for rank in range(job.num_workers)]
-        return [future.result(timeout=timeout) for future in futures]
+        return [future.result() for future in futures]
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ def table(model, workers, value=None, **options):
 
 
 def add_updater(key, merged, value):
-    value += merged
+    return value + merged
 
 
 def run(workers, fn):
@@ -50,7 +50,7 @@ def test_sequential_pull_sees_exactly_the_round_after_it():
 
 def test_rounds_arriving_out_of_order_still_apply_in_order():
     t = table("sequential", 2)
-    t.apply = lambda key, merged, value: value.__setitem__(..., value * 10 + merged)
+    t.apply = lambda key, merged, value: value * 10 + merged
     t.push(0, 0, [(SID, 1, np.full(3, 2, np.float32))])
     t.push(1, 0, [(SID, 1, np.full(3, 2, np.float32))])
     assert t.rounds(SID)[1] == [0, 0]  # round 1 waits for round 0
@@ -84,8 +84,10 @@ def test_bounded_delay_never_reads_more_than_tau_rounds_stale(tau):
     def worker(rank):
         for step in range(12):
             time.sleep(0.001 * rank)  # rank 2 is the slowest
-            t.push(rank, 0, [(SID, step, np.ones(3, np.float32))])
-            _, clocks = t.pull(rank, 0, [(SID, step + 1)], timeout=10)
+            t.push(rank, 0, [(SID, step, np.eye(3, dtype=np.float32)[rank])])  # counts pushes per rank
+            values, clocks = t.pull(rank, 0, [(SID, step + 1)], timeout=10)
+            merged = values[0]
+            assert merged[rank] == step + 1 and step + 1 - merged.min() <= tau  # the data's own clock
             worker_round, slowest = clocks[0]
             staleness.append(worker_round - slowest)
 

@@ -1,0 +1,348 @@
+"""A parameter server: a Ray actor that owns key parts and merges pushes into them.
+
+The class is plain Python (:func:`mxkit.kvstore.dist.job.start_job` makes it an actor
+with many threads, so that pulls blocked on a round do not keep pushes out). It keeps a
+:class:`~.rounds.ShardTable` and what turns a round into an update:
+
+- no updater: the round's sum replaces the value (MXNet's server without an updater);
+- ``set_optimizer``: the optimizer described by JSON (``Optimizer.dumps()``: a registry
+  name and its parameters) is rebuilt here with ``mx.optimizer`` and run on mxkit
+  NDArrays by :class:`mxkit.kvstore.updater.OptimizerUpdater`; nothing is unpickled;
+- ``set_updater``: a user function shipped by Ray's serialisation, accepted only when the
+  worker opted in with ``allow_remote_code=True`` (it runs code on the servers);
+- gradient compression: payloads are decoded with the same compressor the workers encode with.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from mxkit.core.errors import KVStoreError
+from mxkit.kvstore.dist import wire
+from mxkit.kvstore.dist.rounds import Shard, ShardId, ShardTable
+
+
+def _resolve(payloads: list[Any]) -> list[Any]:
+    """Payloads with object-store references (large values) fetched, also inside tuples
+    (compressed payloads)."""
+    import ray
+
+    refs = [item for payload in payloads for item in (payload if isinstance(payload, tuple) else (payload,))
+            if isinstance(item, ray.ObjectRef)]
+    if not refs:
+        return payloads
+    fetched = dict(zip(refs, ray.get(refs), strict=True))
+
+    def fetch(item: Any) -> Any:
+        return fetched[item] if isinstance(item, ray.ObjectRef) else item
+
+    return [tuple(fetch(i) for i in p) if isinstance(p, tuple) else fetch(p) for p in payloads]
+
+
+class ParameterServer:
+    """The shards of one server of a job.
+
+    Parameters
+    ----------
+    index : int
+        This server's number (``0..num_servers-1``).
+    num_workers : int
+        The job's workers.
+    num_servers : int
+        The job's servers.
+    replicate : bool
+        Keep a copy of every shard on the next server (chain replication).
+    namespace : str, optional
+        The job's Ray namespace, where the other servers are found by name.
+    """
+
+    def __init__(self, index: int, num_workers: int, num_servers: int = 1, replicate: bool = False,
+                 namespace: str | None = None):
+        self.index = index
+        self.num_servers = num_servers
+        self.namespace = namespace  # of the job's actors (not this process's own Ray namespace)
+        self.table = ShardTable(num_workers)
+        self.table.replicating = bool(replicate) and num_servers > 1
+        self._config: dict[str, Any] = {}  # what the workers agreed on, by setting
+        self._settings: dict[str, Any] = {}  # the same, as a restarted server re-applies them
+        self._updater: Any = None
+        self._replicas = Replicas()
+        if self.table.replicating and _restarted():
+            self._recover()
+
+    def ping(self) -> int:
+        """This server's index (a readiness check)."""
+        return self.index
+
+    def restarted(self) -> bool:
+        """Whether this instance is a restart after the server died (and recovered)."""
+        return self.table.restored
+
+    # -- settings every worker sends (the first sets, the others must agree) ----------
+
+    def _agree(self, setting: str, value: Any, rank: int) -> bool:
+        """Record ``value`` for ``setting``; False if it was already set to it."""
+        current = self._config.get(setting)
+        if current is None:
+            self._config[setting] = (value, rank)
+            return True
+        if current[0] != value:
+            raise KVStoreError(f"rank {rank} asks for {setting} {value!r}, but rank {current[1]} set {current[0]!r}; "
+                               f"every worker of a job must use the same {setting}")
+        return False
+
+    def configure(self, rank: int, model_name: str, model_options: dict[str, Any]) -> None:
+        """Use consistency model ``model_name`` (made with ``model_options``)."""
+        from mxkit.kvstore.consistency import make_model
+
+        with self.table.condition:
+            if self._agree("consistency model", (model_name, sorted(model_options.items())), rank):
+                self.table.model = make_model(model_name, num_workers=self.table.num_workers, **model_options)
+                self._settings["model"] = (model_name, dict(model_options))
+
+    def set_optimizer(self, rank: int, description: str) -> None:
+        """Run the optimizer ``description`` (``Optimizer.dumps()`` JSON) on every round."""
+        with self.table.condition:
+            if not self._agree("optimizer", description, rank):
+                return
+            try:
+                from mxkit.train.optimizer import loads
+            except ModuleNotFoundError:
+                from mxkit.core.errors import MissingComponentError
+
+                raise MissingComponentError("set_optimizer on a distributed store needs mxkit-train on the "
+                                            "servers' machines (pip install mxkit-train)") from None
+            from mxkit.kvstore.updater import OptimizerUpdater
+
+            self._set_update(OptimizerUpdater(loads(description)))
+            self._settings["optimizer"] = description
+            self._settings.pop("updater", None)
+
+    def set_updater(self, rank: int, updater: Callable[[Any, Any, Any], None]) -> None:
+        """Run ``updater(key, grad, weight)`` (NDArrays) on every round."""
+        with self.table.condition:
+            self._config.pop("optimizer", None)
+            self._set_update(updater)
+            self._settings["updater"] = updater
+            self._settings.pop("optimizer", None)
+
+    def _set_update(self, updater: Any) -> None:
+        self._updater = updater
+        self.table.apply = self._apply_updater
+
+    def _apply_updater(self, key: Any, merged: np.ndarray, value: np.ndarray) -> np.ndarray:
+        import mxkit.ndarray as nd
+
+        weight = nd.array(value, dtype=value.dtype)
+        grad = nd.array(merged, dtype=value.dtype)
+        self._updater(key, grad, weight)
+        return weight.asnumpy().reshape(value.shape)
+
+    def set_compression(self, rank: int, params: dict[str, Any]) -> None:
+        """Decode pushes with the compressor ``params`` (``{"type": ..., ...}``)."""
+        from mxkit.kvstore.compression import make_compressor
+
+        with self.table.condition:
+            self._config.pop("compression", None)
+            self._agree("compression", json.dumps(params, sort_keys=True), rank)
+            compressor = make_compressor(params)
+            self.table.decode = None if compressor.type == "none" else _decoder(compressor)
+            self._settings["compression"] = dict(params)
+
+    # -- data -------------------------------------------------------------------------
+
+    def init(self, items: list[tuple[ShardId, Any]]) -> None:
+        """Store the initial value of each shard."""
+        values = _resolve([value for _, value in items])
+        self.table.init([(shard_id, value) for (shard_id, _), value in zip(items, values, strict=True)])
+        self._forward()
+
+    def push(self, rank: int, epoch: int, rounds: list[tuple[ShardId, int]], packed: wire.Packed,
+             resend: bool = False) -> None:
+        """Contribute ``rank``'s values (``packed``, one per ``(shard_id, round)``); with
+        ``resend``, rounds this server already holds are skipped (see :meth:`ShardTable.push`)."""
+        self._check_configured()
+        values = _resolve(wire.unpack(packed))
+        self.table.push(rank, epoch, [(s, r, v) for (s, r), v in zip(rounds, values, strict=True)], resend)
+        self._forward()
+
+    def pull(self, rank: int, epoch: int, items: list[tuple[ShardId, int]], timeout: float
+             ) -> tuple[wire.Packed, list[tuple[int, int]]]:
+        """The values of the shards once ``rank`` may read them (see :meth:`ShardTable.pull`), packed."""
+        self._check_configured()
+        if self.table.replicating:
+            # a new epoch moves every shard's round clock: the backup gets that before a read waits on it
+            self.table.advance(rank, epoch)
+            self._forward()
+        values, clocks = self.table.pull(rank, epoch, items, timeout)
+        return wire.pack(values), clocks
+
+    def pushpull(self, rank: int, epoch: int, rounds: list[tuple[ShardId, int]], packed: wire.Packed,
+                 items: list[tuple[ShardId, int]], timeout: float) -> tuple[wire.Packed, list[tuple[int, int]]]:
+        """:meth:`push` then :meth:`pull`, in one request."""
+        if rounds:
+            self.push(rank, epoch, rounds, packed)
+        return self.pull(rank, epoch, items, timeout)
+
+    def end_epoch(self, rank: int, epoch: int, rounds: dict[Any, int]) -> None:
+        """``rank`` enters a barrier after pushing ``rounds[key]`` rounds this epoch."""
+        self._check_configured()
+        self.table.end_epoch(rank, epoch, rounds)
+        self._forward(meta_changed=True)
+
+    def _check_configured(self) -> None:
+        if self.table.model is None:
+            raise KVStoreError("this server has no consistency model yet: workers connect with "
+                               "mx.kv.create('dist_sync'), which configures the servers")
+
+    def states(self) -> dict[Any, Any]:
+        """The optimizer's state of each key on this server, as numpy (nested tuples/lists)."""
+        with self.table.condition:
+            states = getattr(self._updater, "states", None)
+            if states is None:
+                raise KVStoreError("optimizer states need an optimizer on the servers: call "
+                                   "kv.set_optimizer(optimizer) first")
+            return {key: _to_numpy(state) for key, state in states.items()}
+
+    def load_states(self, states: dict[Any, Any]) -> None:
+        """Replace the optimizer's states (numpy, as :meth:`states` returns them)."""
+        import mxkit.ndarray as nd
+
+        with self.table.condition:
+            updater = self._updater
+            if getattr(updater, "states", None) is None:
+                raise KVStoreError("load_optimizer_states needs an optimizer on the servers: call "
+                                   "kv.set_optimizer(optimizer) first")
+            updater.states = {key: _from_numpy(state, nd) for key, state in states.items()}
+
+    def value(self, shard_id: ShardId) -> np.ndarray:
+        """A copy of a shard's stored value (for tests and diagnostics)."""
+        with self.table.condition:
+            return self.table._shard(shard_id, "value").value.copy()
+
+    def rounds(self, shard_id: ShardId) -> tuple[list[int], list[int]]:
+        """``(pushed, applied)`` rounds per rank of a shard (for tests and diagnostics)."""
+        return self.table.rounds(shard_id)
+
+    # -- chain replication (see mxkit.kvstore.dist.replication) -------------------------
+
+    def _forward(self, meta_changed: bool = False) -> None:
+        if self.table.replicating:
+            from mxkit.kvstore.dist.replication import forward
+
+            forward(self, meta_changed)
+
+    def _with_states(self, snapshots: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Snapshots with the optimizer state of their keys (copied: the optimizer updates
+        its states in place)."""
+        states = getattr(self._updater, "states", None)
+        if states:
+            with self.table.condition:
+                for snap in snapshots:
+                    state = states.get(snap["id"][0])
+                    if state is not None:
+                        snap["state"] = _to_numpy(state)
+        return snapshots
+
+    def replicate(self, primary: int, snapshots: list[dict[str, Any]], meta: dict[str, Any] | None) -> None:
+        """Keep the snapshots of ``primary``'s shards (the newest version of each)."""
+        self._replicas.keep(primary, snapshots, meta)
+
+    def replica_of(self, primary: int) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any] | None]:
+        """What this server keeps of ``primary``: its settings, shard snapshots and epoch state."""
+        snapshots, meta = self._replicas.of(primary)
+        return dict(self._settings), snapshots, meta
+
+    def primary_snapshot(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Every shard of this server and its epoch state (for the backup that restarted)."""
+        return self._with_states(self.table.snapshot_all()), self.table.meta()
+
+    def _recover(self) -> None:
+        from mxkit.kvstore.dist.replication import recover
+
+        recover(self)
+
+    def _apply_settings(self, settings: dict[str, Any]) -> None:
+        model = settings.get("model")
+        if model is not None:
+            self.configure(-1, model[0], model[1])
+        if "optimizer" in settings:
+            self.set_optimizer(-1, settings["optimizer"])
+        if "updater" in settings:
+            self.set_updater(-1, settings["updater"])
+        if "compression" in settings:
+            self.set_compression(-1, settings["compression"])
+
+    def _restore_states(self, snapshots: list[dict[str, Any]]) -> None:
+        import mxkit.ndarray as nd
+
+        states = getattr(self._updater, "states", None)
+        if states is None:
+            return
+        for snap in snapshots:
+            if "state" in snap:
+                states[snap["id"][0]] = _from_numpy(snap["state"], nd)
+
+
+def _restarted() -> bool:
+    import ray
+
+    return bool(ray.get_runtime_context().was_current_actor_reconstructed)
+
+
+class Replicas:
+    """The shards this server keeps for the server before it in the ring (thread-safe)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._lock = threading.Lock()
+        self._snapshots: dict[int, dict[ShardId, dict[str, Any]]] = {}
+        self._meta: dict[int, dict[str, Any]] = {}
+
+    def keep(self, primary: int, snapshots: list[dict[str, Any]], meta: dict[str, Any] | None) -> None:
+        """Keep each snapshot newer than the one held (copies may arrive out of order)."""
+        with self._lock:
+            held = self._snapshots.setdefault(primary, {})
+            for snap in snapshots:
+                shard_id = tuple(snap["id"])
+                if shard_id not in held or held[shard_id]["version"] < snap["version"]:
+                    held[shard_id] = snap
+            if meta is not None:
+                self._meta[primary] = meta
+
+    def of(self, primary: int) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """The snapshots and epoch state kept for ``primary``."""
+        with self._lock:
+            return list(self._snapshots.get(primary, {}).values()), self._meta.get(primary)
+
+
+def _decoder(compressor: Any) -> Callable[[Shard, Any], np.ndarray]:
+    def decode(shard: Shard, payload: Any) -> np.ndarray:
+        out = np.empty(shard.value.size, dtype=shard.value.dtype)
+        compressor.decompress(np, tuple(payload), out, False)
+        return out.reshape(shard.value.shape)
+
+    return decode
+
+
+def _to_numpy(state: Any) -> Any:
+    if isinstance(state, (tuple, list)):
+        return type(state)(_to_numpy(item) for item in state)
+    if hasattr(state, "asnumpy"):
+        return state.asnumpy()
+    return state
+
+
+def _from_numpy(state: Any, nd: Any) -> Any:
+    if isinstance(state, (tuple, list)):
+        return type(state)(_from_numpy(item, nd) for item in state)
+    if isinstance(state, np.ndarray):
+        return nd.array(state, dtype=state.dtype)
+    return state
+
+
+__all__ = ["ParameterServer"]

@@ -1,0 +1,535 @@
+"""The worker's side of the distributed KVStore: ``DistKVStore``.
+
+A push sums this worker's devices first (the local store's :func:`~mxkit.kvstore.merge.sum_into`),
+compresses the sum when gradient compression is on, cuts it into the key's parts
+(:mod:`.sharding`) and sends **one request per server** with every part that server owns,
+values of at least :data:`OBJECT_STORE_MIN_BYTES` through Ray's object store. Pushes do not
+wait for an answer (their errors surface at the next pull or barrier); a pull sends one
+request per server and blocks until each server's consistency model lets this worker read.
+
+Each push to a key is one *round* of this worker; the servers merge round ``r`` of every
+worker (``dist_sync``), or apply pushes on arrival (``dist_async``), or on arrival but with
+no pull more than ``tau`` rounds stale (``dist_ssp``). A :meth:`~DistKVStore.barrier` ends
+an epoch: see :mod:`.rounds` for why that lets workers with uneven numbers of batches
+finish an epoch without deadlock.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from mxkit.core.errors import KVStoreError, MXKitError, ShapeError
+from mxkit.kvstore import merge
+from mxkit.kvstore.dist import recovery, remote, transfer, wire
+from mxkit.kvstore.dist.transfer import Key, int_setting
+from mxkit.kvstore.dist.sharding import Part, ShardPlan
+from mxkit.kvstore.keys import group, key_kind
+
+#: values of at least this many bytes go to the servers through the object store
+OBJECT_STORE_MIN_BYTES = 1 << 20
+
+
+def _flush_at_exit(store_ref: Any) -> None:
+    store = store_ref()
+    if store is not None and store._deferred:
+        try:
+            store._flush()
+        except Exception:  # noqa: BLE001 - the cluster may be gone at exit; nothing to report to
+            pass
+
+
+class DistKVStore:
+    """A worker's handle on a distributed KVStore (MXNet's ``KVStoreDist``).
+
+    Made by ``mx.kv.create("dist_sync")`` (see :func:`mxkit.kvstore.dist.create` for the
+    options); the API is the local store's: :meth:`init`, :meth:`push`, :meth:`pull`,
+    :meth:`pushpull`, :meth:`broadcast`, :meth:`set_optimizer`, :meth:`barrier`...
+    """
+
+    OPTIMIZER = "optimizer"
+
+    def __init__(self, kvtype: str, consistency: str, *, rank: Any = None, num_workers: Any = None,
+                 namespace: str | None = None, address: str | None = None, tau: Any = None,
+                 timeout: Any = None, allow_remote_code: bool = False, **unknown: Any):
+        if unknown:
+            raise KVStoreError(f"mx.kv.create({kvtype!r}) got unknown options {sorted(unknown)}; it takes rank=, "
+                               f"num_workers=, namespace=, address=, tau= (dist_ssp), timeout=, allow_remote_code=")
+        from mxkit.core import config
+        from mxkit.kvstore.consistency import make_model
+
+        self._type = kvtype
+        self._rank = int_setting("rank", rank, 0)
+        model_options: dict[str, Any] = {}
+        if consistency == "bounded_delay":
+            model_options["tau"] = tau if tau is not None else config.get("staleness")
+        elif tau is not None:
+            raise KVStoreError(f"tau= is the staleness bound of dist_ssp; a {kvtype} store takes no tau (got {tau!r})")
+        make_model(consistency, num_workers=1, **model_options)  # a bad tau fails here, before joining
+        self._timeout = float(config.get("kvstore_timeout", timeout))
+        if not self._timeout > 0:
+            raise KVStoreError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        namespace = namespace or os.environ.get(transfer.ENV["namespace"])
+        if not namespace:
+            raise KVStoreError(f"a distributed KVStore needs its job's namespace: run the script under 'mxkit "
+                               f"launch' (which sets {transfer.ENV['namespace']}), or pass namespace= to mx.kv.create")
+        self._namespace = namespace
+        self._allow_remote_code = bool(allow_remote_code)
+        from mxkit.kvstore.dist.runtime import _import_ray, connect
+
+        ray = _import_ray()
+        connect(address, namespace)
+        from mxkit.kvstore.dist.job import COORDINATOR_NAME
+
+        try:
+            self._coordinator = ray.get_actor(COORDINATOR_NAME, namespace=namespace)
+        except ValueError:
+            raise KVStoreError(f"no job runs in namespace {namespace!r} (no coordinator actor there): start "
+                               f"one with 'mxkit launch' or mxkit.kvstore.dist.job.start_job") from None
+        info = remote.wait(self._coordinator.join.remote(self._rank, kvtype, (consistency, model_options)),
+                           "joining the job", self._timeout + remote.ANSWER_MARGIN)
+        self._num_workers = int(info["num_workers"])
+        if num_workers is not None or os.environ.get(transfer.ENV["num_workers"]):
+            expected = int_setting("num_workers", num_workers, 1)
+            if expected != self._num_workers:
+                raise KVStoreError(f"num_workers is {expected}, but the job in namespace {namespace!r} was "
+                                   f"started for {self._num_workers} workers")
+        self._model = make_model(consistency, num_workers=self._num_workers, **model_options)
+        self._servers = [ray.get_actor(name, namespace=namespace) for name in info["servers"]]
+        self._plan = ShardPlan(len(self._servers), int(info["bigarray_bound"]))
+        self._wait_all([server.configure.remote(self._rank, consistency, model_options) for server in self._servers],
+                       "configuring the servers")
+        self._keys: dict[Any, Key] = {}
+        self._key_kind: type | None = None
+        self._rounds: dict[Any, int] = {}  # pushes per key in this epoch
+        self._epoch = int(info["epoch"])
+        self._in_flight: list[Any] = []
+        self._deferred: dict[int, tuple[list[Any], list[Any]]] = {}  # the last push, sent with the next call
+        atexit.register(_flush_at_exit, weakref.ref(self))
+        self._compressor: Any = None
+        self._residuals: dict[tuple[Any, int], np.ndarray] = {}
+        # with replicated servers: pushes not yet confirmed by a pull, per server and part,
+        # kept to send again to a server that was restarted
+        self._replicated = bool(info.get("replicated"))
+        self._unconfirmed: dict[int, dict[tuple[Any, int], list[tuple[int, Any]]]] = {}
+        #: ``[(key, worker_round, slowest_round)]`` of the last pull: the clocks the staleness bound is about
+        self.last_pull_clocks: list[tuple[Any, int, int]] = []
+
+    # -- description ------------------------------------------------------------------
+
+    @property
+    def type(self) -> str:
+        """``"dist_sync"``, ``"dist_async"`` or ``"dist_ssp"``."""
+        return self._type
+
+    @property
+    def rank(self) -> int:
+        """This worker's rank, ``0..num_workers-1``."""
+        return self._rank
+
+    @property
+    def num_workers(self) -> int:
+        """The job's number of workers."""
+        return self._num_workers
+
+    @property
+    def num_servers(self) -> int:
+        """The job's number of servers."""
+        return len(self._servers)
+
+    @property
+    def consistency_model(self) -> Any:
+        """The consistency model the servers run (an instance of it)."""
+        return self._model
+
+    @property
+    def namespace(self) -> str:
+        """The job's Ray namespace."""
+        return self._namespace
+
+    def is_capable(self, capability: str) -> bool:
+        """Whether the store supports ``capability`` (:attr:`OPTIMIZER`: yes, on the servers)."""
+        return capability.lower() == self.OPTIMIZER
+
+    def __repr__(self) -> str:
+        return (f"<DistKVStore {self._type} rank={self._rank}/{self._num_workers} servers={len(self._servers)} "
+                f"keys={len(self._keys)}>")
+
+    # -- helpers ----------------------------------------------------------------------
+
+    def _wait_all(self, refs: list[Any], what: str) -> list[Any]:
+        return remote.wait(refs, what, self._timeout + remote.ANSWER_MARGIN)
+
+    def _send_deferred(self) -> None:
+        """Send the push that waits to travel with the next pull."""
+        deferred, self._deferred = self._deferred, {}
+        self._in_flight.extend(self._servers[server].push.remote(self._rank, self._epoch, rounds, wire.pack(values))
+                               for server, (rounds, values) in deferred.items())
+
+    def _flush(self) -> None:
+        """Send the deferred push and wait for the pushes in flight (raising their errors)."""
+        self._send_deferred()
+        refs, self._in_flight = self._in_flight, []
+        if refs:
+            self._ask(lambda: refs, "push")
+
+    def _check_pushes(self) -> None:
+        """Raise the errors of finished pushes (recovering from a lost server when replicated)."""
+        recovery.check_pushes(self)
+
+    def _ask(self, send: Callable[[], list[Any]], what: str) -> list[Any]:
+        """Wait for the calls ``send()`` makes (see :func:`.recovery.ask`)."""
+        return recovery.ask(self, send, what)
+
+    def _check_kind(self, key: Any, what: str) -> None:
+        kind = key_kind(key)
+        if self._key_kind is not None and kind is not self._key_kind:
+            raise KVStoreError(f"{what} of key {key!r} ({kind.__name__}): this store's keys are "
+                               f"{self._key_kind.__name__}s; keys must be all ints or all strs")
+
+    def _entry(self, key: Any, what: str) -> Key:
+        entry = self._keys.get(key)
+        if entry is None:
+            self._check_kind(key, what)
+            raise KVStoreError(f"{what} of key {key!r} before init; call kv.init({key!r}, value) first")
+        return entry
+
+    def _checked(self, key: Any, value: Any, what: str) -> list[tuple[Key, list[Any]]]:
+        checked = []
+        for k, arrays in group(key, value, what):
+            entry = self._entry(k, what)
+            for array in arrays:
+                if tuple(array.shape) != entry.shape:
+                    raise ShapeError(f"{what} of key {k!r}: an array has shape {tuple(array.shape)}, the key was "
+                                     f"initialised with shape {entry.shape}")
+            checked.append((entry, arrays))
+        return checked
+
+    @staticmethod
+    def _payload(value: Any) -> Any:
+        if isinstance(value, np.ndarray) and value.nbytes >= OBJECT_STORE_MIN_BYTES:
+            import ray
+
+            return ray.put(value)  # zero-copy for a server on this node
+        return value
+
+
+    # -- init -------------------------------------------------------------------------
+
+    def init(self, key: Any, value: Any) -> None:
+        """Initialise ``key`` (or each key of a list) on the servers with ``value``.
+
+        Every worker calls it (as in MXNet); rank 0's value is stored, and all workers
+        meet at a barrier so that no worker pulls before the value is there.
+
+        Raises
+        ------
+        KVStoreError
+            If a key is initialised twice, keys mix ints and strs, or a value is not an NDArray.
+        """
+        pairs = group(key, value, "init")
+        for k, values in pairs:
+            self._check_kind(k, "init")
+            if k in self._keys or len(values) > 1:
+                raise KVStoreError(f"duplicate init of key {k!r}; each key is initialised once, with one value")
+        batches: dict[int, list[Any]] = {}
+        for k, values in pairs:
+            self._key_kind = key_kind(k)
+            array = values[0]
+            entry = self._keys[k] = Key(k, tuple(array.shape), array.dtype,
+                                         self._plan.parts(k, int(np.prod(array.shape, dtype=np.int64))))
+            if self._rank == 0:
+                data = array.asnumpy()
+                for part in entry.parts:
+                    part_value = data if part.whole else data.reshape(-1)[part.start:part.stop]
+                    batches.setdefault(part.server, []).append(((k, part.index), self._payload(part_value)))
+        self._flush()
+        self._wait_all([self._servers[server].init.remote(items) for server, items in batches.items()], "init")
+        self.barrier()
+
+    # -- push -------------------------------------------------------------------------
+
+    def _local_sum(self, entry: Key, arrays: list[Any]) -> np.ndarray:
+        """This worker's devices summed (the local store's first level), as numpy.
+
+        A single CPU array is returned as its own storage, not copied: every use of it
+        below (packing, ``ray.put``, compression) copies it before :meth:`push` returns.
+        """
+        if len(arrays) == 1:
+            return transfer.host_data(arrays[0])
+        out = np.empty(entry.shape, dtype=entry.dtype)
+        merge.sum_into(np, out, [transfer.host_data(array) for array in arrays])
+        return out
+
+    def _encode(self, entry: Key, part: Part, data: np.ndarray) -> Any:
+        if self._compressor is None:
+            return self._payload(data)
+        flat = np.ascontiguousarray(data).reshape(-1)
+        residual = self._residuals.get((entry.key, part.index))
+        if residual is None and self._compressor.needs_residual:
+            residual = self._residuals[(entry.key, part.index)] = np.zeros(part.size, dtype=entry.dtype)
+        return tuple(self._payload(np.asarray(item)) for item in self._compressor.compress(np, flat, residual))
+
+    def push(self, key: Any, value: Any, priority: int = 0) -> None:
+        """Push ``value`` into ``key``: one round of this worker (a list of arrays is summed first).
+
+        Returns at once. The request leaves with this store's next call: a pull of the
+        same server rides along with it (one request instead of two, which is what a
+        training loop's push-then-pull of each key gets); any other call sends it first.
+        A server's error surfaces at the next pull or barrier.
+
+        Raises
+        ------
+        KVStoreError
+            If a key was not initialised or is of the other kind (int/str).
+        ShapeError
+            If a value's shape differs from the key's.
+        """
+        batches = self._push_batches(self._checked(key, value, "push"))
+        self._check_pushes()
+        self._send_deferred()  # at most one push waits: a worker that only pushes still sends every round
+        self._deferred = batches
+
+    def _push_batches(self, checked: list[tuple[Key, list[Any]]]) -> dict[int, tuple[list[Any], list[Any]]]:
+        """Per server: the ``(shard_id, round)`` of each part pushed, and the part's payload."""
+        batches: dict[int, tuple[list[Any], list[Any]]] = {}
+        for entry, arrays in checked:
+            grad = self._local_sum(entry, arrays)
+            round_index = self._rounds.get(entry.key, 0)
+            self._rounds[entry.key] = round_index + 1
+            for part in entry.parts:
+                data = grad if part.whole else grad.reshape(-1)[part.start:part.stop]
+                rounds, values = batches.setdefault(part.server, ([], []))
+                rounds.append(((entry.key, part.index), round_index))
+                payload = self._encode(entry, part, data)
+                values.append(payload)
+                if self._replicated:  # a copy: data may be the caller's array, written again later
+                    kept = np.array(payload, copy=True) if isinstance(payload, np.ndarray) else payload
+                    self._unconfirmed.setdefault(part.server, {}).setdefault(
+                        (entry.key, part.index), []).append((round_index, kept))
+        return batches
+
+    def _pull_batches(self, checked: list[tuple[Key, list[Any]]]) -> dict[int, list[Any]]:
+        """Per server: the ``(shard_id, rounds this worker pushed)`` of each part to read."""
+        batches: dict[int, list[Any]] = {}
+        for entry, _ in checked:
+            for part in entry.parts:
+                batches.setdefault(part.server, []).append(((entry.key, part.index), self._rounds.get(entry.key, 0)))
+        return batches
+
+    # -- pull -------------------------------------------------------------------------
+
+    def pull(self, key: Any, out: Any = None, priority: int = 0, ignore_sparse: bool = True) -> None:
+        """Copy the value of ``key`` into ``out`` (an NDArray, or one per device).
+
+        Blocks until the servers' consistency model lets this worker read (``dist_sync``:
+        until every worker's push of this worker's last round is merged).
+
+        Raises
+        ------
+        KVStoreError
+            If ``out`` is missing, a key was not initialised, or the servers time out
+            waiting for other workers (the message names their ranks).
+        ShapeError
+            If an ``out`` array's shape differs from the key's.
+        """
+        if out is None:
+            raise KVStoreError("pull needs out=: the NDArray (or list of per-device NDArrays) to fill")
+        checked = self._checked(key, out, "pull")
+        pull_batches = self._pull_batches(checked)
+        self._check_pushes()
+        push_batches, self._deferred = self._deferred, {}
+        refs = []
+        for server, items in pull_batches.items():
+            rounds, values = push_batches.pop(server, ([], []))
+            refs.append(self._servers[server].pushpull.remote(self._rank, self._epoch, rounds, wire.pack(values),
+                                                             items, self._timeout) if rounds else
+                        self._servers[server].pull.remote(self._rank, self._epoch, items, self._timeout))
+        # servers with pushed parts but nothing to read (out names other keys)
+        self._in_flight.extend(self._servers[server].push.remote(self._rank, self._epoch, rounds, wire.pack(values))
+                               for server, (rounds, values) in push_batches.items())
+        first = [refs]
+
+        def send() -> list[Any]:  # the pushes travel once; a retry after a server restart only pulls
+            return first.pop() if first else self._pull_refs(pull_batches)
+
+        self._receive(checked, pull_batches, self._ask(send, "pull"))
+
+    def _pull_refs(self, batches: dict[int, list[Any]]) -> list[Any]:
+        return [self._servers[server].pull.remote(self._rank, self._epoch, items, self._timeout)
+                for server, items in batches.items()]
+
+    def _receive(self, checked: list[tuple[Key, list[Any]]], batches: dict[int, list[Any]],
+                 answers: list[Any]) -> None:
+        """Write the servers' answers (in the order of ``batches``) into the pull targets."""
+        found: dict[tuple[Any, int], np.ndarray] = {}
+        clocks: dict[Any, tuple[int, int]] = {}
+        for items, (packed, part_clocks) in zip(batches.values(), answers, strict=True):
+            for (shard_id, _), part_value, clock in zip(items, wire.unpack(packed), part_clocks, strict=True):
+                found[shard_id] = part_value
+                clocks[shard_id[0]] = clock
+        self.last_pull_clocks = [(entry.key, *clocks[entry.key]) for entry, _ in checked]
+        if self._replicated:
+            recovery.confirm(self, checked)
+        transfer.write_all([(self._assemble(entry, found), outs) for entry, outs in checked])
+
+    def _assemble(self, entry: Key, found: dict[tuple[Any, int], np.ndarray]) -> np.ndarray:
+        if len(entry.parts) == 1 and entry.parts[0].whole:
+            return found[(entry.key, 0)]
+        flat = np.empty(entry.size, dtype=entry.dtype)
+        for part in entry.parts:
+            flat[part.start:part.stop] = found[(entry.key, part.index)]
+        return flat.reshape(entry.shape)
+
+    def pushpull(self, key: Any, value: Any, out: Any = None, priority: int = 0) -> None:
+        """Push ``value`` then pull into ``out`` (into ``value`` itself when ``out`` is None).
+
+        One request per server carries both (half the round trips of separate calls).
+        """
+        if out is not None:
+            self._checked(key, out, "pushpull")  # a bad out fails before anything is pushed
+        self.push(key, value, priority)
+        self.pull(key, out=value if out is None else out, priority=priority)
+
+    def broadcast(self, key: Any, value: Any, out: Any, priority: int = 0) -> None:
+        """Initialise ``key`` with ``value`` (rank 0's) and pull it into ``out``."""
+        self.init(key, value)
+        self.pull(key, out=out, priority=priority)
+
+    def row_sparse_pull(self, key: Any, out: Any = None, priority: int = 0, row_ids: Any = None) -> None:
+        """Not available: mxkit arrays are dense; use :meth:`pull`."""
+        raise KVStoreError("row_sparse_pull needs row_sparse arrays, which mxkit does not have; use pull()")
+
+    # -- barrier ----------------------------------------------------------------------
+
+    def barrier(self) -> None:
+        """Wait until every worker reaches this barrier; it ends an epoch.
+
+        While a worker waits here, ``dist_sync`` rounds are completed by the workers still
+        pushing (it is excused from them), so call it at the end of each epoch when
+        workers may have different numbers of batches. After it, every key's round clock
+        is the most advanced worker's.
+
+        Raises
+        ------
+        KVStoreError
+            If a push failed, or a worker does not arrive within the timeout (config
+            ``kvstore_timeout``); the message names the missing ranks.
+        """
+        self._flush()
+        self._ask(lambda: [server.end_epoch.remote(self._rank, self._epoch, dict(self._rounds))
+                           for server in self._servers], "barrier")
+        remote.wait(self._coordinator.barrier.remote(self._rank, self._epoch, self._timeout), "barrier",
+                    self._timeout + remote.ANSWER_MARGIN)
+        self._epoch += 1
+        self._rounds.clear()
+        self._unconfirmed.clear()  # every round of the epoch is merged and replicated
+
+    _barrier = barrier
+
+    # -- updaters, compression --------------------------------------------------------
+
+    def set_optimizer(self, optimizer: Any) -> None:
+        """Run ``optimizer`` on the servers, sent by registry name and JSON parameters.
+
+        Raises
+        ------
+        KVStoreError
+            If ``optimizer`` is not an mxkit optimizer that describes itself as JSON
+            (``optimizer.dumps()``).
+        """
+        dumps = getattr(optimizer, "dumps", None)
+        if not callable(dumps):
+            raise KVStoreError(f"set_optimizer on a distributed store sends the optimizer by its registered name "
+                               f"and parameters; pass an mxkit optimizer (mx.optimizer.create('sgd', ...)), got "
+                               f"{type(optimizer).__name__}. A custom update rule needs set_updater and "
+                               f"allow_remote_code=True")
+        try:
+            description = dumps()
+        except MXKitError as exc:
+            raise KVStoreError(f"set_optimizer: the optimizer cannot be sent to the servers: {exc}") from None
+        self._flush()
+        self._wait_all([server.set_optimizer.remote(self._rank, description) for server in self._servers],
+                       "set_optimizer")
+
+    def set_updater(self, updater: Callable[[Any, Any, Any], None]) -> None:
+        """Run ``updater(key, grad, weight)`` on the servers (needs ``allow_remote_code=True``).
+
+        Raises
+        ------
+        KVStoreError
+            Without the opt-in (the function would be serialised and run on the servers),
+            or if ``updater`` is not callable.
+        """
+        if not callable(updater):
+            raise KVStoreError(f"set_updater needs a callable updater(key, grad, weight), got {updater!r}")
+        if not self._allow_remote_code:
+            raise KVStoreError("set_updater on a distributed store ships the function to the servers and runs it "
+                               "there; create the store with mx.kv.create(..., allow_remote_code=True) to allow "
+                               "that, or use set_optimizer(mx.optimizer.create(name, ...)), which sends only a "
+                               "name and parameters")
+        self._flush()
+        self._wait_all([server.set_updater.remote(self._rank, updater) for server in self._servers], "set_updater")
+
+    _set_updater = set_updater
+
+    def set_gradient_compression(self, compression_params: dict[str, Any]) -> None:
+        """Compress this worker's pushes, e.g. ``{'type': '2bit', 'threshold': 0.5}``.
+
+        Workers compress their summed gradient (residuals per key part); servers decode.
+
+        Raises
+        ------
+        KVStoreError
+            If the argument is not a dict with a ``type``, or has bad parameters.
+        UnknownPluginError
+            If no plugin provides the type.
+        """
+        from mxkit.kvstore.compression import make_compressor
+
+        compressor = make_compressor(compression_params)
+        self._flush()
+        self._wait_all([server.set_compression.remote(self._rank, dict(compression_params))
+                        for server in self._servers], "set_gradient_compression")
+        self._compressor = None if compressor.type == "none" else compressor
+        self._residuals.clear()
+
+    @property
+    def gradient_compression(self) -> Any:
+        """The compressor in force (``None`` without compression)."""
+        return self._compressor
+
+    # -- optimizer states -------------------------------------------------------------
+
+    def save_optimizer_states(self, fname: Any, dump_optimizer: bool = False) -> None:
+        """Save the servers' optimizer states to ``fname`` (``.npz`` + JSON manifest, no pickle).
+
+        The parts of split keys are joined, so the file is the same for any number of servers.
+        """
+        from mxkit.kvstore.dist.states import gather_states, write_states
+
+        self._flush()
+        write_states(fname, gather_states(self._keys, self._wait_all(
+            [server.states.remote() for server in self._servers], "save_optimizer_states")))
+
+    def load_optimizer_states(self, fname: Any) -> None:
+        """Load states written by :meth:`save_optimizer_states` onto the servers.
+
+        Raises
+        ------
+        FormatError
+            If ``fname`` is not such a file.
+        """
+        from mxkit.kvstore.dist.states import read_states, split_states
+
+        self._flush()
+        per_server = split_states(self._keys, read_states(fname), len(self._servers))
+        self._wait_all([server.load_states.remote(per_server[index]) for index, server in enumerate(self._servers)],
+                       "load_optimizer_states")
+
+
+__all__ = ["DistKVStore", "OBJECT_STORE_MIN_BYTES"]

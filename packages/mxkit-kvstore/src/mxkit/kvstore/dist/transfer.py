@@ -1,0 +1,71 @@
+"""What a worker's store moves between NDArrays and numpy, and what it knows of its keys."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+from mxkit.core.errors import KVStoreError
+from mxkit.kvstore.dist.sharding import Part
+
+#: the environment variables ``mxkit launch`` sets for each worker, by setting
+ENV = {"rank": "MXKIT_RANK", "num_workers": "MXKIT_NUM_WORKERS", "namespace": "MXKIT_JOB_NAMESPACE",
+       "address": "MXKIT_RAY_ADDRESS"}
+
+
+class Key:
+    """What a worker knows of a key: its shape, dtype and parts."""
+
+    __slots__ = ("dtype", "key", "parts", "shape", "size")
+
+    def __init__(self, key: Any, shape: tuple[int, ...], dtype: Any, parts: list[Part]):
+        self.key, self.shape, self.dtype, self.parts = key, shape, np.dtype(dtype), parts
+        self.size = int(np.prod(shape, dtype=np.int64))
+
+
+def int_setting(name: str, value: Any, minimum: int) -> int:
+    """``value``, or the environment variable of setting ``name``, as an int >= ``minimum``."""
+    source = "argument"
+    if value is None:
+        value, source = os.environ.get(ENV[name]), f"${ENV[name]}"
+        if value is None:
+            raise KVStoreError(f"a distributed KVStore needs its {name}: run the script under 'mxkit launch' "
+                               f"(which sets {ENV[name]}), or pass {name}= to mx.kv.create")
+    try:
+        number = int(value)
+        if isinstance(value, bool) or isinstance(value, float) or number < minimum:
+            raise ValueError(value)
+    except (TypeError, ValueError):
+        raise KVStoreError(f"{name} must be an int >= {minimum}, got {value!r} (from {source})") from None
+    return number
+
+
+def host_data(array: Any) -> np.ndarray:
+    """The NDArray's data on the host, once its pending writes are done (CPU: its own storage)."""
+    array.wait_to_read()
+    data = array._data
+    return data if isinstance(data, np.ndarray) else array.asnumpy()
+
+
+def write_all(jobs: list[tuple[np.ndarray, list[Any]]]) -> None:
+    """Copy each value into its targets: one engine operation for all CPU targets."""
+    from mxkit.ndarray.invoke import push_raw
+
+    cpu_targets = [(value, target) for value, outs in jobs for target in outs
+                   if target.context.device_type == "cpu" and isinstance(target._data, np.ndarray)]
+    if cpu_targets:
+        work = [(value, target._data) for value, target in cpu_targets]
+
+        def copy_all() -> None:
+            for value, data in work:
+                np.copyto(data, value.reshape(data.shape), casting="unsafe")
+
+        push_raw(copy_all, [], [target for _, target in cpu_targets], cpu_targets[0][1].context, "kvstore.pull")
+    for value, outs in jobs:
+        for target in outs:
+            if not (target.context.device_type == "cpu" and isinstance(target._data, np.ndarray)):
+                target[:] = value
+
+
+__all__ = ["ENV", "Key", "host_data", "int_setting", "write_all"]
