@@ -123,27 +123,46 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None,
         options: dict[str, Any] = {"log_to_driver": False}
         if namespace is not None:
             options["namespace"] = namespace
-        try:
-            if address is None:
-                # a short private directory for sockets and logs, and a private HOME for the token
-                temp_dir = tempfile.mkdtemp(prefix="mxray", dir="/tmp" if os.path.isdir("/tmp") else None)
-                home = tempfile.mkdtemp(prefix="mxhome", dir=os.path.dirname(temp_dir))
-                _state["dirs"] = [temp_dir, home]
-                _set_env("RAY_TMPDIR", temp_dir)
-                _set_env("HOME", home)
-                ray.init(num_cpus=num_cpus, include_dashboard=False,
-                         object_store_memory=object_store_memory or DEFAULT_OBJECT_STORE_BYTES,
-                         _node_ip_address=LOOPBACK, _temp_dir=temp_dir, **options)
-                _state["started"] = True
-            else:
+        if address is None:
+            _start_local(ray, num_cpus, object_store_memory, options)
+        else:
+            try:
                 ray.init(address=address, **options)
-                _state["connected"] = True
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            what = "start a local Ray cluster" if address is None else f"connect to the Ray cluster at {address!r}"
-            raise KVStoreError(f"could not {what}: {exc}; check that the address is the head's GCS "
-                               f"address (ray start --head prints it)") from None
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                raise KVStoreError(f"could not connect to the Ray cluster at {address!r}: {exc}; check that the "
+                                   f"address is the head's GCS address (ray start --head prints it)") from None
+            _state["connected"] = True
         _state["address"] = _current_address(ray)
         return str(_state["address"])
+
+
+#: attempts at starting a local cluster: Ray gives its raylet a fixed 30 s to register,
+#: which a machine busy with other work can miss once
+LOCAL_START_ATTEMPTS = 2
+
+
+def _start_local(ray: Any, num_cpus: int | None, object_store_memory: int | None, options: dict[str, Any]) -> None:
+    """Start a loopback-only cluster in a private temporary directory and HOME."""
+    for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
+        # a short private directory for sockets and logs, and a private HOME for the token
+        temp_dir = tempfile.mkdtemp(prefix="mxray", dir="/tmp" if os.path.isdir("/tmp") else None)
+        home = tempfile.mkdtemp(prefix="mxhome", dir=os.path.dirname(temp_dir))
+        _state["dirs"].extend([temp_dir, home])
+        _set_env("RAY_TMPDIR", temp_dir)
+        _set_env("HOME", home)  # (the caller's HOME is saved by the first attempt, restored at shutdown)
+        try:
+            ray.init(num_cpus=num_cpus, include_dashboard=False,
+                     object_store_memory=object_store_memory or DEFAULT_OBJECT_STORE_BYTES,
+                     _node_ip_address=LOOPBACK, _temp_dir=temp_dir, **options)
+        except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception when its raylet is slow
+            ray.shutdown()  # the processes this attempt started
+            if attempt == LOCAL_START_ATTEMPTS or "timed out during startup" not in str(exc):
+                raise KVStoreError(f"could not start a local Ray cluster: {exc}; if the machine is busy, "
+                                   f"try again, or start one with 'ray start --head' and pass its address")\
+                    from None
+            continue
+        _state["started"] = True
+        return
 
 
 def connect(address: str | None, namespace: str | None) -> None:

@@ -1,0 +1,62 @@
+"""Module.fit with a dist_sync store on 2 workers trains exactly as one worker on the union
+of their batches (the contract ``mxkit train --kvstore dist_sync`` relies on)."""
+
+import threading
+
+import numpy as np
+import pytest
+
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(180)]
+mx = pytest.importorskip("mxkit.mx", reason="Module needs the mxkit facade")
+
+BATCH, SAMPLES, FEATURES = 8, 32, 6
+
+
+def network():
+    data, label = mx.sym.Variable("data"), mx.sym.Variable("softmax_label")
+    hidden = mx.sym.Activation(mx.sym.FullyConnected(data, num_hidden=8, name="fc1"), act_type="tanh")
+    return mx.sym.SoftmaxOutput(mx.sym.FullyConnected(hidden, num_hidden=2, name="fc2"), label, name="softmax")
+
+
+def initial_params():
+    rng = np.random.default_rng(5)
+    shapes = {"fc1_weight": (8, FEATURES), "fc1_bias": (8,), "fc2_weight": (2, 8), "fc2_bias": (2,)}
+    return {name: rng.normal(scale=0.5, size=shape).astype(np.float32) for name, shape in shapes.items()}
+
+
+def fit(data, label, batch_size, kvstore):
+    module = mx.mod.Module(network(), context=mx.cpu())
+    module.fit(mx.io.NDArrayIter(data, label, batch_size=batch_size), num_epoch=2, kvstore=kvstore,
+               optimizer="sgd", optimizer_params={"learning_rate": 0.5, "momentum": 0.9},
+               arg_params={k: mx.nd.array(v) for k, v in initial_params().items()})
+    return {name: value.asnumpy() for name, value in module.get_params()[0].items()}
+
+
+def test_module_fit_on_two_dist_sync_workers_equals_one_worker_on_the_union(start_job):
+    job = start_job(2, 2, bigarray_bound=40)  # fc1_weight (48 elements) is split across the servers
+    rng = np.random.default_rng(6)
+    data = rng.normal(size=(2, SAMPLES, FEATURES)).astype(np.float32)
+    label = (data[..., 0] > 0).astype(np.float32)
+    trained, errors = {}, []
+
+    def worker(rank):
+        try:
+            kv = mx.kv.create("dist_sync", rank=rank, num_workers=2, namespace=job.namespace, timeout=60)
+            trained[rank] = fit(data[rank], label[rank], BATCH, kv)
+        except Exception as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(rank,)) for rank in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(150)
+    assert not errors, errors
+    # one worker, each batch the two workers' batches of that step side by side
+    union = lambda x: np.concatenate([np.concatenate([x[0][i:i + BATCH], x[1][i:i + BATCH]])  # noqa: E731
+                                      for i in range(0, SAMPLES, BATCH)])
+    serial = fit(union(data), union(label), 2 * BATCH, None)
+    for name, value in serial.items():
+        np.testing.assert_allclose(trained[0][name], value, rtol=1e-4, atol=1e-5, err_msg=name)
+        np.testing.assert_array_equal(trained[1][name], trained[0][name])
+    assert not np.allclose(serial["fc1_weight"], initial_params()["fc1_weight"])
