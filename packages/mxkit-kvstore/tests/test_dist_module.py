@@ -2,6 +2,7 @@
 of their batches (the contract ``mxkit train --kvstore dist_sync`` relies on)."""
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -60,3 +61,31 @@ def test_module_fit_on_two_dist_sync_workers_equals_one_worker_on_the_union(star
         np.testing.assert_allclose(trained[0][name], value, rtol=1e-4, atol=1e-5, err_msg=name)
         np.testing.assert_array_equal(trained[1][name], trained[0][name])
     assert not np.allclose(serial["fc1_weight"], initial_params()["fc1_weight"])
+
+
+def test_module_fit_with_uneven_batches_ends_every_epoch_at_the_barrier(start_job):
+    # worker 1 has one batch fewer per epoch: without fit's barrier at the epoch's end, worker 0's
+    # last round would wait for a push that never comes until the timeout (MXNet #7888)
+    job = start_job(2, 1)
+    rng = np.random.default_rng(7)
+    sizes = {0: SAMPLES, 1: SAMPLES - BATCH}
+    trained, errors = {}, []
+
+    def worker(rank):
+        try:
+            kv = mx.kv.create("dist_sync", rank=rank, num_workers=2, namespace=job.namespace, timeout=30)
+            data = rng.normal(size=(sizes[rank], FEATURES)).astype(np.float32)
+            trained[rank] = fit(data, (data[:, 0] > 0).astype(np.float32), BATCH, kv)
+        except Exception as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(rank,)) for rank in range(2)]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors, errors
+    assert sorted(trained) == [0, 1]
+    assert time.monotonic() - started < 30  # well before a round's timeout would fire
+    assert all(np.isfinite(value).all() for params in trained.values() for value in params.values())

@@ -283,6 +283,11 @@ class BaseModule:
                 _call_all(batch_end_callback, BatchEndParam(epoch, nbatch, eval_metric, locals()))
                 nbatch += 1
 
+            kvstore = getattr(self, "_kvstore", None)
+            if kvstore is not None and "dist" in str(getattr(kvstore, "type", "")):
+                # every worker ends its epoch here, so a worker with fewer batches than the others
+                # excuses itself from their last rounds instead of leaving them waiting (MXNet #7888)
+                kvstore.barrier()
             for name, val in eval_name_vals:
                 self.logger.info("Epoch[%d] Train-%s=%f", epoch, name, val)
             self.logger.info("Epoch[%d] Time cost=%.3f", epoch, time.time() - tic)
