@@ -77,9 +77,9 @@ def im2col(const real[:, :, :, ::1] data, real[:, ::1] columns, Py_ssize_t n0, P
                                 continue
                             if x_lo > 0:
                                 memset(target, 0, x_lo * sizeof(real))
-                            if stride_w == 1:
-                                memcpy(target + x_lo, source + iy * width + x_lo + ix0,
-                                       (x_hi - x_lo) * sizeof(real))
+                            if stride_w == 1:  # rows are short: a loop beats memcpy's call
+                                for x in range(x_lo, x_hi):
+                                    target[x] = source[iy * width + x + ix0]
                             else:
                                 for x in range(x_lo, x_hi):
                                     target[x] = source[iy * width + x * stride_w + ix0]
@@ -172,7 +172,7 @@ def to_channel_major(const real[:, :, ::1] x, real[:, ::1] out, Py_ssize_t n0, P
     cdef Py_ssize_t channels = x.shape[1], plane = x.shape[2]
     cdef Py_ssize_t m, c, k, samples = n1 - n0
     cdef bint summing = channel_sums is not None
-    cdef double total
+    cdef double total, s0, s1, s2, s3
     cdef const real* source
     cdef real* target
     if out.shape[0] != channels or out.shape[1] != samples * plane:
@@ -189,8 +189,57 @@ def to_channel_major(const real[:, :, ::1] x, real[:, ::1] out, Py_ssize_t n0, P
                 source = &x[n0 + m, c, 0]
                 target = &out[c, 0] + m * plane
                 memcpy(target, source, plane * sizeof(real))
-                if summing:
-                    for k in range(plane):
-                        total += source[k]
+                if summing:  # four running sums: one would wait on each addition's latency
+                    s0 = s1 = s2 = s3 = 0
+                    k = 0
+                    while k + 4 <= plane:
+                        s0 += source[k]
+                        s1 += source[k + 1]
+                        s2 += source[k + 2]
+                        s3 += source[k + 3]
+                        k += 4
+                    while k < plane:
+                        s0 += source[k]
+                        k += 1
+                    total += (s0 + s1) + (s2 + s3)
             if summing:
                 channel_sums[c] += total
+
+
+def rows_to_batch_major(const real[:, :, ::1] products, real[:, :, ::1] out, Py_ssize_t n0, bias=None):
+    """``out[n0 + m, g * Fg + f, l] = products[g, m * L + l, f] (+ bias[g * Fg + f])``.
+
+    ``products`` is (G, M * L, F/G): a product computed with the positions as rows (the
+    orientation BLAS runs fastest for a few filters against many positions); ``out`` is (N, F, L).
+    """
+    cdef Py_ssize_t groups = products.shape[0], per_group = products.shape[2]
+    cdef Py_ssize_t filters = out.shape[1], plane = out.shape[2]
+    cdef Py_ssize_t samples, m, g, f, l
+    cdef const real[::1] shift
+    cdef bint with_bias = bias is not None
+    cdef real* target
+    cdef const real* source
+    if groups * per_group != filters or (plane and products.shape[1] % plane):
+        raise ValueError(f"products of shape ({groups}, {products.shape[1]}, {per_group}) do not fit an output "
+                         f"of {filters} channels of {plane} values")
+    samples = products.shape[1] // plane if plane else 0
+    if n0 < 0 or n0 + samples > out.shape[0]:
+        raise ValueError(f"samples [{n0}, {n0 + samples}) are outside the batch of {out.shape[0]}")
+    if with_bias:
+        shift = bias
+        if shift.shape[0] != filters:
+            raise ValueError(f"bias has {shift.shape[0]} values, expected {filters}")
+    if samples == 0 or filters == 0:
+        return
+    with nogil:
+        for m in range(samples):
+            for g in range(groups):
+                source = &products[g, m * plane, 0]
+                target = &out[n0 + m, g * per_group, 0]
+                for f in range(per_group):
+                    if with_bias:
+                        for l in range(plane):
+                            target[f * plane + l] = source[l * per_group + f] + shift[g * per_group + f]
+                    else:
+                        for l in range(plane):
+                            target[f * plane + l] = source[l * per_group + f]

@@ -15,6 +15,7 @@ Each function handles samples ``[n0, n1)`` so that a batch can be split across t
 """
 
 from libc.float cimport DBL_MAX, FLT_MAX
+from libc.string cimport memset
 
 ctypedef fused real:
     float
@@ -56,6 +57,116 @@ def _check(Py_ssize_t n0, Py_ssize_t n1, tuple data_shape, tuple out_shape, int 
         raise ValueError(f"samples [{n0}, {n1}) are outside the batch of {data_shape[0]}")
 
 
+cdef inline Py_ssize_t _low(Py_ssize_t start) noexcept nogil:
+    """First kernel offset whose cell ``start + offset`` is at or past 0."""
+    return -start if start < 0 else 0
+
+
+cdef inline Py_ssize_t _high(Py_ssize_t start, Py_ssize_t kernel, Py_ssize_t size) noexcept nogil:
+    """One past the last kernel offset whose cell ``start + offset`` is before ``size``."""
+    return size - start if start + kernel > size else kernel
+
+
+cdef inline real _window_max(const real* plane, Py_ssize_t width, Py_ssize_t height, Py_ssize_t y0,
+                             Py_ssize_t x0, Py_ssize_t kh, Py_ssize_t kw, bint inside,
+                             real lowest) noexcept nogil:
+    """np.maximum over the window in row-major order (NaN wins), cells outside reading ``lowest``."""
+    cdef Py_ssize_t i, j, iy, ix
+    cdef const real* row
+    cdef real acc, value
+    if inside:
+        acc = plane[y0 * width + x0]
+        for i in range(kh):
+            row = plane + (y0 + i) * width + x0
+            for j in range(kw):
+                value = row[j]
+                if value > acc or value != value:
+                    acc = value
+        return acc
+    for i in range(kh):
+        iy = y0 + i
+        for j in range(kw):
+            ix = x0 + j
+            value = plane[iy * width + ix] if 0 <= iy < height and 0 <= ix < width else lowest
+            if (i == 0 and j == 0) or value > acc or value != value:
+                acc = value
+    return acc
+
+
+cdef inline Py_ssize_t _window_argmax(const real* plane, Py_ssize_t width, Py_ssize_t height, Py_ssize_t y0,
+                                      Py_ssize_t x0, Py_ssize_t kh, Py_ssize_t kw, real target,
+                                      real lowest) noexcept nogil:
+    """Index in ``plane`` of the first window cell equal to ``target``; -1 when none is (or the first
+    equal cell is outside the input, where the gradient is dropped)."""
+    cdef Py_ssize_t i, j, iy, ix
+    cdef bint inside
+    cdef const real* row
+    cdef Py_ssize_t found = -1
+    if y0 >= 0 and x0 >= 0 and y0 + kh <= height and x0 + kw <= width:
+        # backwards without branches: the first match in row-major order is the last one kept
+        # (where the maximum sits is random, so an early exit mispredicts once per window)
+        for i in range(kh - 1, -1, -1):
+            row = plane + (y0 + i) * width + x0
+            for j in range(kw - 1, -1, -1):
+                found = (y0 + i) * width + x0 + j if row[j] == target else found
+        return found
+    for i in range(kh):
+        iy = y0 + i
+        for j in range(kw):
+            ix = x0 + j
+            inside = 0 <= iy < height and 0 <= ix < width
+            if (plane[iy * width + ix] if inside else lowest) == target:
+                return iy * width + ix if inside else -1
+    return -1
+
+
+cdef inline Py_ssize_t _first_at_least(Py_ssize_t pad, Py_ssize_t stride, Py_ssize_t count) noexcept nogil:
+    """Smallest x with x * stride >= pad (capped at count)."""
+    cdef Py_ssize_t x = (pad + stride - 1) // stride
+    return x if x < count else count
+
+
+cdef inline Py_ssize_t _last_fitting(Py_ssize_t limit, Py_ssize_t stride, Py_ssize_t count) noexcept nogil:
+    """One past the largest x with x * stride <= limit (within [0, count])."""
+    cdef Py_ssize_t x
+    if limit < 0:
+        return 0
+    x = limit // stride + 1
+    return x if x < count else count
+
+
+cdef inline void _interior_row(const real* top, Py_ssize_t width, real* target, Py_ssize_t x_lo, Py_ssize_t x_hi,
+                               Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t stride, Py_ssize_t pad,
+                               int mode) noexcept nogil:
+    """Max or sum of the windows ``x_lo .. x_hi - 1`` of one output row, all inside the input."""
+    cdef Py_ssize_t i, j, x
+    cdef const real* row
+    cdef real value, acc
+    for x in range(x_lo, x_hi):
+        target[x] = top[x * stride - pad] if mode == MAX_POOL else 0
+    for i in range(kh):
+        row = top + i * width - pad
+        for j in range(kw):
+            if mode == MAX_POOL:
+                for x in range(x_lo, x_hi):
+                    value = row[x * stride + j]
+                    acc = target[x]
+                    target[x] = value if (value > acc or value != value) else acc
+            else:
+                for x in range(x_lo, x_hi):
+                    target[x] = target[x] + row[x * stride + j]
+
+
+cdef inline Py_ssize_t _divisor(Py_ssize_t y0, Py_ssize_t x0, Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t height,
+                                Py_ssize_t width, Py_ssize_t pad_h, Py_ssize_t pad_w, bint include_pad) noexcept nogil:
+    cdef Py_ssize_t count
+    if include_pad:
+        count = _count(y0, kh, -pad_h, height + pad_h) * _count(x0, kw, -pad_w, width + pad_w)
+    else:
+        count = _count(y0, kh, 0, height) * _count(x0, kw, 0, width)
+    return count if count > 1 else 1
+
+
 def pool_forward(const real[:, :, :, ::1] data, real[:, :, :, ::1] out, Py_ssize_t n0, Py_ssize_t n1,
                  str pool_type, int kh, int kw, int stride_h, int stride_w, int pad_h, int pad_w,
                  bint include_pad):
@@ -63,48 +174,60 @@ def pool_forward(const real[:, :, :, ::1] data, real[:, :, :, ::1] out, Py_ssize
     cdef int mode = _mode(pool_type)
     cdef Py_ssize_t channels = data.shape[1], height = data.shape[2], width = data.shape[3]
     cdef Py_ssize_t oh = out.shape[2], ow = out.shape[3]
-    cdef Py_ssize_t n, c, y, x, i, j, y0, x0, iy, ix, count
-    cdef bint first, inside_y
-    cdef real value, acc, lowest
+    cdef Py_ssize_t n, c, y, x, i, j, y0, x0, i_lo, i_hi, j_lo, j_hi, x_in_lo, x_in_hi
+    cdef bint rows_inside
+    cdef real acc, lowest
     cdef const real* plane
+    cdef const real* row
+    cdef real* target
     _check(n0, n1, _shape(data.shape), _shape(out.shape), stride_h, stride_w)
     if real is float:
         lowest = -FLT_MAX
     else:
         lowest = -DBL_MAX
-    if n1 <= n0 or channels == 0 or oh * ow == 0:
+    if n1 <= n0 or channels == 0 or oh * ow == 0 or height * width == 0:
         return
     with nogil:
         for n in range(n0, n1):
             for c in range(channels):
-                plane = &data[n, c, 0, 0] if height * width else NULL
+                plane = &data[n, c, 0, 0]
+                target = &out[n, c, 0, 0]
                 for y in range(oh):
                     y0 = y * stride_h - pad_h
+                    i_lo, i_hi = _low(y0), _high(y0, kh, height)
+                    rows_inside = i_lo == 0 and i_hi == kh
+                    # windows wholly inside the input: one pass per kernel offset along the output row,
+                    # in the generic kernel's order of offsets (the same sums to the bit)
+                    x_in_lo, x_in_hi = ow, ow
+                    if rows_inside:
+                        x_in_lo = _first_at_least(pad_w, stride_w, ow)
+                        x_in_hi = _last_fitting(width + pad_w - kw, stride_w, ow)
+                        if x_in_hi <= x_in_lo:
+                            x_in_lo, x_in_hi = ow, ow
+                        else:
+                            _interior_row(plane + y0 * width, width, target + y * ow, x_in_lo, x_in_hi,
+                                          kh, kw, stride_w, pad_w, mode)
+                            if mode == AVG_POOL:
+                                for x in range(x_in_lo, x_in_hi):
+                                    target[y * ow + x] = target[y * ow + x] / <real>(kh * kw if kh * kw > 1 else 1)
                     for x in range(ow):
+                        if x_in_lo <= x < x_in_hi:
+                            continue
                         x0 = x * stride_w - pad_w
-                        first = True
-                        acc = 0
-                        for i in range(kh):
-                            iy = y0 + i
-                            inside_y = 0 <= iy < height
-                            for j in range(kw):
-                                ix = x0 + j
-                                if mode == MAX_POOL:
-                                    value = plane[iy * width + ix] if inside_y and 0 <= ix < width else lowest
-                                    # np.maximum's rule: a NaN anywhere makes the result NaN
-                                    if first or value > acc or value != value:
-                                        if acc == acc or first:
-                                            acc = value
-                                    first = False
-                                elif inside_y and 0 <= ix < width:
-                                    acc = acc + plane[iy * width + ix]
-                        if mode == AVG_POOL:
-                            if include_pad:
-                                count = _count(y0, kh, -pad_h, height + pad_h) * _count(x0, kw, -pad_w, width + pad_w)
-                            else:
-                                count = _count(y0, kh, 0, height) * _count(x0, kw, 0, width)
-                            acc = acc / <real>(count if count > 1 else 1)
-                        out[n, c, y, x] = acc
+                        j_lo, j_hi = _low(x0), _high(x0, kw, width)
+                        if mode == MAX_POOL:
+                            acc = _window_max(plane, width, height, y0, x0, kh, kw,
+                                              rows_inside and j_lo == 0 and j_hi == kw, lowest)
+                        else:
+                            acc = 0
+                            for i in range(i_lo, i_hi):
+                                row = plane + (y0 + i) * width + x0
+                                for j in range(j_lo, j_hi):
+                                    acc = acc + row[j]
+                            if mode == AVG_POOL:
+                                acc = acc / <real>_divisor(y0, x0, kh, kw, height, width, pad_h, pad_w,
+                                                           include_pad)
+                        target[y * ow + x] = acc
 
 
 def pool_backward(const real[:, :, :, ::1] out_grad, const real[:, :, :, ::1] data,
@@ -115,11 +238,13 @@ def pool_backward(const real[:, :, :, ::1] out_grad, const real[:, :, :, ::1] da
     cdef int mode = _mode(pool_type)
     cdef Py_ssize_t channels = data.shape[1], height = data.shape[2], width = data.shape[3]
     cdef Py_ssize_t oh = output.shape[2], ow = output.shape[3]
-    cdef Py_ssize_t n, c, y, x, i, j, y0, x0, iy, ix, count, k
-    cdef bint found, inside
-    cdef real value, target, share, lowest
+    cdef Py_ssize_t n, c, y, x, i, j, y0, x0, i_lo, i_hi, j_lo, j_hi, cell
+    cdef real share, lowest
     cdef const real* plane
+    cdef const real* outputs
+    cdef const real* grads
     cdef real* grad_plane
+    cdef real* row
     _check(n0, n1, _shape(data.shape), _shape(output.shape), stride_h, stride_w)
     if _shape(out_grad.shape) != _shape(output.shape) or _shape(grad.shape) != _shape(data.shape):
         raise ValueError(f"out_grad {_shape(out_grad.shape)} must match the output {_shape(output.shape)} "
@@ -131,45 +256,30 @@ def pool_backward(const real[:, :, :, ::1] out_grad, const real[:, :, :, ::1] da
     if n1 <= n0 or channels == 0 or height * width == 0:
         return
     with nogil:
+        memset(&grad[n0, 0, 0, 0], 0, (n1 - n0) * channels * height * width * sizeof(real))
+        if oh * ow == 0:
+            n1 = n0
         for n in range(n0, n1):
             for c in range(channels):
                 plane = &data[n, c, 0, 0]
+                outputs = &output[n, c, 0, 0]
+                grads = &out_grad[n, c, 0, 0]
                 grad_plane = &grad[n, c, 0, 0]
-                for k in range(height * width):
-                    grad_plane[k] = 0
                 for y in range(oh):
                     y0 = y * stride_h - pad_h
+                    i_lo, i_hi = _low(y0), _high(y0, kh, height)
                     for x in range(ow):
                         x0 = x * stride_w - pad_w
                         if mode == MAX_POOL:
-                            target = output[n, c, y, x]
-                            found = False
-                            for i in range(kh):
-                                iy = y0 + i
-                                for j in range(kw):
-                                    ix = x0 + j
-                                    inside = 0 <= iy < height and 0 <= ix < width
-                                    value = plane[iy * width + ix] if inside else lowest
-                                    if value == target:
-                                        if inside:
-                                            grad_plane[iy * width + ix] += out_grad[n, c, y, x]
-                                        found = True
-                                        break
-                                if found:
-                                    break
+                            cell = _window_argmax(plane, width, height, y0, x0, kh, kw, outputs[y * ow + x], lowest)
+                            if cell >= 0:
+                                grad_plane[cell] += grads[y * ow + x]
                             continue
-                        share = out_grad[n, c, y, x]
+                        j_lo, j_hi = _low(x0), _high(x0, kw, width)
+                        share = grads[y * ow + x]
                         if mode == AVG_POOL:
-                            if include_pad:
-                                count = _count(y0, kh, -pad_h, height + pad_h) * _count(x0, kw, -pad_w, width + pad_w)
-                            else:
-                                count = _count(y0, kh, 0, height) * _count(x0, kw, 0, width)
-                            share = share / <real>(count if count > 1 else 1)
-                        for i in range(kh):
-                            iy = y0 + i
-                            if iy < 0 or iy >= height:
-                                continue
-                            for j in range(kw):
-                                ix = x0 + j
-                                if 0 <= ix < width:
-                                    grad_plane[iy * width + ix] += share
+                            share = share / <real>_divisor(y0, x0, kh, kw, height, width, pad_h, pad_w, include_pad)
+                        for i in range(i_lo, i_hi):
+                            row = grad_plane + (y0 + i) * width + x0
+                            for j in range(j_lo, j_hi):
+                                row[j] += share

