@@ -15,9 +15,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from mxkit.ndarray.ops.nn_common import wanted
-from mxkit.ndarray.ops.nn_conv import _deconv_geometry, _Geometry
-from mxkit.ndarray.registry import get_op
 
 from mxkit_cpu import _conv
 from mxkit_cpu.parallel import plan_blocks, run_blocks, scratch
@@ -25,8 +22,32 @@ from mxkit_cpu.parallel import plan_blocks, run_blocks, scratch
 _REAL = (np.dtype(np.float32), np.dtype(np.float64))
 
 
-def _generic(name: str, xp: Any, inputs: list, outputs: list, params: dict) -> None:
+# mxkit.ndarray is imported inside the kernels: importing it builds the operator registry, which
+# calls this plugin's kernel hook, which imports this module (a cycle when this module comes first)
+
+def generic_kernel(name: str, xp: Any, inputs: list, outputs: list, params: dict) -> None:
+    """Run operator ``name``'s generic ``xp`` kernel (the reference, and the fallback of every kernel here)."""
+    from mxkit.ndarray.registry import get_op
+
     get_op(name).kernel(xp, inputs, outputs, params)
+
+
+def _geometry(params: dict, shape) -> Any:
+    from mxkit.ndarray.ops.nn_conv import _Geometry
+
+    return _Geometry("Convolution", params, shape)
+
+
+def _deconv(params: dict, shape) -> Any:
+    from mxkit.ndarray.ops.nn_conv import _deconv_geometry
+
+    return _deconv_geometry(params, shape)[0]
+
+
+def _wanted(params: dict, output: int) -> bool:
+    from mxkit.ndarray.ops.nn_common import wanted
+
+    return wanted(params, output)
 
 
 def handled(arrays: list, kernel: tuple[int, ...]) -> bool:
@@ -79,9 +100,9 @@ def convolution(xp: Any, inputs: list, outputs: list, params: dict) -> None:
     """Forward of ``Convolution``: im2col, one product per group, and the bias added while reordering."""
     data, weight = inputs[0], inputs[1]
     bias = None if params["no_bias"] else inputs[2]
-    g = _Geometry("Convolution", params, data.shape)
+    g = _geometry(params, data.shape)
     if not handled([data, weight, outputs[0], *([] if bias is None else [bias])], g.kernel):
-        _generic("Convolution", xp, inputs, outputs, params)
+        generic_kernel("Convolution", xp, inputs, outputs, params)
         return
     window = window_args(g.kernel, g.stride, g.pad, g.dilate)
     data4 = as_4d(data)
@@ -112,10 +133,10 @@ def convolution(xp: Any, inputs: list, outputs: list, params: dict) -> None:
 def convolution_backward(xp: Any, inputs: list, outputs: list, params: dict) -> None:
     """``_backward_Convolution``: the weight gradient summed over per-block products, col2im for the data."""
     out_grad, data, weight = inputs
-    g = _Geometry("Convolution", params, data.shape)
+    g = _geometry(params, data.shape)
     with_bias = not params["no_bias"]
     if not handled([out_grad, data, weight, *outputs], g.kernel):
-        _generic("_backward_Convolution", xp, inputs, outputs, params)
+        generic_kernel("_backward_Convolution", xp, inputs, outputs, params)
         return
     window = window_args(g.kernel, g.stride, g.pad, g.dilate)
     data4, grad4 = as_4d(data), as_4d(out_grad)
@@ -125,7 +146,7 @@ def convolution_backward(xp: Any, inputs: list, outputs: list, params: dict) -> 
     rows = data4.shape[1] * window[0] * window[1]
     filters = _filters(weight, groups)
     filters_t = filters.transpose(0, 2, 1)
-    want_data = wanted(params, 0)
+    want_data = _wanted(params, 0)
     data_grad = OutputGrid(outputs[0]) if want_data else None
     blocks = plan_blocks(n, filters.size * oh * ow * n * (3 if want_data else 2), uses_blas=True)
     weight_parts = np.empty((len(blocks), groups, rows // groups, filters_count // groups), dtype=data.dtype)
@@ -161,9 +182,9 @@ def deconvolution(xp: Any, inputs: list, outputs: list, params: dict) -> None:
     """Forward of ``Deconvolution``: the adjoint product per group, then col2im onto the output grid."""
     data, weight = inputs[0], inputs[1]
     bias = None if params["no_bias"] else inputs[2]
-    g, _, _ = _deconv_geometry(params, data.shape)
+    g = _deconv(params, data.shape)
     if not handled([data, weight, outputs[0], *([] if bias is None else [bias])], g.kernel):
-        _generic("Deconvolution", xp, inputs, outputs, params)
+        generic_kernel("Deconvolution", xp, inputs, outputs, params)
         return
     window = window_args(g.kernel, g.stride, g.pad, g.dilate)
     data4 = as_4d(data)
@@ -193,9 +214,9 @@ def deconvolution(xp: Any, inputs: list, outputs: list, params: dict) -> None:
 def deconvolution_backward(xp: Any, inputs: list, outputs: list, params: dict) -> None:
     """``_backward_Deconvolution``: im2col of the output gradient, then the two products per block."""
     out_grad, data, weight = inputs
-    g, _, _ = _deconv_geometry(params, data.shape)
+    g = _deconv(params, data.shape)
     if not handled([out_grad, data, weight, *outputs], g.kernel):
-        _generic("_backward_Deconvolution", xp, inputs, outputs, params)
+        generic_kernel("_backward_Deconvolution", xp, inputs, outputs, params)
         return
     window = window_args(g.kernel, g.stride, g.pad, g.dilate)
     data4, grad4 = as_4d(data), as_4d(out_grad)
@@ -203,7 +224,7 @@ def deconvolution_backward(xp: Any, inputs: list, outputs: list, params: dict) -
     data3 = data4.reshape(n, channels, height * width)
     rows = grad4.shape[1] * window[0] * window[1]
     filters = _filters(weight, g.groups)  # (G, C/G, F/G * K)
-    want_data = wanted(params, 0)
+    want_data = _wanted(params, 0)
     data_grad = OutputGrid(outputs[0]) if want_data else None
     blocks = plan_blocks(n, weight.size * height * width * n * (2 if want_data else 1), uses_blas=True)
     weight_parts = np.empty((len(blocks), *filters.shape), dtype=data.dtype)
@@ -239,5 +260,5 @@ KERNELS = {
     "_backward_Deconvolution": deconvolution_backward,
 }
 
-__all__ = ["KERNELS", "OutputGrid", "as_4d", "convolution", "convolution_backward", "deconvolution", "deconvolution_backward",
-           "handled", "window_args"]
+__all__ = ["KERNELS", "OutputGrid", "as_4d", "convolution", "convolution_backward", "deconvolution",
+           "deconvolution_backward", "generic_kernel", "handled", "window_args"]

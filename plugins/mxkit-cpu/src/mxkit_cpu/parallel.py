@@ -42,10 +42,11 @@ _blas: list | None = None
 
 def register_option() -> None:
     """Declare the ``cpu_kernel_threads`` configuration key (idempotent)."""
-    from mxkit.core.config import Option, register_option as register
+    from mxkit.core import config
 
-    register(Option(_OPTION_KEY, "int", 0, "threads one CPU convolution or pooling kernel splits its batch "
-                    "across (0: one per core)", minimum=0))
+    config.register_option(config.Option(
+        _OPTION_KEY, "int", 0, "threads one CPU convolution, pooling or activation kernel splits its work across "
+        "(0: one per core)", minimum=0))
 
 
 def _cores() -> int:
@@ -176,5 +177,5 @@ def clear_scratch() -> None:
     _local.buffers = OrderedDict()
 
 
-__all__ = ["MIN_PARALLEL_WORK", "blas_threads", "clear_scratch", "kernel_threads", "plan_blocks", "register_option", "reset", "run_blocks",
-           "scratch", "split"]
+__all__ = ["MIN_PARALLEL_WORK", "blas_threads", "clear_scratch", "kernel_threads", "plan_blocks", "register_option",
+           "reset", "run_blocks", "scratch", "split"]

@@ -11,22 +11,24 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-from mxkit.ndarray.ops.nn_pool import _PoolGeometry
-from mxkit.ndarray.registry import get_op
-
 from mxkit_cpu import _pool
-from mxkit_cpu.conv import OutputGrid, as_4d, handled
+from mxkit_cpu.conv import OutputGrid, as_4d, generic_kernel, handled
 from mxkit_cpu.parallel import plan_blocks, run_blocks
 
 _HANDLED_TYPES = ("max", "avg", "sum")
 
 
-def _window(g: _PoolGeometry) -> tuple[int, ...]:
+def _window(g: Any) -> tuple[int, ...]:
     """``(kh, kw, stride_h, stride_w, pad_h, pad_w)``; a 1-D window is 1 high."""
     if len(g.kernel) == 1:
         return (1, g.kernel[0], 1, g.stride[0], 0, g.pad[0])
     return (g.kernel[0], g.kernel[1], g.stride[0], g.stride[1], g.pad[0], g.pad[1])
+
+
+def _geometry(params: dict, shape) -> Any:
+    from mxkit.ndarray.ops.nn_pool import _PoolGeometry  # inside: see mxkit_cpu.conv
+
+    return _PoolGeometry(params, shape)
 
 
 def _include_pad(params: dict) -> bool:
@@ -36,9 +38,9 @@ def _include_pad(params: dict) -> bool:
 def pooling(xp: Any, inputs: list, outputs: list, params: dict) -> None:
     """Forward of ``Pooling``."""
     data = inputs[0]
-    g = _PoolGeometry(params, data.shape)
+    g = _geometry(params, data.shape)
     if params["pool_type"] not in _HANDLED_TYPES or not handled([data, outputs[0]], g.kernel):
-        get_op("Pooling").kernel(xp, inputs, outputs, params)
+        generic_kernel("Pooling", xp, inputs, outputs, params)
         return
     window = _window(g)
     data4 = as_4d(data)
@@ -55,9 +57,9 @@ def pooling(xp: Any, inputs: list, outputs: list, params: dict) -> None:
 def pooling_backward(xp: Any, inputs: list, outputs: list, params: dict) -> None:
     """``_backward_Pooling``: the window gradients added back onto the input."""
     out_grad, data, output = inputs
-    g = _PoolGeometry(params, data.shape)
+    g = _geometry(params, data.shape)
     if params["pool_type"] not in _HANDLED_TYPES or not handled([out_grad, data, output, outputs[0]], g.kernel):
-        get_op("_backward_Pooling").kernel(xp, inputs, outputs, params)
+        generic_kernel("_backward_Pooling", xp, inputs, outputs, params)
         return
     window = _window(g)
     grad4, data4, output4 = as_4d(out_grad), as_4d(data), as_4d(output)
