@@ -27,17 +27,19 @@ def relu_backward(const real[::1] out_grad, const real[::1] y, real[::1] out):
 def tanh_backward(const real[::1] out_grad, const real[::1] y, real[::1] out):
     """``out = out_grad * (1 - y * y)``."""
     cdef Py_ssize_t i, size = out.shape[0]
+    cdef real one = 1  # a literal 1 would make Cython compute in double
     _check(out_grad.shape[0], y.shape[0], size)
     with nogil:
         for i in range(size):
-            out[i] = out_grad[i] * (1 - y[i] * y[i])
+            out[i] = out_grad[i] * (one - y[i] * y[i])
 
 
 def sigmoid_backward(const real[::1] out_grad, const real[::1] y, real[::1] out):
     """``out = out_grad * (y * (1 - y))``."""
     cdef Py_ssize_t i, size = out.shape[0]
+    cdef real one = 1
     _check(out_grad.shape[0], y.shape[0], size)
     with nogil:
         for i in range(size):
-            out[i] = out_grad[i] * (y[i] * (1 - y[i]))
+            out[i] = out_grad[i] * (y[i] * (one - y[i]))
 
