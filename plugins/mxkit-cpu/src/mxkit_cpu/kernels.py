@@ -113,10 +113,10 @@ KERNELS = {
 def _compiled_kernels() -> dict:
     """The Cython convolution and pooling kernels (none when the extensions were not built)."""
     try:
-        from mxkit_cpu import activation, conv, pool
+        from mxkit_cpu import activation, conv, norm, pool
     except ImportError:  # built without the extensions: the generic kernels serve
         return {}
-    return {**conv.KERNELS, **pool.KERNELS, **activation.KERNELS}
+    return {**conv.KERNELS, **pool.KERNELS, **activation.KERNELS, **norm.KERNELS}
 
 
 def register(registry: Any) -> None:
