@@ -15,6 +15,7 @@ Each function handles samples ``[n0, n1)`` so that a batch can be split across t
 """
 
 from libc.float cimport DBL_MAX, FLT_MAX
+from libc.stdlib cimport free, malloc
 from libc.string cimport memset
 
 ctypedef fused real:
@@ -157,6 +158,29 @@ cdef inline void _interior_row(const real* top, Py_ssize_t width, real* target, 
                     target[x] = target[x] + row[x * stride + j]
 
 
+cdef inline void _interior_argmax_row(const real* top, Py_ssize_t width, const real* targets, Py_ssize_t* cells,
+                                      Py_ssize_t x_lo, Py_ssize_t x_hi, Py_ssize_t kh, Py_ssize_t kw,
+                                      Py_ssize_t stride, Py_ssize_t pad, Py_ssize_t first_cell) noexcept nogil:
+    """For windows ``x_lo .. x_hi - 1`` of one output row, all inside the input: the index (from
+    ``first_cell``, the row's top-left input cell) of the first cell equal to the output, or -1.
+
+    One pass per kernel offset, last offset first, so the first match in row-major order is the
+    one left standing; the passes are branch-free along the row.
+    """
+    cdef Py_ssize_t i, j, x, base, hit
+    cdef const real* row
+    for x in range(x_lo, x_hi):
+        cells[x] = -1
+    for i in range(kh - 1, -1, -1):
+        row = top + i * width - pad
+        for j in range(kw - 1, -1, -1):
+            base = first_cell + i * width - pad + j
+            for x in range(x_lo, x_hi):
+                # arithmetic, not a conditional store (which compiles to a mispredicted branch)
+                hit = row[x * stride + j] == targets[x]
+                cells[x] += hit * (base + x * stride - cells[x])
+
+
 cdef inline Py_ssize_t _divisor(Py_ssize_t y0, Py_ssize_t x0, Py_ssize_t kh, Py_ssize_t kw, Py_ssize_t height,
                                 Py_ssize_t width, Py_ssize_t pad_h, Py_ssize_t pad_w, bint include_pad) noexcept nogil:
     cdef Py_ssize_t count
@@ -238,7 +262,8 @@ def pool_backward(const real[:, :, :, ::1] out_grad, const real[:, :, :, ::1] da
     cdef int mode = _mode(pool_type)
     cdef Py_ssize_t channels = data.shape[1], height = data.shape[2], width = data.shape[3]
     cdef Py_ssize_t oh = output.shape[2], ow = output.shape[3]
-    cdef Py_ssize_t n, c, y, x, i, j, y0, x0, i_lo, i_hi, j_lo, j_hi, cell
+    cdef Py_ssize_t n, c, y, x, i, j, y0, x0, i_lo, i_hi, j_lo, j_hi, cell, x_in_lo, x_in_hi
+    cdef Py_ssize_t* cells
     cdef real share, lowest
     cdef const real* plane
     cdef const real* outputs
@@ -255,20 +280,38 @@ def pool_backward(const real[:, :, :, ::1] out_grad, const real[:, :, :, ::1] da
         lowest = -DBL_MAX
     if n1 <= n0 or channels == 0 or height * width == 0:
         return
+    cells = <Py_ssize_t*>malloc((ow if ow > 0 else 1) * sizeof(Py_ssize_t))
+    if cells == NULL:
+        raise MemoryError(f"no memory for {ow} window indices")
     with nogil:
-        memset(&grad[n0, 0, 0, 0], 0, (n1 - n0) * channels * height * width * sizeof(real))
-        if oh * ow == 0:
-            n1 = n0
         for n in range(n0, n1):
             for c in range(channels):
                 plane = &data[n, c, 0, 0]
+                grad_plane = &grad[n, c, 0, 0]
+                # zeroed plane by plane, so that it is still in cache when the gradients land
+                memset(grad_plane, 0, height * width * sizeof(real))
+                if oh * ow == 0:
+                    continue
                 outputs = &output[n, c, 0, 0]
                 grads = &out_grad[n, c, 0, 0]
-                grad_plane = &grad[n, c, 0, 0]
                 for y in range(oh):
                     y0 = y * stride_h - pad_h
                     i_lo, i_hi = _low(y0), _high(y0, kh, height)
+                    x_in_lo, x_in_hi = ow, ow
+                    if mode == MAX_POOL and i_lo == 0 and i_hi == kh:
+                        x_in_lo = _first_at_least(pad_w, stride_w, ow)
+                        x_in_hi = _last_fitting(width + pad_w - kw, stride_w, ow)
+                        if x_in_hi <= x_in_lo:
+                            x_in_lo, x_in_hi = ow, ow
+                        else:
+                            _interior_argmax_row(plane + y0 * width, width, outputs + y * ow, cells, x_in_lo,
+                                                 x_in_hi, kh, kw, stride_w, pad_w, y0 * width)
+                            for x in range(x_in_lo, x_in_hi):
+                                if cells[x] >= 0:
+                                    grad_plane[cells[x]] += grads[y * ow + x]
                     for x in range(ow):
+                        if x_in_lo <= x < x_in_hi:
+                            continue
                         x0 = x * stride_w - pad_w
                         if mode == MAX_POOL:
                             cell = _window_argmax(plane, width, height, y0, x0, kh, kw, outputs[y * ow + x], lowest)
@@ -283,3 +326,4 @@ def pool_backward(const real[:, :, :, ::1] out_grad, const real[:, :, :, ::1] da
                             row = grad_plane + (y0 + i) * width + x0
                             for j in range(j_lo, j_hi):
                                 row[j] += share
+    free(cells)
