@@ -140,3 +140,22 @@ def test_the_thread_count_comes_from_the_config_and_is_validated(monkeypatch):
         assert parallel.kernel_threads() == parallel._cores()
     finally:
         parallel.reset()
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_a_forked_child_runs_parallel_kernels_on_threads_of_its_own():
+    import multiprocessing
+
+    with split_into_blocks(2):
+        parallel.run_blocks(lambda index, start, stop: None, parallel.plan_blocks(4, 10**9))  # parent's threads
+        context = multiprocessing.get_context("fork")
+        with context.Pool(1) as pool:
+            result = pool.apply_async(_sum_in_blocks, (8,))
+            assert result.get(timeout=60) == sum(range(8))
+
+
+def _sum_in_blocks(count: int) -> int:
+    totals = [0] * 2
+    parallel.run_blocks(lambda index, start, stop: totals.__setitem__(index, sum(range(start, stop))),
+                        parallel.plan_blocks(count, 10**9))
+    return sum(totals)

@@ -77,6 +77,17 @@ def reset() -> None:
         pool.shutdown(wait=True)
 
 
+def _forget_after_fork() -> None:
+    """In a forked child the helper threads do not exist: start afresh (else a kernel waits forever)."""
+    global _pool, _local
+    _pool = None
+    _local = threading.local()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 def _executor() -> ThreadPoolExecutor:
     """The helper threads: one fewer than :func:`kernel_threads` (the caller runs a block too)."""
     global _pool
