@@ -5,25 +5,32 @@ In one run, for each network:
 - **mxkit**: the registry's operators (Convolution, Activation, Pooling, FullyConnected,
   SoftmaxOutput, BatchNorm) composed by calling their kernels on numpy, forward then backward
   through the registered backward operators (what an executor runs, without engine overhead);
-- **PyTorch** CPU, when ``torch`` is importable (``loss.backward()`` after the forward);
+- **PyTorch** CPU (``loss.backward()`` after the forward), in a subprocess of the interpreter named
+  by ``MXKIT_BENCH_TORCH_PYTHON`` (or in this process when it imports ``torch``);
 - **MXNet 1.9.1** imperative with autograd, in a subprocess of the interpreter named by the
   environment variable ``MXKIT_BENCH_MXNET_PYTHON`` (left empty without it).
 
 Networks: LeNet (batch 128, 1x28x28: conv 20@5x5, relu, max-pool 2, conv 50@5x5, relu,
 max-pool 2, fc 500, relu, fc 10, softmax head) and a ResNet basic block (batch 32, 64
 channels, 56x56: conv 3x3, BatchNorm, relu, conv 3x3, BatchNorm, add the input, relu).
+mxkit's kernels run with BLAS limited to one thread, as the engine runs them (``mxkit train``): the
+CPU plugin's convolution splits its batch across the cores itself (``--blas-threads`` changes this).
 Milliseconds per forward+backward (best of ``--repeats`` after a warm-up: on a shared machine
 the best run is the one least disturbed by other load) and samples/s;
 the ratio columns are mxkit's time over the other's (below 1 means mxkit is faster). Nothing
 here asserts on time.
 
-    MXKIT_BENCH_MXNET_PYTHON=/path/to/mxnet/bin/python python benchmarks/convnet.py
+    MXKIT_BENCH_MXNET_PYTHON=/path/to/mxnet/bin/python MXKIT_BENCH_TORCH_PYTHON=/path/to/torch/bin/python \
+        python benchmarks/convnet.py
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -190,6 +197,20 @@ def torch_times(repeats: dict) -> dict:
     return results
 
 
+def torch_anchor(repeats: dict) -> dict:
+    """PyTorch's times: in the interpreter of ``MXKIT_BENCH_TORCH_PYTHON``, else here when torch imports."""
+    interpreter = os.environ.get("MXKIT_BENCH_TORCH_PYTHON")
+    if not interpreter:
+        return torch_times(repeats)
+    done = subprocess.run([interpreter, os.path.abspath(__file__), "--torch-worker", json.dumps(repeats)],
+                          capture_output=True, text=True, check=False)
+    for line in done.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    print(f"PyTorch run in {interpreter} failed:\n{done.stderr[-2000:]}", file=sys.stderr)
+    return {}
+
+
 # ---- MXNet 1.9.1 in a subprocess -------------------------------------------------------------
 
 MXNET_SCRIPT = r"""
@@ -245,11 +266,20 @@ def mxnet_times(repeats: dict) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="timed runs per network (best reported)")
+    parser.add_argument("--blas-threads", type=int, default=1,
+                        help="BLAS threads of mxkit's kernels (default 1, as the engine runs them; 0: BLAS's own)")
+    parser.add_argument("--torch-worker", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.torch_worker:
+        print("RESULT " + json.dumps(torch_times(json.loads(args.torch_worker))))
+        return
     repeats = {"lenet": args.repeats * 2, "resnet_block": args.repeats}
-    mxkit = {"lenet": best_ms(mxkit_lenet(LENET["batch"]), repeats["lenet"]),
-             "resnet_block": best_ms(mxkit_resnet_block(RESNET_BLOCK["batch"]), repeats["resnet_block"])}
-    torch = torch_times(repeats)
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=args.blas_threads or None, user_api="blas"):
+        mxkit = {"lenet": best_ms(mxkit_lenet(LENET["batch"]), repeats["lenet"]),
+                 "resnet_block": best_ms(mxkit_resnet_block(RESNET_BLOCK["batch"]), repeats["resnet_block"])}
+    torch = torch_anchor(repeats)
     mxnet = mxnet_times(repeats)
     batches = {"lenet": LENET["batch"], "resnet_block": RESNET_BLOCK["batch"]}
 
@@ -259,7 +289,8 @@ def main() -> None:
     def ratio(a, b):
         return f"{a / b:>12.2f}" if b else f"{'-':>12}"
 
-    print(f"forward+backward, ms (best of runs); {os.cpu_count()} CPUs; numpy {np.__version__}")
+    blas = f"BLAS threads {args.blas_threads}" if args.blas_threads else "BLAS threads: its own"
+    print(f"forward+backward, ms (best of runs); {os.cpu_count()} CPUs; numpy {np.__version__}; mxkit {blas}")
     print(f"{'network':<14}{'mxkit':>10}{'PyTorch':>10}{'MXNet':>10}{'mxkit/torch':>12}{'mxkit/mxnet':>12}"
           f"{'mxkit smp/s':>12}{'torch smp/s':>12}{'mxnet smp/s':>12}")
     for name in ("lenet", "resnet_block"):
@@ -268,7 +299,7 @@ def main() -> None:
         print(f"{name:<14}{cell(ours)}{cell(theirs)}{cell(reference)}{ratio(ours, theirs)}{ratio(ours, reference)}"
               + "".join(rates))
     if not torch:
-        print("(PyTorch not installed: its columns are empty)")
+        print("(MXKIT_BENCH_TORCH_PYTHON not set and torch not importable, or PyTorch failed: its columns are empty)")
     if not mxnet:
         print("(MXKIT_BENCH_MXNET_PYTHON not set or MXNet failed: its columns are empty)")
 

@@ -110,7 +110,19 @@ KERNELS = {
 }
 
 
+def _compiled_kernels() -> dict:
+    """The Cython convolution and pooling kernels (none when the extensions were not built)."""
+    try:
+        from mxkit_cpu import activation, conv, norm, pool
+    except ImportError:  # built without the extensions: the generic kernels serve
+        return {}
+    return {**conv.KERNELS, **pool.KERNELS, **activation.KERNELS, **norm.KERNELS}
+
+
 def register(registry: Any) -> None:
-    """Register every kernel of :data:`KERNELS` for backend ``numpy``."""
-    for name, kernel in KERNELS.items():
+    """Register every kernel of :data:`KERNELS` (and the Cython ones) for backend ``numpy``."""
+    from mxkit_cpu.parallel import register_option
+
+    register_option()
+    for name, kernel in {**KERNELS, **_compiled_kernels()}.items():
         registry.register_kernel(name, backend="numpy", kernel=kernel)

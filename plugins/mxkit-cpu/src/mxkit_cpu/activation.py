@@ -1,0 +1,84 @@
+"""``Activation`` (relu, sigmoid, tanh) and the gradients of relu, sigmoid and tanh, split across threads.
+
+Forward: numpy's ufuncs writing straight into the output (:mod:`mxkit_cpu.kernels`), on one
+slice of the flattened array per thread (ufuncs release the GIL). Backward: one Cython pass
+per slice (:mod:`mxkit_cpu._elementwise`). Other activations, dtypes and non-contiguous arrays
+go to the generic kernels.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mxkit_cpu import _elementwise
+from mxkit_cpu.conv import generic_kernel
+from mxkit_cpu.parallel import plan_blocks, run_blocks
+
+#: an elementwise kernel is split across threads from this many elements (a slice costs ~20 us to hand over)
+MIN_PARALLEL_ELEMENTS = 1 << 17
+
+_REAL = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _flat(arrays: list) -> list | None:
+    """The arrays as 1-D views when they share one float32/float64 dtype and are C-contiguous, else None."""
+    dtype = arrays[-1].dtype
+    if dtype not in _REAL or any(not isinstance(a, np.ndarray) or a.dtype != dtype or not a.flags.c_contiguous
+                                 for a in arrays):
+        return None
+    return [a.reshape(-1) for a in arrays]
+
+
+def _split_elementwise(task, size: int) -> None:
+    blocks = plan_blocks(size, size * 16 if size >= MIN_PARALLEL_ELEMENTS else 0)
+    run_blocks(task, blocks)
+
+
+def _forward_ufunc(act_type: str):
+    from mxkit_cpu.kernels import relu, sigmoid
+
+    if act_type == "relu":
+        return lambda x, out: relu(np, [x], [out], {})
+    if act_type == "sigmoid":
+        return lambda x, out: sigmoid(np, [x], [out], {})
+    return lambda x, out: np.tanh(x, out=out)
+
+
+def activation(xp: Any, inputs: list, outputs: list, params: dict) -> None:
+    """Forward of ``Activation`` for relu, sigmoid and tanh."""
+    act_type = params["act_type"]
+    flat = _flat([inputs[0], outputs[0]]) if act_type in ("relu", "sigmoid", "tanh") else None
+    if flat is None:
+        generic_kernel("Activation", xp, inputs, outputs, params)
+        return
+    x, out = flat
+    forward = _forward_ufunc(act_type)
+    _split_elementwise(lambda index, start, stop: forward(x[start:stop], out[start:stop]), out.size)
+
+
+def _backward(name: str, one_pass):
+    def kernel(xp: Any, inputs: list, outputs: list, params: dict) -> None:
+        flat = _flat([inputs[0], inputs[1], outputs[0]])
+        if flat is None:
+            generic_kernel(name, xp, inputs, outputs, params)
+            return
+        out_grad, y, out = flat
+        _split_elementwise(lambda index, start, stop: one_pass(out_grad[start:stop], y[start:stop],
+                                                               out[start:stop]), out.size)
+
+    kernel.__name__ = name.lstrip("_")
+    kernel.__doc__ = f"``{name}`` in one pass over the data."
+    return kernel
+
+
+#: operator name -> kernel
+KERNELS = {
+    "Activation": activation,
+    "_backward_relu": _backward("_backward_relu", _elementwise.relu_backward),
+    "_backward_tanh": _backward("_backward_tanh", _elementwise.tanh_backward),
+    "_backward_sigmoid": _backward("_backward_sigmoid", _elementwise.sigmoid_backward),
+}
+
+__all__ = ["KERNELS", "MIN_PARALLEL_ELEMENTS", "activation"]

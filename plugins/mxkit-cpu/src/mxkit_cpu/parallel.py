@@ -1,0 +1,192 @@
+"""Intra-operator parallelism of the CPU kernels: a batch split into blocks of samples, one per thread,
+and per-thread scratch buffers reused across calls.
+
+A convolution's im2col, its BLAS products and its layout copies all split cleanly along the
+batch, so each thread runs the whole pipeline on its own block of samples with its own column
+buffer (no locks, no shared scratch). Our Cython loops and numpy's BLAS calls release the
+GIL, so the blocks really run side by side. This matters because the engine, which runs
+independent operators in parallel, limits BLAS to one thread per worker: in a chain such as
+a convolutional network only one operator is ready at a time, and without this split it
+would run on one core.
+
+The number of threads is the config key ``cpu_kernel_threads`` (environment
+``MXKIT_CPU_KERNEL_THREADS``; 0 means one per core), read once, when the first parallel
+kernel runs (:func:`reset` reads it again).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+#: below this many multiply-adds (or element visits) a kernel runs on the calling thread alone:
+#: handing a block to another thread costs tens of microseconds
+MIN_PARALLEL_WORK = 1 << 21
+
+#: scratch buffers kept per thread (the least recently used goes first)
+MAX_BUFFERS_PER_THREAD = 8
+
+_OPTION_KEY = "cpu_kernel_threads"
+_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+_threads: int | None = None
+_local = threading.local()
+_blas: list | None = None
+
+
+def register_option() -> None:
+    """Declare the ``cpu_kernel_threads`` configuration key (idempotent)."""
+    from mxkit.core import config
+
+    config.register_option(config.Option(
+        _OPTION_KEY, "int", 0, "threads one CPU convolution, pooling or activation kernel splits its work across "
+        "(0: one per core)", minimum=0))
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def kernel_threads() -> int:
+    """How many threads a parallel kernel uses (config ``cpu_kernel_threads``; 0 means one per core)."""
+    global _threads
+    if _threads is None:
+        from mxkit.core import config
+
+        register_option()
+        wanted = int(config.get(_OPTION_KEY))
+        _threads = wanted if wanted > 0 else _cores()
+    return _threads
+
+
+def reset() -> None:
+    """Forget the thread count and stop the worker threads (the next kernel reads the config again)."""
+    global _pool, _threads
+    with _lock:
+        pool, _pool, _threads = _pool, None, None
+    if pool is not None:
+        pool.shutdown(wait=True)
+
+
+def _forget_after_fork() -> None:
+    """In a forked child the helper threads do not exist: start afresh (else a kernel waits forever)."""
+    global _pool, _local
+    _pool = None
+    _local = threading.local()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def _executor() -> ThreadPoolExecutor:
+    """The helper threads: one fewer than :func:`kernel_threads` (the caller runs a block too)."""
+    global _pool
+    workers = max(1, kernel_threads() - 1)
+    with _lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="mxkit-cpu-kernel")
+        return _pool
+
+
+def split(count: int, blocks: int) -> list[tuple[int, int]]:
+    """``count`` items as at most ``blocks`` contiguous, nearly equal, non-empty ``(start, stop)`` ranges."""
+    blocks = max(1, min(blocks, count))
+    base, extra = divmod(count, blocks)
+    ranges, start = [], 0
+    for b in range(blocks):
+        stop = start + base + (1 if b < extra else 0)
+        ranges.append((start, stop))
+        start = stop
+    return ranges
+
+
+def blas_threads() -> int:
+    """Threads numpy's BLAS uses now (1 under ``threadpool_limits(1)``, as ``mxkit train`` runs)."""
+    global _blas
+    if _blas is None:
+        from threadpoolctl import ThreadpoolController
+
+        with _lock:
+            _blas = ThreadpoolController().select(user_api="blas").lib_controllers
+    return max((lib.get_num_threads() or 1 for lib in _blas), default=1)
+
+
+def plan_blocks(count: int, work: int, uses_blas: bool = False) -> list[tuple[int, int]]:
+    """The blocks of ``range(count)`` a kernel of ``work`` multiply-adds (or element visits) splits into:
+    one per thread when the work is large enough to pay for the hand-over, else one.
+
+    A kernel whose blocks call BLAS runs as one block when BLAS itself is multithreaded: two
+    multithreaded BLAS calls at once from two threads oversubscribe the cores many times over
+    (measured: a LeNet convolution gradient 20x slower), and one call already uses every core.
+    """
+    if work < MIN_PARALLEL_WORK or (uses_blas and blas_threads() > 1):
+        return split(count, 1)
+    return split(count, kernel_threads())
+
+
+def run_blocks(task: Callable[[int, int, int], Any], blocks: list[tuple[int, int]]) -> None:
+    """Run ``task(index, start, stop)`` for every block of :func:`plan_blocks`, in parallel.
+
+    The calling thread runs the first block itself. An exception of any block is raised here,
+    after every block has finished (they all write into the caller's arrays).
+    """
+    if len(blocks) <= 1:
+        for index, (start, stop) in enumerate(blocks):
+            task(index, start, stop)
+        return
+    pool = _executor()
+    futures = [pool.submit(task, index, start, stop) for index, (start, stop) in enumerate(blocks) if index]
+    error = None
+    try:
+        task(0, *blocks[0])
+    except BaseException as exc:
+        error = exc
+    for future in futures:
+        try:
+            future.result()
+        except BaseException as exc:
+            error = error or exc
+    if error is not None:
+        raise error
+
+
+def scratch(name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """This thread's reusable C-contiguous buffer ``name`` of ``shape`` and ``dtype`` (contents undefined).
+
+    Big temporaries are the costly part of allocation on CPU (fresh pages fault in on first
+    touch), so column matrices are kept per thread, keyed by name, shape and dtype. Use a buffer
+    only within one kernel call, and never return it to a caller: the next call on this thread
+    that asks for the same name and shape gets the same memory.
+    """
+    cache: OrderedDict | None = getattr(_local, "buffers", None)
+    if cache is None:
+        cache = _local.buffers = OrderedDict()
+    key = (name, shape, np.dtype(dtype).str)
+    buffer = cache.get(key)
+    if buffer is None:
+        buffer = np.empty(shape, dtype=dtype)
+        cache[key] = buffer
+        while len(cache) > MAX_BUFFERS_PER_THREAD:
+            cache.popitem(last=False)
+    else:
+        cache.move_to_end(key)
+    return buffer
+
+
+def clear_scratch() -> None:
+    """Drop this thread's scratch buffers."""
+    _local.buffers = OrderedDict()
+
+
+__all__ = ["MIN_PARALLEL_WORK", "blas_threads", "clear_scratch", "kernel_threads", "plan_blocks", "register_option",
+           "reset", "run_blocks", "scratch", "split"]

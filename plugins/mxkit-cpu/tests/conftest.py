@@ -1,0 +1,6 @@
+"""The CPU plugin's kernel tests share cpu_kernel_harness (tests run with --import-mode=importlib)."""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))

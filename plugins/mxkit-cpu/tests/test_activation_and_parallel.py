@@ -1,0 +1,161 @@
+"""Activation kernels (the same values as the generic kernels, to the bit) and the block splitting
+and scratch buffers the CPU kernels share."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+import numpy as np
+import pytest
+from cpu_kernel_harness import is_plugin_kernel, run, split_into_blocks
+from mxkit.core import config
+from mxkit.core.errors import ConfigError
+from mxkit_cpu import _elementwise, parallel
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@pytest.mark.parametrize("act_type", ["relu", "sigmoid", "tanh", "softrelu"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("split", [False, True])
+def test_activation_and_its_gradient_equal_the_generic_kernels(act_type, dtype, split):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 4, 5, 7)).astype(dtype)
+    x.flat[:4] = [np.nan, np.inf, -np.inf, 0.0]
+    with split_into_blocks(3 if split else 1):
+        y = run("Activation", [x], act_type=act_type)[0]
+        out_grad = rng.standard_normal(y.shape).astype(dtype)
+        out_grad.flat[5] = np.inf
+        grad = run(f"_backward_{act_type}", [out_grad, y])[0]
+    np.testing.assert_array_equal(y, run("Activation", [x], generic=True, act_type=act_type)[0])
+    np.testing.assert_array_equal(grad, run(f"_backward_{act_type}", [out_grad, y], generic=True)[0])
+
+
+def test_the_activation_kernels_are_registered():
+    for name in ("Activation", "_backward_relu", "_backward_sigmoid", "_backward_tanh"):
+        assert is_plugin_kernel(name), name
+
+
+def test_relu_gradient_keeps_nan_like_the_product():
+    out_grad = np.array([np.nan, np.nan, np.inf, 2.0], np.float32)
+    y = np.array([1.0, 0.0, 0.0, 3.0], np.float32)
+    out = np.empty_like(y)
+    _elementwise.relu_backward(out_grad, y, out)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(out, out_grad * (y > 0))
+
+
+def test_non_contiguous_and_half_precision_arrays_use_the_generic_kernels():
+    x = np.random.default_rng(1).standard_normal((6, 8))[:, ::2]
+    np.testing.assert_array_equal(run("Activation", [np.ascontiguousarray(x).astype(np.float16)], act_type="tanh")[0],
+                                  np.tanh(x.astype(np.float16)))
+    y = np.empty((6, 8))[:, ::2]
+    from mxkit.ndarray.registry import get_registry
+
+    op = get_registry().get("Activation")
+    op.kernel_for("numpy")(np, [x], [y], op.parse_params(dict(act_type="relu")))
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+
+
+def test_elementwise_loops_reject_arrays_of_different_sizes():
+    with pytest.raises(ValueError, match="one size, got 3, 2 and 3"):
+        _elementwise.tanh_backward(np.zeros(3), np.zeros(2), np.zeros(3))
+
+
+@pytest.mark.parametrize("count, blocks", [(10, 3), (2, 3), (7, 1), (0, 2)])
+def test_split_covers_the_range_in_nearly_equal_contiguous_blocks(count, blocks):
+    ranges = parallel.split(count, blocks)
+    assert ranges[0][0] == 0 and ranges[-1][1] == count
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(ranges))
+    sizes = [stop - start for start, stop in ranges]
+    assert len(ranges) == max(1, min(blocks, count)) and max(sizes) - min(sizes) <= 1
+
+
+def test_run_blocks_runs_every_block_once_on_several_threads_and_raises_a_blocks_error():
+    with split_into_blocks(3):
+        seen, threads = [], set()
+
+        def task(index, start, stop):
+            seen.append((index, start, stop))
+            threads.add(threading.get_ident())
+
+        run_blocks = parallel.run_blocks
+        run_blocks(task, parallel.plan_blocks(9, 10**9))
+        assert sorted(seen) == [(0, 0, 3), (1, 3, 6), (2, 6, 9)]
+        assert len(threads) >= 2
+
+        def failing(index, start, stop):
+            if index == 2:
+                raise RuntimeError(f"block {index} failed")
+
+        with pytest.raises(RuntimeError, match="block 2 failed"):
+            run_blocks(failing, parallel.plan_blocks(9, 10**9))
+
+
+def test_small_work_and_multithreaded_blas_stay_on_one_block():
+    with split_into_blocks(3):
+        assert len(parallel.plan_blocks(100, 10**9)) == 3
+        parallel.MIN_PARALLEL_WORK = 1000
+        assert parallel.plan_blocks(100, 999) == [(0, 100)]
+    from threadpoolctl import threadpool_limits
+
+    parallel.reset()
+    parallel._threads = 2
+    try:
+        with threadpool_limits(limits=2, user_api="blas"):
+            if parallel.blas_threads() > 1:  # one core: BLAS cannot take two threads
+                assert parallel.plan_blocks(100, 10**12, uses_blas=True) == [(0, 100)]
+            assert len(parallel.plan_blocks(100, 10**12, uses_blas=False)) == 2
+    finally:
+        parallel.reset()
+
+
+def test_scratch_buffers_are_reused_per_thread_and_bounded():
+    parallel.clear_scratch()
+    first = parallel.scratch("columns", (4, 5), np.float32)
+    assert parallel.scratch("columns", (4, 5), np.float32) is first
+    assert parallel.scratch("columns", (4, 5), np.float64) is not first
+    other = []
+    thread = threading.Thread(target=lambda: other.append(parallel.scratch("columns", (4, 5), np.float32)))
+    thread.start()
+    thread.join()
+    assert other[0] is not first
+    for i in range(parallel.MAX_BUFFERS_PER_THREAD + 1):
+        parallel.scratch(f"b{i}", (2,), np.float32)
+    assert parallel.scratch("columns", (4, 5), np.float32) is not first  # the oldest went first
+    parallel.clear_scratch()
+
+
+def test_the_thread_count_comes_from_the_config_and_is_validated(monkeypatch):
+    parallel.reset()
+    try:
+        with config.override(cpu_kernel_threads=5):
+            assert parallel.kernel_threads() == 5
+        parallel.reset()
+        monkeypatch.setenv("MXKIT_CPU_KERNEL_THREADS", "-2")
+        with pytest.raises(ConfigError, match="cpu_kernel_threads"):
+            parallel.kernel_threads()
+        monkeypatch.setenv("MXKIT_CPU_KERNEL_THREADS", "0")
+        parallel.reset()
+        assert parallel.kernel_threads() == parallel._cores()
+    finally:
+        parallel.reset()
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_a_forked_child_runs_parallel_kernels_on_threads_of_its_own():
+    import multiprocessing
+
+    with split_into_blocks(2):
+        parallel.run_blocks(lambda index, start, stop: None, parallel.plan_blocks(4, 10**9))  # parent's threads
+        context = multiprocessing.get_context("fork")
+        with context.Pool(1) as pool:
+            result = pool.apply_async(_sum_in_blocks, (8,))
+            assert result.get(timeout=60) == sum(range(8))
+
+
+def _sum_in_blocks(count: int) -> int:
+    totals = [0] * 2
+    parallel.run_blocks(lambda index, start, stop: totals.__setitem__(index, sum(range(start, stop))),
+                        parallel.plan_blocks(count, 10**9))
+    return sum(totals)
