@@ -72,7 +72,8 @@ class MxkitJobs:
 
         job = self._job.start_job(workers, servers)
         try:
-            envs = worker_environments(dict(os.environ), self._runtime.worker_environment(), job.env(), workers)
+            envs = worker_environments(dict(os.environ), self._runtime.worker_environment(), job.env(), workers,
+                                       os.cpu_count())
             return run_workers([([sys.executable, WORKER, "mxkit", task, json.dumps(params)], env) for env in envs], [])
         finally:
             job.stop()

@@ -58,3 +58,11 @@ def test_each_worker_gets_its_rank_over_the_cluster_and_job_variables():
     assert [env["MXKIT_RANK"] for env in envs] == ["0", "1", "2"]
     assert all(env["MXKIT_NUM_WORKERS"] == "3" and env["PATH"] == "/bin" and env["MXKIT_JOB_NAMESPACE"] == "j"
                and env["MXKIT_RAY_ADDRESS"] == "127.0.0.1:1" for env in envs)
+
+
+def test_workers_on_one_machine_share_its_cores_unless_told_otherwise():
+    envs = worker_environments({"OMP_NUM_THREADS": "3"}, {}, {}, 2, cores=8)
+    assert all(env["OPENBLAS_NUM_THREADS"] == "4" and env["MXKIT_CPU_KERNEL_THREADS"] == "4" for env in envs)
+    assert all(env["OMP_NUM_THREADS"] == "3" for env in envs)  # the user's own setting wins
+    assert worker_environments({}, {}, {}, 4, cores=2)[0]["MKL_NUM_THREADS"] == "1"
+    assert "OMP_NUM_THREADS" not in worker_environments({}, {}, {}, 2)[0]  # spread over nodes: left alone

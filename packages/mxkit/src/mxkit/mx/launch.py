@@ -198,11 +198,24 @@ def _remote_worker() -> Any:
     return _REMOTE_WORKER
 
 
+#: thread-pool sizes a worker inherits when several share one machine (BLAS, OpenMP, mxkit-cpu's kernels)
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "MXKIT_CPU_KERNEL_THREADS")
+
+
 def worker_environments(base: dict[str, str], cluster_env: dict[str, str], job_env: dict[str, str],
-                        num_workers: int) -> list[dict[str, str]]:
-    """The environment of each worker: the launcher's, then the cluster's and the job's, then its rank."""
-    return [{**base, **cluster_env, **job_env, "MXKIT_RANK": str(rank), "MXKIT_NUM_WORKERS": str(num_workers)}
-            for rank in range(num_workers)]
+                        num_workers: int, cores: int | None = None) -> list[dict[str, str]]:
+    """The environment of each worker: the launcher's, then the cluster's and the job's, then its rank.
+
+    With ``cores`` (the workers share this machine), each worker's thread pools get an equal
+    share of them unless the launcher's environment sets a size: every worker sizing its
+    pools for the whole machine made two MLP workers on two cores 15 times slower.
+    """
+    shared = {}
+    if cores is not None:
+        share = str(max(1, cores // num_workers))
+        shared = {name: share for name in THREAD_VARIABLES if name not in base}
+    return [{**base, **shared, **cluster_env, **job_env, "MXKIT_RANK": str(rank),
+             "MXKIT_NUM_WORKERS": str(num_workers)} for rank in range(num_workers)]
 
 
 def launch(spec: LaunchSpec, stream: TextIO | None = None, log: Callable[[str], None] | None = None) -> int:
@@ -229,7 +242,8 @@ def launch(spec: LaunchSpec, stream: TextIO | None = None, log: Callable[[str], 
         job = job_module.start_job(spec.num_workers, spec.num_servers)
         say(f"job {job.namespace}: {spec.num_servers} server(s) on Ray at {address}, "
             f"{spec.num_workers} worker(s) ({spec.placement}) after {time.perf_counter() - started:.1f} s")
-        envs = worker_environments(dict(os.environ), runtime.worker_environment(), job.env(), spec.num_workers)
+        cores = os.cpu_count() if spec.placement == "local" else None
+        envs = worker_environments(dict(os.environ), runtime.worker_environment(), job.env(), spec.num_workers, cores)
         envs = [{**env, **spec.extra_env} for env in envs]
         if spec.placement == "spread":
             relay = _QueueRelay(printer)
