@@ -26,9 +26,8 @@ LABELS = {"alexnet": "AlexNet", "vgg16": "VGG-16", "resnet50_v1": "ResNet-50", "
           "inceptionv3": "Inception-v3", "mobilenet1.0": "MobileNet-1.0", "densenet121": "DenseNet-121"}
 
 
-def mxnet_figures(python: str | None) -> tuple[dict, str]:
+def mxnet_figures(committed: dict, python: str | None) -> tuple[dict, str]:
     """MXNet's MiB per (network, setting key), and where they came from."""
-    committed = json.loads((ZOO / "mxnet_memory.json").read_text())
     if not python:
         return committed["networks"], f"committed table ({committed['command']})"
     figures = {}
@@ -48,7 +47,8 @@ def zoo_table(python: str | None, names: list[str] | None = None) -> dict:
     """Print the table; return ``{(network, setting): {strategy: MiB, 'lower': MiB, 'mxnet': MiB}}``."""
     from mxkit import symbol as sym
 
-    figures, source = mxnet_figures(python)
+    committed = json.loads((ZOO / "mxnet_memory.json").read_text())
+    figures, source = mxnet_figures(committed, python)
     print(f"Model-zoo memory: planned intermediates in MiB (MXNet 1.9.1: debug_str's Total, {source})")
     header = (f"{'network':<14}{'setting':<13}" + "".join(f"{s:>9}" for s in STRATEGIES) +
               f"{'lower':>9}{'MXNet':>9}{'auto/MXNet':>11}{'greedy/lb':>10}{'none/auto':>10}{'plan s':>8}")
@@ -57,7 +57,7 @@ def zoo_table(python: str | None, names: list[str] | None = None) -> dict:
     results = {}
     for name in names or list(LABELS):
         net = sym.load(str(ZOO / f"{name}-symbol.json"))
-        side = json.loads((ZOO / "mxnet_memory.json").read_text())["networks"][name]["input"][-1]
+        side = committed["networks"][name]["input"][-1]
         for setting, batch, training in SETTINGS:
             shapes = {"data": (batch, 3, side, side)}
             graph = net

@@ -243,8 +243,9 @@ def launch(spec: LaunchSpec, stream: TextIO | None = None, log: Callable[[str], 
         say(f"job {job.namespace}: {spec.num_servers} server(s) on Ray at {address}, "
             f"{spec.num_workers} worker(s) ({spec.placement}) after {time.perf_counter() - started:.1f} s")
         cores = os.cpu_count() if spec.placement == "local" else None
-        envs = worker_environments(dict(os.environ), runtime.worker_environment(), job.env(), spec.num_workers, cores)
-        envs = [{**env, **spec.extra_env} for env in envs]
+        # --env joins the launcher's own environment: it can size the thread pools, not change a rank
+        envs = worker_environments({**os.environ, **spec.extra_env}, runtime.worker_environment(), job.env(),
+                                   spec.num_workers, cores)
         if spec.placement == "spread":
             relay = _QueueRelay(printer)
             workers = [SpreadWorker(rank, spec.command, env, printer, relay.queue) for rank, env in enumerate(envs)]
