@@ -126,3 +126,46 @@ def test_cython_take_gradient_matches_numpy_add_at(dtype, mode):
     op.kernel(np, [out_grad, data, indices.astype(np.float32)], expected, params)
     kernels.backward_take(np, [out_grad, data, indices.astype(np.float32)], got, params)
     np.testing.assert_allclose(got[0], expected[0], rtol=1e-6)
+
+
+def test_small_arrays_from_many_threads_never_overlap():
+    # the slab offset is bumped without a lock (see _alloc.pyx): threads allocating at once
+    # must still get disjoint memory
+    import itertools
+    import threading
+
+    backend = CPUBackend(0)
+    results: list[list[np.ndarray]] = [[] for _ in range(4)]
+
+    def allocate(slot):
+        for i in range(3000):
+            array = backend.empty((3 + i % 40,), np.dtype("float32"))
+            array[...] = slot
+            results[slot].append(array)
+
+    threads = [threading.Thread(target=allocate, args=(slot,)) for slot in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    spans = sorted((a.ctypes.data, a.ctypes.data + a.nbytes) for arrays in results for a in arrays)
+    assert all(end <= next_start for (_, end), (next_start, _) in itertools.pairwise(spans))
+    for slot, arrays in enumerate(results):
+        assert all((array == slot).all() and array.ctypes.data % ALIGNMENT == 0 for array in arrays)
+
+
+def test_a_small_array_keeps_its_slab_alive():
+    import gc
+
+    backend = CPUBackend(0)
+    kept = backend.empty((4,), np.dtype("float64"))
+    kept[...] = [1, 2, 3, 4]
+    for _ in range(5000):  # several slabs' worth: the first slab is no longer the current one
+        backend.empty((16,), np.dtype("float64"))
+    gc.collect()
+    assert kept.tolist() == [1, 2, 3, 4] and kept.base is not None and kept.flags.owndata is False
+
+
+def test_small_allocation_takes_any_sequence_shape():
+    array = CPUBackend(0).empty([2, 3], np.dtype("int16"))
+    assert array.shape == (2, 3) and array.ctypes.data % ALIGNMENT == 0

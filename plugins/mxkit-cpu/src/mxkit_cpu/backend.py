@@ -8,13 +8,15 @@ from typing import Any
 
 import numpy
 
+from mxkit_cpu import _alloc
+
 ALIGNMENT = 64  # bytes: a cache line, and what AVX-512 loads want
 SMALL_LIMIT = 1024  # bytes: arrays up to this size are carved out of a shared slab
 SLAB_BYTES = 64 * 1024
 
 
 POOL_MIN_BYTES = 64 * 1024  # arrays from this size on are recycled through _BufferPool
-POOL_PER_SIZE = 8
+POOL_PER_SIZE = 16
 POOL_MAX_BYTES = 512 * 1024 * 1024
 
 
@@ -73,34 +75,16 @@ _FREE_REFS = _calibrate_free_refs()
 _pool = _BufferPool()
 
 
-class _SlabAllocator:
-    """Bump allocation of small arrays from 64 KiB aligned slabs.
-
-    Finding an aligned address costs numpy a ctypes round trip (over 1 µs), several times
-    the cost of a small operator's arithmetic; a slab pays it once per 64 KiB. A slab is
-    freed when the last array carved from it is; a long-lived small array therefore keeps
-    at most one slab (64 KiB) alive.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._slab = _aligned_buffer(SLAB_BYTES)
-        self._offset = 0
-
-    def empty(self, shape: tuple[int, ...], dtype: numpy.dtype, count: int) -> numpy.ndarray:
-        nbytes = count * dtype.itemsize
-        rounded = -(-max(nbytes, 1) // ALIGNMENT) * ALIGNMENT
-        with self._lock:
-            if self._offset + rounded > SLAB_BYTES:
-                self._slab = _aligned_buffer(SLAB_BYTES)
-                self._offset = 0
-            offset = self._offset
-            self._offset = offset + rounded
-            slab = self._slab
-        return numpy.ndarray(shape, dtype, slab, offset)
+def _new_slab() -> numpy.ndarray:
+    return _aligned_buffer(SLAB_BYTES)
 
 
-_small = _SlabAllocator()
+# Small arrays are bump-allocated from 64 KiB aligned slabs (in C: see _alloc.pyx). Finding
+# an aligned address costs numpy a ctypes round trip (over 1 µs), several times a small
+# operator's arithmetic; a slab pays it once per 64 KiB. A slab is freed when the last array
+# carved from it is, so a long-lived small array keeps at most one slab (64 KiB) alive.
+_alloc.configure(ALIGNMENT, _new_slab)
+_small_empty = _alloc.small_empty
 # numpy dtype instances have one class per dtype (numpy.dtypes.Float32DType...): remember them
 _DTYPE_TYPES = {type(numpy.dtype(name)): type(numpy.dtype(name)) for name in
                 ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",
@@ -126,7 +110,7 @@ class CPUBackend:
         for dim in shape:
             count *= dim
         if count * dtype.itemsize <= SMALL_LIMIT:
-            return _small.empty(shape, dtype, count)
+            return _small_empty(shape if type(shape) is tuple else tuple(shape), dtype, count)
         nbytes = count * dtype.itemsize
         buffer = _pool.empty(nbytes) if nbytes >= POOL_MIN_BYTES else _aligned_buffer(nbytes)
         return buffer.view(dtype).reshape(shape)
