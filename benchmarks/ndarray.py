@@ -11,6 +11,8 @@ Nothing here asserts on time.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -151,6 +153,17 @@ def mxnet_cases():
     return add_sync_end, add_sync_each, matmul
 
 
+def _blas_as_without_mxkit(framework: str):
+    """numpy and PyTorch run with BLAS on every core, as they do without mxkit in the process
+    (mxkit limits numpy's BLAS to config ``cpu_blas_threads`` once it uses the CPU, and splits
+    big products across its own kernel threads instead)."""
+    if framework == "mxkit":
+        return contextlib.nullcontext()
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=os.cpu_count(), user_api="blas")
+
+
 ROWS = [
     # label, which case (0 sync at end, 1 sync each, 2 matmul), elements, ops per timing
     ("add 10, sync at end", 0, 10, 20000),
@@ -180,7 +193,8 @@ def main() -> None:
         for name, cases in available.items():
             maker = cases[kind]
             run = maker() if kind == 2 else maker(elements)
-            results[label][name] = best_per_op(run, count, repeats)
+            with _blas_as_without_mxkit(name):
+                results[label][name] = best_per_op(run, count, repeats)
     try:
         from mxkit.engine import get as get_engine
 

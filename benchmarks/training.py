@@ -9,8 +9,8 @@ One step is what ``Module.fit`` does per batch: copy the batch in, forward, back
 (softmax cross-entropy), and an SGD update with momentum 0.9 and weight decay of every
 parameter. Rows:
 
-- **mxkit Module** in this process (``mx.mod.Module`` on ``cpu(0)``, BLAS limited to one thread
-  beside the engine's workers, as ``mxkit train`` runs it);
+- **mxkit Module** in this process (``mx.mod.Module`` on ``cpu(0)`` with mxkit's defaults: BLAS on one
+  thread beside the engine's workers, config ``cpu_blas_threads``);
 - **PyTorch** CPU (``nn.Sequential``, ``torch.optim.SGD``), in a subprocess of the interpreter
   named by ``MXKIT_BENCH_TORCH_PYTHON`` (or ``--torch-python``; this interpreter when it imports torch);
 - **MXNet 1.9.1** ``mx.mod.Module`` in a subprocess of ``MXKIT_BENCH_MXNET_PYTHON`` (or ``--mxnet-python``).
@@ -144,11 +144,9 @@ def _torch_python(explicit: str | None) -> str | None:
 
 def mxkit_seconds(network: str, steps: int, repeats: int) -> float:
     from mxkit import mx
-    from threadpoolctl import threadpool_limits
 
-    with threadpool_limits(limits=1, user_api="blas"):
-        step, sync = module_step(mx, network)
-        return best_seconds_per_step(step, sync, steps, repeats, warmup=max(3, steps // 5))
+    step, sync = module_step(mx, network)
+    return best_seconds_per_step(step, sync, steps, repeats, warmup=max(3, steps // 5))
 
 
 def main() -> int:
@@ -161,8 +159,8 @@ def main() -> int:
     parser.add_argument("--torch-python", default=os.environ.get("MXKIT_BENCH_TORCH_PYTHON"),
                         help="interpreter of a PyTorch environment")
     parser.add_argument("--threads", type=int, default=None,
-                        help="intra-op threads of PyTorch and MXNet (default: theirs; mxkit's BLAS always uses 1 "
-                             "beside the engine's workers)")
+                        help="intra-op threads of PyTorch and MXNet (default: theirs; mxkit's BLAS threads are its "
+                             "config cpu_blas_threads)")
     parser.add_argument("--worker", choices=("torch", "mxnet"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     networks = args.network or list(NETWORKS)

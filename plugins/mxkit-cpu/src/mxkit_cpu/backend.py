@@ -8,7 +8,10 @@ from typing import Any
 
 import numpy
 
-from mxkit_cpu import _alloc
+try:
+    from mxkit_cpu import _alloc
+except ImportError:  # built without the extensions: the slower path below serves
+    _alloc = None
 
 ALIGNMENT = 64  # bytes: a cache line, and what AVX-512 loads want
 SMALL_LIMIT = 1024  # bytes: arrays up to this size are carved out of a shared slab
@@ -79,12 +82,22 @@ def _new_slab() -> numpy.ndarray:
     return _aligned_buffer(SLAB_BYTES)
 
 
+def _small_empty_unbuilt(shape: tuple[int, ...], dtype: numpy.dtype, count: int) -> numpy.ndarray:
+    """A small aligned array of its own buffer (without the compiled slab allocator)."""
+    nbytes = count * dtype.itemsize
+    return _aligned_buffer(nbytes)[:nbytes].view(dtype).reshape(shape)
+
+
 # Small arrays are bump-allocated from 64 KiB aligned slabs (in C: see _alloc.pyx). Finding
 # an aligned address costs numpy a ctypes round trip (over 1 µs), several times a small
 # operator's arithmetic; a slab pays it once per 64 KiB. A slab is freed when the last array
 # carved from it is, so a long-lived small array keeps at most one slab (64 KiB) alive.
-_alloc.configure(ALIGNMENT, _new_slab)
-_small_empty = _alloc.small_empty
+if _alloc is not None:
+    _alloc.configure(ALIGNMENT, _new_slab)
+    _small_empty = _alloc.small_empty
+else:
+    _small_empty = _small_empty_unbuilt
+
 # numpy dtype instances have one class per dtype (numpy.dtypes.Float32DType...): remember them
 _DTYPE_TYPES = {type(numpy.dtype(name)): type(numpy.dtype(name)) for name in
                 ("float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16",

@@ -121,8 +121,9 @@ def _compiled_kernels() -> dict:
 
 def register(registry: Any) -> None:
     """Register every kernel of :data:`KERNELS` (and the Cython ones) for backend ``numpy``."""
-    from mxkit_cpu.parallel import register_option
+    from mxkit_cpu import blas, dense, parallel
 
-    register_option()
-    for name, kernel in {**KERNELS, **_compiled_kernels()}.items():
+    parallel.register_option()
+    blas.register_option()
+    for name, kernel in {**KERNELS, **dense.KERNELS, **_compiled_kernels()}.items():
         registry.register_kernel(name, backend="numpy", kernel=kernel)

@@ -4,8 +4,8 @@ and per-thread scratch buffers reused across calls.
 A convolution's im2col, its BLAS products and its layout copies all split cleanly along the
 batch, so each thread runs the whole pipeline on its own block of samples with its own column
 buffer (no locks, no shared scratch). Our Cython loops and numpy's BLAS calls release the
-GIL, so the blocks really run side by side. This matters because the engine, which runs
-independent operators in parallel, limits BLAS to one thread per worker: in a chain such as
+GIL, so the blocks really run side by side. This matters because BLAS runs on one thread
+under the engine (see :mod:`mxkit_cpu.blas`): in a chain such as
 a convolutional network only one operator is ready at a time, and without this split it
 would run on one core.
 

@@ -6,7 +6,9 @@ from mxkit.core.specs import BackendSpec
 
 def _make_cpu_backend(device_id: int):
     from mxkit_cpu.backend import CPUBackend
+    from mxkit_cpu.blas import limit_blas_threads
 
+    limit_blas_threads()  # see mxkit_cpu.blas: a multi-threaded BLAS under the engine's threads is slow
     return CPUBackend(device_id)
 
 

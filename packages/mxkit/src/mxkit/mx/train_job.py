@@ -188,23 +188,11 @@ def run_train(args: argparse.Namespace) -> int:
 
             previous = mxkit.engine.set_engine(args.engine)
             stack.callback(mxkit.engine.set_engine, previous)  # in-process callers get their engine back
-        stack.enter_context(_one_blas_thread())
         if args.memplan:
             from mxkit.core import config
 
             stack.enter_context(config.override(memplan=args.memplan))
         return _train(args)
-
-
-def _one_blas_thread() -> Any:
-    """Limit BLAS to one thread while training.
-
-    The engine already runs kernels on its worker threads; a multi-threaded BLAS inside each
-    kernel oversubscribes the cores (ten times slower on 2 cores for small matrices).
-    """
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=1, user_api="blas")
 
 
 def _train(args: argparse.Namespace) -> int:
