@@ -288,3 +288,30 @@ def test_the_store_runs_the_optimizer_for_several_devices():
     assert _create_kvstore("local", 1, params) == (None, False)  # one device needs no store
     with pytest.raises(mx.MXKitError, match="kvstore must be"):
         _create_kvstore(3, 2, params)
+
+
+@pytest.mark.parametrize("contexts", [[mx.cpu(0)], [mx.cpu(0), mx.cpu(1)]])
+def test_aggregated_updates_give_the_weights_of_one_update_per_parameter(monkeypatch, contexts):
+    # each device's parameters reach the updater in one call (one engine operation per
+    # aggregate_num weights); the arithmetic is that of one call per parameter, to the bit
+    from mxkit.train.optimizer.updater import Updater
+
+    calls = []
+    original = Updater.__call__
+
+    def spy(self, index, grad, weight):
+        calls.append(len(index) if isinstance(index, list) else 1)
+        return original(self, index, grad, weight)
+
+    monkeypatch.setattr(Updater, "__call__", spy)
+    batches = _batches(8, count=3)
+    params = {"learning_rate": 0.5, "momentum": 0.9, "wd": 1e-3}
+    together = _train(contexts, None, batches, 8, steps_params=params)
+    assert calls == [4] * len(contexts) * 3  # fc1/fc2 weight and bias, per device and step
+    calls.clear()
+    monkeypatch.setattr(Updater, "aggregate_updates", property(lambda self: False, lambda self, value: None),
+                        raising=False)
+    one_by_one = _train(contexts, None, batches, 8, steps_params=params)
+    assert calls == [1] * 4 * len(contexts) * 3
+    for name in together:
+        np.testing.assert_array_equal(together[name], one_by_one[name], err_msg=name)
