@@ -12,7 +12,8 @@ SGD update of the six parameters, so every row does the same arithmetic:
   ``autograd.record()`` and differentiated by ``out.backward()``, updated with ``w -= lr * w.grad``;
 - **numpy by hand**: the forward and the hand-derived backward in numpy, with preallocated
   buffers (the limit for this backend: the executor runs these same BLAS calls);
-- **PyTorch** CPU when ``torch`` is importable;
+- **PyTorch** CPU when ``torch`` is importable, else in a subprocess of the interpreter named by
+  ``MXKIT_BENCH_TORCH_PYTHON`` (or ``--torch-python``);
 - **MXNet 1.9.1** executor (``simple_bind``) in a subprocess of the interpreter named by the
   environment variable ``MXKIT_BENCH_MXNET_PYTHON`` (or ``--mxnet-python``).
 
@@ -217,6 +218,15 @@ print(json.dumps({"seconds": min(blocks)}))
 """
 
 
+def torch_in_subprocess(steps: int, repeats: int, interpreter: str | None) -> float | None:
+    """Seconds per PyTorch step, timed by this file under ``interpreter`` (``--torch-worker``)."""
+    if not interpreter:
+        return None
+    result = subprocess.run([interpreter, os.path.abspath(__file__), "--torch-worker", "--steps", str(steps),
+                             "--repeats", str(repeats)], capture_output=True, text=True, check=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])["seconds"]
+
+
 def mxnet_executor(steps: int, repeats: int, interpreter: str | None) -> float | None:
     if not interpreter:
         return None
@@ -231,13 +241,22 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="timed blocks (the best is reported)")
     parser.add_argument("--mxnet-python", default=os.environ.get("MXKIT_BENCH_MXNET_PYTHON"),
                         help="interpreter of an MXNet 1.9.1 environment")
+    parser.add_argument("--torch-python", default=os.environ.get("MXKIT_BENCH_TORCH_PYTHON"),
+                        help="interpreter of a PyTorch environment (when torch is not importable here)")
+    parser.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.torch_worker:
+        print(json.dumps({"seconds": time_interleaved({"PyTorch CPU": torch_cpu()}, args.steps,
+                                                      args.repeats)["PyTorch CPU"]}))
+        return
     setups = {"mxkit executor": mxkit_executor(), "mxkit NDArray+autograd": mxkit_autograd(),
               "numpy by hand": numpy_by_hand()}
     torch_setup = torch_cpu()
     if torch_setup is not None:
         setups["PyTorch CPU"] = torch_setup
     seconds = time_interleaved(setups, args.steps, args.repeats)
+    if torch_setup is None:
+        seconds["PyTorch CPU"] = torch_in_subprocess(args.steps, args.repeats, args.torch_python)
     rows = [(name, seconds.get(name)) for name in ("mxkit executor", "mxkit NDArray+autograd", "numpy by hand",
                                                    "PyTorch CPU")]
     rows.append(("MXNet 1.9.1 executor", mxnet_executor(args.steps, args.repeats, args.mxnet_python)))
