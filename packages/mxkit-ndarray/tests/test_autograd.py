@@ -257,3 +257,50 @@ def test_autograd_errors():
 def test_ordering_gradients(fn):
     x = RNG.permutation(12).reshape(3, 4) * 0.37 + 0.1  # distinct values: no ties
     check_gradient(fn, x)
+
+
+def test_gradients_of_inputs_that_need_none_are_marked_null_for_the_kernel(monkeypatch):
+    # FullyConnected's data is a plain array: its gradient is read by nothing, so the backward
+    # kernel is told so (params["_req"]) and skips that product, as in the executor
+    from mxkit.ndarray.registry import get_op
+
+    rng = np.random.default_rng(0)
+    x_np, w_np, b_np = rng.standard_normal((5, 3)), rng.standard_normal((4, 3)), rng.standard_normal(4)
+    x, w, b = mx.nd.array(x_np), mx.nd.array(w_np), mx.nd.array(b_np)  # the CPU plugin's kernels are in
+    op = get_op("_backward_FullyConnected")
+    kernel = op.kernel_for("numpy")
+    seen = []
+
+    def spy(xp, inputs, outputs, params):
+        seen.append(params.get("_req"))
+        kernel(xp, inputs, outputs, params)
+
+    monkeypatch.setitem(op.kernels, "numpy", spy)
+    w.attach_grad()
+    b.attach_grad()
+    with mx.autograd.record():
+        y = mx.nd.FullyConnected(x, w, b, num_hidden=4)
+    y.backward(mx.nd.array(np.ones((5, 4))))
+    np.testing.assert_allclose(w.grad.asnumpy(), np.ones((4, 5)) @ x_np, rtol=1e-6)
+    np.testing.assert_allclose(b.grad.asnumpy(), np.full(4, 5.0), rtol=1e-6)
+    assert seen == [("null", "write", "write")]  # (the kernel ran on the engine: after the sync above)
+
+    # every input a variable: nothing marked, and the data gradient is right
+    seen.clear()
+    x.attach_grad()
+    with mx.autograd.record():
+        y = mx.nd.FullyConnected(x, w, b, num_hidden=4)
+    y.backward(mx.nd.array(np.ones((5, 4))))
+    np.testing.assert_allclose(x.grad.asnumpy(), np.ones((5, 4)) @ w_np, rtol=1e-6)
+    assert seen == [None]
+
+
+def test_a_recorded_gradient_keeps_every_input_gradient():
+    # create_graph=True records the backward for a second differentiation: nothing is skipped
+    x = mx.nd.array([[1.0, 2.0]])
+    w = mx.nd.array([[3.0, 4.0]])
+    w.attach_grad()
+    with mx.autograd.record():
+        y = mx.nd.FullyConnected(x, w, num_hidden=1, no_bias=True)
+        (grad_w,) = mx.autograd.grad(y, [w], create_graph=True)
+    np.testing.assert_allclose(grad_w.asnumpy(), [[1.0, 2.0]])

@@ -153,12 +153,31 @@ def mark_variables(variables: Any, gradients: Any, grad_reqs: str | Sequence[str
 # ---- backward -----------------------------------------------------------------------------
 
 class _Applier:
-    """The operator applier handed to gradient functions: ``F("op", *inputs, **params)``."""
+    """The operator applier handed to gradient functions: ``F("op", *inputs, **params)``.
+
+    ``skip`` is ``(backward operator name, req)`` when some inputs of the node being
+    differentiated need no gradient (data, labels, constants): a call of that operator whose
+    outputs are the node's input gradients, one each, then gets MXNet's OpReqType in
+    ``params["_req"]`` ("null" for the unneeded ones), so a kernel that honours it skips
+    them, as in the executor (a first layer's data gradient is the largest product of an MLP).
+    """
+
+    def __init__(self, skip: tuple[str, tuple[str, ...]] | None = None) -> None:
+        self.skip = skip
 
     def __call__(self, op_name: str, *inputs: Any, **params: Any) -> Any:
-        from mxkit.ndarray.invoke import invoke_by_name
+        from mxkit.ndarray.invoke import invoke, invoke_by_name
+        from mxkit.ndarray.registry import get_registry
 
-        return invoke_by_name(op_name, *inputs, **params)
+        if self.skip is None or op_name != self.skip[0]:
+            return invoke_by_name(op_name, *inputs, **params)
+        op = get_registry().get(op_name)
+        typed = op.parse_params(params)
+        req = self.skip[1]
+        if op.count_outputs(typed) == len(req):
+            typed["_req"] = req
+        outputs = invoke(op, list(inputs), typed)
+        return outputs[0] if len(outputs) == 1 else outputs
 
     def __getattr__(self, op_name: str) -> Any:
         if op_name.startswith("__"):
@@ -167,6 +186,18 @@ class _Applier:
 
 
 _APPLIER = _Applier()
+
+
+def _applier_for(node: _Node, create_graph: bool) -> _Applier:
+    """The applier for ``node``'s gradient: it marks the gradients of inputs that reach no
+    variable as unneeded (not while recording the gradient itself, which a second
+    differentiation may read)."""
+    if create_graph:
+        return _APPLIER
+    req = tuple("write" if array._ag is not None else "null" for array in node.inputs)
+    if "null" not in req:
+        return _APPLIER
+    return _Applier(skip=(f"_backward_{node.op.name}", req))
 
 
 def _topological_nodes(heads: Sequence[Any]) -> list[_Node]:
@@ -236,7 +267,8 @@ def _compute(heads: Sequence[Any], head_grads: Sequence[Any] | None, create_grap
                 raise AutogradError(f"operator {node.op.name} is not differentiable, but a gradient flows "
                                     f"through it; compute it outside autograd.record() or detach() its input")
             out_grads = [g if g is not None else _zeros_like(o) for g, o in zip(out_grads, node.outputs)]
-            in_grads = node.op.gradient(_APPLIER, node.params, node.inputs, node.outputs, out_grads)
+            in_grads = node.op.gradient(_applier_for(node, create_graph), node.params, node.inputs, node.outputs,
+                                        out_grads)
             in_grads = list(in_grads) if isinstance(in_grads, (list, tuple)) else [in_grads]
             for array, grad in zip(node.inputs, in_grads):
                 if grad is None or array._ag is None:
