@@ -228,7 +228,7 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
     in_data = [array._data for array in inputs]
     in_shapes = [data.shape for data in in_data]
     # auxiliary states (BatchNorm's moving statistics) follow the inputs: not inferred, written
-    num_aux = len(op.aux_names)
+    num_aux = len(op.list_aux(params))
     infer_data = in_data[:len(in_data) - num_aux] if num_aux else in_data
     try:
         out_shapes = op.infer_shape(params, in_shapes[:len(infer_data)] if num_aux else in_shapes)
@@ -285,7 +285,17 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
             raise OperatorError(f"{op.describe_call(params, in_shapes)} failed: {type(exc).__name__}: {exc}") \
                 from exc
 
-    eng.push(on_device(ctx, backend, run), reads, writes, ctx, 0, op.name)
+    if op.async_kernel is not None:
+        # the operator's work leaves the engine worker at once (Custom: Python code that may
+        # itself push and wait); it completes the operation through on_complete
+        start = op.async_kernel
+
+        def run_async(on_complete: Any) -> None:
+            start(ctx, in_data, out_data, run_params, on_complete)
+
+        eng.push_async(run_async, reads, writes, ctx, 0, op.name)
+    else:
+        eng.push(on_device(ctx, backend, run), reads, writes, ctx, 0, op.name)
     if out_data and out_data[0].nbytes >= 65536:
         in_flight.add(eng, writes[0], out_data[0].nbytes)
     if autograd._state.recording:

@@ -32,7 +32,7 @@ def _info(op_name: str) -> tuple[OpDef, bool, tuple[str, ...], tuple[str, ...], 
         _NDArray = NDArray
     op = get_registry().get(op_name)
     variadic = callable(op.num_inputs)
-    named = () if variadic else tuple(op.list_inputs({})) + tuple(op.aux_names)
+    named = () if variadic else tuple(op.list_inputs({})) + tuple(op.list_aux({}))
     info = (op, variadic, named, tuple(op.params.names()), "num_args" in op.params)
     _call_info[op_name] = info
     return info
@@ -79,9 +79,9 @@ def call(op_name: str, args: tuple, kwargs: dict[str, Any]) -> Any:
             raise MXKitError(f"operator {op.name}: inputs must be NDArrays, got {type(value).__name__} "
                              f"({value!r}); convert it with mx.nd.array()")
     params = op.parse_params(kwargs)
-    expected = op.count_inputs(params) + len(op.aux_names)
+    expected = op.count_inputs(params) + len(op.list_aux(params))
     if len(inputs) != expected:
-        names = ", ".join(op.list_inputs(params) + op.aux_names)
+        names = ", ".join(op.list_inputs(params) + op.list_aux(params))
         raise MXKitError(f"operator {op.name} takes {expected} input arrays ({names}), got {len(inputs)}")
     outputs = invoke(op, inputs, params, out=out, ctx=resolve_context(ctx) if ctx is not None else None)
     return outputs[0] if len(outputs) == 1 else outputs
@@ -92,7 +92,7 @@ def _take_named_inputs(op: OpDef, param_names: tuple[str, ...], inputs: list, kw
     to ``inputs``, for an operator whose input names depend on its parameters (``no_bias``)."""
     try:
         params = op.parse_params({k: v for k, v in kwargs.items() if k in param_names})
-        names = tuple(op.list_inputs(params)) + tuple(op.aux_names)
+        names = tuple(op.list_inputs(params)) + tuple(op.list_aux(params))
     except MXKitError:
         return  # the parameters are wrong: parsing them again below reports it
     for name in names[len(inputs):]:

@@ -96,10 +96,16 @@ class OpDef:
         Input indices whose values the kernel never reads, only their shape and dtype
         (``like`` of ``_reduce_sum_like``): memory planning may reuse their storage before
         the node runs, as MXNet's gradient operators that take no input values allow.
-    aux_names : tuple of str
-        Auxiliary states (updated in place, not differentiated).
+    aux_names : tuple of str or callable
+        Auxiliary states (updated in place, not differentiated), or ``f(params)``
+        (``Custom``, whose states its registered property lists).
     needs_rng : bool
         Whether the kernel draws random numbers (gets ``params["_rng"]``).
+    async_kernel : callable, optional
+        ``async_kernel(ctx, inputs, outputs, params, on_complete)``: an operator whose work
+        runs off the engine's workers (``Custom``, whose Python code may push and wait for
+        other operations). It is pushed with ``push_async`` and must call ``on_complete()``
+        (or ``on_complete(exc)``) exactly once; it takes precedence over ``kernel``.
     """
 
     name: str
@@ -115,11 +121,12 @@ class OpDef:
     gradient: Callable[..., list[Any]] | None = None
     backward_ignores: frozenset[int] = frozenset()
     reads_shape_only: frozenset[int] = frozenset()
-    aux_names: tuple[str, ...] = ()
+    aux_names: tuple[str, ...] | Callable[[dict], tuple[str, ...]] = ()
     aliases: tuple[str, ...] = ()
     needs_rng: bool = False
     doc: str = ""
     kernels: dict[str, Kernel] = field(default_factory=dict)
+    async_kernel: Callable[..., None] | None = None
 
     def count_inputs(self, params: dict) -> int:
         return self.num_inputs(params) if callable(self.num_inputs) else self.num_inputs
@@ -142,6 +149,10 @@ class OpDef:
         if len(self.output_names) == count:
             return self.output_names
         return tuple(f"output{i}" for i in range(count))
+
+    def list_aux(self, params: dict) -> tuple[str, ...]:
+        """Names of the auxiliary states (they follow the regular inputs)."""
+        return tuple(self.aux_names(params)) if callable(self.aux_names) else self.aux_names
 
     def parse_params(self, values: dict[str, Any]) -> dict[str, Any]:
         """Typed parameters from Python values or MXNet strings (see :class:`ParamSchema`)."""

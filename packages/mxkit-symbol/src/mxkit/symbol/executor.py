@@ -237,8 +237,10 @@ class Executor:
             from mxkit.ndarray.random import generator_state
 
             writes = _unique([*writes, generator_state(self._ctx).var])
-        for start in range(0, len(steps), bulk):
-            segment = steps[start:start + bulk]
+        for segment in _segments(steps, bulk):
+            if segment[0].node.op.async_kernel is not None:
+                self._push_async_step(segment[0], train, reads, writes, what)
+                continue
 
             def run(segment: Sequence[_Step] = segment) -> None:
                 for step in segment:
@@ -251,6 +253,18 @@ class Executor:
 
             self._engine.push(invoke.on_device(self._ctx, self._backend, run), reads, writes, self._ctx, 0,
                               f"{what}[{segment[0].name}..{segment[-1].name}]")
+
+    def _push_async_step(self, step: _Step, train: bool, reads: list, writes: list, what: str) -> None:
+        """Push a node whose operator runs off the engine's workers (``Custom``) as its own
+        asynchronous operation, ordered with the segments by the executor's vars."""
+        start = step.node.op.async_kernel
+        params = step.params if train else step.predict_params
+        ctx = self._ctx
+
+        def run_async(on_complete: Any) -> None:
+            start(ctx, step.inputs, step.outputs, params, on_complete)
+
+        self._engine.push_async(run_async, reads, writes, ctx, 0, f"{what}[{step.name}]")
 
     def forward(self, is_train: bool = False, **kwargs: Any) -> list:
         """Run the forward nodes; ``kwargs`` (name to NDArray or array-like) are copied in first.
@@ -419,6 +433,26 @@ class Executor:
     def __repr__(self) -> str:
         return f"<Executor {self._symbol!r} on {self._ctx}, {len(self._forward_steps)} forward and " \
                f"{len(self._backward_steps)} backward nodes>"
+
+
+def _segments(steps: Sequence[_Step], bulk: int) -> list[Sequence[_Step]]:
+    """Runs of at most ``bulk`` steps; a step with an asynchronous operator stands alone."""
+    segments: list[Sequence[_Step]] = []
+    current: list[_Step] = []
+    for step in steps:
+        if step.node.op.async_kernel is not None:
+            if current:
+                segments.append(current)
+                current = []
+            segments.append([step])
+            continue
+        current.append(step)
+        if len(current) == bulk:
+            segments.append(current)
+            current = []
+    if current:
+        segments.append(current)
+    return segments
 
 
 def _unique(values: Sequence[Any]) -> list[Any]:

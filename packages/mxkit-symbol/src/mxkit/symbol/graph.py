@@ -114,7 +114,7 @@ class Node:
         return [f"{self.name}_{out}" for out in self.op.list_outputs(self.params)]
 
     def num_aux(self) -> int:
-        return 0 if self.op is None else len(self.op.aux_names)
+        return 0 if self.op is None else len(self.op.list_aux(self.params))
 
     def aux_input_indices(self) -> range:
         """Positions of auxiliary states among ``inputs`` (they come last)."""

@@ -29,7 +29,7 @@ def _describe(node: Node, position: int, output: bool) -> str:
     if output:
         return f"output {node.output_names()[position]!r}"
     source = node.inputs[position].node
-    names = list(node.op.list_inputs(node.params)) + list(node.op.aux_names) if node.op else []
+    names = list(node.op.list_inputs(node.params)) + list(node.op.list_aux(node.params)) if node.op else []
     role = names[position] if position < len(names) else f"input {position}"
     return f"input {role!r} (from {source.output_names()[node.inputs[position].index]!r})"
 

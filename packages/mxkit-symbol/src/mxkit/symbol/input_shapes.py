@@ -113,6 +113,13 @@ def _group_norm(params: dict, ins: list, outs: list) -> dict[int, Shape]:
     return {i: (params.get("num_groups", 1),) for i in range(1, len(ins))}
 
 
+def _custom(params: dict, ins: list, outs: list) -> dict[int, Shape]:
+    # the registered property's infer_shape answers for every argument and auxiliary state
+    from mxkit.ndarray.ops.nn_custom import infer_input_shapes
+
+    return infer_input_shapes(params, ins)
+
+
 RULES: dict[str, Rule] = {
     "FullyConnected": _fully_connected,
     "Convolution": _convolution,
@@ -127,6 +134,7 @@ RULES: dict[str, Rule] = {
     "LogisticRegressionOutput": _label_like_data,
     "MAERegressionOutput": _label_like_data,
     "LeakyReLU": _prelu,
+    "Custom": _custom,
 }
 
 

@@ -101,7 +101,7 @@ class LegacyGraph:
             params = op.parse_params(op_params({k: v for k, v in node["attrs"].items() if _hidden_key(k) is None}))
         except Exception:  # reported with the node's name when the node itself is built
             return None
-        return list(op.list_inputs(params)) + list(op.aux_names)
+        return list(op.list_inputs(params)) + list(op.list_aux(params))
 
     def _variable_input(self, node: dict[str, Any], index: int) -> dict[str, Any] | None:
         if index >= len(node["inputs"]):

@@ -60,7 +60,7 @@ def create(op_name: str, *args: Any, name: str | None = None, attr: Mapping[str,
     except ParamError as exc:
         raise ParamError(f"{exc} (creating symbol {name or op_name})") from None
     node_name = make_name(name, hint or op_name.lower())
-    input_names = list(op.list_inputs(params)) + list(op.aux_names)
+    input_names = list(op.list_inputs(params)) + list(op.list_aux(params))
     inputs = _collect_inputs(op, node_name, input_names, args, symbol_kwargs)
     scope_attrs = dunder_attrs(_attribute.current().get(dict(attr) if attr else None))
     node = Node(op, node_name, scope_attrs | attrs, inputs, params)

@@ -41,6 +41,7 @@ LAZY_NAMES: dict[str, tuple[str, str | None, str, str]] = {
     "ndarray": ("mxkit.ndarray", None, *_ND),
     "random": ("mxkit.ndarray.random", None, *_ND),
     "autograd": ("mxkit.ndarray.autograd", None, *_ND),
+    "operator": ("mxkit.ndarray.operator", None, *_ND),
     "sym": ("mxkit.symbol", None, *_SYM),
     "symbol": ("mxkit.symbol", None, *_SYM),
     "name": ("mxkit.symbol.name", None, *_SYM),
