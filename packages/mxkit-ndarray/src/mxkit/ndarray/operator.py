@@ -298,7 +298,7 @@ def run_off_engine(job: Callable[[], None], op_type: str, what: str, on_complete
     def task() -> None:
         try:
             job()
-        except BaseException as exc:  # noqa: BLE001  (every failure must complete the operation)
+        except BaseException as exc:
             if isinstance(exc, CustomOpError):
                 error = exc
             else:

@@ -131,7 +131,6 @@ def infer_input_shapes(params: dict, ins: list) -> dict[int, tuple]:
 
 def _infer_dtype(params: dict, in_dtypes: list) -> list:
     import numpy as np
-
     from mxkit.core.dtypes import dtype_name
     from mxkit.ndarray.operator import call_prop
 
