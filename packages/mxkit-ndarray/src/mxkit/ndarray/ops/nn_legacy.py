@@ -13,7 +13,7 @@ from mxkit.ndarray.registry import ALL_INPUTS, OpDef, define
 
 _SOFTMAX_ACTIVATION_SCHEMA = schema([
     Param("mode", "str", "instance", choices=("channel", "instance"),
-          doc="instance: softmax over each sample flattened; channel: softmax over axis 1 at each position."),
+          doc="instance: softmax over the last axis (each sample of 2-D data); channel: over axis 1."),
 ])
 
 
@@ -26,8 +26,12 @@ def _softmax_activation_shape(params: dict, in_shapes: list) -> list:
 
 
 def _softmax_view(x, params):
-    """``x`` arranged so that the softmax runs over axis 1 (flattened per sample for mode=instance)."""
-    return x.reshape(x.shape[0], -1) if params["mode"] == "instance" else x
+    """``x`` arranged so that the softmax runs over axis 1.
+
+    mode=instance flattens as mshadow's ``FlatTo2D`` does, keeping the last axis: on data of
+    more than two axes MXNet 1.x normalises over the last axis, not over the whole sample.
+    """
+    return x.reshape(-1, x.shape[-1]) if params["mode"] == "instance" else x
 
 
 def _softmax_activation_kernel(xp, inputs, outputs, params):

@@ -50,18 +50,24 @@ def _c_round(value: float) -> int:
 
 
 def _bins(params: dict, roi, height: int, width: int):
-    """Yield ``(ph, pw, hstart, hend, wstart, wend)`` of one ROI's bins, clipped to the map."""
+    """Yield ``(ph, pw, hstart, hend, wstart, wend)`` of one ROI's bins, clipped to the map.
+
+    The arithmetic is float32, as MXNet's kernel does it: ``ceil(3 * (7 / 3))`` is 8 there.
+    """
+    import numpy as np
+
+    f32 = np.float32
     pooled_h, pooled_w = _check_params(params)
-    scale = params["spatial_scale"]
-    x1, y1, x2, y2 = (_c_round(float(v) * scale) for v in roi[1:5])
+    scale = f32(params["spatial_scale"])
+    x1, y1, x2, y2 = (_c_round(float(f32(v) * scale)) for v in roi[1:5])
     roi_h, roi_w = max(y2 - y1 + 1, 1), max(x2 - x1 + 1, 1)
-    bin_h, bin_w = roi_h / pooled_h, roi_w / pooled_w
+    bin_h, bin_w = f32(roi_h) / f32(pooled_h), f32(roi_w) / f32(pooled_w)
     for ph in range(pooled_h):
-        hstart = min(max(math.floor(ph * bin_h) + y1, 0), height)
-        hend = min(max(math.ceil((ph + 1) * bin_h) + y1, 0), height)
+        hstart = min(max(int(np.floor(f32(ph) * bin_h)) + y1, 0), height)
+        hend = min(max(int(np.ceil(f32(ph + 1) * bin_h)) + y1, 0), height)
         for pw in range(pooled_w):
-            wstart = min(max(math.floor(pw * bin_w) + x1, 0), width)
-            wend = min(max(math.ceil((pw + 1) * bin_w) + x1, 0), width)
+            wstart = min(max(int(np.floor(f32(pw) * bin_w)) + x1, 0), width)
+            wend = min(max(int(np.ceil(f32(pw + 1) * bin_w)) + x1, 0), width)
             yield ph, pw, hstart, hend, wstart, wend
 
 
