@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mxkit.core.errors import DTypeError, ShapeError
-from mxkit.ndarray.ops.nn_common import as_list, public
+from mxkit.ndarray.ops.nn_common import public
 from mxkit.ndarray.params import Param, ParamError, ParamSchema
 from mxkit.ndarray.registry import OpDef, define
 
@@ -213,7 +213,9 @@ def _must_run_async(xp: Any, inputs: list, outputs: list, params: dict) -> None:
 def _gradient(F, params, inputs, outputs, out_grads):
     count = len(_arguments(params))
     heads = list(out_grads) if _needs_top_grad(params) else []
-    grads = as_list(F("_backward_Custom", *heads, *inputs[:count], *outputs, *inputs[count:], **public(params)))
+    grads = F("_backward_Custom", *heads, *inputs[:count], *outputs, *inputs[count:], **public(params))
+    # one argument: F returns the gradient itself (a graph entry is a tuple, so no as_list)
+    grads = [grads] if count == 1 else list(grads)
     return grads + [None] * (len(inputs) - count)
 
 
