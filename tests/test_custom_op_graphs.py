@@ -12,7 +12,6 @@ import textwrap
 
 import numpy as np
 import pytest
-
 from mxkit import mx
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "custom")
@@ -104,7 +103,7 @@ def test_loss_layer_supplies_its_own_head_gradient_imperatively():
 
 def test_shape_inference_goes_through_the_property():
     sym = custom_op_defs.mlp(mx)
-    arg_shapes, out_shapes, aux_shapes = sym.infer_shape(data=(10, 6))
+    arg_shapes, out_shapes, _ = sym.infer_shape(data=(10, 6))
     shapes = dict(zip(sym.list_arguments(), arg_shapes))
     assert shapes["softmax_label"] == (10,)  # from SoftmaxProp.infer_shape
     assert shapes["fc2_weight"] == (3, 8)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from mxkit.core.errors import MXKitError
 from mxkit.ndarray import autograd
 from mxkit.ndarray import operator as op_api
@@ -137,12 +136,12 @@ class FailingBackwardProp(op_api.CustomOpProp):
 
 
 def test_errors_name_the_op_type():
-    with pytest.raises(UnknownOperatorError, match="'missing_op' is not registered.*'test_scale'"):
+    with pytest.raises(UnknownOperatorError, match=r"'missing_op' is not registered.*'test_scale'"):
         custom(ones((2,)), op_type="missing_op")
-    with pytest.raises(op_api.CustomOpError, match="test_bad_init.*BadInitProp.*unexpected keyword"):
+    with pytest.raises(op_api.CustomOpError, match=r"test_bad_init.*BadInitProp.*unexpected keyword"):
         custom(ones((2,)), op_type="test_bad_init", color="red")
     out = custom(ones((2,)), op_type="test_not_an_op")
-    with pytest.raises(MXKitError, match="test_not_an_op.*expected a mx.operator.CustomOp"):
+    with pytest.raises(MXKitError, match=r"test_not_an_op.*expected a mx\.operator\.CustomOp"):
         out.asnumpy()
     x = ones((2,))
     x.attach_grad()
