@@ -113,6 +113,11 @@ def _group_norm(params: dict, ins: list, outs: list) -> dict[int, Shape]:
     return {i: (params.get("num_groups", 1),) for i in range(1, len(ins))}
 
 
+def _one_label_per_sample(params: dict, ins: list, outs: list) -> dict[int, Shape]:
+    data = ins[0]
+    return {} if data is None else {1: (data[0],)}
+
+
 def _custom(params: dict, ins: list, outs: list) -> dict[int, Shape]:
     # the registered property's infer_shape answers for every argument and auxiliary state
     from mxkit.ndarray.ops.nn_custom import infer_input_shapes
@@ -134,6 +139,7 @@ RULES: dict[str, Rule] = {
     "LogisticRegressionOutput": _label_like_data,
     "MAERegressionOutput": _label_like_data,
     "LeakyReLU": _prelu,
+    "SVMOutput": _one_label_per_sample,
     "Custom": _custom,
 }
 

@@ -185,6 +185,12 @@ def _crop_backward_kernel(xp, inputs, outputs, params):
         outputs[1][...] = 0
 
 
+def _crop_gradient(F, params, inputs, outputs, out_grads):
+    grads = F("_backward_Crop", out_grads[0], *inputs, **public(params))
+    # one input: F returns the gradient itself (a graph entry is a tuple, so no as_list)
+    return list(grads) if params["num_args"] == 2 else [grads]
+
+
 def _crop_inputs(params: dict) -> tuple[str, ...]:
     return ("data", "crop_like") if params["num_args"] == 2 else ("data",)
 
@@ -192,7 +198,7 @@ def _crop_inputs(params: dict) -> tuple[str, ...]:
 define(OpDef(
     name="Crop", infer_shape=_crop_shape, kernel=_crop_kernel, params=_CROP_SCHEMA,
     num_inputs=lambda p: 2 if p["num_args"] == 2 else 1, input_names=_crop_inputs,
-    gradient=lambda F, p, i, o, g: as_list(F("_backward_Crop", g[0], *i, **public(p))),
+    gradient=_crop_gradient,
     backward_ignores=ALL_INPUTS,
     doc="Crops the height and width of NCHW data to h_w, or to the shape of a second input, at offset or "
         "centred; deprecated in MXNet in favour of slice, kept for old models (FCN).",
@@ -203,7 +209,7 @@ define(OpDef(
     num_inputs=lambda p: 3 if p["num_args"] == 2 else 2,
     input_names=lambda p: ("out_grad", *_crop_inputs(p)),
     num_outputs=lambda p: 2 if p["num_args"] == 2 else 1, output_names=_crop_inputs,
-    infer_dtype=lambda p, d: list(d[1:]), reads_shape_only=frozenset({1, 2}),
+    infer_dtype=lambda p, d: list(d[1:]), reads_shape_only=frozenset({1}),
     doc="Backward of Crop: the output gradient placed at the crop, zero elsewhere; none for crop_like.",
 ))
 
