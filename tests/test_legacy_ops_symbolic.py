@@ -9,12 +9,11 @@ import sys
 
 import numpy as np
 import pytest
-
 from mxkit import mx
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "custom"))
 
-import custom_op_defs  # noqa: E402
+import custom_op_defs
 
 custom_op_defs.define(mx)
 RNG = np.random.default_rng(17)

@@ -235,7 +235,7 @@ def call_prop(op_type: str, what: str, method: Callable[..., Any], *args: Any) -
 # executor reuses its buffers (one instance for every iteration), an imperative call makes
 # new ones (one instance per call); the entry goes when the buffer does.
 
-_instances: dict[int, tuple[Any, CustomOp]] = {}
+_instances: dict[int, tuple[Any, CustomOpProp, CustomOp]] = {}
 _instances_lock = threading.RLock()  # a weakref callback may run inside a locked block
 
 
@@ -252,8 +252,9 @@ def operator_instance(prop: CustomOpProp, op_type: str, ctx: Any, anchor: Any, i
     """The :class:`CustomOp` tied to output buffer ``anchor`` (created on first use)."""
     with _instances_lock:
         entry = _instances.get(id(anchor))
-    if entry is not None and entry[0]() is anchor:
-        return entry[1]
+    # the property must match too: a memory plan may give a dead output's buffer to another node
+    if entry is not None and entry[0]() is anchor and entry[1] is prop:
+        return entry[2]
     instance = call_prop(op_type, "create_operator", prop.create_operator, ctx, in_shapes, in_dtypes)
     if not isinstance(instance, CustomOp):
         raise CustomOpError(f"Custom op_type {op_type!r}: create_operator returned {instance!r}, expected a "
@@ -263,7 +264,7 @@ def operator_instance(prop: CustomOpProp, op_type: str, ctx: Any, anchor: Any, i
     except TypeError:  # an array type without weak references: no reuse, one instance per call
         return instance
     with _instances_lock:
-        _instances[id(anchor)] = (ref, instance)
+        _instances[id(anchor)] = (ref, prop, instance)
     return instance
 
 
