@@ -217,10 +217,36 @@ DEADLOCK_SCRIPT = textwrap.dedent("""
 """)
 
 
+# the in-flight limiter makes a thread that pushes large outputs wait for the oldest ones; on a custom
+# operator's thread the oldest may be the running operator's own output (a bound of 0 makes it so)
+BIG_OUTPUTS_SCRIPT = textwrap.dedent("""
+    from mxkit import mx
+    from mxkit.ndarray import invoke
+
+    invoke.in_flight.limit = 0
+
+    @mx.operator.register("many_big_outputs")
+    class ManyProp(mx.operator.CustomOpProp):
+        def create_operator(self, ctx, shapes, dtypes):
+            class Many(mx.operator.CustomOp):
+                def forward(self, is_train, req, in_data, out_data, aux):
+                    y = in_data[0]
+                    for _ in range(6):
+                        y = y + 1.0  # 256 KiB outputs pushed from inside the operation
+                    self.assign(out_data[0], req[0], y)
+            return Many()
+
+    out = mx.nd.Custom(mx.nd.ones((256, 256)), op_type="many_big_outputs")
+    assert float(out.asnumpy()[0, 0]) == 7.0
+    print("ok")
+""")
+
+
+@pytest.mark.parametrize("script", ["sync_points", "big_outputs"])
 @pytest.mark.parametrize("engine", ["threaded", "threaded_per_device", "naive"])
-def test_asnumpy_inside_a_custom_op_does_not_deadlock(engine):
+def test_asnumpy_inside_a_custom_op_does_not_deadlock(engine, script):
     env = dict(os.environ, MXKIT_ENGINE=engine, MXKIT_CPU_WORKERS="1")
-    result = subprocess.run([sys.executable, "-c", DEADLOCK_SCRIPT], env=env, capture_output=True, text=True,
-                            timeout=120)
+    code = DEADLOCK_SCRIPT if script == "sync_points" else BIG_OUTPUTS_SCRIPT
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().endswith("ok")

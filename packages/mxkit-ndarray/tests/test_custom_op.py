@@ -153,6 +153,24 @@ def test_errors_name_the_op_type():
     assert zeros((2,)).asnumpy().sum() == 0  # the engine goes on
 
 
+@op_api.register("test_waitall_inside")
+class WaitallInsideProp(op_api.CustomOpProp):
+    def create_operator(self, ctx, shapes, dtypes):
+        class WaitallInside(op_api.CustomOp):
+            def forward(self, is_train, req, in_data, out_data, aux):
+                from mxkit.ndarray.creation import waitall
+
+                waitall()  # would wait for this very operation
+
+        return WaitallInside()
+
+
+def test_waitall_inside_a_custom_op_is_refused_not_deadlocked():
+    out = custom(ones((2,)), op_type="test_waitall_inside")
+    with pytest.raises(MXKitError, match=r"waitall\(\) inside custom operator 'test_waitall_inside'"):
+        out.asnumpy()
+
+
 def test_register_checks_what_it_decorates():
     with pytest.raises(op_api.CustomOpError, match="CustomOpProp subclass"):
         op_api.register("test_plain_class")(object)

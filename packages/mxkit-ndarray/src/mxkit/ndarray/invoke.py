@@ -148,9 +148,15 @@ class _InFlight:
         self._queue: collections.deque[tuple[Any, Any, int]] = collections.deque()
         self._bytes = 0
         self._lock = threading.Lock()
+        self._exempt = threading.local()
+
+    def exempt_this_thread(self) -> None:
+        """Never make the calling thread wait: a custom operator's thread pushes from inside an
+        engine operation, and the oldest outputs may be that operation's own (it would wait for itself)."""
+        self._exempt.on = True
 
     def add(self, eng: Any, var: Any, nbytes: int) -> None:
-        if nbytes < 65536:
+        if nbytes < 65536 or getattr(self._exempt, "on", False):
             return
         with self._lock:
             self._queue.append((eng, var, nbytes))

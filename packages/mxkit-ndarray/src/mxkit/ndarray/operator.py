@@ -297,6 +297,10 @@ def run_off_engine(job: Callable[[], None], op_type: str, what: str, on_complete
     (with a :class:`CustomOpError` naming ``op_type`` if it raised)."""
 
     def task() -> None:
+        from mxkit.ndarray.invoke import in_flight
+
+        in_flight.exempt_this_thread()
+        _running.op_type = op_type
         try:
             job()
         except BaseException as exc:
@@ -310,6 +314,18 @@ def run_off_engine(job: Callable[[], None], op_type: str, what: str, on_complete
         on_complete()
 
     _runner().submit(task)
+
+
+_running = threading.local()
+
+
+def refuse_inside_custom_op(what: str) -> None:
+    """Raise if called from a custom operator's method: ``what`` would wait for every pending
+    operation, the running custom operator's own included, which completes only after it returns."""
+    op_type = getattr(_running, "op_type", None)
+    if op_type is not None:
+        raise CustomOpError(f"{what} inside custom operator {op_type!r} would wait for that operator itself; "
+                            f"wait for the arrays you need instead (x.wait_to_read(), x.asnumpy())")
 
 
 def wrap_arrays(ctx: Any, buffers: Sequence[Any], eng: Any) -> list[Any]:
