@@ -192,7 +192,9 @@ def _crop_gradient(F, params, inputs, outputs, out_grads):
 
 
 def _crop_inputs(params: dict) -> tuple[str, ...]:
-    return ("data", "crop_like") if params["num_args"] == 2 else ("data",)
+    # MXNet 1.9.1 declares Crop's inputs as variable arguments: they are named arg0, arg1
+    # (data=, crop_like= keywords fail there), and auto-created variables are <name>_arg0
+    return ("arg0", "arg1") if params["num_args"] == 2 else ("arg0",)
 
 
 define(OpDef(
