@@ -78,13 +78,34 @@ def call(op_name: str, args: tuple, kwargs: dict[str, Any]) -> Any:
         if not isinstance(value, NDArray):
             raise MXKitError(f"operator {op.name}: inputs must be NDArrays, got {type(value).__name__} "
                              f"({value!r}); convert it with mx.nd.array()")
-    params = op.parse_params(kwargs)
+    params = _parsed_params(op, kwargs)
     expected = op.count_inputs(params) + len(op.aux_names)
     if len(inputs) != expected:
         names = ", ".join(op.list_inputs(params) + op.aux_names)
         raise MXKitError(f"operator {op.name} takes {expected} input arrays ({names}), got {len(inputs)}")
     outputs = invoke(op, inputs, params, out=out, ctx=resolve_context(ctx) if ctx is not None else None)
     return outputs[0] if len(outputs) == 1 else outputs
+
+
+#: (operator name, then each keyword parameter's name, type and value) -> typed parameters
+_parsed: dict[tuple, dict[str, Any]] = {}
+_PARSED_LIMIT = 4096
+
+
+def _parsed_params(op: OpDef, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``op.parse_params(kwargs)``, remembered for hashable values (a loop passes the same ones);
+    each call gets its own copy of the typed dict."""
+    try:
+        key = (op.name, *kwargs.items(), *map(type, kwargs.values()))  # 1 and True hash alike
+        typed = _parsed.get(key)
+    except TypeError:  # an unhashable value (a list): parse every time
+        return op.parse_params(kwargs)
+    if typed is None:
+        typed = op.parse_params(kwargs)
+        if len(_parsed) >= _PARSED_LIMIT:
+            _parsed.clear()
+        _parsed[key] = typed
+    return dict(typed)
 
 
 def _take_named_inputs(op: OpDef, param_names: tuple[str, ...], inputs: list, kwargs: dict[str, Any]) -> None:
