@@ -62,3 +62,21 @@ def test_unhashable_parameters_and_full_caches_still_dispatch(monkeypatch):
     for n in range(1, 6):  # a new shape and a new parameter value each time
         assert mx.nd.sum(mx.nd.ones((n, 2)), axis=0, keepdims=n).asnumpy().reshape(-1).tolist() == [float(n)] * 2
     assert len(invoke._inferred) <= 2 and len(op_functions._parsed) <= 2
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+def test_plain_unary_calls_take_the_fast_path_and_equal_the_general_one(dtype):
+    from mxkit.ndarray.invoke import invoke_by_name
+    from mxkit.ndarray.registry import get_registry
+
+    data = mx.nd.array(np.array([[-2.5, -0.5, 0.0], [0.25, 0.75, 3.0]]), dtype=dtype)
+    for name in get_registry().names():
+        op_functions._info(name)  # what the first call of each operator function records
+    fast = sorted(name for name in op_functions._plain_unary if not name.startswith("_") and hasattr(mx.nd, name))
+    assert {"relu", "exp", "sqrt", "negative", "sign"} <= set(fast)
+    for name in fast:
+        got = getattr(mx.nd, name)(data).asnumpy()
+        want = invoke_by_name(name, data).asnumpy()  # inference, then the same kernel
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        np.testing.assert_array_equal(got, want, err_msg=name)
