@@ -108,6 +108,12 @@ def _prelu(params: dict, ins: list, outs: list) -> dict[int, Shape]:
     return {1: (data[1],)}
 
 
+def _rnn(params: dict, ins: list, outs: list) -> dict[int, Shape]:
+    from mxkit.ndarray.ops.nn_rnn import rnn_input_shapes
+
+    return rnn_input_shapes(params, ins, outs)
+
+
 def _group_norm(params: dict, ins: list, outs: list) -> dict[int, Shape]:
     # MXNet 1.9.1: one gamma and beta per group, not per channel
     return {i: (params.get("num_groups", 1),) for i in range(1, len(ins))}
@@ -127,6 +133,7 @@ RULES: dict[str, Rule] = {
     "LogisticRegressionOutput": _label_like_data,
     "MAERegressionOutput": _label_like_data,
     "LeakyReLU": _prelu,
+    "RNN": _rnn,
 }
 
 
