@@ -223,3 +223,15 @@ def test_sequence_ops_reject_bad_axes_and_lengths(nd):
         nd.SequenceLast(nd.zeros((3, 2, 1)), nd.ones((3,)), use_sequence_length=True)
     with pytest.raises(ShapeError, match=r"data shape \(3,\) needs a time axis and a batch axis"):
         nd.SequenceLast(nd.zeros((3,)))
+
+
+def test_training_traces_do_not_outlive_their_outputs(nd):
+    from mxkit.ndarray import autograd
+    from mxkit.ndarray.ops import nn_rnn
+
+    size = rnn_param_size("rnn_tanh", 1, 3, 64)
+    arrays = [nd.ones((4, 64, 3)), nd.ones((size,)) * 0.01, nd.zeros((1, 64, 64))]
+    for _ in range(nn_rnn._TRACES._capacity + 4):
+        with autograd.record():
+            nd.RNN(*arrays, mode="rnn_tanh", state_size=64, num_layers=1).wait_to_read()
+    assert len(nn_rnn._TRACES) <= nn_rnn._TRACES._capacity

@@ -16,6 +16,7 @@ trace runs the forward again (impossible with dropout, whose masks must be the f
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from typing import Any
 
@@ -146,19 +147,35 @@ def rnn_input_shapes(params: dict, ins: list, outs: list) -> dict[int, tuple[int
 # ---- forward and backward over the stack ------------------------------------------------------
 
 class _TraceTable:
-    """The forward traces of recent training forwards, keyed by their output buffer's address."""
+    """The forward traces of recent training forwards, keyed by their output buffer's address.
 
-    def __init__(self, capacity: int = 64) -> None:
+    An entry goes when the output's buffer is freed (a finalizer on the array that owns the
+    memory) or when more than ``capacity`` entries are held, so that imperative loops, which
+    make a fresh output every step, do not keep old traces alive.
+    """
+
+    def __init__(self, capacity: int = 16) -> None:
         self._entries: OrderedDict[tuple, tuple[Any, list]] = OrderedDict()
         self._capacity = capacity
         self._lock = threading.Lock()
 
-    def put(self, key: tuple, output_copy: Any, traces: list) -> None:
+    def put(self, key: tuple, output: Any, traces: list) -> None:
         with self._lock:
-            self._entries[key] = (output_copy, traces)
+            self._entries[key] = (output.copy(), traces)
             self._entries.move_to_end(key)
             while len(self._entries) > self._capacity:
                 self._entries.popitem(last=False)
+        owner = output
+        while getattr(owner, "base", None) is not None and hasattr(owner.base, "shape"):
+            owner = owner.base
+        try:
+            weakref.finalize(owner, self.discard, key)
+        except TypeError:  # an owner that takes no weak references: the capacity bound still holds
+            pass
+
+    def discard(self, key: tuple) -> None:
+        with self._lock:
+            self._entries.pop(key, None)
 
     def get(self, xp: Any, key: tuple, output: Any) -> list | None:
         with self._lock:
@@ -166,6 +183,9 @@ class _TraceTable:
         if entry is None or not bool(xp.array_equal(entry[0], output)):
             return None
         return entry[1]
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 _TRACES = _TraceTable()
@@ -221,7 +241,7 @@ def _rnn_kernel(xp, inputs, outputs, params):
         if params["mode"] == "lstm":
             write(xp, outputs[2], xp.stack(final_c))
     if training:
-        _TRACES.put(_trace_key(outputs[0]), outputs[0].copy(), [traces, masks])
+        _TRACES.put(_trace_key(outputs[0]), outputs[0], [traces, masks])
 
 
 def _rnn_backward_kernel(xp, inputs, outputs, params):
