@@ -198,3 +198,27 @@ def test_bad_cell_and_iterator_inputs_are_rejected():
         mx.rnn.encode_sentences([["zz"]], vocab={"a": 1})
     with pytest.raises(MXKitError, match="needs default_bucket_key"):
         mx.mod.BucketingModule(lambda k: None)
+
+
+def test_zoneout_keeps_the_new_values_in_prediction_and_old_ones_when_always_zoned():
+    rng = np.random.default_rng(4)
+    data = rng.uniform(-1, 1, (2, 3, 4)).astype(np.float32)
+
+    def run(cell, train: bool):
+        out, _ = cell.unroll(3, mx.sym.var("data"), merge_outputs=False)
+        sym = mx.sym.Group(out)
+        exe = sym.simple_bind(mx.cpu(), data=(2, 3, 4))
+        weights = np.random.default_rng(1)
+        for name in sorted(exe.arg_dict):
+            exe.arg_dict[name][:] = data if name == "data" else weights.uniform(-0.5, 0.5, exe.arg_dict[name].shape)
+        return [o.asnumpy() for o in exe.forward(is_train=train)]
+
+    plain = run(mx.rnn.GRUCell(4, prefix="z_"), train=False)
+    zoned = run(mx.rnn.ZoneoutCell(mx.rnn.GRUCell(4, prefix="z_"), zoneout_outputs=0.5, zoneout_states=0.5), False)
+    for a, b in zip(plain, zoned):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+    # in training every unit either takes its new value or keeps the previous step's
+    trained = run(mx.rnn.ZoneoutCell(mx.rnn.GRUCell(4, prefix="z_"), zoneout_outputs=0.5), True)
+    np.testing.assert_allclose(trained[0][(trained[0] != 0)], plain[0][(trained[0] != 0)], rtol=1e-6)
+    with pytest.raises(MXKitError, match="FusedRNNCell does not support zoneout"):
+        mx.rnn.ZoneoutCell(mx.rnn.FusedRNNCell(3))
