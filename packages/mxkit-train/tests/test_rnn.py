@@ -159,6 +159,12 @@ def test_bucketing_module_fits_with_the_sentence_iterator(tmp_path):
     assert np.isfinite(score[0][1])
     module.save_checkpoint(str(tmp_path / "lm"), 2)
     assert (tmp_path / "lm-5-symbol.json").exists() and (tmp_path / "lm-0002.params").exists()
+    loaded = mx.mod.BucketingModule.load(str(tmp_path / "lm"), 2, sym_gen=rnn_models.lm_sym_gen(mx),
+                                         default_bucket_key=train.default_bucket_key)
+    loaded.bind(train.provide_data, train.provide_label, for_training=False)
+    np.testing.assert_allclose(loaded.score(train, mx.metric.Perplexity(0))[0][1], score[0][1], rtol=1e-5)
+    for name, value in module.get_params()[0].items():
+        np.testing.assert_array_equal(loaded.get_params()[0][name].asnumpy(), value.asnumpy())
 
 
 def test_rnn_checkpoint_unpacks_fused_weights(tmp_path):

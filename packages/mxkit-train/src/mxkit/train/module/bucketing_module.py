@@ -69,6 +69,25 @@ class BucketingModule(BaseModule):
         self._params_dirty = False
         self._monitor: Any = None
         self._grad_req: Any = None
+        self._arg_params: dict | None = None
+        self._aux_params: dict | None = None
+
+    @staticmethod
+    def load(prefix: str, epoch: int, sym_gen: Callable[[Any], tuple] | None = None,
+             default_bucket_key: Any = None, **kwargs: Any) -> BucketingModule:
+        """A module with the parameters of ``prefix-%04d.params`` (from :meth:`save_checkpoint`).
+
+        ``sym_gen`` and ``default_bucket_key`` are required (symbols are rebuilt, not read);
+        ``kwargs`` go to the constructor. Bind it before use.
+        """
+        from mxkit.train.model.checkpoint import load_params
+
+        if sym_gen is None or default_bucket_key is None:
+            raise ModuleError("BucketingModule.load needs sym_gen and default_bucket_key to rebuild the buckets")
+        module = BucketingModule(sym_gen, default_bucket_key=default_bucket_key, **kwargs)
+        module._arg_params, module._aux_params = load_params(prefix, epoch)
+        module.params_initialized = True
+        return module
 
     def _call_sym_gen(self, bucket_key: Any) -> tuple[Any, list[str], list[str]]:
         result = self._sym_gen(bucket_key)
@@ -199,7 +218,8 @@ class BucketingModule(BaseModule):
              grad_req: Any = "write") -> None:
         """Bind the default bucket for ``data_shapes`` (the iterator's ``provide_data``)."""
         if self.params_initialized:
-            arg_params, aux_params = self.get_params()
+            # keep parameters set before (loaded, or from an earlier binding) for the new executors
+            arg_params, aux_params = self.get_params() if self.binded else (self._arg_params, self._aux_params)
         if force_rebind:
             self._reset_bind()
         if self.binded:
