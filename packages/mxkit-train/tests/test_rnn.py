@@ -228,3 +228,28 @@ def test_zoneout_keeps_the_new_values_in_prediction_and_old_ones_when_always_zon
     np.testing.assert_allclose(trained[0][(trained[0] != 0)], plain[0][(trained[0] != 0)], rtol=1e-6)
     with pytest.raises(MXKitError, match="FusedRNNCell does not support zoneout"):
         mx.rnn.ZoneoutCell(mx.rnn.FusedRNNCell(3))
+
+
+def test_fused_lstm_with_dropout_trains_in_a_bucketing_module(tmp_path):
+    rng = np.random.default_rng(3)
+    sentences = [list(rng.integers(1, rnn_models.VOCAB, size=length)) for length in [3] * 8 + [5] * 8]
+    train = mx.rnn.BucketSentenceIter(sentences, batch_size=4, buckets=[3, 5], invalid_label=0)
+    cell = mx.rnn.FusedRNNCell(6, num_layers=2, dropout=0.3, mode="lstm", prefix="lstm_")
+
+    def sym_gen(length):
+        embed = mx.sym.Embedding(mx.sym.var("data"), input_dim=rnn_models.VOCAB, output_dim=5, name="embed")
+        cell.reset()
+        outputs, _ = cell.unroll(length, inputs=embed, merge_outputs=True, layout="NTC")
+        pred = mx.sym.FullyConnected(mx.sym.Reshape(outputs, shape=(-1, 6)), num_hidden=rnn_models.VOCAB, name="pred")
+        label = mx.sym.Reshape(mx.sym.var("softmax_label"), shape=(-1,))
+        return mx.sym.SoftmaxOutput(pred, label, name="softmax"), ("data",), ("softmax_label",)
+
+    module = mx.mod.BucketingModule(sym_gen, default_bucket_key=train.default_bucket_key)
+    prefix = str(tmp_path / "fused")
+    module.fit(train, eval_metric=mx.metric.Perplexity(0), num_epoch=1, initializer=mx.init.Xavier(),
+               optimizer_params={"learning_rate": 0.1}, epoch_end_callback=mx.rnn.do_rnn_checkpoint(cell, prefix))
+    saved = mx.nd.load(f"{prefix}-0001.params")
+    assert "arg:lstm_l1_h2h_o_weight" in saved and "arg:lstm_parameters" not in saved
+    args, _ = module.get_params()
+    _, loaded, _ = mx.rnn.load_rnn_checkpoint(cell, prefix, 1)
+    np.testing.assert_array_equal(loaded["lstm_parameters"].asnumpy(), args["lstm_parameters"].asnumpy())
