@@ -257,3 +257,12 @@ def test_training_traces_do_not_outlive_their_outputs(nd):
         with autograd.record():
             nd.RNN(*arrays, mode="rnn_tanh", state_size=64, num_layers=1).wait_to_read()
     assert len(nn_rnn._TRACES) <= nn_rnn._TRACES._capacity
+
+
+def test_unsupported_rnn_options_are_rejected(nd):
+    size = rnn_param_size("lstm", 1, 2, 2)
+    args = [nd.zeros((3, 1, 2)), nd.zeros((size,)), nd.zeros((1, 1, 2)), nd.zeros((1, 1, 2))]
+    with pytest.raises(ShapeError, match="projection_size=1 is not supported"):
+        nd.RNN(*args, mode="lstm", state_size=2, num_layers=1, projection_size=1)
+    with pytest.raises(ShapeError, match=r"p=1.5 must be in \[0, 1\)"):
+        nd.RNN(*args, mode="lstm", state_size=2, num_layers=1, p=1.5)

@@ -253,3 +253,18 @@ def test_fused_lstm_with_dropout_trains_in_a_bucketing_module(tmp_path):
     args, _ = module.get_params()
     _, loaded, _ = mx.rnn.load_rnn_checkpoint(cell, prefix, 1)
     np.testing.assert_array_equal(loaded["lstm_parameters"].asnumpy(), args["lstm_parameters"].asnumpy())
+
+
+def test_bucket_whose_parameters_change_shape_is_rejected():
+    def sym_gen(length):
+        data = mx.sym.var("data")
+        hidden = 3 if length == 5 else 4  # a bucket-dependent layer size cannot share the weights
+        out = mx.sym.FullyConnected(mx.sym.Reshape(data, shape=(0, -1)), num_hidden=hidden, name="fc")
+        return mx.sym.MakeLoss(mx.sym.sum(out)), ("data",), None
+
+    module = mx.mod.BucketingModule(sym_gen, default_bucket_key=5)
+    module.bind(data_shapes=[("data", (2, 5))])
+    module.init_params(mx.init.Xavier())
+    batch = mx.io.DataBatch([mx.nd.ones((2, 3))], bucket_key=3, provide_data=[mx.io.DataDesc("data", (2, 3))])
+    with pytest.raises(MXKitError, match=r"bucket key 3: parameter 'fc_weight' has shape \(4, 3\), but the default"):
+        module.forward(batch)
