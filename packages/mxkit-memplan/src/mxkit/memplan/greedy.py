@@ -40,8 +40,10 @@ class LifetimeIndex:
         while width < max(num_steps, 1):
             width *= 2
         self._width = width
-        self._full: dict[int, list[int]] = {}  # tree node -> blocks covering its whole range
-        self._starting: dict[int, list[int]] = {}  # tree node -> blocks starting in its range
+        # flat arrays over the tree's nodes, a list created on first use (None before):
+        # blocks covering a node's whole range, and blocks starting in its range
+        self._full: list[list[int] | None] = [None] * (2 * width)
+        self._starting: list[list[int] | None] = [None] * (2 * width)
 
     def add(self, block_id: int, first: int, last: int) -> None:
         """Record that block ``block_id`` is live during steps ``first..last``."""
@@ -49,17 +51,29 @@ class LifetimeIndex:
         full = self._full
         while low < high:
             if low & 1:
-                full.setdefault(low, []).append(block_id)
+                blocks = full[low]
+                if blocks is None:
+                    full[low] = [block_id]
+                else:
+                    blocks.append(block_id)
                 low += 1
             if high & 1:
                 high -= 1
-                full.setdefault(high, []).append(block_id)
+                blocks = full[high]
+                if blocks is None:
+                    full[high] = [block_id]
+                else:
+                    blocks.append(block_id)
             low >>= 1
             high >>= 1
         node = first + self._width
         starting = self._starting
         while node:
-            starting.setdefault(node, []).append(block_id)
+            blocks = starting[node]
+            if blocks is None:
+                starting[node] = [block_id]
+            else:
+                blocks.append(block_id)
             node >>= 1
 
     def overlapping(self, first: int, last: int) -> list[int]:
@@ -68,23 +82,23 @@ class LifetimeIndex:
         node = first + self._width
         full = self._full
         while node:
-            blocks = full.get(node)
+            blocks = full[node]
             if blocks:
-                found.extend(blocks)
+                found += blocks
             node >>= 1
         starting = self._starting
         low, high = first + 1 + self._width, last + self._width + 1
         while low < high:
             if low & 1:
-                blocks = starting.get(low)
+                blocks = starting[low]
                 if blocks:
-                    found.extend(blocks)
+                    found += blocks
                 low += 1
             if high & 1:
                 high -= 1
-                blocks = starting.get(high)
+                blocks = starting[high]
                 if blocks:
-                    found.extend(blocks)
+                    found += blocks
             low >>= 1
             high >>= 1
         return found
@@ -112,6 +126,23 @@ def compact(blocks: list[Block], num_steps: int) -> int:
     return _place(blocks, order, num_steps, best_fit=False)
 
 
+def _gap_by_loop(neighbours: list[tuple[int, int]], size: int, best_fit: bool) -> int:
+    """The offset for ``size`` bytes among ``neighbours`` (``(low, high)``, sorted): the
+    smallest gap that fits (the first one with ``best_fit`` false), else above them all."""
+    best_offset, best_gap, top = -1, -1, 0
+    for low, high in neighbours:
+        gap = low - top
+        if gap >= size and (best_gap < 0 or gap < best_gap):
+            best_offset, best_gap = top, gap
+            # first fit stops at the first gap; best fit at an exact one, which no
+            # later gap can beat (ties keep the first)
+            if not best_fit or gap == size:
+                break
+        if high > top:
+            top = high
+    return best_offset if best_offset >= 0 else top
+
+
 def _place(blocks: list[Block], order: list[int], num_steps: int, best_fit: bool) -> int:
     index = LifetimeIndex(num_steps)
     placed: list[tuple[int, int]] = [(0, 0)] * len(blocks)  # (offset, end) once placed
@@ -122,17 +153,8 @@ def _place(blocks: list[Block], order: list[int], num_steps: int, best_fit: bool
         if size == 0:
             block.offset = 0
             continue
-        # the hot loop of the planner: C-level gather and sort, plain compares after
-        best_offset, best_gap, top = -1, -1, 0
-        for low, high in sorted(map(placed.__getitem__, index.overlapping(block.start, block.end))):
-            gap = low - top
-            if gap >= size and (best_gap < 0 or gap < best_gap):
-                best_offset, best_gap = top, gap
-                if not best_fit:
-                    break
-            if high > top:
-                top = high
-        block.offset = best_offset if best_offset >= 0 else top
+        neighbours = sorted(map(placed.__getitem__, index.overlapping(block.start, block.end)))
+        block.offset = _gap_by_loop(neighbours, size, best_fit)
         placed[block_id] = (block.offset, block.offset + size)
         if block.offset + size > arena:
             arena = block.offset + size

@@ -77,20 +77,32 @@ def _plan_from_buffers(graph: Graph, strategy: str, traversal: Traversal, buffer
                        started: float, details: dict[str, Any] | None = None) -> MemoryPlan:
     """One pool per buffer that holds an entry, numbered in order of first use."""
     pool_of: dict[int, int] = {}
+    shared: list[Storage] = []  # one Storage per pool: they are immutable and all at offset 0
     storage: dict[str, Storage] = {}
-    for entry, buffer in enumerate(traversal.buffer_of):
+    for name, buffer in zip(entry_names(graph), traversal.buffer_of):
         if buffer < 0:
             continue
-        pool = pool_of.setdefault(buffer, len(pool_of))
-        storage[graph.entries[entry].name] = Storage(pool, 0)
+        pool = pool_of.get(buffer)
+        if pool is None:
+            pool = pool_of[buffer] = len(shared)
+            shared.append(Storage(pool, 0))
+        storage[name] = shared[pool]
     pools = tuple(Pool(pool, buffers.device[buffer], buffers.size[buffer]) for buffer, pool in pool_of.items())
     return _finish(graph, strategy, storage, pools, traversal, started, details)
 
 
+def entry_names(graph: Graph) -> list[str]:
+    """The names of ``graph``'s entries, by index (cached on the graph)."""
+    names = graph._cache.get("names")
+    if names is None:
+        names = graph._cache["names"] = [entry.name for entry in graph.entries]
+    return names  # type: ignore[no-any-return]
+
+
 def _finish(graph: Graph, strategy: str, storage: dict[str, Storage], pools: tuple[Pool, ...],
             traversal: Traversal, started: float, details: dict[str, Any] | None) -> MemoryPlan:
-    names = graph.entries
-    inplace = {names[t].name: (names[s].name, identity) for t, (s, identity) in traversal.inplace.items()}
+    names = entry_names(graph)
+    inplace = {names[t]: (names[s], identity) for t, (s, identity) in traversal.inplace.items()}
     profile, bound = lower_bound(graph)
     return MemoryPlan(strategy=strategy, storage=storage, pools=pools, inplace=inplace, live_bytes=profile,
                       lower_bound_bytes=bound, planning_seconds=time.perf_counter() - started,
