@@ -18,6 +18,7 @@ chooses one by name or by the configuration key ``memplan``.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import gc
 import time
@@ -35,6 +36,25 @@ from mxkit.memplan.plan import MemoryPlan, Pool, Storage
 from mxkit.memplan.simulate import Buffers, Traversal, traverse
 
 Planner = Callable[..., MemoryPlan]
+
+# while ``auto`` runs its candidates: (id of the graph, match_range) -> MXNet's traversal,
+# which ``mxnet`` and ``greedy`` both make; None outside ``auto`` so that each strategy's
+# own timing includes all of its work
+_SHARED_MXNET_TRAVERSALS: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
+    "mxkit_memplan_shared_traversals", default=None)
+
+
+def _mxnet_traversal(graph: Graph, match_range: int) -> tuple[Traversal, Buffers]:
+    """MXNet's in-place rules and free list over ``graph`` (shared within one ``auto`` run)."""
+    shared = _SHARED_MXNET_TRAVERSALS.get()
+    key = (id(graph), match_range)
+    if shared is not None and key in shared:
+        return shared[key]  # type: ignore[no-any-return]
+    allocator = MXNetAllocator(match_range)
+    traversal = traverse(graph, allocator, same_size_only=True, output_must_be_read=True)
+    if shared is not None:
+        shared[key] = (traversal, allocator.buffers)
+    return traversal, allocator.buffers
 
 
 def _without_cyclic_gc(planner: Planner) -> Planner:
@@ -152,10 +172,8 @@ def plan_mxnet(graph: Graph, match_range: int = MXNetAllocator.MATCH_RANGE, **op
     _check_options("mxnet", options, {"match_range": "int, default 16"})
     if isinstance(match_range, bool) or not isinstance(match_range, int) or match_range < 0:
         raise PlanError(f"mxnet planner: match_range must be an int >= 0 (MXNet uses 16), got {match_range!r}")
-    allocator = MXNetAllocator(match_range)
-    traversal = traverse(graph, allocator, same_size_only=True, output_must_be_read=True)
-    return _plan_from_buffers(graph, "mxnet", traversal, allocator.buffers, started,
-                              {"match_range": match_range})
+    traversal, buffers = _mxnet_traversal(graph, match_range)
+    return _plan_from_buffers(graph, "mxnet", traversal, buffers, started, {"match_range": match_range})
 
 
 @_without_cyclic_gc
@@ -213,9 +231,8 @@ def plan_greedy(graph: Graph, **options: Any) -> MemoryPlan:
     by_size = traverse(graph, fresh, same_size_only=True)
     blocks, block_of = _blocks(graph, life, by_size, fresh.buffers)
     arenas = {device: place_best_fit(group, graph.num_steps) for device, group in blocks.items()}
-    mxnet_allocator = MXNetAllocator()
-    by_buffer = traverse(graph, mxnet_allocator, same_size_only=True, output_must_be_read=True)
-    buffer_blocks, buffer_block_of = _blocks(graph, life, by_buffer, mxnet_allocator.buffers, stack=True)
+    by_buffer, mxnet_buffers = _mxnet_traversal(graph, MXNetAllocator.MATCH_RANGE)
+    buffer_blocks, buffer_block_of = _blocks(graph, life, by_buffer, mxnet_buffers, stack=True)
     buffer_arenas = {device: compact(group, graph.num_steps) for device, group in buffer_blocks.items()}
     layout = "best fit by size"
     if sum(buffer_arenas.values()) < sum(arenas.values()):
@@ -292,7 +309,11 @@ def plan_auto(graph: Graph, candidates: Iterable[str] = AUTO_CANDIDATES, **optio
             f"auto planner: candidates {names!r} must be a non-empty list of "
             f"{', '.join(n for n in STRATEGIES if n != 'auto')}"
         )
-    plans = [STRATEGIES[name](graph) for name in names]
+    token = _SHARED_MXNET_TRAVERSALS.set({})
+    try:
+        plans = [STRATEGIES[name](graph) for name in names]
+    finally:
+        _SHARED_MXNET_TRAVERSALS.reset(token)
     best = min(plans, key=lambda plan: plan.total_bytes)
     details = {"chosen": best.strategy, "candidates": {p.strategy: p.total_bytes for p in plans},
                **best.details}
