@@ -240,9 +240,14 @@ def plan_greedy(graph: Graph, **options: Any) -> MemoryPlan:
             "mxnet buffers, compacted", buffer_blocks, buffer_block_of, buffer_arenas, by_buffer)
     pools = tuple(Pool(i, device, arenas[device]) for i, device in enumerate(arenas))
     pool_of = {device: i for i, device in enumerate(arenas)}
+    names = entry_names(graph)
+    shared: dict[tuple[str, int], Storage] = {}  # one Storage per block: its entries share it
     storage = {}
-    for entry, (device, block) in block_of.items():
-        storage[graph.entries[entry].name] = Storage(pool_of[device], blocks[device][block].offset)
+    for entry, where in block_of.items():
+        place = shared.get(where)
+        if place is None:
+            place = shared[where] = Storage(pool_of[where[0]], blocks[where[0]][where[1]].offset)
+        storage[names[entry]] = place
     return _finish(graph, "greedy", storage, pools, by_size, started,
                    {"layout": layout, "blocks": sum(len(b) for b in blocks.values())})
 
@@ -253,37 +258,41 @@ def _blocks(graph: Graph, life: Any, traversal: Traversal, buffers: Buffers, sta
     the largest member's size and the union of their lifetimes; and each entry's
     ``(device, block index)``. With ``stack``, blocks start at their buffer's base offset
     when the traversal's buffers are laid end to end."""
-    parent: dict[int, int] = {}
-
-    def find(x: int) -> int:
-        while parent.get(x, x) != x:
-            x = parent[x]
-        return x
-
+    # decisions come in execution order and each target is new when it is decided, so
+    # labelling a target with its source's chain gives the chains without a union-find
+    chain = list(range(len(graph.entries)))
     for target, (source, _identity) in traversal.inplace.items():
-        parent[find(target)] = find(source)
-    base: dict[int, int] = {}
+        chain[target] = chain[source]
+    base: list[int] | None = None
     if stack:
+        base = []
         tops: dict[str, int] = {}
-        for buffer, (device, size) in enumerate(zip(buffers.device, buffers.size)):
-            base[buffer] = tops.get(device, 0)
-            tops[device] = base[buffer] + size
+        for device, size in zip(buffers.device, buffers.size):
+            top = tops.get(device, 0)
+            base.append(top)
+            tops[device] = top + size
+    entry_size, entry_device, start, end = graph.entry_size, graph.entry_device, life.start, life.end
     blocks: dict[str, list[Block]] = {}
-    index_of_root: dict[int, int] = {}
+    block_of_chain: dict[int, tuple[str, int]] = {}
     block_of: dict[int, tuple[str, int]] = {}
     for entry, buffer in enumerate(traversal.buffer_of):
         if buffer < 0:
             continue
-        device, root = graph.entry_device[entry], find(entry)
-        group = blocks.setdefault(device, [])
-        if root not in index_of_root:
-            index_of_root[root] = len(group)
-            group.append(Block(0, life.start[entry], life.end[entry], base.get(buffer, -1)))
-        block = group[index_of_root[root]]
-        block.size = max(block.size, graph.entry_size[entry])
-        block.start = min(block.start, life.start[entry])
-        block.end = max(block.end, life.end[entry])
-        block_of[entry] = (device, index_of_root[root])
+        where = block_of_chain.get(chain[entry])
+        if where is None:
+            device = entry_device[entry]
+            group = blocks.setdefault(device, [])
+            where = block_of_chain[chain[entry]] = (device, len(group))
+            group.append(Block(entry_size[entry], start[entry], end[entry], base[buffer] if base else -1))
+        else:
+            block = blocks[where[0]][where[1]]
+            if entry_size[entry] > block.size:
+                block.size = entry_size[entry]
+            if start[entry] < block.start:
+                block.start = start[entry]
+            if end[entry] > block.end:
+                block.end = end[entry]
+        block_of[entry] = where
     return blocks, block_of
 
 
