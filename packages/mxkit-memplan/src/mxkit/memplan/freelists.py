@@ -169,14 +169,16 @@ class ColourAllocator:
         return (all(node <= row[c] for c, node in self._by_colour[buffer].items())
                 and all(node == step or node in preds for node in self._others[buffer]))
 
-    def _touch(self, buffer: int, step: int) -> None:
+    def note_read(self, buffer: int, step: int) -> None:
+        """Record ``step`` as an accessor of ``buffer``'s contents."""
         colour = self.colour[step]
         if colour < self.path_colours:
-            by_colour = self._by_colour[buffer]
-            if by_colour.get(colour, -1) < step:
-                by_colour[colour] = step
+            # the traversal visits steps in order, so ``step`` is the colour's latest
+            self._by_colour[buffer][colour] = step
         else:
             self._others[buffer].add(step)
+
+    _touch = note_read
 
     def request(self, device: str, size: int, step: int) -> int:
         row, preds = self.latest[step], self.predecessors[step]
@@ -218,9 +220,6 @@ class ColourAllocator:
         key = next(iter(others)) if others else -1
         bisect.insort(self._free.setdefault((self.buffers.device[buffer], key), []),
                       (self.buffers.size[buffer], buffer))
-
-    def note_read(self, buffer: int, step: int) -> None:
-        self._touch(buffer, step)
 
     def note_overwrite(self, buffer: int, step: int) -> None:
         # every accessor of the old contents precedes ``step`` (checked before the
