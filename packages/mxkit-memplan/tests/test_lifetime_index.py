@@ -2,7 +2,7 @@
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mxkit.memplan.greedy import LifetimeIndex, ShortLifetimeIndex
+from mxkit.memplan.greedy import LifetimeIndex, MostlyShortLifetimeIndex, ShortLifetimeIndex
 
 STEPS = 70
 
@@ -14,7 +14,8 @@ def intervals(draw, longest: int):
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.data(), st.sampled_from([(LifetimeIndex, STEPS), (ShortLifetimeIndex, 32)]))
+@given(st.data(), st.sampled_from([(LifetimeIndex, STEPS), (ShortLifetimeIndex, 32),
+                                   (MostlyShortLifetimeIndex, STEPS)]))
 def test_overlapping_is_exactly_the_blocks_sharing_a_step(data, kind):
     index_class, longest = kind
     blocks = data.draw(st.lists(intervals(longest), max_size=40))

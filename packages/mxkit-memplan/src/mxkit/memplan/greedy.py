@@ -143,8 +143,49 @@ class ShortLifetimeIndex:
         return found
 
 
-#: the longest lifetime (in steps, end - start) for which :class:`ShortLifetimeIndex` is used
+class MostlyShortLifetimeIndex:
+    """Short-lived blocks in a :class:`ShortLifetimeIndex`, the few long-lived ones in a
+    list that every query scans (a residual network's in-place chain through all blocks).
+
+    A long block's own query walks the steps of its life once; each query also tests
+    every long block, so this is for at most :data:`FEW_LONG_BLOCKS` of them.
+    """
+
+    def __init__(self, num_steps: int) -> None:
+        self._short = ShortLifetimeIndex(num_steps)
+        self._long: list[tuple[int, int, int]] = []  # (block, first, last)
+
+    def add(self, block_id: int, first: int, last: int) -> None:
+        """Record that block ``block_id`` is live during steps ``first..last``."""
+        if last - first <= SHORT_LIFETIME:
+            self._short.add(block_id, first, last)
+        else:
+            self._long.append((block_id, first, last))
+
+    def overlapping(self, first: int, last: int) -> list[int]:
+        """Ids of the blocks live during at least one of steps ``first..last`` (no repeats)."""
+        found = self._short.overlapping(first, last)
+        for block_id, block_first, block_last in self._long:
+            if block_first <= last and block_last >= first:
+                found.append(block_id)
+        return found
+
+
+#: the longest lifetime (in steps, end - start) that :class:`ShortLifetimeIndex` holds
 SHORT_LIFETIME = 32
+#: the most long-lived blocks :class:`MostlyShortLifetimeIndex` scans at every query
+FEW_LONG_BLOCKS = 4
+
+
+def lifetime_index(blocks: list[Block], num_steps: int,
+                   ) -> LifetimeIndex | ShortLifetimeIndex | MostlyShortLifetimeIndex:
+    """The fastest exact index for these blocks' lifetimes."""
+    long_blocks = sum(1 for block in blocks if block.end - block.start > SHORT_LIFETIME)
+    if long_blocks == 0:
+        return ShortLifetimeIndex(num_steps)
+    if long_blocks <= FEW_LONG_BLOCKS:
+        return MostlyShortLifetimeIndex(num_steps)
+    return LifetimeIndex(num_steps)
 
 
 def place_best_fit(blocks: list[Block], num_steps: int) -> int:
@@ -187,8 +228,7 @@ def _gap_by_loop(neighbours: list[tuple[int, int]], size: int, best_fit: bool) -
 
 
 def _place(blocks: list[Block], order: list[int], num_steps: int, best_fit: bool) -> int:
-    longest = max((block.end - block.start for block in blocks), default=0)
-    index = ShortLifetimeIndex(num_steps) if longest <= SHORT_LIFETIME else LifetimeIndex(num_steps)
+    index = lifetime_index(blocks, num_steps)
     placed: list[tuple[int, int]] = [(0, 0)] * len(blocks)  # (offset, end) once placed
     arena = 0
     for block_id in order:
@@ -206,4 +246,5 @@ def _place(blocks: list[Block], order: list[int], num_steps: int, best_fit: bool
     return arena
 
 
-__all__ = ["Block", "LifetimeIndex", "ShortLifetimeIndex", "compact", "place_best_fit"]
+__all__ = ["Block", "LifetimeIndex", "MostlyShortLifetimeIndex", "ShortLifetimeIndex", "compact", "lifetime_index",
+           "place_best_fit"]
