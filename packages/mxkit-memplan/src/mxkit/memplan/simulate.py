@@ -101,6 +101,7 @@ def step_arrays(graph: Graph) -> StepArrays:
     external, size, device = graph.entry_external, graph.entry_size, graph.entry_device
     reads_count = lifetimes(graph).reads
     planned = [not e for e in external]
+    is_planned = planned.__getitem__
     step_reads: list[tuple[int, ...]] = []
     step_outputs: list[tuple[int, ...]] = []
     step_options: list[tuple[tuple[int, int, int, bool, bool, bool], ...]] = []
@@ -110,8 +111,8 @@ def step_arrays(graph: Graph) -> StepArrays:
         if ignored:
             step_reads.append(tuple(e for slot, e in enumerate(inputs) if slot not in ignored and planned[e]))
         else:
-            step_reads.append(tuple(e for e in inputs if planned[e]))
-        step_outputs.append(tuple(e for e in outputs if planned[e]))
+            step_reads.append(tuple(filter(is_planned, inputs)))
+        step_outputs.append(tuple(filter(is_planned, outputs)))
         if not options:
             step_options.append(empty)
             continue
