@@ -2,7 +2,7 @@
 
 A frame is::
 
-    prefix   16 bytes  b"MXKV", version (u16), flags (u16, 0), header bytes (u32), body bytes (u64)
+    prefix   20 bytes  b"MXKV", version (u16), flags (u16, 0), header bytes (u32), body bytes (u64)
     header   UTF-8 JSON object; its "arrays" lists [dtype.str, shape] of each array of the body
     body     the arrays' bytes, C order, each starting at a multiple of 16 bytes
 
@@ -50,7 +50,7 @@ def encode(header: dict[str, Any], arrays: list[np.ndarray]) -> list[Any]:
 
     The arrays are not copied unless they are not C-contiguous.
     """
-    arrays = [np.ascontiguousarray(array) for array in arrays]
+    arrays = [np.asarray(array, order="C") for array in arrays]  # (ascontiguousarray makes 0-d 1-d)
     header = dict(header, arrays=[[array.dtype.str, list(array.shape)] for array in arrays])
     head = json.dumps(header, separators=(",", ":")).encode()
     buffers: list[Any] = [b"", head]

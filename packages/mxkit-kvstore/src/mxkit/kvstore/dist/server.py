@@ -345,12 +345,9 @@ class Replicas:
 def _bind_host() -> str:
     """The address Ray runs this process on (127.0.0.1 for a local cluster): the data
     channel listens there and nowhere else."""
-    try:
-        import ray
+    import ray
 
-        return ray.util.get_node_ip_address()
-    except Exception:  # noqa: BLE001 - outside Ray (a plain instance in a test): loopback
-        return "127.0.0.1"
+    return ray.util.get_node_ip_address() if ray.is_initialized() else "127.0.0.1"
 
 
 def _decoder(compressor: Any) -> Callable[[Shard, Any], np.ndarray]:
