@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 from mxkit.core.errors import KVStoreError, MXKitError, ShapeError
 from mxkit.kvstore import merge
-from mxkit.kvstore.dist import recovery, remote, transfer, wire
+from mxkit.kvstore.dist import channel, recovery, remote, transfer
+from mxkit.kvstore.dist.settings import ServerSettings
 from mxkit.kvstore.dist.transfer import Key, int_setting
 from mxkit.kvstore.dist.sharding import Part, ShardPlan
 from mxkit.kvstore.keys import group, key_kind
@@ -43,7 +44,7 @@ def _flush_at_exit(store_ref: Any) -> None:
             pass
 
 
-class DistKVStore:
+class DistKVStore(ServerSettings):
     """A worker's handle on a distributed KVStore (MXNet's ``KVStoreDist``).
 
     Made by ``mx.kv.create("dist_sync")`` (see :func:`mxkit.kvstore.dist.create` for the
@@ -101,6 +102,10 @@ class DistKVStore:
         self._model = make_model(consistency, num_workers=self._num_workers, **model_options)
         self._servers = [ray.get_actor(name, namespace=namespace) for name in info["servers"]]
         self._plan = ShardPlan(len(self._servers), int(info["bigarray_bound"]))
+        # the data path: one persistent connection per server (Ray carries only control calls)
+        self._channels = [channel.Connection(index, self._address_of(server, index),
+                                             self._timeout + remote.ANSWER_MARGIN)
+                          for index, server in enumerate(self._servers)]
         self._wait_all([server.configure.remote(self._rank, consistency, model_options) for server in self._servers],
                        "configuring the servers")
         self._keys: dict[Any, Key] = {}
@@ -161,21 +166,32 @@ class DistKVStore:
 
     # -- helpers ----------------------------------------------------------------------
 
+    def _address_of(self, server: Any, index: int) -> Callable[[], tuple[str, int]]:
+        def resolve() -> tuple[str, int]:
+            return tuple(remote.wait(server.channel_address.remote(), f"finding server {index}'s data channel",
+                                     self._timeout + remote.ANSWER_MARGIN))
+
+        return resolve
+
     def _wait_all(self, refs: list[Any], what: str) -> list[Any]:
+        """The answers of Ray calls, or of data-channel requests (:class:`.channel.Pending`)."""
+        if refs and isinstance(refs[0], channel.Pending):
+            return [pending.result() for pending in refs]
         return remote.wait(refs, what, self._timeout + remote.ANSWER_MARGIN)
 
     def _send_deferred(self) -> None:
         """Send the push that waits to travel with the next pull."""
         deferred, self._deferred = self._deferred, {}
-        self._in_flight.extend(self._servers[server].push.remote(self._rank, self._epoch, rounds, wire.pack(values))
-                               for server, (rounds, values) in deferred.items())
+        for server, (rounds, values) in deferred.items():
+            self._in_flight.append(self._channels[server].push(self._rank, self._epoch, rounds, values))
 
     def _flush(self) -> None:
         """Send the deferred push and wait for the pushes in flight (raising their errors)."""
         self._send_deferred()
         refs, self._in_flight = self._in_flight, []
         if refs:
-            self._ask(lambda: refs, "push")
+            first = [refs]  # after a recovery the lost pushes were sent again: nothing to ask twice
+            self._ask(lambda: first.pop() if first else [], "push")
 
     def _check_pushes(self) -> None:
         """Raise the errors of finished pushes (recovering from a lost server when replicated)."""
@@ -267,12 +283,12 @@ class DistKVStore:
 
     def _encode(self, entry: Key, part: Part, data: np.ndarray) -> Any:
         if self._compressor is None:
-            return self._payload(data)
+            return data
         flat = np.ascontiguousarray(data).reshape(-1)
         residual = self._residuals.get((entry.key, part.index))
         if residual is None and self._compressor.needs_residual:
             residual = self._residuals[(entry.key, part.index)] = np.zeros(part.size, dtype=entry.dtype)
-        return tuple(self._payload(np.asarray(item)) for item in self._compressor.compress(np, flat, residual))
+        return tuple(np.asarray(item) for item in self._compressor.compress(np, flat, residual))
 
     def push(self, key: Any, value: Any, priority: int = 0) -> None:
         """Push ``value`` into ``key``: one round of this worker (a list of arrays is summed first).
@@ -344,14 +360,12 @@ class DistKVStore:
         self._check_pushes()
         push_batches, self._deferred = self._deferred, {}
         refs = []
-        for server, items in pull_batches.items():
+        for server, items in pull_batches.items():  # one request per server: its pushes ride along
             rounds, values = push_batches.pop(server, ([], []))
-            refs.append(self._servers[server].pushpull.remote(self._rank, self._epoch, rounds, wire.pack(values),
-                                                             items, self._timeout) if rounds else
-                        self._servers[server].pull.remote(self._rank, self._epoch, items, self._timeout))
+            refs.append(self._channels[server].pull(self._rank, self._epoch, items, self._timeout, rounds, values))
         # servers with pushed parts but nothing to read (out names other keys)
-        self._in_flight.extend(self._servers[server].push.remote(self._rank, self._epoch, rounds, wire.pack(values))
-                               for server, (rounds, values) in push_batches.items())
+        for server, (rounds, values) in push_batches.items():
+            self._in_flight.append(self._channels[server].push(self._rank, self._epoch, rounds, values))
         first = [refs]
 
         def send() -> list[Any]:  # the pushes travel once; a retry after a server restart only pulls
@@ -360,7 +374,7 @@ class DistKVStore:
         self._receive(checked, pull_batches, self._ask(send, "pull"))
 
     def _pull_refs(self, batches: dict[int, list[Any]]) -> list[Any]:
-        return [self._servers[server].pull.remote(self._rank, self._epoch, items, self._timeout)
+        return [self._channels[server].pull(self._rank, self._epoch, items, self._timeout)
                 for server, items in batches.items()]
 
     def _receive(self, checked: list[tuple[Key, list[Any]]], batches: dict[int, list[Any]],
@@ -368,8 +382,11 @@ class DistKVStore:
         """Write the servers' answers (in the order of ``batches``) into the pull targets."""
         found: dict[tuple[Any, int], np.ndarray] = {}
         clocks: dict[Any, tuple[int, int]] = {}
-        for items, (packed, part_clocks) in zip(batches.values(), answers, strict=True):
-            for (shard_id, _), part_value, clock in zip(items, wire.unpack(packed), part_clocks, strict=True):
+        for items, (values, part_clocks) in zip(batches.values(), answers, strict=True):
+            if len(values) != len(items) or len(part_clocks) != len(items):
+                raise KVStoreError(f"a server answered a pull of {len(items)} parts with {len(values)} values and "
+                                   f"{len(part_clocks)} clocks")
+            for (shard_id, _), part_value, clock in zip(items, values, part_clocks, strict=True):
                 found[shard_id] = part_value
                 clocks[shard_id[0]] = clock
         self.last_pull_clocks = [(entry.key, *clocks[entry.key]) for entry, _ in checked]
@@ -430,106 +447,6 @@ class DistKVStore:
         self._unconfirmed.clear()  # every round of the epoch is merged and replicated
 
     _barrier = barrier
-
-    # -- updaters, compression --------------------------------------------------------
-
-    def set_optimizer(self, optimizer: Any) -> None:
-        """Run ``optimizer`` on the servers, sent by registry name and JSON parameters.
-
-        Raises
-        ------
-        KVStoreError
-            If ``optimizer`` is not an mxkit optimizer that describes itself as JSON
-            (``optimizer.dumps()``).
-        """
-        dumps = getattr(optimizer, "dumps", None)
-        if not callable(dumps):
-            raise KVStoreError(f"set_optimizer on a distributed store sends the optimizer by its registered name "
-                               f"and parameters; pass an mxkit optimizer (mx.optimizer.create('sgd', ...)), got "
-                               f"{type(optimizer).__name__}. A custom update rule needs set_updater and "
-                               f"allow_remote_code=True")
-        try:
-            description = dumps()
-        except MXKitError as exc:
-            raise KVStoreError(f"set_optimizer: the optimizer cannot be sent to the servers: {exc}") from None
-        self._flush()
-        self._wait_all([server.set_optimizer.remote(self._rank, description) for server in self._servers],
-                       "set_optimizer")
-
-    def set_updater(self, updater: Callable[[Any, Any, Any], None]) -> None:
-        """Run ``updater(key, grad, weight)`` on the servers (needs ``allow_remote_code=True``).
-
-        Raises
-        ------
-        KVStoreError
-            Without the opt-in (the function would be serialised and run on the servers),
-            or if ``updater`` is not callable.
-        """
-        if not callable(updater):
-            raise KVStoreError(f"set_updater needs a callable updater(key, grad, weight), got {updater!r}")
-        if not self._allow_remote_code:
-            raise KVStoreError("set_updater on a distributed store ships the function to the servers and runs it "
-                               "there; create the store with mx.kv.create(..., allow_remote_code=True) to allow "
-                               "that, or use set_optimizer(mx.optimizer.create(name, ...)), which sends only a "
-                               "name and parameters")
-        self._flush()
-        self._wait_all([server.set_updater.remote(self._rank, updater) for server in self._servers], "set_updater")
-
-    _set_updater = set_updater
-
-    def set_gradient_compression(self, compression_params: dict[str, Any]) -> None:
-        """Compress this worker's pushes, e.g. ``{'type': '2bit', 'threshold': 0.5}``.
-
-        Workers compress their summed gradient (residuals per key part); servers decode.
-
-        Raises
-        ------
-        KVStoreError
-            If the argument is not a dict with a ``type``, or has bad parameters.
-        UnknownPluginError
-            If no plugin provides the type.
-        """
-        from mxkit.kvstore.compression import make_compressor
-
-        compressor = make_compressor(compression_params)
-        self._flush()
-        self._wait_all([server.set_compression.remote(self._rank, dict(compression_params))
-                        for server in self._servers], "set_gradient_compression")
-        self._compressor = None if compressor.type == "none" else compressor
-        self._residuals.clear()
-
-    @property
-    def gradient_compression(self) -> Any:
-        """The compressor in force (``None`` without compression)."""
-        return self._compressor
-
-    # -- optimizer states -------------------------------------------------------------
-
-    def save_optimizer_states(self, fname: Any, dump_optimizer: bool = False) -> None:
-        """Save the servers' optimizer states to ``fname`` (``.npz`` + JSON manifest, no pickle).
-
-        The parts of split keys are joined, so the file is the same for any number of servers.
-        """
-        from mxkit.kvstore.dist.states import gather_states, write_states
-
-        self._flush()
-        write_states(fname, gather_states(self._keys, self._wait_all(
-            [server.states.remote() for server in self._servers], "save_optimizer_states")))
-
-    def load_optimizer_states(self, fname: Any) -> None:
-        """Load states written by :meth:`save_optimizer_states` onto the servers.
-
-        Raises
-        ------
-        FormatError
-            If ``fname`` is not such a file.
-        """
-        from mxkit.kvstore.dist.states import read_states, split_states
-
-        self._flush()
-        per_server = split_states(self._keys, read_states(fname), len(self._servers))
-        self._wait_all([server.load_states.remote(per_server[index]) for index, server in enumerate(self._servers)],
-                       "load_optimizer_states")
 
 
 __all__ = ["DistKVStore", "OBJECT_STORE_MIN_BYTES"]
