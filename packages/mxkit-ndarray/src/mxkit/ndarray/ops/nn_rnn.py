@@ -157,7 +157,9 @@ class _TraceTable:
     def __init__(self, capacity: int = 16) -> None:
         self._entries: OrderedDict[tuple, tuple[Any, list]] = OrderedDict()
         self._capacity = capacity
-        self._lock = threading.Lock()
+        # reentrant: a finalizer (discard) can run inside put() on this thread when the copy
+        # below triggers a garbage collection that frees an older output
+        self._lock = threading.RLock()
 
     def put(self, key: tuple, output: Any, traces: list) -> None:
         with self._lock:
@@ -169,7 +171,7 @@ class _TraceTable:
         while getattr(owner, "base", None) is not None and hasattr(owner.base, "shape"):
             owner = owner.base
         try:
-            weakref.finalize(owner, self.discard, key)
+            weakref.finalize(owner, self.discard, key).atexit = False  # nothing to tidy at exit
         except TypeError:  # an owner that takes no weak references: the capacity bound still holds
             pass
 
