@@ -28,7 +28,8 @@ def main():
             array[:] = np.random.uniform(-0.07, 0.07, array.shape)
     executor.arg_dict["data"][:] = np.random.rand(100, 784)
     probabilities = executor.forward()[0].asnumpy()
-    print("class probabilities of the first sample:", np.round(probabilities[0], 3), "sum", probabilities[0].sum())
+    first = probabilities[0]
+    print("class probabilities of the first sample:", np.round(first, 3), f"sum {first.sum():.4f}")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from mxkit.memplan import Entry, Graph, Node
 
-SIZES = st.sampled_from([0, 1, 8, 8, 16, 16, 16, 24, 64, 100, 256])
+SIZE_CHOICES = (0, 1, 8, 8, 16, 16, 16, 24, 64, 100, 256)
+SIZES = st.sampled_from(SIZE_CHOICES)
 
 
 @st.composite
@@ -101,3 +102,72 @@ def reference_check(plan, graph: Graph) -> list[str]:
             if not ok:
                 problems.append(f"{a} {life[a]} and {b} {life[b]} overlap in pool {sa.pool}")
     return problems
+
+
+def seeded_graph(seed: int, max_nodes: int = 40, devices: tuple[str, ...] = ("cpu(0)", "gpu(0)")) -> Graph:
+    """A reproducible random graph (``random.Random(seed)``) of the same family as
+    :func:`graphs`: many equal sizes, so the planners' tie-breaking is exercised."""
+    import random
+
+    rng = random.Random(seed)
+    sizes = SIZE_CHOICES
+    entries = [Entry(f"arg{i}", rng.choice(sizes), rng.choice(devices), external=True)
+               for i in range(rng.randint(1, 3))]
+    nodes = []
+    for n in range(rng.randint(1, max_nodes)):
+        available = [e.name for e in entries]
+        inputs = tuple(rng.choice(available) for _ in range(rng.randint(1, 3)))
+        device = rng.choice(devices)
+        outputs = []
+        for k in range(rng.randint(1, 2)):
+            entries.append(Entry(f"n{n}_{k}", rng.choice(sizes), device, external=rng.random() < 0.125))
+            outputs.append(entries[-1].name)
+        ignored = frozenset(s for s in range(len(inputs)) if rng.randint(0, 9) == 0)
+        options = [(slot, rng.randint(0, len(outputs) - 1), rng.randint(0, 4) == 0)
+                   for slot in range(len(inputs)) if slot not in ignored and rng.random() < 0.5]
+        nodes.append(Node(f"node{n}", inputs, tuple(outputs), tuple(options), ignored))
+    return Graph(nodes, entries)
+
+
+#: the strategies (and options) whose plans the fingerprint fixture records
+FINGERPRINTED = (("none", {}), ("inplace", {}), ("coshare", {}), ("coshare", {"max_colours": None}),
+                 ("mxnet", {}), ("greedy", {}), ("auto", {}))
+
+
+def plan_digest(plan) -> str:
+    """A short hash of everything a plan decides: each entry's pool and offset, the pools,
+    the in-place decisions, the live-bytes profile, the lower bound and the details."""
+    import hashlib
+    import json
+
+    decided = {
+        "storage": sorted((name, s.pool, s.offset) for name, s in plan.storage.items()),
+        "pools": [(p.id, p.device, p.size) for p in plan.pools],
+        "inplace": sorted((out, src, identity) for out, (src, identity) in plan.inplace.items()),
+        "live": list(plan.live_bytes),
+        "bound": plan.lower_bound_bytes,
+        "details": plan.details,
+    }
+    text = json.dumps(decided, sort_keys=True, default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def fingerprint_graphs(large: bool = False) -> list[tuple[str, object]]:
+    """``(name, factory)`` of the graphs the fixture records: the benchmark suite and seeded
+    random graphs of one and two devices, forward only and with a backward pass."""
+    from mxkit.memplan import synthetic
+
+    cases = list(synthetic.benchmark_suite(large))
+    for seed in range(120):
+        cases.append((f"seeded {seed}", lambda seed=seed: seeded_graph(seed)))
+    for seed in range(40):
+        cases.append((f"seeded train {seed}",
+                      lambda seed=seed: synthetic.with_backward(seeded_graph(seed, 15, ("cpu(0)",)))))
+        cases.append((f"random DAG 150 seed {seed}", lambda seed=seed: synthetic.random_dag(
+            150, seed=seed, window=8, inplace_probability=0.8, identity_probability=0.3,
+            external_probability=0.1, size_range=(1, 64))))
+    return cases
+
+
+def strategy_label(strategy: str, options: dict) -> str:
+    return strategy + "".join(f" {k}={v}" for k, v in options.items())

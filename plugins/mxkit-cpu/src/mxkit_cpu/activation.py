@@ -14,6 +14,7 @@ import numpy as np
 
 from mxkit_cpu import _elementwise
 from mxkit_cpu.conv import generic_kernel
+from mxkit_cpu.kernels import relu, sigmoid
 from mxkit_cpu.parallel import plan_blocks, run_blocks
 
 #: an elementwise kernel is split across threads from this many elements (a slice costs ~20 us to hand over)
@@ -32,29 +33,31 @@ def _flat(arrays: list) -> list | None:
 
 
 def _split_elementwise(task, size: int) -> None:
-    blocks = plan_blocks(size, size * 16 if size >= MIN_PARALLEL_ELEMENTS else 0)
-    run_blocks(task, blocks)
+    if size < MIN_PARALLEL_ELEMENTS:  # one block, run here: planning and handing over cost more than the work
+        task(0, 0, size)
+        return
+    run_blocks(task, plan_blocks(size, size * 16))
 
 
-def _forward_ufunc(act_type: str):
-    from mxkit_cpu.kernels import relu, sigmoid
+def _tanh(x: np.ndarray, out: np.ndarray) -> None:
+    np.tanh(x, out=out)
 
-    if act_type == "relu":
-        return lambda x, out: relu(np, [x], [out], {})
-    if act_type == "sigmoid":
-        return lambda x, out: sigmoid(np, [x], [out], {})
-    return lambda x, out: np.tanh(x, out=out)
+
+_FORWARD = {
+    "relu": lambda x, out: relu(np, [x], [out], {}),
+    "sigmoid": lambda x, out: sigmoid(np, [x], [out], {}),
+    "tanh": _tanh,
+}
 
 
 def activation(xp: Any, inputs: list, outputs: list, params: dict) -> None:
     """Forward of ``Activation`` for relu, sigmoid and tanh."""
-    act_type = params["act_type"]
-    flat = _flat([inputs[0], outputs[0]]) if act_type in ("relu", "sigmoid", "tanh") else None
+    forward = _FORWARD.get(params["act_type"])
+    flat = _flat([inputs[0], outputs[0]]) if forward is not None else None
     if flat is None:
         generic_kernel("Activation", xp, inputs, outputs, params)
         return
     x, out = flat
-    forward = _forward_ufunc(act_type)
     _split_elementwise(lambda index, start, stop: forward(x[start:stop], out[start:stop]), out.size)
 
 

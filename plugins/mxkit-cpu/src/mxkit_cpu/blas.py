@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from mxkit_cpu.parallel import plan_blocks, run_blocks
+from mxkit_cpu import parallel
 
 _OPTION_KEY = "cpu_blas_threads"
 _lock = threading.Lock()
@@ -63,7 +63,11 @@ def product(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     contiguous, and each block is one BLAS call writing in place).
     """
     rows = a.shape[0]
-    blocks = plan_blocks(rows, rows * a.shape[1] * b.shape[1], uses_blas=True)
+    work = rows * a.shape[1] * b.shape[1]
+    if work < parallel.MIN_PARALLEL_WORK:  # most products: no planning, no thread hand-over
+        np.matmul(a, b, out=out)
+        return
+    blocks = parallel.plan_blocks(rows, work, uses_blas=True)
     if len(blocks) == 1:
         np.matmul(a, b, out=out)
         return
@@ -71,7 +75,7 @@ def product(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     def block(_index: int, start: int, stop: int) -> None:
         np.matmul(a[start:stop], b, out=out[start:stop])
 
-    run_blocks(block, blocks)
+    parallel.run_blocks(block, blocks)
 
 
 __all__ = ["limit_blas_threads", "product", "register_option"]

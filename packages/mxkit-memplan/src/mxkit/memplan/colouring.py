@@ -37,12 +37,15 @@ def colour_by_longest_paths(graph: Graph, max_colours: int | None = None,
     rounds = 0
     while first < steps and (max_colours is None or rounds < max_colours):
         for node in range(first, steps):
-            best, best_pred = 0, -1
-            for pred in preds[node]:
-                if reward[pred] > best:
-                    best, best_pred = reward[pred], pred
+            pred_list = preds[node]
+            if not pred_list:
+                reward[node], via[node] = int(colour[node] < 0), -1
+                continue
+            # the first predecessor of the largest reward (max keeps the first), none if 0
+            best_pred = pred_list[0] if len(pred_list) == 1 else max(pred_list, key=reward.__getitem__)
+            best = reward[best_pred]
             reward[node] = best + (colour[node] < 0)
-            via[node] = best_pred
+            via[node] = best_pred if best > 0 else -1
         end = max(range(first, steps), key=reward.__getitem__)
         node = end
         while node >= 0:

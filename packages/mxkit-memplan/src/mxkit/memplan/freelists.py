@@ -15,6 +15,8 @@ from mxkit.memplan.simulate import Buffers
 class FreshAllocator:
     """A new buffer for every request; nothing is recycled (strategy ``none``)."""
 
+    tracks_accesses = False  # the traversal need not report reads and overwrites
+
     def __init__(self) -> None:
         self.buffers = Buffers()
 
@@ -36,6 +38,8 @@ class BestFitAllocator:
 
     Buffers never grow, so the total never exceeds one buffer per entry.
     """
+
+    tracks_accesses = False  # the traversal need not report reads and overwrites
 
     def __init__(self) -> None:
         self.buffers = Buffers()
@@ -70,6 +74,8 @@ class MXNetAllocator:
     """
 
     MATCH_RANGE = 16
+
+    tracks_accesses = False  # the traversal need not report reads and overwrites
 
     def __init__(self, match_range: int = MATCH_RANGE) -> None:
         self.buffers = Buffers()
@@ -137,13 +143,23 @@ class ColourAllocator:
 
     def _latest_ancestors(self) -> list[list[int]]:
         width = self.path_colours
+        colour = self.colour
+        no_ancestors = [-1] * width
         latest: list[list[int]] = []
         for node, preds in enumerate(self.predecessors):
-            row = [-1] * width
-            for pred in preds:
-                row = list(map(max, row, latest[pred]))
-            if self.colour[node] < width:
-                row[self.colour[node]] = node
+            # rows are never changed once appended, so a node may share its only
+            # predecessor's row unless it has a path colour of its own to record
+            if not preds:
+                row = no_ancestors
+            elif len(preds) == 1:
+                (pred,) = preds
+                row = latest[pred]
+            else:
+                rows = [latest[pred] for pred in preds]
+                row = list(map(max, *rows))
+            if colour[node] < width:
+                row = row.copy() if row is no_ancestors or len(preds) == 1 else row
+                row[colour[node]] = node
             latest.append(row)
         return latest
 
@@ -153,37 +169,44 @@ class ColourAllocator:
         return (all(node <= row[c] for c, node in self._by_colour[buffer].items())
                 and all(node == step or node in preds for node in self._others[buffer]))
 
-    def _touch(self, buffer: int, step: int) -> None:
+    def note_read(self, buffer: int, step: int) -> None:
+        """Record ``step`` as an accessor of ``buffer``'s contents."""
         colour = self.colour[step]
         if colour < self.path_colours:
-            by_colour = self._by_colour[buffer]
-            if by_colour.get(colour, -1) < step:
-                by_colour[colour] = step
+            # the traversal visits steps in order, so ``step`` is the colour's latest
+            self._by_colour[buffer][colour] = step
         else:
             self._others[buffer].add(step)
 
+    _touch = note_read
+
     def request(self, device: str, size: int, step: int) -> int:
-        lists = [self._free.get((device, -1))]
-        lists += [self._free.get((device, pred)) for pred in self.predecessors[step]]
-        best: tuple[int, int, list[tuple[int, int]]] | None = None
-        for free in lists:
+        row, preds = self.latest[step], self.predecessors[step]
+        by_colour, others, free_lists = self._by_colour, self._others, self._free
+        scan_limit = self.scan_limit
+        best_size, best_index, best_list = -1, -1, None
+        for key in (-1, *preds):
+            free = free_lists.get((device, key))
             if not free:
                 continue
             index = bisect.bisect_left(free, (size, -1))
-            for candidate in range(index, min(index + self.scan_limit, len(free))):
-                if best is not None and free[candidate][0] >= best[0]:
+            for candidate in range(index, min(index + scan_limit, len(free))):
+                candidate_size, buffer = free[candidate]
+                if best_list is not None and candidate_size >= best_size:
                     break
-                if self.precedes(free[candidate][1], step):
-                    best = (free[candidate][0], candidate, free)
+                # precedes(buffer, step), inlined: this is the planner's hot loop
+                if (all(node <= row[c] for c, node in by_colour[buffer].items())
+                        and all(node == step or node in preds for node in others[buffer])):
+                    best_size, best_index, best_list = candidate_size, candidate, free
                     break
-        if best is not None:
-            buffer = best[2].pop(best[1])[1]
-            self._by_colour[buffer] = {}
-            self._others[buffer] = set()
+        if best_list is not None:
+            buffer = best_list.pop(best_index)[1]
+            by_colour[buffer] = {}
+            others[buffer] = set()
         else:
             buffer = self.buffers.new(device, size)
-            self._by_colour.append({})
-            self._others.append(set())
+            by_colour.append({})
+            others.append(set())
         self._touch(buffer, step)
         return buffer
 
@@ -197,9 +220,6 @@ class ColourAllocator:
         key = next(iter(others)) if others else -1
         bisect.insort(self._free.setdefault((self.buffers.device[buffer], key), []),
                       (self.buffers.size[buffer], buffer))
-
-    def note_read(self, buffer: int, step: int) -> None:
-        self._touch(buffer, step)
 
     def note_overwrite(self, buffer: int, step: int) -> None:
         # every accessor of the old contents precedes ``step`` (checked before the

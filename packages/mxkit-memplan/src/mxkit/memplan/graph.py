@@ -221,6 +221,7 @@ class Graph:
         self._check_order()
         self._lifetimes: Any = None  # caches of mxkit.memplan.liveness
         self._lower_bound: Any = None
+        self._cache: dict[str, Any] = {}  # other per-graph arrays the planners derive once
 
     # -- validation -------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from itertools import accumulate
 
 from mxkit.memplan.graph import Graph
 
@@ -51,10 +52,9 @@ def lifetimes(graph: Graph) -> Lifetimes:
     start = list(graph.producer)
     end = list(start)
     reads = [0] * num_entries
-    for step, inputs in enumerate(graph.node_inputs):
-        ignored = graph.node_ignored[step]
+    for step, (inputs, ignored) in enumerate(zip(graph.node_inputs, graph.node_ignored)):
         for slot, entry in enumerate(inputs):
-            if slot in ignored:
+            if ignored and slot in ignored:
                 continue
             reads[entry] += 1
             end[entry] = step  # steps increase, so the last write wins
@@ -101,31 +101,31 @@ def live_bytes_by_device(graph: Graph) -> dict[str, list[int]]:
     steps = graph.num_steps
     diffs: dict[str, list[int]] = {device: [0] * (steps + 1) for device in graph.devices()}
     roots = identity_components(graph)
+    size, external, device = graph.entry_size, graph.entry_external, graph.entry_device
+    start, end = life.start, life.end
+    # entries joined by identity options need the running maximum of their group; every
+    # other entry adds its size over its lifetime (the common case, kept to a few lookups)
+    joined = {root for entry, root in enumerate(roots) if root != entry}
     members: dict[int, list[int]] = {}
     for entry, root in enumerate(roots):
-        if graph.entry_external[entry] or graph.entry_size[entry] == 0:
+        if external[entry] or size[entry] == 0:
             continue
-        if root == entry and entry not in members:
-            members[entry] = [entry]
+        if root == entry and entry not in joined:
+            diff = diffs[device[entry]]
+            diff[start[entry]] += size[entry]
+            diff[end[entry] + 1] -= size[entry]
         else:
             members.setdefault(root, []).append(entry)
     for group in members.values():
-        diff = diffs[graph.entry_device[group[0]]]
+        diff = diffs[device[group[0]]]
         if len(group) == 1:
             entry = group[0]
-            diff[life.start[entry]] += graph.entry_size[entry]
-            diff[life.end[entry] + 1] -= graph.entry_size[entry]
+            diff[start[entry]] += size[entry]
+            diff[end[entry] + 1] -= size[entry]
         else:
-            _add_running_max(group, life, graph.entry_size, diff)
+            _add_running_max(group, life, size, diff)
     _subtract_inplace_savings(graph, life, roots, diffs)
-    profiles: dict[str, list[int]] = {}
-    for device, diff in diffs.items():
-        running, profile = 0, []
-        for step in range(steps):
-            running += diff[step]
-            profile.append(running)
-        profiles[device] = profile
-    return profiles
+    return {device_name: list(accumulate(diff[:steps])) for device_name, diff in diffs.items()}
 
 
 def _add_running_max(group: list[int], life: Lifetimes, size: list[int], diff: list[int]) -> None:
@@ -160,26 +160,34 @@ def _subtract_inplace_savings(graph: Graph, life: Lifetimes, roots: list[int],
                               diffs: dict[str, list[int]]) -> None:
     """An output written over an input read for the last time needs no bytes of its own
     during that step; take the most optimistic choice so the bound stays a bound."""
+    size, external, device = graph.entry_size, graph.entry_external, graph.entry_device
+    end = life.end
     for step, options in enumerate(graph.node_options):
         if not options:
             continue
         inputs, outputs = graph.node_inputs[step], graph.node_outputs[step]
         ignored = graph.node_ignored[step]
-        slots_reading: dict[int, int] = {}
-        for slot, entry in enumerate(inputs):
-            if slot not in ignored:
-                slots_reading[entry] = slots_reading.get(entry, 0) + 1
-        best: dict[int, int] = {}  # output -> bytes it can save
+        best: dict[int, int] | None = None  # output -> bytes it can save
         for input_slot, output_slot, _identity in options:
             source, target = inputs[input_slot], outputs[output_slot]
-            if (roots[source] == roots[target] or life.end[source] != step
-                    or slots_reading.get(source) != 1 or not can_share(graph, source, target)):
+            if (roots[source] == roots[target] or end[source] != step or external[source] or external[target]
+                    or device[source] != device[target] or size[target] > size[source]):
                 continue
-            best[target] = max(best.get(target, 0), graph.entry_size[target])
-        for target, saved in best.items():
-            diff = diffs[graph.entry_device[target]]
-            diff[step] -= saved
-            diff[step + 1] += saved
+            # the source must be read by exactly one (non-ignored) slot of this step
+            if ignored:
+                reading = sum(1 for slot, entry in enumerate(inputs) if entry == source and slot not in ignored)
+            else:
+                reading = inputs.count(source)
+            if reading != 1:
+                continue
+            if best is None:
+                best = {}
+            best[target] = max(best.get(target, 0), size[target])
+        if best:
+            for target, saved in best.items():
+                diff = diffs[device[target]]
+                diff[step] -= saved
+                diff[step + 1] += saved
 
 
 def lower_bound(graph: Graph) -> tuple[tuple[int, ...], int]:

@@ -71,6 +71,64 @@ class Traversal:
     inplace: dict[int, tuple[int, bool]]
 
 
+@dataclass(frozen=True)
+class StepArrays:
+    """Per step, what the traversal touches, derived once per graph (see :func:`step_arrays`).
+
+    Attributes
+    ----------
+    reads : list of tuple of int
+        Planned (non-external) entries the step reads, one per non-ignored input slot, in
+        slot order (an entry read twice appears twice).
+    outputs : list of tuple of int
+        Planned outputs of the step, in order.
+    options : list of tuple
+        The in-place options that can ever apply, as ``(input_slot, source, target,
+        identity, same_size, target_is_read)``: both entries planned, on one device, and
+        the target no larger than the source.
+    """
+
+    reads: list[tuple[int, ...]]
+    outputs: list[tuple[int, ...]]
+    options: list[tuple[tuple[int, int, int, bool, bool, bool], ...]]
+
+
+def step_arrays(graph: Graph) -> StepArrays:
+    """The :class:`StepArrays` of ``graph`` (computed once, cached on the graph)."""
+    cached = graph._cache.get("steps")
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
+    external, size, device = graph.entry_external, graph.entry_size, graph.entry_device
+    reads_count = lifetimes(graph).reads
+    planned = [not e for e in external]
+    is_planned = planned.__getitem__
+    step_reads: list[tuple[int, ...]] = []
+    step_outputs: list[tuple[int, ...]] = []
+    step_options: list[tuple[tuple[int, int, int, bool, bool, bool], ...]] = []
+    empty: tuple = ()
+    for inputs, outputs, ignored, options in zip(graph.node_inputs, graph.node_outputs, graph.node_ignored,
+                                                 graph.node_options):
+        if ignored:
+            step_reads.append(tuple(e for slot, e in enumerate(inputs) if slot not in ignored and planned[e]))
+        else:
+            step_reads.append(tuple(filter(is_planned, inputs)))
+        step_outputs.append(tuple(filter(is_planned, outputs)))
+        if not options:
+            step_options.append(empty)
+            continue
+        usable = []
+        for input_slot, output_slot, identity in options:
+            source, target = inputs[input_slot], outputs[output_slot]
+            if (planned[source] and planned[target] and device[source] == device[target]
+                    and size[target] <= size[source]):
+                usable.append((input_slot, source, target, identity, size[target] == size[source],
+                               reads_count[target] > 0))
+        step_options.append(tuple(usable))
+    result = StepArrays(step_reads, step_outputs, step_options)
+    graph._cache["steps"] = result
+    return result
+
+
 def traverse(graph: Graph, allocator: Allocator, *, inplace: bool = True, same_size_only: bool = False,
              output_must_be_read: bool = False, inplace_filter: InplaceFilter | None = None) -> Traversal:
     """Run the reference-counted traversal (see module doc).
@@ -79,6 +137,8 @@ def traverse(graph: Graph, allocator: Allocator, *, inplace: bool = True, same_s
     ----------
     graph : Graph
     allocator : Allocator
+        Its ``note_read`` and ``note_overwrite`` are only called when it has no attribute
+        ``tracks_accesses`` or that attribute is true.
     inplace : bool
         Take in-place options at all.
     same_size_only : bool
@@ -89,65 +149,58 @@ def traverse(graph: Graph, allocator: Allocator, *, inplace: bool = True, same_s
     inplace_filter : callable, optional
         ``filter(step, input_entry, buffer) -> bool``, a further veto (coshare's colours).
     """
-    life = lifetimes(graph)
-    reads = life.reads
-    size = graph.entry_size
-    external = graph.entry_external
-    device = graph.entry_device
-    buffer_of = [-1] * len(graph.entries)
-    remaining: dict[int, int] = {}  # buffer -> reads still to come
-    free: set[int] = set()
+    reads = lifetimes(graph).reads
+    steps = step_arrays(graph)
+    size, device = graph.entry_size, graph.entry_device
+    num_entries = len(graph.entries)
+    buffer_of = [-1] * num_entries
+    # buffer ids are dense and there are at most as many buffers as planned entries
+    remaining = [0] * (num_entries + 1)  # buffer -> reads still to come
+    is_free = [False] * (num_entries + 1)
     decisions: dict[int, tuple[int, bool]] = {}
-    for step, outputs in enumerate(graph.node_outputs):
-        inputs = graph.node_inputs[step]
-        ignored = graph.node_ignored[step]
-        options = graph.node_options[step] if inplace else ()
-        taken_slots: set[int] = set()
-        for input_slot, output_slot, identity in options:
-            source, target = inputs[input_slot], outputs[output_slot]
-            if buffer_of[target] >= 0 or input_slot in taken_slots:
-                continue
-            if external[source] or external[target] or device[source] != device[target]:
-                continue
-            if size[target] > size[source] or (same_size_only and size[target] != size[source]):
-                continue
-            if output_must_be_read and reads[target] == 0:
-                continue
-            buffer = buffer_of[source]
-            if not identity and remaining[buffer] != 1:
-                continue
-            if inplace_filter is not None and not identity and not inplace_filter(step, source, buffer):
-                continue
-            buffer_of[target] = buffer
-            remaining[buffer] += reads[target]
-            taken_slots.add(input_slot)
-            decisions[target] = (source, identity)
-            if not identity:
-                allocator.note_overwrite(buffer, step)
+    request, release = allocator.request, allocator.release
+    tracks = getattr(allocator, "tracks_accesses", True)
+    note_read = allocator.note_read if tracks else None
+    options_of = steps.options if inplace else [()] * graph.num_steps
+    for step, (step_reads, outputs, options) in enumerate(zip(steps.reads, steps.outputs, options_of)):
+        if options:
+            taken_slots: list[int] = []
+            for input_slot, source, target, identity, same_size, target_read in options:
+                if buffer_of[target] >= 0 or input_slot in taken_slots:
+                    continue
+                if (same_size_only and not same_size) or (output_must_be_read and not target_read):
+                    continue
+                buffer = buffer_of[source]
+                if not identity and (remaining[buffer] != 1 or (
+                        inplace_filter is not None and not inplace_filter(step, source, buffer))):
+                    continue
+                buffer_of[target] = buffer
+                remaining[buffer] += reads[target]
+                taken_slots.append(input_slot)
+                decisions[target] = (source, identity)
+                if not identity and tracks:
+                    allocator.note_overwrite(buffer, step)
         for target in outputs:
-            if external[target] or buffer_of[target] >= 0:
-                continue
-            buffer = allocator.request(device[target], size[target], step)
-            free.discard(buffer)
-            buffer_of[target] = buffer
-            remaining[buffer] = reads[target]
-        for slot, source in enumerate(inputs):
-            if slot in ignored or external[source]:
-                continue
+            if buffer_of[target] < 0:
+                buffer = request(device[target], size[target], step)
+                is_free[buffer] = False
+                buffer_of[target] = buffer
+                remaining[buffer] = reads[target]
+        for source in step_reads:
             buffer = buffer_of[source]
-            allocator.note_read(buffer, step)
-            remaining[buffer] -= 1
-            if remaining[buffer] == 0:
-                free.add(buffer)
-                allocator.release(buffer, step)
+            if note_read is not None:
+                note_read(buffer, step)
+            left = remaining[buffer] - 1
+            remaining[buffer] = left
+            if left == 0:
+                is_free[buffer] = True
+                release(buffer, step)
         for target in outputs:
-            if external[target]:
-                continue
             buffer = buffer_of[target]
-            if remaining[buffer] == 0 and buffer not in free:
-                free.add(buffer)
-                allocator.release(buffer, step)
+            if remaining[buffer] == 0 and not is_free[buffer]:
+                is_free[buffer] = True
+                release(buffer, step)
     return Traversal(buffer_of, decisions)
 
 
-__all__ = ["Allocator", "Buffers", "InplaceFilter", "Traversal", "traverse"]
+__all__ = ["Allocator", "Buffers", "InplaceFilter", "StepArrays", "Traversal", "step_arrays", "traverse"]

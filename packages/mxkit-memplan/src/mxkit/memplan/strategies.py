@@ -18,6 +18,7 @@ chooses one by name or by the configuration key ``memplan``.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import gc
 import time
@@ -35,6 +36,25 @@ from mxkit.memplan.plan import MemoryPlan, Pool, Storage
 from mxkit.memplan.simulate import Buffers, Traversal, traverse
 
 Planner = Callable[..., MemoryPlan]
+
+# while ``auto`` runs its candidates: (id of the graph, match_range) -> MXNet's traversal,
+# which ``mxnet`` and ``greedy`` both make; None outside ``auto`` so that each strategy's
+# own timing includes all of its work
+_SHARED_MXNET_TRAVERSALS: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
+    "mxkit_memplan_shared_traversals", default=None)
+
+
+def _mxnet_traversal(graph: Graph, match_range: int) -> tuple[Traversal, Buffers]:
+    """MXNet's in-place rules and free list over ``graph`` (shared within one ``auto`` run)."""
+    shared = _SHARED_MXNET_TRAVERSALS.get()
+    key = (id(graph), match_range)
+    if shared is not None and key in shared:
+        return shared[key]  # type: ignore[no-any-return]
+    allocator = MXNetAllocator(match_range)
+    traversal = traverse(graph, allocator, same_size_only=True, output_must_be_read=True)
+    if shared is not None:
+        shared[key] = (traversal, allocator.buffers)
+    return traversal, allocator.buffers
 
 
 def _without_cyclic_gc(planner: Planner) -> Planner:
@@ -77,20 +97,32 @@ def _plan_from_buffers(graph: Graph, strategy: str, traversal: Traversal, buffer
                        started: float, details: dict[str, Any] | None = None) -> MemoryPlan:
     """One pool per buffer that holds an entry, numbered in order of first use."""
     pool_of: dict[int, int] = {}
+    shared: list[Storage] = []  # one Storage per pool: they are immutable and all at offset 0
     storage: dict[str, Storage] = {}
-    for entry, buffer in enumerate(traversal.buffer_of):
+    for name, buffer in zip(entry_names(graph), traversal.buffer_of):
         if buffer < 0:
             continue
-        pool = pool_of.setdefault(buffer, len(pool_of))
-        storage[graph.entries[entry].name] = Storage(pool, 0)
+        pool = pool_of.get(buffer)
+        if pool is None:
+            pool = pool_of[buffer] = len(shared)
+            shared.append(Storage(pool, 0))
+        storage[name] = shared[pool]
     pools = tuple(Pool(pool, buffers.device[buffer], buffers.size[buffer]) for buffer, pool in pool_of.items())
     return _finish(graph, strategy, storage, pools, traversal, started, details)
 
 
+def entry_names(graph: Graph) -> list[str]:
+    """The names of ``graph``'s entries, by index (cached on the graph)."""
+    names = graph._cache.get("names")
+    if names is None:
+        names = graph._cache["names"] = [entry.name for entry in graph.entries]
+    return names  # type: ignore[no-any-return]
+
+
 def _finish(graph: Graph, strategy: str, storage: dict[str, Storage], pools: tuple[Pool, ...],
             traversal: Traversal, started: float, details: dict[str, Any] | None) -> MemoryPlan:
-    names = graph.entries
-    inplace = {names[t].name: (names[s].name, identity) for t, (s, identity) in traversal.inplace.items()}
+    names = entry_names(graph)
+    inplace = {names[t]: (names[s], identity) for t, (s, identity) in traversal.inplace.items()}
     profile, bound = lower_bound(graph)
     return MemoryPlan(strategy=strategy, storage=storage, pools=pools, inplace=inplace, live_bytes=profile,
                       lower_bound_bytes=bound, planning_seconds=time.perf_counter() - started,
@@ -140,10 +172,8 @@ def plan_mxnet(graph: Graph, match_range: int = MXNetAllocator.MATCH_RANGE, **op
     _check_options("mxnet", options, {"match_range": "int, default 16"})
     if isinstance(match_range, bool) or not isinstance(match_range, int) or match_range < 0:
         raise PlanError(f"mxnet planner: match_range must be an int >= 0 (MXNet uses 16), got {match_range!r}")
-    allocator = MXNetAllocator(match_range)
-    traversal = traverse(graph, allocator, same_size_only=True, output_must_be_read=True)
-    return _plan_from_buffers(graph, "mxnet", traversal, allocator.buffers, started,
-                              {"match_range": match_range})
+    traversal, buffers = _mxnet_traversal(graph, match_range)
+    return _plan_from_buffers(graph, "mxnet", traversal, buffers, started, {"match_range": match_range})
 
 
 @_without_cyclic_gc
@@ -201,9 +231,8 @@ def plan_greedy(graph: Graph, **options: Any) -> MemoryPlan:
     by_size = traverse(graph, fresh, same_size_only=True)
     blocks, block_of = _blocks(graph, life, by_size, fresh.buffers)
     arenas = {device: place_best_fit(group, graph.num_steps) for device, group in blocks.items()}
-    mxnet_allocator = MXNetAllocator()
-    by_buffer = traverse(graph, mxnet_allocator, same_size_only=True, output_must_be_read=True)
-    buffer_blocks, buffer_block_of = _blocks(graph, life, by_buffer, mxnet_allocator.buffers, stack=True)
+    by_buffer, mxnet_buffers = _mxnet_traversal(graph, MXNetAllocator.MATCH_RANGE)
+    buffer_blocks, buffer_block_of = _blocks(graph, life, by_buffer, mxnet_buffers, stack=True)
     buffer_arenas = {device: compact(group, graph.num_steps) for device, group in buffer_blocks.items()}
     layout = "best fit by size"
     if sum(buffer_arenas.values()) < sum(arenas.values()):
@@ -211,9 +240,14 @@ def plan_greedy(graph: Graph, **options: Any) -> MemoryPlan:
             "mxnet buffers, compacted", buffer_blocks, buffer_block_of, buffer_arenas, by_buffer)
     pools = tuple(Pool(i, device, arenas[device]) for i, device in enumerate(arenas))
     pool_of = {device: i for i, device in enumerate(arenas)}
+    names = entry_names(graph)
+    shared: dict[tuple[str, int], Storage] = {}  # one Storage per block: its entries share it
     storage = {}
-    for entry, (device, block) in block_of.items():
-        storage[graph.entries[entry].name] = Storage(pool_of[device], blocks[device][block].offset)
+    for entry, where in block_of.items():
+        place = shared.get(where)
+        if place is None:
+            place = shared[where] = Storage(pool_of[where[0]], blocks[where[0]][where[1]].offset)
+        storage[names[entry]] = place
     return _finish(graph, "greedy", storage, pools, by_size, started,
                    {"layout": layout, "blocks": sum(len(b) for b in blocks.values())})
 
@@ -224,37 +258,41 @@ def _blocks(graph: Graph, life: Any, traversal: Traversal, buffers: Buffers, sta
     the largest member's size and the union of their lifetimes; and each entry's
     ``(device, block index)``. With ``stack``, blocks start at their buffer's base offset
     when the traversal's buffers are laid end to end."""
-    parent: dict[int, int] = {}
-
-    def find(x: int) -> int:
-        while parent.get(x, x) != x:
-            x = parent[x]
-        return x
-
+    # decisions come in execution order and each target is new when it is decided, so
+    # labelling a target with its source's chain gives the chains without a union-find
+    chain = list(range(len(graph.entries)))
     for target, (source, _identity) in traversal.inplace.items():
-        parent[find(target)] = find(source)
-    base: dict[int, int] = {}
+        chain[target] = chain[source]
+    base: list[int] | None = None
     if stack:
+        base = []
         tops: dict[str, int] = {}
-        for buffer, (device, size) in enumerate(zip(buffers.device, buffers.size)):
-            base[buffer] = tops.get(device, 0)
-            tops[device] = base[buffer] + size
+        for device, size in zip(buffers.device, buffers.size):
+            top = tops.get(device, 0)
+            base.append(top)
+            tops[device] = top + size
+    entry_size, entry_device, start, end = graph.entry_size, graph.entry_device, life.start, life.end
     blocks: dict[str, list[Block]] = {}
-    index_of_root: dict[int, int] = {}
+    block_of_chain: dict[int, tuple[str, int]] = {}
     block_of: dict[int, tuple[str, int]] = {}
     for entry, buffer in enumerate(traversal.buffer_of):
         if buffer < 0:
             continue
-        device, root = graph.entry_device[entry], find(entry)
-        group = blocks.setdefault(device, [])
-        if root not in index_of_root:
-            index_of_root[root] = len(group)
-            group.append(Block(0, life.start[entry], life.end[entry], base.get(buffer, -1)))
-        block = group[index_of_root[root]]
-        block.size = max(block.size, graph.entry_size[entry])
-        block.start = min(block.start, life.start[entry])
-        block.end = max(block.end, life.end[entry])
-        block_of[entry] = (device, index_of_root[root])
+        where = block_of_chain.get(chain[entry])
+        if where is None:
+            device = entry_device[entry]
+            group = blocks.setdefault(device, [])
+            where = block_of_chain[chain[entry]] = (device, len(group))
+            group.append(Block(entry_size[entry], start[entry], end[entry], base[buffer] if base else -1))
+        else:
+            block = blocks[where[0]][where[1]]
+            if entry_size[entry] > block.size:
+                block.size = entry_size[entry]
+            if start[entry] < block.start:
+                block.start = start[entry]
+            if end[entry] > block.end:
+                block.end = end[entry]
+        block_of[entry] = where
     return blocks, block_of
 
 
@@ -280,7 +318,11 @@ def plan_auto(graph: Graph, candidates: Iterable[str] = AUTO_CANDIDATES, **optio
             f"auto planner: candidates {names!r} must be a non-empty list of "
             f"{', '.join(n for n in STRATEGIES if n != 'auto')}"
         )
-    plans = [STRATEGIES[name](graph) for name in names]
+    token = _SHARED_MXNET_TRAVERSALS.set({})
+    try:
+        plans = [STRATEGIES[name](graph) for name in names]
+    finally:
+        _SHARED_MXNET_TRAVERSALS.reset(token)
     best = min(plans, key=lambda plan: plan.total_bytes)
     details = {"chosen": best.strategy, "candidates": {p.strategy: p.total_bytes for p in plans},
                **best.details}

@@ -8,7 +8,7 @@ bytes and the shapes are only as realistic as the arguments make them.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from mxkit.memplan.graph import Entry, Graph, Node
 
@@ -180,4 +180,33 @@ def _gradient(name: str, partials: dict[str, list[str]], entries: dict[str, Entr
     return total
 
 
-__all__ = ["chain", "inception", "random_dag", "residual_stack", "with_backward"]
+def benchmark_suite(large: bool = True) -> list[tuple[str, Callable[[], Graph]]]:
+    """``(name, factory)`` of the graphs of ``benchmarks/memplan.py``: seven of about 1k
+    nodes, then (with ``large``) eight of 5.5k to 100k nodes.
+
+    The plans of every strategy on them are recorded in the package's test fixtures, so a
+    faster planner can be checked to plan exactly as before.
+    """
+    small: list[tuple[str, Callable[[], Graph]]] = [
+        ("chain 1k", lambda: chain(1_000)),
+        ("residual 1k", lambda: residual_stack(200)),
+        ("inception 1k", lambda: inception(56)),
+        ("random DAG 1k", lambda: random_dag(1_000, seed=1)),
+        ("residual train 1.1k", lambda: with_backward(residual_stack(100))),
+        ("inception train 1.2k", lambda: with_backward(inception(30))),
+        ("random train 2.1k", lambda: with_backward(random_dag(1_000, seed=3))),
+    ]
+    big: list[tuple[str, Callable[[], Graph]]] = [
+        ("chain 10k", lambda: chain(10_000)),
+        ("random DAG 10k", lambda: random_dag(10_000, seed=1)),
+        ("residual 10k", lambda: residual_stack(2_000)),
+        ("residual train 5.5k", lambda: with_backward(residual_stack(500))),
+        ("chain 100k", lambda: chain(100_000)),
+        ("residual 100k", lambda: residual_stack(20_000)),
+        ("inception 100k", lambda: inception(5_600)),
+        ("random DAG 100k", lambda: random_dag(100_000, seed=1)),
+    ]
+    return small + big if large else small
+
+
+__all__ = ["benchmark_suite", "chain", "inception", "random_dag", "residual_stack", "with_backward"]

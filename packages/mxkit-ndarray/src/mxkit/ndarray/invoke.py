@@ -198,6 +198,42 @@ def raise_deferred(var: Any = None) -> None:
 in_flight = _InFlight()
 
 
+#: (operator, typed parameters, input shapes and dtypes) -> (output shapes, output dtypes).
+#: Inference is a pure function of these and costs more than the rest of a small call (a
+#: FullyConnected's checks take ~10 µs); a loop calls the same operator on the same shapes.
+_inferred: dict[tuple, tuple[list, list]] = {}
+_INFERRED_LIMIT = 4096
+
+
+def _inferred_outputs(op: OpDef, params: dict[str, Any], in_data: list, in_shapes: list,
+                      num_aux: int) -> tuple[list, list]:
+    """Output shapes and dtype names of ``op`` on these inputs (cached); errors name the call."""
+    # auxiliary states (BatchNorm's moving statistics) follow the inputs: not inferred, written
+    infer_data = in_data[:len(in_data) - num_aux] if num_aux else in_data
+    try:
+        key = (op.name, *params.items(), *in_shapes, *[data.dtype for data in infer_data])
+        found = _inferred.get(key)
+    except TypeError:  # an unhashable parameter value (a list): infer every time
+        key, found = None, None
+    if found is not None:
+        return found
+    try:
+        out_shapes = op.infer_shape(params, in_shapes[:len(infer_data)] if num_aux else in_shapes)
+        out_dtypes = op.infer_dtype(params, [dtype_name_of(data.dtype) for data in infer_data])
+    except (ShapeError, DTypeError) as exc:
+        raise type(exc)(f"{op.describe_call(params, in_shapes)}: {exc}") from None
+    except MXKitError:
+        raise
+    except (ValueError, TypeError, IndexError) as exc:
+        raise ShapeError(f"{op.describe_call(params, in_shapes)}: {exc}") from None
+    found = ([tuple(shape) for shape in out_shapes], list(out_dtypes))
+    if key is not None:
+        if len(_inferred) >= _INFERRED_LIMIT:
+            _inferred.clear()
+        _inferred[key] = found
+    return found
+
+
 def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = None,
            ctx: Context | None = None) -> list[Any]:
     """Run ``op`` on NDArrays ``inputs`` with typed ``params``; return the output NDArrays.
@@ -233,18 +269,8 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
         ctx = current_context()
     in_data = [array._data for array in inputs]
     in_shapes = [data.shape for data in in_data]
-    # auxiliary states (BatchNorm's moving statistics) follow the inputs: not inferred, written
     num_aux = len(op.list_aux(params))
-    infer_data = in_data[:len(in_data) - num_aux] if num_aux else in_data
-    try:
-        out_shapes = op.infer_shape(params, in_shapes[:len(infer_data)] if num_aux else in_shapes)
-        out_dtypes = op.infer_dtype(params, [dtype_name_of(data.dtype) for data in infer_data])
-    except (ShapeError, DTypeError) as exc:
-        raise type(exc)(f"{op.describe_call(params, in_shapes)}: {exc}") from None
-    except MXKitError:
-        raise
-    except (ValueError, TypeError, IndexError) as exc:
-        raise ShapeError(f"{op.describe_call(params, in_shapes)}: {exc}") from None
+    out_shapes, out_dtypes = _inferred_outputs(op, params, in_data, in_shapes, num_aux)
     backend = fast_backend(ctx)
     eng = _engine_get()
     if out is None:

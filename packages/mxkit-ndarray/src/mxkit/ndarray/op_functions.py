@@ -12,6 +12,7 @@ import inspect
 from typing import Any
 
 from mxkit.core.errors import MXKitError
+from mxkit.ndarray.autograd import _state as _autograd_state
 from mxkit.ndarray.invoke import invoke, resolve_context
 from mxkit.ndarray.params import ParamError
 from mxkit.ndarray.registry import OpDef, get_registry
@@ -20,14 +21,18 @@ _SPECIAL_KWARGS = ("out", "name", "ctx")
 
 
 _NDArray: Any = None
+_same_shape_elementwise: Any = None  # mxkit.ndarray.ndarray's, imported with NDArray (no import cycle)
+#: operators whose plain calls take the elementwise fast path (filled by _info)
+_plain_unary: dict[str, OpDef] = {}
+_NO_PARAMS: dict[str, Any] = {}
 # op name -> (op, variadic, input names incl. aux, param names, counts num_args)
 _call_info: dict[str, tuple[OpDef, bool, tuple[str, ...], tuple[str, ...], bool]] = {}
 
 
 def _info(op_name: str) -> tuple[OpDef, bool, tuple[str, ...], tuple[str, ...], bool]:
-    global _NDArray
+    global _NDArray, _same_shape_elementwise
     if _NDArray is None:
-        from mxkit.ndarray.ndarray import NDArray
+        from mxkit.ndarray.ndarray import NDArray, _same_shape_elementwise
 
         _NDArray = NDArray
     op = get_registry().get(op_name)
@@ -35,13 +40,29 @@ def _info(op_name: str) -> tuple[OpDef, bool, tuple[str, ...], tuple[str, ...], 
     named = () if variadic else tuple(op.list_inputs({})) + tuple(op.list_aux({}))
     info = (op, variadic, named, tuple(op.params.names()), "num_args" in op.params)
     _call_info[op_name] = info
+    if _is_plain_unary(op, variadic):
+        _plain_unary[op_name] = op
     return info
+
+
+def _is_plain_unary(op: OpDef, variadic: bool) -> bool:
+    """Whether ``op`` maps one array to one of its shape and dtype, with no parameters
+    (``relu``, ``exp``, ``sqrt``...): such calls can skip inference (see :func:`call`)."""
+    from mxkit.ndarray.ops._helpers import first_shape
+    from mxkit.ndarray.registry import same_dtype_as_first
+
+    return (not variadic and op.num_inputs == 1 and op.num_outputs == 1 and not op.params.names()
+            and not op.aux_names and not op.needs_rng and op.infer_shape is first_shape
+            and op.infer_dtype is same_dtype_as_first)
 
 
 def call(op_name: str, args: tuple, kwargs: dict[str, Any]) -> Any:
     """Call operator ``op_name`` with MXNet's calling convention (see the module docstring)."""
     op, variadic, named, all_param_names, counts_args = _call_info.get(op_name) or _info(op_name)
     NDArray = _NDArray
+    if not kwargs and len(args) == 1 and type(args[0]) is NDArray and op_name in _plain_unary \
+            and not _autograd_state.recording:
+        return _same_shape_elementwise(op, [args[0]], _NO_PARAMS)  # mx.nd.relu(x): the hot path of a + b
     out = kwargs.pop("out", None) if kwargs else None
     ctx = None
     if kwargs:
@@ -78,13 +99,34 @@ def call(op_name: str, args: tuple, kwargs: dict[str, Any]) -> Any:
         if not isinstance(value, NDArray):
             raise MXKitError(f"operator {op.name}: inputs must be NDArrays, got {type(value).__name__} "
                              f"({value!r}); convert it with mx.nd.array()")
-    params = op.parse_params(kwargs)
+    params = _parsed_params(op, kwargs)
     expected = op.count_inputs(params) + len(op.list_aux(params))
     if len(inputs) != expected:
         names = ", ".join(op.list_inputs(params) + op.list_aux(params))
         raise MXKitError(f"operator {op.name} takes {expected} input arrays ({names}), got {len(inputs)}")
     outputs = invoke(op, inputs, params, out=out, ctx=resolve_context(ctx) if ctx is not None else None)
     return outputs[0] if len(outputs) == 1 else outputs
+
+
+#: (operator name, then each keyword parameter's name, type and value) -> typed parameters
+_parsed: dict[tuple, dict[str, Any]] = {}
+_PARSED_LIMIT = 4096
+
+
+def _parsed_params(op: OpDef, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``op.parse_params(kwargs)``, remembered for hashable values (a loop passes the same ones);
+    each call gets its own copy of the typed dict."""
+    try:
+        key = (op.name, *kwargs.items(), *map(type, kwargs.values()))  # 1 and True hash alike
+        typed = _parsed.get(key)
+    except TypeError:  # an unhashable value (a list): parse every time
+        return op.parse_params(kwargs)
+    if typed is None:
+        typed = op.parse_params(kwargs)
+        if len(_parsed) >= _PARSED_LIMIT:
+            _parsed.clear()
+        _parsed[key] = typed
+    return dict(typed)
 
 
 def _take_named_inputs(op: OpDef, param_names: tuple[str, ...], inputs: list, kwargs: dict[str, Any]) -> None:

@@ -36,6 +36,10 @@ def _fully_connected(params: dict, ins: list, outs: list) -> dict[int, Shape]:
     found = {1: (hidden, width)}
     if len(ins) > 2:
         found[2] = (hidden,)
+    out = outs[0] if outs else None
+    if out is not None and 0 in tuple(data) and len(data) == 2 and len(out) == 2:
+        # a (0, H) begin state of an RNN cell takes its batch size from the output, as in MXNet
+        found[0] = (out[0], data[1])
     return found
 
 
@@ -108,6 +112,12 @@ def _prelu(params: dict, ins: list, outs: list) -> dict[int, Shape]:
     return {1: (data[1],)}
 
 
+def _rnn(params: dict, ins: list, outs: list) -> dict[int, Shape]:
+    from mxkit.ndarray.ops.nn_rnn import rnn_input_shapes
+
+    return rnn_input_shapes(params, ins, outs)
+
+
 def _group_norm(params: dict, ins: list, outs: list) -> dict[int, Shape]:
     # MXNet 1.9.1: one gamma and beta per group, not per channel
     return {i: (params.get("num_groups", 1),) for i in range(1, len(ins))}
@@ -139,6 +149,7 @@ RULES: dict[str, Rule] = {
     "LogisticRegressionOutput": _label_like_data,
     "MAERegressionOutput": _label_like_data,
     "LeakyReLU": _prelu,
+    "RNN": _rnn,
     "SVMOutput": _one_label_per_sample,
     "Custom": _custom,
 }
@@ -159,9 +170,12 @@ def input_shapes(op: Any, params: dict, ins: list, outs: list) -> dict[int, Shap
         except (KeyError, IndexError, TypeError, ZeroDivisionError):
             return {}
     if is_elementwise(op):
-        known = next((s for s in list(ins) + list(outs[:1]) if s is not None), None)
-        if known is not None:
-            return {i: tuple(known) for i, s in enumerate(ins) if s is None}
+        shapes = [s for s in list(ins) + list(outs[:1]) if s is not None]
+        if shapes:
+            # the most complete shape seen fills unknown inputs and the 0 dims of partial ones
+            known = max(shapes, key=lambda s: sum(1 for d in s if int(d) > 0))
+            return {i: tuple(known) for i, s in enumerate(ins)
+                    if s is None or (len(s) == len(known) and 0 in tuple(s))}
     elif _shaped_like_first_input(op) and ins and ins[0] is None and outs and outs[0] is not None:
         return {0: tuple(outs[0])}
     return {}

@@ -61,6 +61,7 @@ LAZY_NAMES: dict[str, tuple[str, str | None, str, str]] = {
     "model": ("mxkit.train.model", None, *_TRAIN),
     "mod": ("mxkit.train.module", None, *_TRAIN),
     "module": ("mxkit.train.module", None, *_TRAIN),
+    "rnn": ("mxkit.train.rnn", None, *_TRAIN),
 }
 
 

@@ -15,14 +15,14 @@ from collections.abc import Callable
 from typing import Any
 
 from mxkit.core.errors import KVStoreError
-from mxkit.kvstore.dist import remote, wire
+from mxkit.kvstore.dist import channel, remote, wire
 from mxkit.kvstore.dist.rounds import ResendRequest
 
 
 def check_pushes(store: Any) -> None:
     """Raise the errors of finished pushes; a lost server of a replicated job is recovered."""
     try:
-        store._in_flight = remote.check_done(store._in_flight, "push")
+        store._in_flight = channel.check_done(store._in_flight)
     except remote.ActorLost:
         if not store._replicated:
             raise
@@ -48,6 +48,8 @@ def recover(store: Any) -> None:
     nothing, the others skip what they hold)."""
     import ray
 
+    # requests lost with a connection are answered by this resend (pushes) or asked again (pulls)
+    store._in_flight = [pending for pending in store._in_flight if not pending.lost]
     deadline = time.monotonic() + store._timeout
     for index, server in enumerate(store._servers):
         while True:  # wait until the server answers again

@@ -16,6 +16,7 @@ with many threads, so that pulls blocked on a round do not keep pushes out). It 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -70,6 +71,8 @@ class ParameterServer:
         self._settings: dict[str, Any] = {}  # the same, as a restarted server re-applies them
         self._updater: Any = None
         self._replicas = Replicas()
+        self._channel: Any = None
+        self._channel_lock = threading.Lock()
         if self.table.replicating and _restarted():
             self._recover()
 
@@ -164,21 +167,40 @@ class ParameterServer:
              resend: bool = False) -> None:
         """Contribute ``rank``'s values (``packed``, one per ``(shard_id, round)``); with
         ``resend``, rounds this server already holds are skipped (see :meth:`ShardTable.push`)."""
+        self.push_values(rank, epoch, rounds, _resolve(wire.unpack(packed)), resend)
+
+    def push_values(self, rank: int, epoch: int, rounds: list[tuple[ShardId, int]], values: list[Any],
+                    resend: bool = False) -> None:
+        """:meth:`push` of unpacked values (the data channel's entry point too)."""
         self._check_configured()
-        values = _resolve(wire.unpack(packed))
         self.table.push(rank, epoch, [(s, r, v) for (s, r), v in zip(rounds, values, strict=True)], resend)
         self._forward()
 
     def pull(self, rank: int, epoch: int, items: list[tuple[ShardId, int]], timeout: float
              ) -> tuple[wire.Packed, list[tuple[int, int]]]:
         """The values of the shards once ``rank`` may read them (see :meth:`ShardTable.pull`), packed."""
+        values, clocks = self.pull_values(rank, epoch, items, timeout)
+        return wire.pack(values), clocks
+
+    def pull_values(self, rank: int, epoch: int, items: list[tuple[ShardId, int]], timeout: float
+                    ) -> tuple[list[np.ndarray], list[tuple[int, int]]]:
+        """:meth:`pull`, unpacked (the data channel's entry point too)."""
         self._check_configured()
         if self.table.replicating:
             # a new epoch moves every shard's round clock: the backup gets that before a read waits on it
             self.table.advance(rank, epoch)
             self._forward()
-        values, clocks = self.table.pull(rank, epoch, items, timeout)
-        return wire.pack(values), clocks
+        return self.table.pull(rank, epoch, items, timeout)
+
+    def channel_address(self) -> tuple[str, int]:
+        """``(host, port)`` of this server's data channel (see :mod:`.channel`), opened on first use
+        on the host Ray runs this actor on."""
+        with self._channel_lock:
+            if self._channel is None:
+                from mxkit.kvstore.dist.channel import ChannelServer
+
+                self._channel = ChannelServer(self, _bind_host())
+            return self._channel.address
 
     def pushpull(self, rank: int, epoch: int, rounds: list[tuple[ShardId, int]], packed: wire.Packed,
                  items: list[tuple[ShardId, int]], timeout: float) -> tuple[wire.Packed, list[tuple[int, int]]]:
@@ -318,6 +340,14 @@ class Replicas:
         """The snapshots and epoch state kept for ``primary``."""
         with self._lock:
             return list(self._snapshots.get(primary, {}).values()), self._meta.get(primary)
+
+
+def _bind_host() -> str:
+    """The address Ray runs this process on (127.0.0.1 for a local cluster): the data
+    channel listens there and nowhere else."""
+    import ray
+
+    return ray.util.get_node_ip_address() if ray.is_initialized() else "127.0.0.1"
 
 
 def _decoder(compressor: Any) -> Callable[[Shard, Any], np.ndarray]:

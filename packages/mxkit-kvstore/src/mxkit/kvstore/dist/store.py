@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from mxkit.core.errors import KVStoreError, MXKitError, ShapeError
 from mxkit.kvstore import merge
-from mxkit.kvstore.dist import recovery, remote, transfer, wire
+from mxkit.kvstore.dist import channel, recovery, remote, transfer
 from mxkit.kvstore.dist.transfer import Key, int_setting
 from mxkit.kvstore.dist.sharding import Part, ShardPlan
 from mxkit.kvstore.keys import group, key_kind
@@ -101,6 +101,10 @@ class DistKVStore:
         self._model = make_model(consistency, num_workers=self._num_workers, **model_options)
         self._servers = [ray.get_actor(name, namespace=namespace) for name in info["servers"]]
         self._plan = ShardPlan(len(self._servers), int(info["bigarray_bound"]))
+        # the data path: one persistent connection per server (Ray carries only control calls)
+        self._channels = [channel.Connection(index, self._address_of(server, index),
+                                             self._timeout + remote.ANSWER_MARGIN)
+                          for index, server in enumerate(self._servers)]
         self._wait_all([server.configure.remote(self._rank, consistency, model_options) for server in self._servers],
                        "configuring the servers")
         self._keys: dict[Any, Key] = {}
@@ -161,21 +165,32 @@ class DistKVStore:
 
     # -- helpers ----------------------------------------------------------------------
 
+    def _address_of(self, server: Any, index: int) -> Callable[[], tuple[str, int]]:
+        def resolve() -> tuple[str, int]:
+            return tuple(remote.wait(server.channel_address.remote(), f"finding server {index}'s data channel",
+                                     self._timeout + remote.ANSWER_MARGIN))
+
+        return resolve
+
     def _wait_all(self, refs: list[Any], what: str) -> list[Any]:
+        """The answers of Ray calls, or of data-channel requests (:class:`.channel.Pending`)."""
+        if refs and isinstance(refs[0], channel.Pending):
+            return [pending.result() for pending in refs]
         return remote.wait(refs, what, self._timeout + remote.ANSWER_MARGIN)
 
     def _send_deferred(self) -> None:
         """Send the push that waits to travel with the next pull."""
         deferred, self._deferred = self._deferred, {}
-        self._in_flight.extend(self._servers[server].push.remote(self._rank, self._epoch, rounds, wire.pack(values))
-                               for server, (rounds, values) in deferred.items())
+        for server, (rounds, values) in deferred.items():
+            self._in_flight.append(self._channels[server].push(self._rank, self._epoch, rounds, values))
 
     def _flush(self) -> None:
         """Send the deferred push and wait for the pushes in flight (raising their errors)."""
         self._send_deferred()
         refs, self._in_flight = self._in_flight, []
         if refs:
-            self._ask(lambda: refs, "push")
+            first = [refs]  # after a recovery the lost pushes were sent again: nothing to ask twice
+            self._ask(lambda: first.pop() if first else [], "push")
 
     def _check_pushes(self) -> None:
         """Raise the errors of finished pushes (recovering from a lost server when replicated)."""
@@ -267,12 +282,12 @@ class DistKVStore:
 
     def _encode(self, entry: Key, part: Part, data: np.ndarray) -> Any:
         if self._compressor is None:
-            return self._payload(data)
+            return data
         flat = np.ascontiguousarray(data).reshape(-1)
         residual = self._residuals.get((entry.key, part.index))
         if residual is None and self._compressor.needs_residual:
             residual = self._residuals[(entry.key, part.index)] = np.zeros(part.size, dtype=entry.dtype)
-        return tuple(self._payload(np.asarray(item)) for item in self._compressor.compress(np, flat, residual))
+        return tuple(np.asarray(item) for item in self._compressor.compress(np, flat, residual))
 
     def push(self, key: Any, value: Any, priority: int = 0) -> None:
         """Push ``value`` into ``key``: one round of this worker (a list of arrays is summed first).
@@ -344,14 +359,12 @@ class DistKVStore:
         self._check_pushes()
         push_batches, self._deferred = self._deferred, {}
         refs = []
-        for server, items in pull_batches.items():
+        for server, items in pull_batches.items():  # one request per server: its pushes ride along
             rounds, values = push_batches.pop(server, ([], []))
-            refs.append(self._servers[server].pushpull.remote(self._rank, self._epoch, rounds, wire.pack(values),
-                                                             items, self._timeout) if rounds else
-                        self._servers[server].pull.remote(self._rank, self._epoch, items, self._timeout))
+            refs.append(self._channels[server].pull(self._rank, self._epoch, items, self._timeout, rounds, values))
         # servers with pushed parts but nothing to read (out names other keys)
-        self._in_flight.extend(self._servers[server].push.remote(self._rank, self._epoch, rounds, wire.pack(values))
-                               for server, (rounds, values) in push_batches.items())
+        for server, (rounds, values) in push_batches.items():
+            self._in_flight.append(self._channels[server].push(self._rank, self._epoch, rounds, values))
         first = [refs]
 
         def send() -> list[Any]:  # the pushes travel once; a retry after a server restart only pulls
@@ -360,7 +373,7 @@ class DistKVStore:
         self._receive(checked, pull_batches, self._ask(send, "pull"))
 
     def _pull_refs(self, batches: dict[int, list[Any]]) -> list[Any]:
-        return [self._servers[server].pull.remote(self._rank, self._epoch, items, self._timeout)
+        return [self._channels[server].pull(self._rank, self._epoch, items, self._timeout)
                 for server, items in batches.items()]
 
     def _receive(self, checked: list[tuple[Key, list[Any]]], batches: dict[int, list[Any]],
@@ -368,8 +381,11 @@ class DistKVStore:
         """Write the servers' answers (in the order of ``batches``) into the pull targets."""
         found: dict[tuple[Any, int], np.ndarray] = {}
         clocks: dict[Any, tuple[int, int]] = {}
-        for items, (packed, part_clocks) in zip(batches.values(), answers, strict=True):
-            for (shard_id, _), part_value, clock in zip(items, wire.unpack(packed), part_clocks, strict=True):
+        for items, (values, part_clocks) in zip(batches.values(), answers, strict=True):
+            if len(values) != len(items) or len(part_clocks) != len(items):
+                raise KVStoreError(f"a server answered a pull of {len(items)} parts with {len(values)} values and "
+                                   f"{len(part_clocks)} clocks")
+            for (shard_id, _), part_value, clock in zip(items, values, part_clocks, strict=True):
                 found[shard_id] = part_value
                 clocks[shard_id[0]] = clock
         self.last_pull_clocks = [(entry.key, *clocks[entry.key]) for entry, _ in checked]

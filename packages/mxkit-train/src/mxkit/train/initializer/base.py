@@ -196,7 +196,7 @@ def alias(*aliases: str) -> Callable[[type], type]:
     return _INITIALIZERS.alias(*aliases)
 
 
-def create(init: Any, **kwargs: Any) -> Initializer:
+def create(init: Any, /, **kwargs: Any) -> Initializer:
     """An initializer from an instance (returned as is), a name with arguments, a
     ``dumps()`` JSON string (``'["xavier", {"magnitude": 2}]'``) or a dict description.
 

@@ -1,0 +1,334 @@
+"""The data channel: pushes and pulls over one persistent TCP connection per worker and server.
+
+Ray stays the control plane (starting actors, settings, barriers, recovery); a Ray actor
+call costs about 2 ms, so the per-step data would spend most of a step there. Each server
+listens on a TCP socket on the host Ray is bound to (127.0.0.1 on one machine) and tells
+workers its address through Ray (``ParameterServer.channel_address``). A worker connects
+once per server and keeps the connection; a request is one frame (:mod:`.frames`), the
+server answers each request with one frame, in order, so a worker can send its pushes
+without waiting and read their acknowledgements later.
+
+A server serves each connection in its own thread and runs the same methods the Ray
+entry points run (``push_values``, ``pull_values``). A malformed frame is answered with an
+error frame and that connection is closed; the other connections are not affected.
+
+When a connection drops (the server died; Ray may restart it at a new port), every
+request waiting on it fails with :class:`ChannelLost`, a :class:`~.remote.ActorLost`, so
+the worker's recovery (:mod:`.recovery`) runs as for a lost actor call; the next request
+resolves the address through Ray again and reconnects.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from mxkit.core import errors
+from mxkit.core.errors import KVStoreError, MXKitError
+from mxkit.kvstore.dist.frames import ChannelError, receive_frame, send_frame
+from mxkit.kvstore.dist.remote import ActorLost
+from mxkit.kvstore.dist.rounds import ResendRequest
+
+#: requests a server's listening socket queues before it accepts them
+BACKLOG = 128
+#: value layouts in a push: a plain array, or a tuple of arrays (a compressed payload)
+SINGLE = -1
+
+
+class ChannelLost(ActorLost):
+    """The connection to a server dropped (it died, or is being restarted by Ray)."""
+
+
+# -- requests and answers as frames ------------------------------------------------------
+
+
+def _int(header: dict[str, Any], name: str, minimum: int = 0) -> int:
+    value = header.get(name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ChannelError(f"malformed request: {name!r} must be an int >= {minimum}, got {value!r:.100}")
+    return value
+
+
+def _shard_rounds(header: dict[str, Any], name: str) -> list[tuple[tuple[Any, int], int]]:
+    """A request's ``[[key, part, round], ...]`` as ``[((key, part), round)]``."""
+    triples = header.get(name)
+    if not isinstance(triples, list):
+        raise ChannelError(f"malformed request: {name!r} must be a list of [key, part, round], got {triples!r:.100}")
+    out = []
+    for triple in triples:
+        if not (isinstance(triple, list) and len(triple) == 3 and isinstance(triple[0], (int, str))
+                and not isinstance(triple[0], bool)
+                and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in triple[1:])):
+            raise ChannelError(f"malformed request: an item of {name!r} is [key (int or str), part >= 0, "
+                               f"round >= 0], got {triple!r:.100}")
+        out.append(((triple[0], triple[1]), triple[2]))
+    return out
+
+
+def _grouped(layout: Any, arrays: list[np.ndarray]) -> list[Any]:
+    """The push's payloads: arrays, or tuples of them (compressed), as ``layout`` says."""
+    if not isinstance(layout, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= SINGLE
+                                               for n in layout):
+        raise ChannelError(f"malformed request: 'values' must be a list of ints >= {SINGLE}, got {layout!r:.100}")
+    needed = sum(1 if n == SINGLE else n for n in layout)
+    if needed != len(arrays):
+        raise ChannelError(f"malformed request: 'values' describes {needed} arrays, the frame has {len(arrays)}")
+    payloads, index = [], 0
+    for count in layout:
+        if count == SINGLE:
+            payloads.append(arrays[index])
+            index += 1
+        else:
+            payloads.append(tuple(arrays[index:index + count]))
+            index += count
+    return payloads
+
+
+def _flattened(payloads: list[Any]) -> tuple[list[int], list[np.ndarray]]:
+    layout, arrays = [], []
+    for payload in payloads:
+        if isinstance(payload, tuple):
+            layout.append(len(payload))
+            arrays.extend(np.asarray(item) for item in payload)
+        else:
+            layout.append(SINGLE)
+            arrays.append(np.asarray(payload))
+    return layout, arrays
+
+
+def handle_request(server: Any, header: dict[str, Any], arrays: list[np.ndarray]
+                   ) -> tuple[dict[str, Any], list[np.ndarray]]:
+    """Run one request on ``server`` (a :class:`~.server.ParameterServer`); its answer."""
+    op = header.get("op")
+    if op not in ("push", "pull", "pushpull"):
+        raise ChannelError(f"malformed request: 'op' is one of push, pull, pushpull, got {op!r:.50}")
+    rank, epoch = _int(header, "rank"), _int(header, "epoch")
+    if op != "pull":
+        rounds = _shard_rounds(header, "rounds")
+        values = _grouped(header.get("values"), arrays)
+        if len(values) != len(rounds):
+            raise ChannelError(f"malformed request: {len(rounds)} rounds but {len(values)} values")
+        server.push_values(rank, epoch, rounds, values, bool(header.get("resend", False)))
+    if op == "push":
+        return {"ok": True}, []
+    timeout = header.get("timeout")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ChannelError(f"malformed request: 'timeout' must be a positive number of seconds, got {timeout!r:.50}")
+    values, clocks = server.pull_values(rank, epoch, _shard_rounds(header, "items"), float(timeout))
+    return {"ok": True, "clocks": [list(clock) for clock in clocks]}, values
+
+
+def _error_header(exc: BaseException) -> dict[str, Any]:
+    return {"ok": False, "error": type(exc).__name__, "message": str(exc)}
+
+
+def error_from(header: dict[str, Any], what: str) -> MXKitError:
+    """The mxkit error an error answer stands for (its own class for mxkit's errors)."""
+    name, message = str(header.get("error")), str(header.get("message"))
+    if name == "ResendRequest":
+        return ResendRequest(message)
+    cls = getattr(errors, name, None)
+    if isinstance(cls, type) and issubclass(cls, MXKitError):
+        return cls(message)
+    return KVStoreError(f"{what} failed on the server: {name}: {message}")
+
+
+class ChannelServer:
+    """A server's listening socket and one thread per connection.
+
+    Parameters
+    ----------
+    server : ParameterServer
+        Whose ``push_values``/``pull_values`` requests run.
+    host : str
+        The address to bind (the host Ray is bound to).
+    """
+
+    def __init__(self, server: Any, host: str):
+        self.server = server
+        self.listener = socket.create_server((host, 0), backlog=BACKLOG)
+        self.address = (host, self.listener.getsockname()[1])
+        threading.Thread(target=self._accept, name="mxkit-channel-accept", daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, _ = self.listener.accept()
+            except OSError:  # closed
+                return
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            threading.Thread(target=self._serve, args=(sock,), name="mxkit-channel", daemon=True).start()
+
+    def _serve(self, sock: socket.socket) -> None:
+        with sock:
+            while True:
+                try:
+                    header, arrays = receive_frame(sock)
+                except (EOFError, OSError):
+                    return
+                except ChannelError as exc:  # the stream is lost: say why, then close it
+                    try:
+                        send_frame(sock, _error_header(exc), [])
+                    except OSError:
+                        pass
+                    return
+                try:
+                    answer, values = handle_request(self.server, header, arrays)
+                except Exception as exc:  # noqa: BLE001 - every error goes back to the worker that asked
+                    answer, values = _error_header(exc), []
+                try:
+                    send_frame(sock, answer, values)
+                except OSError:
+                    return
+
+    def close(self) -> None:
+        """Stop accepting connections."""
+        self.listener.close()
+
+
+# -- the worker's side ---------------------------------------------------------------------
+
+
+class Pending:
+    """A request sent on a :class:`Connection` whose answer is not read yet."""
+
+    __slots__ = ("answer", "connection", "done", "error", "what")
+
+    def __init__(self, connection: Connection, what: str):
+        self.connection, self.what = connection, what
+        self.done, self.answer, self.error = False, None, None
+
+    @property
+    def lost(self) -> bool:
+        """Whether it failed because the connection dropped."""
+        return isinstance(self.error, ChannelLost)
+
+    def result(self) -> Any:
+        """``(values, clocks)`` of a pull (``None`` for a push), waiting for it; raises its error."""
+        while not self.done:
+            self.connection.read_answer()
+        if self.error is not None:
+            raise self.error
+        return self.answer
+
+
+class Connection:
+    """A worker's connection to server ``index``, made on first use and after a drop.
+
+    Parameters
+    ----------
+    index : int
+        The server's number (for messages).
+    resolve : callable
+        ``resolve() -> (host, port)``: asks the server, through Ray, where it listens.
+    timeout : float
+        Seconds to wait for an answer (a pull blocked on other workers waits this long).
+    """
+
+    def __init__(self, index: int, resolve: Callable[[], tuple[str, int]], timeout: float):
+        self.index, self.resolve, self.timeout = index, resolve, timeout
+        self.sock: socket.socket | None = None
+        self.address: tuple[str, int] | None = None
+        self.waiting: deque[Pending] = deque()
+
+    def _connect(self) -> socket.socket:
+        self.address = tuple(self.resolve())  # an ActorLost if the server is dead
+        try:
+            sock = socket.create_connection(self.address, timeout=self.timeout)
+        except OSError as exc:
+            raise ChannelLost(f"server {self.index}: cannot connect to its data channel at "
+                              f"{self.address[0]}:{self.address[1]} ({exc})") from None
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = sock
+        return sock
+
+    def request(self, header: dict[str, Any], arrays: list[np.ndarray], what: str) -> Pending:
+        """Send a request; its answer is read by :meth:`Pending.result`."""
+        sock = self.sock or self._connect()
+        pending = Pending(self, f"{what} (server {self.index})")
+        try:
+            send_frame(sock, header, arrays)
+        except OSError as exc:
+            self._drop(exc)
+            raise ChannelLost(f"{pending.what}: the connection to {self._where()} dropped ({exc})") from None
+        self.waiting.append(pending)
+        return pending
+
+    def push(self, rank: int, epoch: int, rounds: list[Any], payloads: list[Any], resend: bool = False) -> Pending:
+        layout, arrays = _flattened(payloads)
+        return self.request({"op": "push", "rank": rank, "epoch": epoch, "resend": resend, "values": layout,
+                             "rounds": [[shard[0], shard[1], r] for shard, r in rounds]}, arrays, "push")
+
+    def pull(self, rank: int, epoch: int, items: list[Any], timeout: float, rounds: list[Any] = (),
+             payloads: list[Any] = ()) -> Pending:
+        header: dict[str, Any] = {"op": "pull", "rank": rank, "epoch": epoch, "timeout": timeout,
+                                  "items": [[shard[0], shard[1], r] for shard, r in items]}
+        arrays: list[np.ndarray] = []
+        if rounds:
+            layout, arrays = _flattened(payloads)
+            header.update(op="pushpull", values=layout, rounds=[[shard[0], shard[1], r] for shard, r in rounds])
+        return self.request(header, arrays, "pull")
+
+    def _where(self) -> str:
+        return f"server {self.index}" + (f" at {self.address[0]}:{self.address[1]}" if self.address else "")
+
+    def read_answer(self) -> None:
+        """Read the answer of the oldest waiting request."""
+        pending = self.waiting[0]
+        try:
+            header, arrays = receive_frame(self.sock)
+        except TimeoutError:
+            self._drop(None)  # the stream's position is unknown now: start afresh
+            raise KVStoreError(f"{pending.what}: no answer from {self._where()} within {self.timeout} s; it may be "
+                               f"overloaded or stuck (raise config kvstore_timeout if it is only slow)") from None
+        except (EOFError, OSError, ChannelError) as exc:
+            self._drop(exc)
+            return
+        self.waiting.popleft()
+        pending.done = True
+        if header.get("ok") is True:
+            clocks = header.get("clocks")
+            pending.answer = None if clocks is None else (arrays, [tuple(clock) for clock in clocks])
+        else:
+            pending.error = error_from(header, pending.what)
+
+    def _drop(self, exc: BaseException | None) -> None:
+        """Close the connection; every waiting request fails with :class:`ChannelLost`."""
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
+        waiting, self.waiting = self.waiting, deque()
+        for pending in waiting:
+            pending.done = True
+            pending.error = ChannelLost(f"{pending.what}: the connection to {self._where()} dropped "
+                                        f"({exc or 'timed out'}); the server died or is restarting")
+
+    def poll(self) -> None:
+        """Read the answers that have arrived, without waiting."""
+        while self.waiting and self.sock is not None and select.select([self.sock], [], [], 0)[0]:
+            self.read_answer()
+
+    def close(self) -> None:
+        """Close the connection (requests still waiting fail)."""
+        self._drop(None)
+
+
+def check_done(pendings: list[Pending]) -> list[Pending]:
+    """Raise the error of any finished request in ``pendings``; return those still waiting."""
+    for connection in {id(p.connection): p.connection for p in pendings}.values():
+        connection.poll()
+    running = []
+    for pending in pendings:
+        if not pending.done:
+            running.append(pending)
+        elif pending.error is not None:
+            raise pending.error
+    return running
+
+
+__all__ = ["ChannelLost", "ChannelServer", "Connection", "Pending", "check_done", "error_from", "handle_request"]

@@ -1,0 +1,176 @@
+"""The data channel's frames: a fixed binary prefix, a JSON header and raw array bytes.
+
+A frame is::
+
+    prefix   20 bytes  b"MXKV", version (u16), flags (u16, 0), header bytes (u32), body bytes (u64)
+    header   UTF-8 JSON object; its "arrays" lists [dtype.str, shape] of each array of the body
+    body     the arrays' bytes, C order, each starting at a multiple of 16 bytes
+
+Only numbers, strings and lists cross the channel besides raw numeric bytes: nothing is
+unpickled, and every field of a received frame is checked (:class:`ChannelError` names
+what was wrong) before memory is allocated for its body.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+from typing import Any
+
+import numpy as np
+from mxkit.core.errors import KVStoreError
+
+MAGIC = b"MXKV"
+VERSION = 1
+PREFIX = struct.Struct("!4sHHIQ")
+#: the most JSON one frame may carry (a 100k-key request is about 3 MiB)
+MAX_HEADER_BYTES = 64 << 20
+#: the most array bytes one frame may carry
+MAX_BODY_BYTES = 1 << 40
+#: each array of a body starts at a multiple of this (numpy views stay aligned)
+ALIGN = 16
+#: numpy kinds that may cross: bool, signed/unsigned ints, floats, complex
+ALLOWED_KINDS = "biufc"
+#: buffers per sendmsg call (below every platform's IOV_MAX)
+IOV_CHUNK = 512
+_PADDING = bytes(ALIGN)
+
+
+class ChannelError(KVStoreError):
+    """A frame on the data channel was malformed or truncated."""
+
+
+def _aligned(size: int) -> int:
+    return (size + ALIGN - 1) // ALIGN * ALIGN
+
+
+def encode(header: dict[str, Any], arrays: list[np.ndarray]) -> list[Any]:
+    """The buffers of a frame with ``header`` (a JSON-able dict) and ``arrays``.
+
+    The arrays are not copied unless they are not C-contiguous.
+    """
+    arrays = [np.asarray(array, order="C") for array in arrays]  # (ascontiguousarray makes 0-d 1-d)
+    header = dict(header, arrays=[[array.dtype.str, list(array.shape)] for array in arrays])
+    head = json.dumps(header, separators=(",", ":")).encode()
+    buffers: list[Any] = [b"", head]
+    body = 0
+    for array in arrays:
+        if body % ALIGN:
+            pad = ALIGN - body % ALIGN
+            buffers.append(_PADDING[:pad])
+            body += pad
+        if array.nbytes:
+            buffers.append(memoryview(array.reshape(-1).view(np.uint8)))
+            body += array.nbytes
+    buffers[0] = PREFIX.pack(MAGIC, VERSION, 0, len(head), body)
+    return buffers
+
+
+def send_frame(sock: socket.socket, header: dict[str, Any], arrays: list[np.ndarray]) -> None:
+    """Send one frame (``sendmsg`` of the buffers themselves, partial sends resumed)."""
+    views = [memoryview(buffer) for buffer in encode(header, arrays)]
+    views = [view for view in views if view.nbytes]
+    first = 0
+    while first < len(views):
+        sent = sock.sendmsg(views[first:first + IOV_CHUNK])
+        while sent:
+            size = views[first].nbytes
+            if sent >= size:
+                sent -= size
+                first += 1
+            else:
+                views[first] = views[first][sent:]
+                sent = 0
+
+
+def _receive_into(sock: socket.socket, view: memoryview, what: str) -> None:
+    received = 0
+    while received < view.nbytes:
+        count = sock.recv_into(view[received:])
+        if count == 0:
+            if received == 0 and what == "prefix":
+                raise EOFError("the peer closed the connection")
+            raise ChannelError(f"truncated frame: the connection closed after {received} of the {view.nbytes} "
+                               f"bytes of the frame's {what}")
+        received += count
+
+
+def _check_array_specs(specs: Any) -> list[tuple[np.dtype, tuple[int, ...], int]]:
+    """``[(dtype, shape, offset)]`` of a header's "arrays", and their checks."""
+    if not isinstance(specs, list):
+        raise ChannelError(f"malformed frame: 'arrays' must be a list of [dtype, shape], got {specs!r:.200}")
+    layout = []
+    offset = 0
+    for spec in specs:
+        if not (isinstance(spec, list) and len(spec) == 2 and isinstance(spec[0], str) and isinstance(spec[1], list)):
+            raise ChannelError(f"malformed frame: an array is described by [dtype, shape], got {spec!r:.200}")
+        try:
+            dtype = np.dtype(spec[0])
+        except TypeError:
+            raise ChannelError(f"malformed frame: unknown dtype {spec[0]!r:.50}") from None
+        if dtype.kind not in ALLOWED_KINDS or dtype.fields is not None or dtype.subdtype is not None:
+            raise ChannelError(f"malformed frame: dtype {spec[0]!r:.50} cannot cross the data channel; it carries "
+                               f"bool, int, uint, float and complex arrays only")
+        shape = spec[1]
+        if len(shape) > 32 or not all(isinstance(n, int) and not isinstance(n, bool) and 0 <= n < 2**48
+                                      for n in shape):
+            raise ChannelError(f"malformed frame: a shape is a list of at most 32 ints >= 0, got {shape!r:.200}")
+        offset = _aligned(offset)
+        layout.append((dtype, tuple(shape), offset))
+        size = dtype.itemsize
+        for n in shape:
+            size *= n
+        offset += size
+        if offset > MAX_BODY_BYTES:
+            raise ChannelError(f"malformed frame: its arrays add up to more than {MAX_BODY_BYTES} bytes")
+    return layout
+
+
+def receive_frame(sock: socket.socket) -> tuple[dict[str, Any], list[np.ndarray]]:
+    """Read one frame: its header and its arrays (views of one fresh buffer).
+
+    Raises
+    ------
+    EOFError
+        If the peer closed the connection between frames.
+    ChannelError
+        If the frame is malformed or truncated.
+    OSError
+        On a socket error or timeout.
+    """
+    prefix = bytearray(PREFIX.size)
+    _receive_into(sock, memoryview(prefix), "prefix")
+    magic, version, flags, header_bytes, body_bytes = PREFIX.unpack(prefix)
+    if magic != MAGIC:
+        raise ChannelError(f"malformed frame: it starts with {bytes(prefix[:4])!r}, not {MAGIC!r} (is the peer an "
+                           f"mxkit KVStore worker or server?)")
+    if version != VERSION or flags != 0:
+        raise ChannelError(f"frame version {version} (flags {flags}); this side speaks version {VERSION}, flags 0")
+    if header_bytes > MAX_HEADER_BYTES:
+        raise ChannelError(f"malformed frame: a header of {header_bytes} bytes (at most {MAX_HEADER_BYTES})")
+    head = bytearray(header_bytes)
+    _receive_into(sock, memoryview(head), "header")
+    try:
+        header = json.loads(head.decode())
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ChannelError(f"malformed frame: its header is not UTF-8 JSON ({exc})") from None
+    if not isinstance(header, dict):
+        raise ChannelError(f"malformed frame: its header is a JSON object, got {type(header).__name__}")
+    layout = _check_array_specs(header.get("arrays", []))
+    expected = 0
+    if layout:
+        dtype, shape, offset = layout[-1]
+        expected = offset + dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+    if body_bytes != expected:
+        raise ChannelError(f"malformed frame: its body has {body_bytes} bytes, its arrays need {expected}")
+    body = np.empty(body_bytes, dtype=np.uint8)
+    _receive_into(sock, memoryview(body), "body")
+    arrays = []
+    for dtype, shape, offset in layout:
+        size = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+        arrays.append(body[offset:offset + size].view(dtype).reshape(shape))
+    return header, arrays
+
+
+__all__ = ["ALLOWED_KINDS", "ChannelError", "MAGIC", "VERSION", "encode", "receive_frame", "send_frame"]

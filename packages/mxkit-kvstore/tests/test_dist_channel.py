@@ -1,0 +1,218 @@
+"""The data channel (persistent TCP connections between workers and servers): frames round
+trip every dtype exactly, malformed frames fail clearly without disturbing other
+connections, a dead server is named, and random push/pull sequences match a serial replay."""
+
+import socket
+import struct
+import time
+
+import mxkit.ndarray as nd
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mxkit.core.errors import KVStoreError
+from mxkit.kvstore.dist import frames
+from mxkit.kvstore.dist.channel import ChannelLost, Connection
+from mxkit.kvstore.dist.server import ParameterServer
+
+pytestmark = [pytest.mark.timeout(120)]
+
+DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
+          np.float16, np.float32, np.float64, np.complex64, np.complex128]
+
+
+@pytest.fixture
+def plain_server():
+    """A ParameterServer without Ray (one worker, dist_sync), serving its data channel on loopback."""
+    server = ParameterServer(0, num_workers=1)
+    server.configure(0, "sequential", {})
+    yield server
+    if server._channel is not None:
+        server._channel.close()
+
+
+def connect(server, timeout=10.0):
+    return Connection(0, server.channel_address, timeout)
+
+
+def raw_socket(server):
+    sock = socket.create_connection(server.channel_address(), timeout=10.0)
+    return sock
+
+
+def test_the_channel_listens_on_loopback_only_outside_ray(plain_server):
+    assert plain_server.channel_address()[0] == "127.0.0.1"
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_every_dtype_and_a_0d_and_an_empty_array_round_trip_exactly(plain_server, dtype):
+    rng = np.random.default_rng(0)
+    values = {"matrix": np.abs(rng.normal(size=(3, 5)) * 50).astype(dtype),
+              "scalar": np.array(abs(rng.normal()) * 9, dtype),
+              "empty": np.zeros((0, 4), dtype)}
+    plain_server.init([((key, 0), np.zeros_like(value)) for key, value in values.items()])
+    connection = connect(plain_server)
+    items = [((key, 0), 1) for key in values]
+    answer = connection.pull(0, 0, items, 5.0, rounds=[((key, 0), 0) for key in values],
+                             payloads=list(values.values())).result()
+    pulled, clocks = answer
+    assert clocks == [(1, 1)] * 3
+    for expected, got in zip(values.values(), pulled, strict=True):
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+        np.testing.assert_array_equal(got, expected)
+    connection.close()
+
+
+def test_frames_check_what_they_carry():
+    left, right = socket.socketpair()
+    with left, right:
+        frames.send_frame(left, {"x": 1}, [np.arange(3, dtype=np.int16), np.ones((2, 0)), np.float32(2.5)])
+        header, arrays = frames.receive_frame(right)
+        assert header["x"] == 1 and [a.dtype.str for a in arrays] == ["<i2", "<f8", "<f4"]
+        np.testing.assert_array_equal(arrays[0], [0, 1, 2])
+        assert arrays[1].shape == (2, 0) and arrays[2].shape == () and arrays[2] == 2.5
+
+
+def raw_frame(head, declared_body=0, version=frames.VERSION, declared_head=None):
+    """A frame's bytes with a prefix that may lie about its lengths."""
+    size = len(head) if declared_head is None else declared_head
+    return frames.PREFIX.pack(frames.MAGIC, version, 0, size, declared_body) + head
+
+
+@pytest.mark.parametrize(("frame", "message"), [
+    (b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n", "starts with b'GET '"),
+    (raw_frame(b"{}", version=7), "frame version 7"),
+    (raw_frame(b"{nope"), "not UTF-8 JSON"),
+    (raw_frame(b"[1, 2]"), "its header is a JSON object, got list"),
+    (raw_frame(b'{"arrays": [["|O", [1]]]}', 8), "dtype '|O' cannot cross"),
+    (raw_frame(b'{"arrays": [["<f4", [-2]]]}'), "a shape is a list of at most 32 ints >= 0, got [-2]"),
+    (raw_frame(b'{"arrays": [["<f4", [2]]]}', 3), "its body has 3 bytes, its arrays need 8"),
+    (raw_frame(b'{"op": "pu', declared_head=100), "truncated frame"),
+    (raw_frame(b'{"arrays": [["<f4", [2]]]}', 8) + b"1234", "truncated frame"),
+    (raw_frame(b'{"op": "push", "rank": -1, "epoch": 0}'), "'rank' must be an int >= 0, got -1"),
+    (raw_frame(b'{"op": "drop tables", "rank": 0, "epoch": 0}'), "'op' is one of push, pull, pushpull"),
+    (raw_frame(b'{"op": "pull", "rank": 0, "epoch": 0, "timeout": 1, "items": [[[1], 0, 0]]}'),
+     "[key (int or str), part >= 0, round >= 0], got [[1], 0, 0]"),
+])
+def test_a_malformed_frame_is_answered_with_a_clear_error_and_others_are_still_served(plain_server, frame, message):
+    plain_server.init([(("w", 0), np.zeros(3, np.float32))])
+    healthy = connect(plain_server)
+    bad = raw_socket(plain_server)
+    bad.sendall(frame)
+    bad.shutdown(socket.SHUT_WR)  # a truncated frame ends here
+    header, _ = frames.receive_frame(bad)
+    assert header["ok"] is False and header["error"] == "ChannelError"
+    assert message in header["message"]
+    bad.close()
+    values, _ = healthy.pull(0, 0, [(("w", 0), 1)], 5.0, rounds=[(("w", 0), 0)],
+                             payloads=[np.array([1, 2, 3], np.float32)]).result()
+    np.testing.assert_array_equal(values[0], [1, 2, 3])
+    healthy.close()
+
+
+def test_a_request_the_server_rejects_fails_with_its_own_error_and_the_connection_goes_on(plain_server):
+    connection = connect(plain_server)
+    with pytest.raises(KVStoreError, match="before init"):
+        connection.pull(0, 0, [(("never", 0), 0)], 5.0).result()
+    plain_server.init([(("w", 0), np.zeros(2, np.float32))])
+    values, _ = connection.pull(0, 0, [(("w", 0), 0)], 5.0).result()
+    np.testing.assert_array_equal(values[0], [0, 0])
+    connection.close()
+
+
+def test_a_dropped_connection_fails_waiting_requests_with_channel_lost(plain_server):
+    connection = connect(plain_server)
+    plain_server.init([(("w", 0), np.zeros(2, np.float32))])
+    connection.pull(0, 0, [(("w", 0), 0)], 5.0).result()
+    connection.sock.shutdown(socket.SHUT_RDWR)
+    with pytest.raises(ChannelLost, match=r"server 0 at 127\.0\.0\.1:\d+ dropped"):
+        connection.pull(0, 0, [(("w", 0), 0)], 5.0).result()
+    values, _ = connection.pull(0, 0, [(("w", 0), 0)], 5.0).result()  # reconnects
+    assert values[0].shape == (2,)
+    connection.close()
+
+
+# -- over Ray ------------------------------------------------------------------------------
+
+
+@pytest.mark.ray
+def test_a_job_server_listens_on_the_host_ray_is_bound_to_and_survives_garbage(shared_job, workers):
+    import ray
+
+    job = shared_job(2, 1)
+    host, port = ray.get(job.servers[0].channel_address.remote())
+    assert host == "127.0.0.1"
+    with socket.create_connection((host, port), timeout=10.0) as bad:
+        bad.sendall(struct.pack("!4s", b"JUNK") + bytes(40))
+        header, _ = frames.receive_frame(bad)
+        assert header["error"] == "ChannelError" and "b'JUNK'" in header["message"]
+
+    def worker(kv):
+        kv.init("after-garbage", nd.zeros((2,)))
+        kv.push("after-garbage", nd.ones((2,)) * (kv.rank + 1))
+        out = nd.zeros((2,))
+        kv.pull("after-garbage", out=out)
+        return out.asnumpy()
+
+    for out in workers(job, worker):
+        np.testing.assert_array_equal(out, [3, 3])
+
+
+@pytest.mark.ray
+def test_a_dead_server_that_does_not_come_back_is_named_within_the_timeout(start_job, workers):
+    import ray
+
+    job = start_job(1, 1, max_restarts=0)
+
+    def worker(kv):
+        kv.init("k", nd.zeros((2,)))
+        out = nd.zeros((2,))
+        kv.pushpull("k", nd.ones((2,)), out=out)
+        ray.kill(job.servers[0], no_restart=True)
+        with pytest.raises(ray.exceptions.RayActorError):  # (ray.kill returns before the actor is gone)
+            ray.get(job.servers[0].ping.remote(), timeout=30)
+        started = time.monotonic()
+        with pytest.raises(KVStoreError, match=r"server 0.*(dropped|died|cannot connect)"):
+            kv.pushpull("k", nd.ones((2,)), out=out)
+        return time.monotonic() - started
+
+    (elapsed,) = workers(job, worker, timeout=5.0)
+    assert elapsed < 5.0
+
+
+KEYS = st.sampled_from(["a", "b", "c"])
+SHAPES = {"a": (3,), "b": (4, 5), "c": (60,)}  # "b" and "c" are split across the two servers (bound 50)
+
+
+@pytest.mark.ray
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.tuples(st.sampled_from(["push", "pull", "pushpull"]), st.lists(KEYS, min_size=1,
+                                                                                        max_size=3, unique=True),
+                                st.integers(-100, 100)), min_size=1, max_size=8))
+def test_random_push_pull_sequences_match_a_serial_numpy_replay(shared_job, steps):
+    import mxkit.kvstore as kvstore
+
+    job = shared_job(1, 2)
+    test_random_push_pull_sequences_match_a_serial_numpy_replay.count = count = getattr(
+        test_random_push_pull_sequences_match_a_serial_numpy_replay, "count", 0) + 1
+    kv = kvstore.create("dist_sync", rank=0, num_workers=1, namespace=job.namespace, timeout=20.0)
+    names = {key: f"{key}{count}" for key in SHAPES}  # fresh keys per example
+    rng = np.random.default_rng(count)
+    expected = {key: rng.integers(-9, 9, size=shape).astype(np.float32) for key, shape in SHAPES.items()}
+    kv.init([names[k] for k in SHAPES], [nd.array(expected[k]) for k in SHAPES])
+    for op, keys, seed in steps:
+        pushed = [np.random.default_rng(seed + 1000).integers(-50, 50, size=SHAPES[k]).astype(np.float32)
+                  for k in keys]
+        outs = [nd.zeros(SHAPES[k]) for k in keys]
+        if op == "push":
+            kv.push([names[k] for k in keys], [nd.array(p) for p in pushed])
+            expected.update(zip(keys, pushed, strict=True))  # one worker, no updater: a round's sum replaces
+            continue
+        if op == "pushpull":
+            kv.pushpull([names[k] for k in keys], [nd.array(p) for p in pushed], out=outs)
+            expected.update(zip(keys, pushed, strict=True))
+        else:
+            kv.pull([names[k] for k in keys], out=outs)
+        for key, out in zip(keys, outs, strict=True):
+            np.testing.assert_array_equal(out.asnumpy(), expected[key])
