@@ -169,9 +169,13 @@ def test_a_dead_server_that_does_not_come_back_is_named_within_the_timeout(start
         kv.init("k", nd.zeros((2,)))
         out = nd.zeros((2,))
         kv.pushpull("k", nd.ones((2,)), out=out)
+        address = ray.get(job.servers[0].channel_address.remote())
         ray.kill(job.servers[0], no_restart=True)
         with pytest.raises(ray.exceptions.RayActorError):  # (ray.kill returns before the actor is gone)
             ray.get(job.servers[0].ping.remote(), timeout=30)
+        # Ray reports the actor dead before its process has exited, and until then the
+        # process still answers on its data channel: wait until its socket is closed.
+        _wait_until_nothing_listens(address, within=30.0)
         started = time.monotonic()
         with pytest.raises(KVStoreError, match=r"server 0.*(dropped|died|cannot connect)"):
             kv.pushpull("k", nd.ones((2,)), out=out)
@@ -179,6 +183,17 @@ def test_a_dead_server_that_does_not_come_back_is_named_within_the_timeout(start
 
     (elapsed,) = workers(job, worker, timeout=5.0)
     assert elapsed < 5.0
+
+
+def _wait_until_nothing_listens(address, within):
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(tuple(address), timeout=1.0).close()
+        except OSError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"something still listens on {address} {within} s after the server was killed")
 
 
 KEYS = st.sampled_from(["a", "b", "c"])

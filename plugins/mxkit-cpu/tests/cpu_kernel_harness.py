@@ -8,7 +8,7 @@ import itertools
 
 import numpy as np
 from mxkit.ndarray.registry import get_registry
-from mxkit_cpu import activation, parallel
+from mxkit_cpu import parallel
 from threadpoolctl import threadpool_limits
 
 
@@ -36,15 +36,15 @@ def is_plugin_kernel(name: str) -> bool:
 def split_into_blocks(threads: int = 3):
     """Make every kernel split its batch across ``threads`` threads, however small the work
     (BLAS limited to one thread, as the engine runs it, so that the products split too)."""
-    saved = parallel.MIN_PARALLEL_WORK, activation.MIN_PARALLEL_ELEMENTS
+    saved = parallel.MIN_PARALLEL_WORK
     parallel.reset()
     parallel._threads = threads
-    parallel.MIN_PARALLEL_WORK = activation.MIN_PARALLEL_ELEMENTS = 0
+    parallel.MIN_PARALLEL_WORK = 0
     try:
         with threadpool_limits(limits=1, user_api="blas"):
             yield
     finally:
-        parallel.MIN_PARALLEL_WORK, activation.MIN_PARALLEL_ELEMENTS = saved
+        parallel.MIN_PARALLEL_WORK = saved
         parallel.reset()
 
 

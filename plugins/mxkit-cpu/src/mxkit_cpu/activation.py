@@ -15,10 +15,11 @@ import numpy as np
 from mxkit_cpu import _elementwise
 from mxkit_cpu.conv import generic_kernel
 from mxkit_cpu.kernels import relu, sigmoid
-from mxkit_cpu.parallel import plan_blocks, run_blocks
+from mxkit_cpu.parallel import run_split
 
-#: an elementwise kernel is split across threads from this many elements (a slice costs ~20 us to hand over)
-MIN_PARALLEL_ELEMENTS = 1 << 17
+#: the work of one element visit, in multiply-adds: slices start at 2**17 elements (a slice costs
+#: ~20 us to hand over)
+ELEMENT_WORK = 16
 
 _REAL = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -33,10 +34,7 @@ def _flat(arrays: list) -> list | None:
 
 
 def _split_elementwise(task, size: int) -> None:
-    if size < MIN_PARALLEL_ELEMENTS:  # one block, run here: planning and handing over cost more than the work
-        task(0, 0, size)
-        return
-    run_blocks(task, plan_blocks(size, size * 16))
+    run_split(task, size, size * ELEMENT_WORK)
 
 
 def _tanh(x: np.ndarray, out: np.ndarray) -> None:
@@ -84,4 +82,4 @@ KERNELS = {
     "_backward_sigmoid": _backward("_backward_sigmoid", _elementwise.sigmoid_backward),
 }
 
-__all__ = ["KERNELS", "MIN_PARALLEL_ELEMENTS", "activation"]
+__all__ = ["ELEMENT_WORK", "KERNELS", "activation"]

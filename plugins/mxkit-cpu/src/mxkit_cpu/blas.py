@@ -16,7 +16,6 @@ that releases the GIL), as the convolution kernels already split a batch.
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 import numpy as np
 
@@ -24,7 +23,7 @@ from mxkit_cpu import parallel
 
 _OPTION_KEY = "cpu_blas_threads"
 _lock = threading.Lock()
-_applied: list[Any] = []  # the threadpoolctl limiter, once applied (kept so it is not collected)
+_applied = False
 
 
 def register_option() -> None:
@@ -38,6 +37,7 @@ def register_option() -> None:
 
 def limit_blas_threads() -> None:
     """Apply config ``cpu_blas_threads`` to numpy's BLAS, once per process (later calls do nothing)."""
+    global _applied
     if _applied:
         return
     with _lock:
@@ -47,12 +47,11 @@ def limit_blas_threads() -> None:
 
         register_option()
         wanted = int(config.get(_OPTION_KEY))
-        limiter = None
         if wanted > 0:
             from threadpoolctl import threadpool_limits
 
-            limiter = threadpool_limits(limits=wanted, user_api="blas")
-        _applied.append(limiter)
+            threadpool_limits(limits=wanted, user_api="blas")  # not a context: the limit stays
+        _applied = True
 
 
 def product(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
@@ -62,20 +61,11 @@ def product(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     ``out`` must be C-contiguous with the operands' dtype (row blocks of it are then
     contiguous, and each block is one BLAS call writing in place).
     """
-    rows = a.shape[0]
-    work = rows * a.shape[1] * b.shape[1]
-    if work < parallel.MIN_PARALLEL_WORK:  # most products: no planning, no thread hand-over
-        np.matmul(a, b, out=out)
-        return
-    blocks = parallel.plan_blocks(rows, work, uses_blas=True)
-    if len(blocks) == 1:
-        np.matmul(a, b, out=out)
-        return
-
     def block(_index: int, start: int, stop: int) -> None:
         np.matmul(a[start:stop], b, out=out[start:stop])
 
-    parallel.run_blocks(block, blocks)
+    rows = a.shape[0]
+    parallel.run_split(block, rows, rows * a.shape[1] * b.shape[1], uses_blas=True)
 
 
 __all__ = ["limit_blas_threads", "product", "register_option"]

@@ -134,6 +134,15 @@ def plan_blocks(count: int, work: int, uses_blas: bool = False) -> list[tuple[in
     return split(count, kernel_threads())
 
 
+def run_split(task: Callable[[int, int, int], Any], count: int, work: int, uses_blas: bool = False) -> None:
+    """``run_blocks(task, plan_blocks(count, work, uses_blas))``, with work too small to split run
+    here at once: most calls of a small kernel, which should not pay for planning a single block."""
+    if work < MIN_PARALLEL_WORK:
+        task(0, 0, count)
+        return
+    run_blocks(task, plan_blocks(count, work, uses_blas))
+
+
 def run_blocks(task: Callable[[int, int, int], Any], blocks: list[tuple[int, int]]) -> None:
     """Run ``task(index, start, stop)`` for every block of :func:`plan_blocks`, in parallel.
 
@@ -189,4 +198,4 @@ def clear_scratch() -> None:
 
 
 __all__ = ["MIN_PARALLEL_WORK", "blas_threads", "clear_scratch", "kernel_threads", "plan_blocks", "register_option",
-           "reset", "run_blocks", "scratch", "split"]
+           "reset", "run_blocks", "run_split", "scratch", "split"]

@@ -219,9 +219,7 @@ class Graph:
         ]
         self.producer = self._producers()
         self._check_order()
-        self._lifetimes: Any = None  # caches of mxkit.memplan.liveness
-        self._lower_bound: Any = None
-        self._cache: dict[str, Any] = {}  # other per-graph arrays the planners derive once
+        self._cache: dict[str, Any] = {}  # what liveness and the planners derive once per graph
 
     # -- validation -------------------------------------------------------------------
 

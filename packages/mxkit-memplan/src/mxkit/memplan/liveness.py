@@ -45,7 +45,7 @@ class Lifetimes:
 
 def lifetimes(graph: Graph) -> Lifetimes:
     """The :class:`Lifetimes` of ``graph`` (computed once, cached on the graph)."""
-    cached = graph._lifetimes
+    cached = graph._cache.get("lifetimes")
     if cached is not None:
         return cached  # type: ignore[no-any-return]
     num_entries = len(graph.entries)
@@ -62,7 +62,7 @@ def lifetimes(graph: Graph) -> Lifetimes:
         if external:
             end[entry] = graph.num_steps
     result = Lifetimes(start, end, reads)
-    graph._lifetimes = result
+    graph._cache["lifetimes"] = result
     return result
 
 
@@ -196,8 +196,9 @@ def lower_bound(graph: Graph) -> tuple[tuple[int, ...], int]:
     The bound is the sum over devices of each device's peak, so it is at least the peak
     of the summed profile.
     """
-    if graph._lower_bound is not None:
-        return graph._lower_bound  # type: ignore[no-any-return]
+    cached = graph._cache.get("lower_bound")
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
     profiles = live_bytes_by_device(graph)
     steps = graph.num_steps
     total = [0] * steps
@@ -206,8 +207,9 @@ def lower_bound(graph: Graph) -> tuple[tuple[int, ...], int]:
         for step, value in enumerate(profile):
             total[step] += value
         bound += max(profile, default=0)
-    graph._lower_bound = (tuple(total), bound)
-    return graph._lower_bound  # type: ignore[no-any-return]
+    result = (tuple(total), bound)
+    graph._cache["lower_bound"] = result
+    return result
 
 
 __all__ = ["Lifetimes", "can_share", "identity_components", "lifetimes", "live_bytes_by_device",

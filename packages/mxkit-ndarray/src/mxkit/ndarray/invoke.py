@@ -205,6 +205,14 @@ _inferred: dict[tuple, tuple[list, list]] = {}
 _INFERRED_LIMIT = 4096
 
 
+def remember(cache: dict, key: Any, value: Any, limit: int) -> None:
+    """Store ``value`` in a dispatch cache, emptying it first once it holds ``limit`` entries
+    (calls with ever new shapes or parameters must not grow it without bound)."""
+    if len(cache) >= limit:
+        cache.clear()
+    cache[key] = value
+
+
 def _inferred_outputs(op: OpDef, params: dict[str, Any], in_data: list, in_shapes: list,
                       num_aux: int) -> tuple[list, list]:
     """Output shapes and dtype names of ``op`` on these inputs (cached); errors name the call."""
@@ -228,9 +236,7 @@ def _inferred_outputs(op: OpDef, params: dict[str, Any], in_data: list, in_shape
         raise ShapeError(f"{op.describe_call(params, in_shapes)}: {exc}") from None
     found = ([tuple(shape) for shape in out_shapes], list(out_dtypes))
     if key is not None:
-        if len(_inferred) >= _INFERRED_LIMIT:
-            _inferred.clear()
-        _inferred[key] = found
+        remember(_inferred, key, found, _INFERRED_LIMIT)
     return found
 
 

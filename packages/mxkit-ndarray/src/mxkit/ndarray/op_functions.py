@@ -13,7 +13,7 @@ from typing import Any
 
 from mxkit.core.errors import MXKitError
 from mxkit.ndarray.autograd import _state as _autograd_state
-from mxkit.ndarray.invoke import invoke, resolve_context
+from mxkit.ndarray.invoke import invoke, remember, resolve_context
 from mxkit.ndarray.params import ParamError
 from mxkit.ndarray.registry import OpDef, get_registry
 
@@ -22,17 +22,17 @@ _SPECIAL_KWARGS = ("out", "name", "ctx")
 
 _NDArray: Any = None
 _same_shape_elementwise: Any = None  # mxkit.ndarray.ndarray's, imported with NDArray (no import cycle)
-#: operators whose plain calls take the elementwise fast path (filled by _info)
-_plain_unary: dict[str, OpDef] = {}
-_NO_PARAMS: dict[str, Any] = {}
+_NO_PARAMS: Any = None  # (likewise)
+#: names of the operators whose plain calls take the elementwise fast path (filled by _info)
+_plain_unary: set[str] = set()
 # op name -> (op, variadic, input names incl. aux, param names, counts num_args)
 _call_info: dict[str, tuple[OpDef, bool, tuple[str, ...], tuple[str, ...], bool]] = {}
 
 
 def _info(op_name: str) -> tuple[OpDef, bool, tuple[str, ...], tuple[str, ...], bool]:
-    global _NDArray, _same_shape_elementwise
+    global _NDArray, _same_shape_elementwise, _NO_PARAMS
     if _NDArray is None:
-        from mxkit.ndarray.ndarray import NDArray, _same_shape_elementwise
+        from mxkit.ndarray.ndarray import _NO_PARAMS, NDArray, _same_shape_elementwise
 
         _NDArray = NDArray
     op = get_registry().get(op_name)
@@ -41,7 +41,7 @@ def _info(op_name: str) -> tuple[OpDef, bool, tuple[str, ...], tuple[str, ...], 
     info = (op, variadic, named, tuple(op.params.names()), "num_args" in op.params)
     _call_info[op_name] = info
     if _is_plain_unary(op, variadic):
-        _plain_unary[op_name] = op
+        _plain_unary.add(op_name)
     return info
 
 
@@ -123,9 +123,7 @@ def _parsed_params(op: OpDef, kwargs: dict[str, Any]) -> dict[str, Any]:
         return op.parse_params(kwargs)
     if typed is None:
         typed = op.parse_params(kwargs)
-        if len(_parsed) >= _PARSED_LIMIT:
-            _parsed.clear()
-        _parsed[key] = typed
+        remember(_parsed, key, typed, _PARSED_LIMIT)
     return dict(typed)
 
 

@@ -107,6 +107,15 @@ class BaseRNNCell:
         """One dict per state: its ``shape`` (0 for the batch) and ``__layout__``."""
         raise NotImplementedError
 
+    def _get_projections(self, **i2h_bias: Any) -> None:
+        """The input-to-hidden and hidden-to-hidden weights and biases of a cell (MXNet's names;
+        ``i2h_bias`` holds the bias variable's options, e.g. ``init``)."""
+        params = self.params
+        self._iW = params.get("i2h_weight")
+        self._iB = params.get("i2h_bias", **i2h_bias)
+        self._hW = params.get("h2h_weight")
+        self._hB = params.get("h2h_bias")
+
     @property
     def state_shape(self) -> list:
         """The shapes of the states."""
@@ -211,10 +220,7 @@ class RNNCell(BaseRNNCell):
         super().__init__(prefix=prefix, params=params)
         self._num_hidden = num_hidden
         self._activation = activation
-        self._iW = self.params.get("i2h_weight")
-        self._iB = self.params.get("i2h_bias")
-        self._hW = self.params.get("h2h_weight")
-        self._hB = self.params.get("h2h_bias")
+        self._get_projections()
 
     @property
     def state_info(self) -> list[dict]:
@@ -251,11 +257,8 @@ class LSTMCell(BaseRNNCell):
                  forget_bias: float = 1.0) -> None:
         super().__init__(prefix=prefix, params=params)
         self._num_hidden = num_hidden
-        self._iW = self.params.get("i2h_weight")
-        self._hW = self.params.get("h2h_weight")
         # the forget gate's bias starts at forget_bias so that early training keeps memory
-        self._iB = self.params.get("i2h_bias", init=LSTMBias(forget_bias=forget_bias))
-        self._hB = self.params.get("h2h_bias")
+        self._get_projections(init=LSTMBias(forget_bias=forget_bias))
 
     @property
     def state_info(self) -> list[dict]:
@@ -298,10 +301,7 @@ class GRUCell(BaseRNNCell):
     def __init__(self, num_hidden: int, prefix: str = "gru_", params: RNNParams | None = None) -> None:
         super().__init__(prefix=prefix, params=params)
         self._num_hidden = num_hidden
-        self._iW = self.params.get("i2h_weight")
-        self._iB = self.params.get("i2h_bias")
-        self._hW = self.params.get("h2h_weight")
-        self._hB = self.params.get("h2h_bias")
+        self._get_projections()
 
     @property
     def state_info(self) -> list[dict]:
