@@ -6,6 +6,9 @@ from setuptools import Extension, setup
 
 HERE = Path(__file__).parent
 SOURCES = sorted((HERE / "src" / "mxkit_cpu").glob("*.pyx"))
+# _fastmath's loops select between branch-free results; the compiler turns such selects into
+# SIMD code only when it may assume that floating-point operations do not trap
+EXTRA_FLAGS = {"_fastmath": ("-fno-trapping-math",)}
 
 
 def extensions():
@@ -16,7 +19,7 @@ def extensions():
 
     modules = [
         Extension("mxkit_cpu." + source.stem, [str(source.relative_to(HERE))],
-                  include_dirs=[numpy.get_include()], extra_compile_args=["-O3"])
+                  include_dirs=[numpy.get_include()], extra_compile_args=["-O3", *EXTRA_FLAGS.get(source.stem, ())])
         for source in SOURCES
     ]
     return cythonize(modules, language_level=3)

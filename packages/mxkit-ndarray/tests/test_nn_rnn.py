@@ -159,7 +159,7 @@ def test_dropout_between_layers_uses_the_forward_masks_in_backward():
               np.full(train.shape, 7.0, np.float32)]
     outputs = [np.zeros(a.shape, np.float32) for a in inputs[1:5]]
     with pytest.raises(MXKitError, match=r"dropout p=0.5 needs the training forward's dropout masks"):
-        nn_rnn._rnn_backward_kernel(np, inputs, outputs, params)
+        nn_rnn.rnn_backward_kernel(np, inputs, outputs, params)
 
 
 def test_wrong_parameters_length_names_the_expected_length(nd):

@@ -111,12 +111,13 @@ KERNELS = {
 
 
 def _compiled_kernels() -> dict:
-    """The Cython convolution and pooling kernels (none when the extensions were not built)."""
+    """The Cython kernels: convolution, pooling, activations, BatchNorm, LSTM steps (none when the
+    extensions were not built)."""
     try:
-        from mxkit_cpu import activation, conv, norm, pool
+        from mxkit_cpu import activation, conv, norm, pool, rnn
     except ImportError:  # built without the extensions: the generic kernels serve
         return {}
-    return {**conv.KERNELS, **pool.KERNELS, **activation.KERNELS, **norm.KERNELS}
+    return {**conv.KERNELS, **pool.KERNELS, **activation.KERNELS, **norm.KERNELS, **rnn.KERNELS}
 
 
 def register(registry: Any) -> None:

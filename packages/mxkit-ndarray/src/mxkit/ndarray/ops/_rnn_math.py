@@ -5,6 +5,10 @@ loop of products over time-major data ``(T, N, C)``; the input projection of eve
 one matrix product before the loop. Each forward keeps what its backward needs (gate
 activations, cell states, previous hidden states) in a :class:`Trace`.
 
+A backend may do the elementwise part of an LSTM step itself: ``cell`` (see
+:class:`LSTMCellKernels`), which the CPU plugin passes for float32 (one vectorized pass instead
+of a dozen numpy ones); without it the ``xp`` code below runs, and is the reference.
+
 The packed parameter layout is MXNet's (and cuDNN's): every weight, layer by layer and
 direction by direction (``W_i2h (G*H, in)`` then ``W_h2h (G*H, H)``), then every bias in the
 same order (``b_i2h (G*H,)`` then ``b_h2h (G*H,)``). Gate order: LSTM ``i, f, g, o``; GRU
@@ -14,7 +18,7 @@ same order (``b_i2h (G*H,)`` then ``b_h2h (G*H,)``). Gate order: LSTM ``i, f, g,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 GATES = {"rnn_relu": 1, "rnn_tanh": 1, "lstm": 4, "gru": 3}
 
@@ -78,6 +82,19 @@ def sigmoid(xp: Any, x: Any) -> Any:
     return 0.5 * (xp.tanh(0.5 * x) + 1)
 
 
+class LSTMCellKernels(Protocol):
+    """The elementwise part of an LSTM step, done by a backend on C-contiguous arrays that do
+    not overlap (gate order i, f, g, o)."""
+
+    def lstm_forward(self, pre: Any, c_prev: Any, gates: Any, cells: Any, tanh_cells: Any, h: Any) -> None:
+        """From the gate pre-activations ``pre (N, 4H)`` and ``c_prev (N, H)``, write the
+        activated ``gates``, the new cell state ``cells``, ``tanh_cells`` and ``h``."""
+
+    def lstm_backward(self, d_h: Any, d_c: Any, gates: Any, tanh_cells: Any, c_prev: Any, d_pre: Any) -> None:
+        """Write the gradient of the gate pre-activations ``d_pre (N, 4H)``; ``d_c`` becomes the
+        gradient of the previous cell state, in place."""
+
+
 @dataclass
 class Trace:
     """What one layer-direction's forward keeps for its backward."""
@@ -92,7 +109,8 @@ class Trace:
     extra: dict = field(default_factory=dict)
 
 
-def run_forward(xp: Any, mode: str, weights: LayerWeights, x: Any, h0: Any, c0: Any) -> tuple[Any, Any, Any, Trace]:
+def run_forward(xp: Any, mode: str, weights: LayerWeights, x: Any, h0: Any, c0: Any,
+                cell: LSTMCellKernels | None = None) -> tuple[Any, Any, Any, Trace]:
     """One layer-direction over ``x (T, N, in)``: (outputs (T, N, H), h_T, c_T or None, trace)."""
     steps, batch, _ = x.shape
     hidden = h0.shape[-1]
@@ -125,6 +143,10 @@ def run_forward(xp: Any, mode: str, weights: LayerWeights, x: Any, h0: Any, c0: 
             h = (1 - update) * new + update * h
         else:
             pre = projected[t] + h @ w_h2h_t
+            if mode == "lstm" and cell is not None:
+                cell.lstm_forward(pre, c, gates[t], trace.cells[t], trace.tanh_cells[t], outputs[t])
+                h, c = outputs[t], trace.cells[t]
+                continue
             if mode == "lstm":
                 ifo = sigmoid(xp, pre)
                 g = xp.tanh(pre[:, 2 * hidden:3 * hidden])
@@ -144,7 +166,8 @@ def run_forward(xp: Any, mode: str, weights: LayerWeights, x: Any, h0: Any, c0: 
 
 
 def run_backward(xp: Any, mode: str, weights: LayerWeights, trace: Trace, d_out: Any, d_h: Any, d_c: Any,
-                 grads: LayerWeights, need_input_grad: bool) -> tuple[Any, Any, Any]:
+                 grads: LayerWeights, need_input_grad: bool,
+                 cell: LSTMCellKernels | None = None) -> tuple[Any, Any, Any]:
     """Backpropagation through time of one layer-direction.
 
     ``d_out (T, N, H)`` is the gradient of its outputs, ``d_h``/``d_c`` of its final states.
@@ -154,9 +177,15 @@ def run_backward(xp: Any, mode: str, weights: LayerWeights, trace: Trace, d_out:
     gates, w_h2h = trace.gates, weights.w_h2h
     d_pre = xp.empty_like(gates)  # gradient of each step's gate pre-activations (input side)
     d_hidden_pre = xp.empty_like(gates) if mode == "gru" else d_pre
+    if mode == "lstm" and cell is not None:
+        d_c = xp.array(d_c, copy=True)  # updated in place, step by step
     for t in range(steps - 1, -1, -1):
         d_h = d_h + d_out[t]
-        if mode == "lstm":
+        if mode == "lstm" and cell is not None:
+            cell.lstm_backward(d_h, d_c, gates[t], trace.tanh_cells[t], trace.cells[t - 1] if t > 0 else trace.c0,
+                               d_pre[t])
+            d_h = d_pre[t] @ w_h2h
+        elif mode == "lstm":
             i, f = gates[t, :, :hidden], gates[t, :, hidden:2 * hidden]
             g, o = gates[t, :, 2 * hidden:3 * hidden], gates[t, :, 3 * hidden:]
             tanh_c = trace.tanh_cells[t]

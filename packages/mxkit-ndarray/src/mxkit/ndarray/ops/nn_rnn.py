@@ -206,7 +206,7 @@ def _states(params: dict, inputs) -> tuple[Any, Any]:
     return inputs[2], (inputs[3] if params["mode"] == "lstm" else None)
 
 
-def _forward_stack(xp, params: dict, data, flat, h0_all, c0_all, training: bool):
+def _forward_stack(xp, params: dict, data, flat, h0_all, c0_all, training: bool, cell=None):
     """Runs every layer; returns (output, final h per layer-direction, final c, traces, dropout masks)."""
     mode, hidden, directions = params["mode"], params["state_size"], _directions(params)
     layers = rnn_math.unpack(flat, mode, params["num_layers"], data.shape[2], hidden, directions)
@@ -218,7 +218,7 @@ def _forward_stack(xp, params: dict, data, flat, h0_all, c0_all, training: bool)
             index = layer * directions + direction
             c0 = c0_all[index] if c0_all is not None else None
             seq = x if direction == 0 else x[::-1]
-            out, h, c, trace = rnn_math.run_forward(xp, mode, w, xp.ascontiguousarray(seq), h0_all[index], c0)
+            out, h, c, trace = rnn_math.run_forward(xp, mode, w, xp.ascontiguousarray(seq), h0_all[index], c0, cell)
             outputs.append(out if direction == 0 else out[::-1])
             final_h.append(h)
             final_c.append(c)
@@ -232,11 +232,12 @@ def _forward_stack(xp, params: dict, data, flat, h0_all, c0_all, training: bool)
     return x, final_h, final_c, traces, masks
 
 
-def _rnn_kernel(xp, inputs, outputs, params):
+def rnn_kernel(xp, inputs, outputs, params, cell: rnn_math.LSTMCellKernels | None = None):
+    """The ``RNN`` kernel; a backend's kernel may call it with its own LSTM ``cell`` kernels."""
     data, flat = inputs[0], inputs[1]
     h0, c0 = _states(params, inputs)
     training = is_train(params)
-    out, final_h, final_c, traces, masks = _forward_stack(xp, params, data, flat, h0, c0, training)
+    out, final_h, final_c, traces, masks = _forward_stack(xp, params, data, flat, h0, c0, training, cell)
     write(xp, outputs[0], out)
     if params["state_outputs"]:
         write(xp, outputs[1], xp.stack(final_h))
@@ -246,7 +247,8 @@ def _rnn_kernel(xp, inputs, outputs, params):
         _TRACES.put(_trace_key(outputs[0]), outputs[0], [traces, masks])
 
 
-def _rnn_backward_kernel(xp, inputs, outputs, params):
+def rnn_backward_kernel(xp, inputs, outputs, params, cell: rnn_math.LSTMCellKernels | None = None):
+    """The ``_backward_RNN`` kernel; a backend's kernel may call it with its own LSTM ``cell`` kernels."""
     names = _input_names(params)
     num_heads = len(_output_names(params))
     heads, forward_inputs, output = inputs[:num_heads], inputs[num_heads:num_heads + len(names)], inputs[-1]
@@ -257,7 +259,7 @@ def _rnn_backward_kernel(xp, inputs, outputs, params):
         if params["p"] > 0:
             raise MXKitError(f"RNN backward with dropout p={params['p']} needs the training forward's dropout masks, "
                              f"and none matches this output; run forward(is_train=True) before backward")
-        _, _, _, traces, masks = _forward_stack(xp, params, data, flat, h0, c0, training=False)
+        _, _, _, traces, masks = _forward_stack(xp, params, data, flat, h0, c0, training=False, cell=cell)
     else:
         traces, masks = found
     mode, hidden, directions = params["mode"], params["state_size"], _directions(params)
@@ -282,7 +284,7 @@ def _rnn_backward_kernel(xp, inputs, outputs, params):
             d_c = d_cell[index] if d_cell is not None else None
             d_in, d_h0, d_c0 = rnn_math.run_backward(
                 xp, mode, weights[layer][direction], traces[index], xp.ascontiguousarray(d_out), d_state[index], d_c,
-                grads[layer][direction], need_input)
+                grads[layer][direction], need_input, cell)
             d_state[index] = d_h0
             if d_cell is not None:
                 d_cell[index] = d_c0
@@ -310,7 +312,7 @@ def _backward_input_names(params: dict) -> tuple[str, ...]:
 
 
 define(OpDef(
-    name="RNN", infer_shape=_rnn_shape, kernel=_rnn_kernel, params=_RNN_SCHEMA,
+    name="RNN", infer_shape=_rnn_shape, kernel=rnn_kernel, params=_RNN_SCHEMA,
     num_inputs=lambda p: len(_input_names(p)), input_names=_input_names,
     num_outputs=lambda p: len(_output_names(p)), output_names=_output_names,
     infer_dtype=lambda p, d: [d[0]] * len(_output_names(p)),
@@ -319,7 +321,7 @@ define(OpDef(
         "(MXNet's and cuDNN's layout).",
 ))
 define(OpDef(
-    name="_backward_RNN", params=_RNN_SCHEMA, kernel=_rnn_backward_kernel,
+    name="_backward_RNN", params=_RNN_SCHEMA, kernel=rnn_backward_kernel,
     infer_shape=lambda p, s: [tuple(x) for x in s[len(_output_names(p)):len(_output_names(p)) + len(_input_names(p))]],
     num_inputs=lambda p: len(_backward_input_names(p)), input_names=_backward_input_names,
     num_outputs=lambda p: len(_input_names(p)), output_names=_input_names,
@@ -327,4 +329,4 @@ define(OpDef(
     doc="Backward of RNN: backpropagation through time, the gradients of data, parameters and states.",
 ))
 
-__all__ = ["rnn_input_shapes", "rnn_param_size"]
+__all__ = ["rnn_backward_kernel", "rnn_input_shapes", "rnn_kernel", "rnn_param_size"]
