@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from mxkit.ndarray.ops import nn_rnn
 
 from mxkit_cpu import _fastmath
 
@@ -35,10 +34,14 @@ def _cell_for(params: dict, arrays: list) -> FastLSTMCell | None:
 
 
 def rnn(xp: Any, inputs: list, outputs: list, params: dict) -> None:
+    from mxkit.ndarray.ops import nn_rnn  # here: importing it defines operators, which loads this plugin
+
     nn_rnn.rnn_kernel(xp, inputs, outputs, params, cell=_cell_for(params, [*inputs, *outputs]))
 
 
 def rnn_backward(xp: Any, inputs: list, outputs: list, params: dict) -> None:
+    from mxkit.ndarray.ops import nn_rnn
+
     nn_rnn.rnn_backward_kernel(xp, inputs, outputs, params, cell=_cell_for(params, [*inputs, *outputs]))
 
 
