@@ -244,6 +244,28 @@ def test_shared_exec_reuses_pools():
     assert any(id(p) in big_pools for p in small._pools)
 
 
+def test_executors_sharing_pools_never_run_at_once():
+    # both write the same pool memory: pushed back to back, their runs must be ordered
+    net = _three_layers().get_internals()["layer3_output"]
+    shapes = dict(w1=(3, 256), w2=(256, 256), w3=(256, 2))  # big enough that the runs would overlap
+    big = net.simple_bind(None, grad_req="null", data=(512, 3), **shapes)
+    small = net.simple_bind(None, grad_req="null", shared_exec=big, data=(256, 3), **shapes)
+    assert small._internal_var is big._internal_var
+    rng = np.random.default_rng(0)
+    for name, shape in shapes.items():
+        big.arg_dict[name][:] = small.arg_dict[name][:] = rng.standard_normal(shape).astype("float32")
+    x = rng.standard_normal((512, 3)).astype("float32")
+    expected_small = None
+    for _ in range(20):
+        small.forward(data=x[:256])
+        big.forward(data=x)
+        got_small, got_big = small.outputs[0].asnumpy(), big.outputs[0].asnumpy()
+        np.testing.assert_allclose(got_small, got_big[:256], rtol=1e-5, atol=1e-5)
+        if expected_small is not None:
+            np.testing.assert_array_equal(got_small, expected_small)
+        expected_small = got_small
+
+
 def test_monitor_sees_every_node_output():
     seen = {}
     net = _three_layers()

