@@ -128,3 +128,9 @@ def register(registry: Any) -> None:
     blas.register_option()
     for name, kernel in {**KERNELS, **dense.KERNELS, **_compiled_kernels()}.items():
         registry.register_kernel(name, backend="numpy", kernel=kernel)
+    try:
+        from mxkit_cpu import update
+    except ImportError:  # built without the extensions
+        return
+    for name, kernel in update.KERNELS.items():  # operators of mxkit-train, defined when it is imported
+        registry.register_kernel(name, backend="numpy", kernel=kernel, when_defined=True)

@@ -197,6 +197,7 @@ class OperatorRegistry:
         self._ops: dict[str, OpDef] = {}
         self._canonical: list[str] = []
         self._lock = threading.Lock()
+        self._waiting: dict[str, dict[str, Kernel]] = {}  # kernels of operators not defined yet
 
     def register(self, op: OpDef) -> OpDef:
         """Add ``op`` under its name and aliases (a second definition of a name is an error)."""
@@ -208,6 +209,8 @@ class OperatorRegistry:
             for key in (op.name, *op.aliases):
                 self._ops[key] = op
             self._canonical.append(op.name)
+            for backend, kernel in self._waiting.pop(op.name, {}).items():
+                op.kernels.setdefault(backend, kernel)
         return op
 
     def get(self, name: str) -> OpDef:
@@ -232,12 +235,29 @@ class OperatorRegistry:
         """Registered operator names (canonical ones, or every name and alias)."""
         return sorted(self._ops) if include_aliases else list(self._canonical)
 
-    def register_kernel(self, name: str, backend: str, kernel: Kernel) -> None:
-        """Make ``kernel`` the implementation of operator ``name`` on backend ``backend``."""
+    def register_kernel(self, name: str, backend: str, kernel: Kernel, when_defined: bool = False) -> None:
+        """Make ``kernel`` the implementation of operator ``name`` on backend ``backend``.
+
+        An unknown ``name`` is an error, unless ``when_defined`` is true: then the kernel
+        waits for the operator, which another package defines when it is imported
+        (mxkit-train's optimizer updates), and is attached when it is registered.
+        """
         if not callable(kernel):
             raise MXKitError(f"kernel for operator {name!r} on backend {backend!r} must be callable, "
                              f"got {kernel!r}")
+        with self._lock:
+            op = self._ops.get(name)
+            if op is None and when_defined:
+                self._waiting.setdefault(name, {})[backend] = kernel
+                return
         self.get(name).kernels[backend] = kernel
+
+    def clear_kernels(self) -> None:
+        """Drop every backend kernel (and those waiting for their operator)."""
+        with self._lock:
+            for op in self._ops.values():
+                op.kernels.clear()
+            self._waiting.clear()
 
 
 _REGISTRY = OperatorRegistry()
@@ -283,8 +303,7 @@ def reload_kernels() -> None:
     """Drop backend kernels and ask the plugins again (after registering a plugin by hand)."""
     global _hooks_called
     with _hooks_lock:
-        for name in _REGISTRY.names():
-            _REGISTRY.get(name).kernels.clear()
+        _REGISTRY.clear_kernels()
         _hooks_called = False
     get_registry()
 
