@@ -23,6 +23,7 @@ from __future__ import annotations
 import select
 import socket
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -174,6 +175,7 @@ class ChannelServer:
                 except ChannelError as exc:  # the stream is lost: say why, then close it
                     try:
                         send_frame(sock, _error_header(exc), [])
+                        _close_gracefully(sock)
                     except OSError:
                         pass
                     return
@@ -189,6 +191,20 @@ class ChannelServer:
     def close(self) -> None:
         """Stop accepting connections."""
         self.listener.close()
+
+
+def _close_gracefully(sock: socket.socket, within: float = 1.0, most: int = 1 << 20) -> None:
+    """End our side, then read what the peer still sends (up to ``most`` bytes, ``within``
+    seconds) before the socket closes: closing with unread input makes the kernel reset the
+    connection, and a reset can discard the error frame just sent before the peer reads it."""
+    sock.shutdown(socket.SHUT_WR)
+    sock.settimeout(within)
+    deadline = time.monotonic() + within
+    while most > 0 and time.monotonic() < deadline:
+        chunk = sock.recv(min(most, 65536))
+        if not chunk:
+            return
+        most -= len(chunk)
 
 
 # -- the worker's side ---------------------------------------------------------------------
