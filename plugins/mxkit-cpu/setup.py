@@ -7,8 +7,9 @@ from setuptools import Extension, setup
 HERE = Path(__file__).parent
 SOURCES = sorted((HERE / "src" / "mxkit_cpu").glob("*.pyx"))
 # _fastmath's loops select between branch-free results; the compiler turns such selects into
-# SIMD code only when it may assume that floating-point operations do not trap
-EXTRA_FLAGS = {"_fastmath": ("-fno-trapping-math",)}
+# SIMD code only when it may assume that floating-point operations do not trap. _update's
+# Adam loop vectorizes its sqrt only when sqrt need not set errno
+EXTRA_FLAGS = {"_fastmath": ("-fno-trapping-math",), "_update": ("-fno-trapping-math", "-fno-math-errno")}
 
 
 def extensions():
