@@ -16,24 +16,12 @@ import numpy as np
 
 from mxkit_cpu import _elementwise, _fastmath
 from mxkit_cpu.conv import generic_kernel
-from mxkit_cpu.kernels import relu, sigmoid
+from mxkit_cpu.kernels import flat_real_views, relu, sigmoid
 from mxkit_cpu.parallel import run_split
 
 #: the work of one element visit, in multiply-adds: slices start at 2**17 elements (a slice costs
 #: ~20 us to hand over)
 ELEMENT_WORK = 16
-
-_REAL = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-def _flat(arrays: list) -> list | None:
-    """The arrays as 1-D views when they share one float32/float64 dtype and are C-contiguous, else None."""
-    dtype = arrays[-1].dtype
-    if dtype not in _REAL or any(not isinstance(a, np.ndarray) or a.dtype != dtype or not a.flags.c_contiguous
-                                 for a in arrays):
-        return None
-    return [a.reshape(-1) for a in arrays]
-
 
 def _split_elementwise(task, size: int) -> None:
     run_split(task, size, size * ELEMENT_WORK)
@@ -62,7 +50,7 @@ _FORWARD = {
 
 def _forward(name: str, forward) -> None:
     def kernel(xp: Any, inputs: list, outputs: list, params: dict) -> None:
-        flat = _flat([inputs[0], outputs[0]])
+        flat = flat_real_views([inputs[0], outputs[0]])
         if flat is None:
             generic_kernel(name, xp, inputs, outputs, params)
             return
@@ -85,7 +73,7 @@ def activation(xp: Any, inputs: list, outputs: list, params: dict) -> None:
 
 def _backward(name: str, one_pass):
     def kernel(xp: Any, inputs: list, outputs: list, params: dict) -> None:
-        flat = _flat([inputs[0], inputs[1], outputs[0]])
+        flat = flat_real_views([inputs[0], inputs[1], outputs[0]])
         if flat is None:
             generic_kernel(name, xp, inputs, outputs, params)
             return

@@ -11,6 +11,18 @@ from typing import Any
 
 import numpy as np
 
+REAL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def flat_real_views(arrays: list) -> list | None:
+    """The arrays as 1-D views when they are C-contiguous numpy arrays of one float32 or float64
+    dtype (what the one-pass Cython loops take), else None (the generic kernel's case)."""
+    dtype = arrays[0].dtype
+    if dtype not in REAL_DTYPES or any(not isinstance(a, np.ndarray) or a.dtype != dtype or not a.flags.c_contiguous
+                                       for a in arrays):
+        return None
+    return [a.reshape(-1) for a in arrays]
+
 
 def relu(xp: Any, inputs: list, outputs: list, params: dict) -> None:
     np.maximum(inputs[0], 0, out=outputs[0], casting="unsafe")

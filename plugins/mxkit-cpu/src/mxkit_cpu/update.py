@@ -10,51 +10,30 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from mxkit_cpu import _update
 from mxkit_cpu.conv import generic_kernel
-
-_REAL = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-def _flat(arrays: list) -> list | None:
-    dtype = arrays[0].dtype
-    if dtype not in _REAL or any(not isinstance(a, np.ndarray) or a.dtype != dtype or not a.flags.c_contiguous
-                                 for a in arrays):
-        return None
-    return [a.reshape(-1) for a in arrays]
+from mxkit_cpu.kernels import flat_real_views
 
 
-def _common(params: dict) -> tuple[float, float, float, float]:
-    return params["lr"], params["wd"], params["rescale_grad"], params["clip_gradient"]
+def _one_pass(name: str, loop: Any, extra: tuple[str, ...]) -> Any:
+    def kernel(xp: Any, inputs: list, outputs: list, params: dict) -> None:
+        flat = flat_real_views([*inputs, *outputs])
+        if flat is None:
+            generic_kernel(name, xp, inputs, outputs, params)
+            return
+        loop(*flat, params["lr"], params["wd"], params["rescale_grad"], params["clip_gradient"],
+             *(params[key] for key in extra))
 
-
-def sgd_update(xp: Any, inputs: list, outputs: list, params: dict) -> None:
-    flat = _flat([*inputs, *outputs])
-    if flat is None:
-        generic_kernel("sgd_update", xp, inputs, outputs, params)
-        return
-    _update.sgd(*flat, *_common(params))
-
-
-def sgd_mom_update(xp: Any, inputs: list, outputs: list, params: dict) -> None:
-    flat = _flat([*inputs, *outputs])
-    if flat is None:
-        generic_kernel("sgd_mom_update", xp, inputs, outputs, params)
-        return
-    _update.sgd_mom(*flat, *_common(params), params["momentum"])
-
-
-def adam_update(xp: Any, inputs: list, outputs: list, params: dict) -> None:
-    flat = _flat([*inputs, *outputs])
-    if flat is None:
-        generic_kernel("adam_update", xp, inputs, outputs, params)
-        return
-    _update.adam(*flat, *_common(params), params["beta1"], params["beta2"], params["epsilon"])
+    kernel.__name__ = name
+    kernel.__doc__ = f"``{name}`` in one pass over memory (else the generic kernel)."
+    return kernel
 
 
 #: operator name -> kernel (operators that mxkit-train defines)
-KERNELS = {"sgd_update": sgd_update, "sgd_mom_update": sgd_mom_update, "adam_update": adam_update}
+KERNELS = {
+    "sgd_update": _one_pass("sgd_update", _update.sgd, ()),
+    "sgd_mom_update": _one_pass("sgd_mom_update", _update.sgd_mom, ("momentum",)),
+    "adam_update": _one_pass("adam_update", _update.adam, ("beta1", "beta2", "epsilon")),
+}
 
 __all__ = ["KERNELS"]
