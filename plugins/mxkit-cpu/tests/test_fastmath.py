@@ -1,6 +1,6 @@
 """mxkit_cpu._fastmath: float32 tanh and sigmoid against float64 numpy (units in the last place
 over every range, special values), the LSTM step kernels against the generic numpy recurrence,
-and the RNN operator with them against the generic kernel."""
+and the RNN operator with them (every mode) against the generic kernel."""
 
 from __future__ import annotations
 
@@ -121,21 +121,22 @@ def test_lstm_step_rejects_wrong_shapes_and_overlapping_arrays():
         _fastmath.lstm_backward(state[0], state[0], gates, state[1], state[2], np.zeros((2, 12), np.float32))
 
 
+@pytest.mark.parametrize("mode", ["lstm", "gru", "rnn_tanh", "rnn_relu"])
 @pytest.mark.parametrize("bidirectional", [False, True])
 @pytest.mark.parametrize("state_outputs", [False, True])
-def test_rnn_operator_with_the_fast_lstm_cell_matches_the_generic_kernel(bidirectional, state_outputs):
+def test_rnn_operator_with_the_fast_cell_matches_the_generic_kernel(mode, bidirectional, state_outputs):
     from mxkit.ndarray.ops.nn_rnn import rnn_param_size
 
     rng = np.random.default_rng(3)
     steps, batch, features, hidden, layers = 6, 3, 5, 4, 2
     directions = 2 if bidirectional else 1
-    params = dict(mode="lstm", state_size=hidden, num_layers=layers, bidirectional=bidirectional,
+    params = dict(mode=mode, state_size=hidden, num_layers=layers, bidirectional=bidirectional,
                   state_outputs=state_outputs)
-    size = rnn_param_size("lstm", layers, features, hidden, bidirectional)
+    size = rnn_param_size(mode, layers, features, hidden, bidirectional)
+    states = 2 if mode == "lstm" else 1
     inputs = [rng.standard_normal((steps, batch, features)).astype(np.float32),
               (rng.standard_normal(size) * 0.5).astype(np.float32),
-              rng.standard_normal((layers * directions, batch, hidden)).astype(np.float32),
-              rng.standard_normal((layers * directions, batch, hidden)).astype(np.float32)]
+              *(rng.standard_normal((layers * directions, batch, hidden)).astype(np.float32) for _ in range(states))]
     fast = _run_rnn("RNN", inputs, params, generic=False)
     generic = _run_rnn("RNN", inputs, params, generic=True)
     for got, want in zip(fast, generic, strict=True):

@@ -1,9 +1,10 @@
-"""``RNN`` and ``_backward_RNN`` with the elementwise part of each LSTM step in one vectorized C pass.
+"""``RNN`` and ``_backward_RNN`` with the elementwise part of each step in vectorized C.
 
-The recurrences stay mxkit-ndarray's (:mod:`mxkit.ndarray.ops._rnn_math`); for float32 LSTMs
-this module hands them :mod:`mxkit_cpu._fastmath`'s step kernels, which replace a dozen numpy
-passes and temporaries per time step (2-layer LSTM, T=35, N=32, H=200: see
-``benchmarks/rnn.py``). Other modes and dtypes run the generic code unchanged.
+The recurrences stay mxkit-ndarray's (:mod:`mxkit.ndarray.ops._rnn_math`); for float32 this
+module hands them :mod:`mxkit_cpu._fastmath`'s kernels: an LSTM step in one pass instead of a
+dozen numpy passes and temporaries (2-layer LSTM, T=35, N=32, H=200: see
+``benchmarks/rnn.py``), and the GRU and tanh RNN activations. Other dtypes run the generic
+code unchanged.
 """
 
 from __future__ import annotations
@@ -15,19 +16,29 @@ import numpy as np
 from mxkit_cpu import _fastmath
 
 
-class FastLSTMCell:
-    """:class:`mxkit.ndarray.ops._rnn_math.LSTMCellKernels` on float32 numpy arrays."""
+def _elementwise(function: Any) -> Any:
+    def apply(x: np.ndarray) -> np.ndarray:
+        x = np.ascontiguousarray(x)
+        out = np.empty_like(x)
+        function(x.reshape(-1), out.reshape(-1))
+        return out
+
+    return staticmethod(apply)
+
+
+class FastCell:
+    """:class:`mxkit.ndarray.ops._rnn_math.CellKernels` on float32 numpy arrays."""
 
     lstm_forward = staticmethod(_fastmath.lstm_forward)
     lstm_backward = staticmethod(_fastmath.lstm_backward)
+    tanh = _elementwise(_fastmath.tanh)
+    sigmoid = _elementwise(_fastmath.sigmoid)
 
 
-_CELL = FastLSTMCell()
+_CELL = FastCell()
 
 
-def _cell_for(params: dict, arrays: list) -> FastLSTMCell | None:
-    if params["mode"] != "lstm":
-        return None
+def _cell_for(params: dict, arrays: list) -> FastCell | None:
     if all(isinstance(a, np.ndarray) and a.dtype == np.float32 and a.flags.c_contiguous for a in arrays):
         return _CELL
     return None
@@ -48,4 +59,4 @@ def rnn_backward(xp: Any, inputs: list, outputs: list, params: dict) -> None:
 #: operator name -> kernel
 KERNELS = {"RNN": rnn, "_backward_RNN": rnn_backward}
 
-__all__ = ["KERNELS", "FastLSTMCell"]
+__all__ = ["KERNELS", "FastCell"]

@@ -209,8 +209,7 @@ class OperatorRegistry:
             for key in (op.name, *op.aliases):
                 self._ops[key] = op
             self._canonical.append(op.name)
-            for backend, kernel in self._waiting.pop(op.name, {}).items():
-                op.kernels.setdefault(backend, kernel)
+            op.kernels.update(self._waiting.pop(op.name, {}))  # a plugin's kernel overrides, as always
         return op
 
     def get(self, name: str) -> OpDef:

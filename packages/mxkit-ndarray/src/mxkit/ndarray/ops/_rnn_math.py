@@ -5,9 +5,10 @@ loop of products over time-major data ``(T, N, C)``; the input projection of eve
 one matrix product before the loop. Each forward keeps what its backward needs (gate
 activations, cell states, previous hidden states) in a :class:`Trace`.
 
-A backend may do the elementwise part of an LSTM step itself: ``cell`` (see
-:class:`LSTMCellKernels`), which the CPU plugin passes for float32 (one vectorized pass instead
-of a dozen numpy ones); without it the ``xp`` code below runs, and is the reference.
+A backend may do the elementwise part of a step itself: ``cell`` (see :class:`CellKernels`),
+which the CPU plugin passes for float32 (an LSTM step in one vectorized pass instead of a dozen
+numpy ones, GRU and tanh RNN activations vectorized); without it the ``xp`` code below runs,
+and is the reference.
 
 The packed parameter layout is MXNet's (and cuDNN's): every weight, layer by layer and
 direction by direction (``W_i2h (G*H, in)`` then ``W_h2h (G*H, H)``), then every bias in the
@@ -82,9 +83,15 @@ def sigmoid(xp: Any, x: Any) -> Any:
     return 0.5 * (xp.tanh(0.5 * x) + 1)
 
 
-class LSTMCellKernels(Protocol):
-    """The elementwise part of an LSTM step, done by a backend on C-contiguous arrays that do
-    not overlap (gate order i, f, g, o)."""
+class CellKernels(Protocol):
+    """The elementwise part of a step, done by a backend on C-contiguous arrays that do not
+    overlap (LSTM gate order i, f, g, o)."""
+
+    def tanh(self, x: Any) -> Any:
+        """A new array, ``tanh(x)``."""
+
+    def sigmoid(self, x: Any) -> Any:
+        """A new array, ``1 / (1 + exp(-x))``."""
 
     def lstm_forward(self, pre: Any, c_prev: Any, gates: Any, cells: Any, tanh_cells: Any, h: Any) -> None:
         """From the gate pre-activations ``pre (N, 4H)`` and ``c_prev (N, H)``, write the
@@ -110,8 +117,10 @@ class Trace:
 
 
 def run_forward(xp: Any, mode: str, weights: LayerWeights, x: Any, h0: Any, c0: Any,
-                cell: LSTMCellKernels | None = None) -> tuple[Any, Any, Any, Trace]:
+                cell: CellKernels | None = None) -> tuple[Any, Any, Any, Trace]:
     """One layer-direction over ``x (T, N, in)``: (outputs (T, N, H), h_T, c_T or None, trace)."""
+    tanh = xp.tanh if cell is None else cell.tanh
+    gate = (lambda values: sigmoid(xp, values)) if cell is None else cell.sigmoid
     steps, batch, _ = x.shape
     hidden = h0.shape[-1]
     projected = (x.reshape(steps * batch, -1) @ weights.w_i2h.T).reshape(steps, batch, -1)
@@ -134,10 +143,10 @@ def run_forward(xp: Any, mode: str, weights: LayerWeights, x: Any, h0: Any, c0: 
         prev_h[t] = h
         if mode == "gru":
             hidden_part = h @ w_h2h_t + weights.b_h2h
-            reset = sigmoid(xp, projected[t, :, :hidden] + hidden_part[:, :hidden])
-            update = sigmoid(xp, projected[t, :, hidden:2 * hidden] + hidden_part[:, hidden:2 * hidden])
+            reset = gate(projected[t, :, :hidden] + hidden_part[:, :hidden])
+            update = gate(projected[t, :, hidden:2 * hidden] + hidden_part[:, hidden:2 * hidden])
             h_proj = hidden_part[:, 2 * hidden:]
-            new = xp.tanh(projected[t, :, 2 * hidden:] + reset * h_proj)
+            new = tanh(projected[t, :, 2 * hidden:] + reset * h_proj)
             gates[t, :, :hidden], gates[t, :, hidden:2 * hidden], gates[t, :, 2 * hidden:] = reset, update, new
             trace.h_proj[t] = h_proj
             h = (1 - update) * new + update * h
@@ -159,7 +168,7 @@ def run_forward(xp: Any, mode: str, weights: LayerWeights, x: Any, h0: Any, c0: 
                 trace.cells[t] = c
                 trace.tanh_cells[t] = tanh_c
             else:
-                h = xp.tanh(pre) if mode == "rnn_tanh" else xp.maximum(pre, 0)
+                h = tanh(pre) if mode == "rnn_tanh" else xp.maximum(pre, 0)
                 gates[t] = h
         outputs[t] = h
     return outputs, h, c, trace
@@ -167,7 +176,7 @@ def run_forward(xp: Any, mode: str, weights: LayerWeights, x: Any, h0: Any, c0: 
 
 def run_backward(xp: Any, mode: str, weights: LayerWeights, trace: Trace, d_out: Any, d_h: Any, d_c: Any,
                  grads: LayerWeights, need_input_grad: bool,
-                 cell: LSTMCellKernels | None = None) -> tuple[Any, Any, Any]:
+                 cell: CellKernels | None = None) -> tuple[Any, Any, Any]:
     """Backpropagation through time of one layer-direction.
 
     ``d_out (T, N, H)`` is the gradient of its outputs, ``d_h``/``d_c`` of its final states.

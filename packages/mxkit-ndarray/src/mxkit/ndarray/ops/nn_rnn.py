@@ -232,8 +232,8 @@ def _forward_stack(xp, params: dict, data, flat, h0_all, c0_all, training: bool,
     return x, final_h, final_c, traces, masks
 
 
-def rnn_kernel(xp, inputs, outputs, params, cell: rnn_math.LSTMCellKernels | None = None):
-    """The ``RNN`` kernel; a backend's kernel may call it with its own LSTM ``cell`` kernels."""
+def rnn_kernel(xp, inputs, outputs, params, cell: rnn_math.CellKernels | None = None):
+    """The ``RNN`` kernel; a backend's kernel may call it with its own ``cell`` kernels."""
     data, flat = inputs[0], inputs[1]
     h0, c0 = _states(params, inputs)
     training = is_train(params)
@@ -247,8 +247,8 @@ def rnn_kernel(xp, inputs, outputs, params, cell: rnn_math.LSTMCellKernels | Non
         _TRACES.put(_trace_key(outputs[0]), outputs[0], [traces, masks])
 
 
-def rnn_backward_kernel(xp, inputs, outputs, params, cell: rnn_math.LSTMCellKernels | None = None):
-    """The ``_backward_RNN`` kernel; a backend's kernel may call it with its own LSTM ``cell`` kernels."""
+def rnn_backward_kernel(xp, inputs, outputs, params, cell: rnn_math.CellKernels | None = None):
+    """The ``_backward_RNN`` kernel; a backend's kernel may call it with its own ``cell`` kernels."""
     names = _input_names(params)
     num_heads = len(_output_names(params))
     heads, forward_inputs, output = inputs[:num_heads], inputs[num_heads:num_heads + len(names)], inputs[-1]
