@@ -23,6 +23,7 @@ from mxkit_cpu.parallel import run_split
 #: ~20 us to hand over)
 ELEMENT_WORK = 16
 
+
 def _split_elementwise(task, size: int) -> None:
     run_split(task, size, size * ELEMENT_WORK)
 
@@ -48,7 +49,7 @@ _FORWARD = {
 }
 
 
-def _forward(name: str, forward) -> None:
+def _forward(name: str, forward: Any) -> Any:
     def kernel(xp: Any, inputs: list, outputs: list, params: dict) -> None:
         flat = flat_real_views([inputs[0], outputs[0]])
         if flat is None:
@@ -64,11 +65,11 @@ def _forward(name: str, forward) -> None:
 
 def activation(xp: Any, inputs: list, outputs: list, params: dict) -> None:
     """Forward of ``Activation`` for relu, sigmoid and tanh."""
-    forward = _FORWARD.get(params["act_type"])
-    if forward is None:
+    kernel = _ACTIVATIONS.get(params["act_type"])
+    if kernel is None:
         generic_kernel("Activation", xp, inputs, outputs, params)
         return
-    _ACTIVATIONS[params["act_type"]](xp, inputs, outputs, params)
+    kernel(xp, inputs, outputs, params)
 
 
 def _backward(name: str, one_pass):

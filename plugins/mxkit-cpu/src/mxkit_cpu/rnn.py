@@ -16,7 +16,9 @@ import numpy as np
 from mxkit_cpu import _fastmath
 
 
-def _elementwise(function: Any) -> Any:
+def _into_new_array(function: Any) -> Any:
+    """``function(x, out)`` as ``f(x) -> out`` (what the recurrence calls)."""
+
     def apply(x: np.ndarray) -> np.ndarray:
         x = np.ascontiguousarray(x)
         out = np.empty_like(x)
@@ -31,14 +33,14 @@ class FastCell:
 
     lstm_forward = staticmethod(_fastmath.lstm_forward)
     lstm_backward = staticmethod(_fastmath.lstm_backward)
-    tanh = _elementwise(_fastmath.tanh)
-    sigmoid = _elementwise(_fastmath.sigmoid)
+    tanh = _into_new_array(_fastmath.tanh)
+    sigmoid = _into_new_array(_fastmath.sigmoid)
 
 
 _CELL = FastCell()
 
 
-def _cell_for(params: dict, arrays: list) -> FastCell | None:
+def _cell_for(arrays: list) -> FastCell | None:
     if all(isinstance(a, np.ndarray) and a.dtype == np.float32 and a.flags.c_contiguous for a in arrays):
         return _CELL
     return None
@@ -47,13 +49,13 @@ def _cell_for(params: dict, arrays: list) -> FastCell | None:
 def rnn(xp: Any, inputs: list, outputs: list, params: dict) -> None:
     from mxkit.ndarray.ops import nn_rnn  # here: importing it defines operators, which loads this plugin
 
-    nn_rnn.rnn_kernel(xp, inputs, outputs, params, cell=_cell_for(params, [*inputs, *outputs]))
+    nn_rnn.rnn_kernel(xp, inputs, outputs, params, cell=_cell_for([*inputs, *outputs]))
 
 
 def rnn_backward(xp: Any, inputs: list, outputs: list, params: dict) -> None:
     from mxkit.ndarray.ops import nn_rnn
 
-    nn_rnn.rnn_backward_kernel(xp, inputs, outputs, params, cell=_cell_for(params, [*inputs, *outputs]))
+    nn_rnn.rnn_backward_kernel(xp, inputs, outputs, params, cell=_cell_for([*inputs, *outputs]))
 
 
 #: operator name -> kernel
