@@ -19,12 +19,10 @@ MXNet's. MXNet runs in a subprocess of the interpreter named by ``MXKIT_BENCH_MX
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
-import time
 
 import numpy as np
+from _timing import best_seconds_per_step, run_anchor
 
 
 def measure(framework: str, steps: int, repeats: int) -> dict[str, float]:
@@ -70,15 +68,7 @@ def measure(framework: str, steps: int, repeats: int) -> dict[str, float]:
             return Softmax()
 
     def best(step) -> float:
-        for _ in range(3):
-            step()
-        result = float("inf")
-        for _ in range(repeats):
-            start = time.perf_counter()
-            for _ in range(steps):
-                step()
-            result = min(result, (time.perf_counter() - start) / steps)
-        return result
+        return best_seconds_per_step(step, lambda: None, steps, repeats, warmup=3)  # each step waits itself
 
     x = mx.nd.array(np.random.default_rng(0).uniform(-1, 1, (64, 64)).astype(np.float32))
     rows = {"imperative call: Custom (numpy copy)": best(lambda: mx.nd.Custom(x, op_type="bench_copy").wait_to_read()),
@@ -109,28 +99,24 @@ def measure(framework: str, steps: int, repeats: int) -> dict[str, float]:
     return rows
 
 
+_MXNET_SCRIPT = """
+import json, sys
+sys.path.insert(0, {folder!r})
+import custom_op
+steps, repeats = json.loads(sys.argv[1])
+print("RESULT " + json.dumps(custom_op.measure("mxnet", steps, repeats)))
+"""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--mxnet-python", default=os.environ.get("MXKIT_BENCH_MXNET_PYTHON"))
-    parser.add_argument("--worker", choices=("mxkit", "mxnet"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.worker:
-        print("RESULT " + json.dumps(measure(args.worker, args.steps, args.repeats)))
-        return
     ours = measure("mxkit", args.steps, args.repeats)
-    theirs: dict[str, float] = {}
-    if args.mxnet_python:
-        import subprocess
-
-        done = subprocess.run([args.mxnet_python, __file__, "--worker", "mxnet", "--steps", str(args.steps),
-                               "--repeats", str(args.repeats)], capture_output=True, text=True, check=False)
-        lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-        if lines:
-            theirs = json.loads(lines[-1][len("RESULT "):])
-        else:
-            print(f"MXNet run failed:\n{done.stderr[-2000:]}", file=sys.stderr)
+    folder = os.path.dirname(os.path.abspath(__file__))
+    theirs = run_anchor(args.mxnet_python, _MXNET_SCRIPT.format(folder=folder), [args.steps, args.repeats])
     print(f"{'row':40} {'mxkit us':>10} {'MXNet 1.9.1 us':>15} {'mxkit / MXNet':>14}")
     for title, seconds in ours.items():
         other = theirs.get(title)

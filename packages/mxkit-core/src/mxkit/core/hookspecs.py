@@ -147,7 +147,9 @@ def mxkit_kernels(registry: Any) -> None:
     """Register backend-specific kernels into the operator registry.
 
     Called once when mxkit-ndarray builds its operator registry. A backend overrides
-    only the kernels it can do better than the generic ``xp`` kernel.
+    only the kernels it can do better than the generic ``xp`` kernel. Operators that a
+    package defines when it is imported (mxkit-train's optimizer updates) may not exist
+    yet: ``register_kernel(..., when_defined=True)`` attaches the kernel once they do.
 
     Example
     -------

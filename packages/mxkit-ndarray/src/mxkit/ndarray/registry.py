@@ -101,6 +101,11 @@ class OpDef:
         (``Custom``, whose states its registered property lists).
     needs_rng : bool
         Whether the kernel draws random numbers (gets ``params["_rng"]``).
+    is_loss : callable, optional
+        ``is_loss(params)``: whether a node of this operator is a loss layer (it ends a graph
+        and makes its own head gradient), for operators whose parameters decide (``Custom``:
+        its property's ``need_top_grad``). Built-in losses are listed by name in
+        :data:`mxkit.symbol.autodiff.LOSS_OPERATORS`.
     async_kernel : callable, optional
         ``async_kernel(ctx, inputs, outputs, params, on_complete)``: an operator whose work
         runs off the engine's workers (``Custom``, whose Python code may push and wait for
@@ -126,6 +131,7 @@ class OpDef:
     needs_rng: bool = False
     doc: str = ""
     kernels: dict[str, Kernel] = field(default_factory=dict)
+    is_loss: Callable[[dict], bool] | None = None
     async_kernel: Callable[..., None] | None = None
 
     def count_inputs(self, params: dict) -> int:

@@ -35,11 +35,8 @@ def is_loss_head(entry: Entry) -> bool:
     node = entry.node
     if node.op is None:
         return False
-    is_loss = getattr(node.op, "is_loss", False)
-    if callable(is_loss):  # an operator whose parameters say (Custom: its property's need_top_grad)
-        return bool(is_loss(node.params))
-    if is_loss:
-        return True
+    if node.op.is_loss is not None:  # an operator whose parameters say (Custom)
+        return bool(node.op.is_loss(node.params))
     return node.op.name in LOSS_OPERATORS and not node.params.get("out_grad", False)
 
 

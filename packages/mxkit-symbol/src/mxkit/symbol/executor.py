@@ -200,6 +200,8 @@ class Executor:
         self._consumed.update(key(w) for w in graph.grad_writers.values())
         self._forward_steps = [self._compile_node(n, backend_name, train=True) for n in graph.forward_nodes]
         self._backward_steps = [self._compile_node(n, backend_name, train=True) for n in graph.backward_nodes]
+        self._forward_segments = _segments(self._forward_steps, self._bulk_size)
+        self._backward_segments = _segments(self._backward_steps, self._bulk_size)
         self._uses_rng = any(n.op.needs_rng for n in graph.forward_nodes + graph.backward_nodes)
         arg_vars = [a._var for a in self.arg_arrays]
         aux_vars = [a._var for a in self.aux_arrays]
@@ -231,17 +233,17 @@ class Executor:
 
     # -- running --------------------------------------------------------------------------
 
-    def _push_steps(self, steps: Sequence[_Step], train: bool, reads: list, writes: list, what: str) -> None:
-        if not steps:
+    def _push_segments(self, segments: list[Sequence[_Step]], train: bool, reads: list, writes: list,
+                       what: str) -> None:
+        if not segments:
             return
-        bulk = self._bulk_size
         xp = self._backend.xp
         invoke, _ = _nd()
         if self._uses_rng:
             from mxkit.ndarray.random import generator_state
 
             writes = _unique([*writes, generator_state(self._ctx).var])
-        for segment in _segments(steps, bulk):
+        for segment in segments:
             if segment[0].node.op.async_kernel is not None:
                 self._push_async_step(segment[0], train, reads, writes, what)
                 continue
@@ -288,7 +290,7 @@ class Executor:
                 raise ShapeError(f"forward: {name!r} has shape {shape}, the executor was bound with "
                                  f"{target.shape}; use exe.reshape({name}={shape}) to change it")
             target[:] = value
-        self._push_steps(self._forward_steps, is_train, self._forward_reads, self._forward_writes, "forward")
+        self._push_segments(self._forward_segments, is_train, self._forward_reads, self._forward_writes, "forward")
         self._last_train = is_train
         if self._monitor is not None:
             self._run_monitor(self._graph.forward_nodes)
@@ -322,7 +324,8 @@ class Executor:
         for name, req in self._grad_req.items():
             if req == "write" and name not in self._graph.grad_writers and name in self.grad_dict:
                 self.grad_dict[name][:] = 0  # no head depends on it: its gradient is zero
-        self._push_steps(self._backward_steps, is_train, self._backward_reads, self._backward_writes, "backward")
+        self._push_segments(self._backward_segments, is_train, self._backward_reads, self._backward_writes,
+                            "backward")
         if self._monitor is not None:
             self._run_monitor(self._graph.backward_nodes)
 

@@ -235,17 +235,16 @@ def _backward_dtype(params: dict, in_dtypes: list) -> list:
     return list(in_dtypes[offset:offset + len(_arguments(params))])
 
 
-CUSTOM = define(OpDef(
+define(OpDef(
     name="Custom", params=_SCHEMA, infer_shape=_infer_shape, infer_dtype=_infer_dtype, kernel=_must_run_async,
     async_kernel=_forward_async,
     num_inputs=lambda p: len(_arguments(p)), input_names=_arguments,
     num_outputs=lambda p: len(_outputs(p)), output_names=_outputs, aux_names=_auxiliary,
     gradient=_gradient,
+    is_loss=lambda params: not _needs_top_grad(params),  # need_top_grad=False: a loss layer
     doc="A Python operator registered with @mx.operator.register(op_type); other keyword arguments go to "
         "its CustomOpProp's __init__ as strings.",
 ))
-# a loss layer (need_top_grad=False) ends a graph and makes its own head gradient
-CUSTOM.is_loss = lambda params: not _needs_top_grad(params)  # type: ignore[attr-defined]
 
 define(OpDef(
     name="_backward_Custom", params=_SCHEMA, infer_shape=_backward_shape, infer_dtype=_backward_dtype,
