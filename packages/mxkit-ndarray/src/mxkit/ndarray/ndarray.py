@@ -111,6 +111,26 @@ class NDArray:
             track_ndarray(self)
         return self
 
+    @classmethod
+    def from_storage(cls, storage: Any, ctx: Context, var: Any = None) -> NDArray:
+        """An NDArray over a backend array (``numpy.ndarray``, ``cupy.ndarray``, ...) without a copy.
+
+        Parameters
+        ----------
+        storage : array
+            The backend's array; the NDArray owns it from now on (nothing else should write it).
+        ctx : Context
+            The device ``storage`` lives on.
+        var : engine var, optional
+            The engine var that orders operations on ``storage``. Give another array's
+            :attr:`var` to make a view that shares its ordering; by default a new var.
+        """
+        if var is None:
+            from mxkit.ndarray.invoke import engine
+
+            var = engine().new_var()
+        return cls._from_data(storage, ctx, var)
+
     def _view(self, data: Any) -> NDArray:
         """An NDArray over ``data`` (a view of this array's storage) sharing its var."""
         return NDArray._from_data(data, self._ctx, self._var)
@@ -153,6 +173,16 @@ class NDArray:
     def strides(self) -> tuple[int, ...]:
         """Byte strides of this array (a view may be non-contiguous)."""
         return self._data.strides
+
+    @property
+    def storage(self) -> Any:
+        """The backend array that holds the elements, read **without waiting** for the engine.
+
+        For code that runs inside an engine operation which declared this array's :attr:`var`
+        (kernels, executors, kvstore transfers): outside one, pending writes may not have
+        happened yet; use :meth:`asnumpy` or :meth:`wait_to_read` first.
+        """
+        return self._data
 
     @property
     def var(self) -> Any:
