@@ -91,8 +91,9 @@ def parse_prototxt(text: str | bytes, source: str = "<prototxt>") -> Any:
         if line is not None and reason.startswith(f"{line}:"):
             reason = reason.split(" : ", 1)[-1]
         where = f"line {line}, column {column}" if line is not None else "somewhere"
-        raise FormatError(f"{source}: {where}: {reason} (a Caffe prototxt in BVLC Caffe's text format "
-                          f"is expected; layers of Caffe's forks are not part of that schema)") from None
+        hint = ("BVLC Caffe's schema has no such field; layers and options of Caffe's forks are not supported"
+                if "has no field named" in reason else "Caffe's protobuf text format is expected")
+        raise FormatError(f"{source}: {where}: {reason} ({hint})") from None
     return upgrade_v1_net(net, source)
 
 
