@@ -173,3 +173,57 @@ def test_mean_is_converted_to_rgb_and_saved(tmp_path):
     assert list(loaded) == ["mean_image"]
     np.testing.assert_array_equal(loaded["mean_image"].asnumpy(), bgr[::-1])
     np.testing.assert_array_equal(convert_mean(path, bgr_to_rgb=False).asnumpy(), bgr)
+
+
+MXNET_PYTHON = os.environ.get("MXKIT_MXNET_PYTHON")
+_MXNET_RUNNER = """
+import json, sys
+import mxnet as mx, numpy as np
+for case in json.load(open(sys.argv[1])):
+    symbol = mx.sym.load(case["prefix"] + "-symbol.json")
+    saved = mx.nd.load(case["prefix"] + "-0000.params")
+    saved = saved if isinstance(saved, dict) else {}
+    inputs = dict(np.load(case["inputs"]))
+    args = {k[4:]: v for k, v in saved.items() if k.startswith("arg:")}
+    args.update({k: mx.nd.array(v) for k, v in inputs.items()})
+    auxs = {k[4:]: v for k, v in saved.items() if k.startswith("aux:")}
+    executor = symbol.bind(mx.cpu(), args, grad_req="null", aux_states=auxs)
+    outputs = [out.asnumpy() for out in executor.forward(is_train=False)]
+    np.savez(case["outputs"], *outputs)
+"""
+
+
+@pytest.mark.skipif(not MXNET_PYTHON, reason="set MXKIT_MXNET_PYTHON to an MXNet 1.9.1 interpreter")
+def test_mxnet_runs_the_converted_files_as_caffe_would(tmp_path):
+    """MXNet 1.9.1 loads what we wrote (symbol JSON and .params) and computes what Caffe computes."""
+    import json
+    import subprocess
+
+    cases, expected = [], {}
+    for case in [*LAYER_CASES, "smallnet", "smallnet_v1"]:
+        folder = FIXTURES if case.startswith("smallnet") else os.path.join(FIXTURES, "layers")
+        prototxt, caffemodel = os.path.join(folder, f"{case}.prototxt"), os.path.join(folder, f"{case}.caffemodel")
+        prefix = str(tmp_path / case)
+        convert_model(prototxt, caffemodel, prefix, bgr_to_rgb=False)
+        net = _parsed(prototxt)
+        shapes = {top: tuple(s.dim) for layer in net.layer if layer.type == "Input"
+                  for top, s in zip(layer.top, layer.input_param.shape)}
+        shapes.update({name: tuple(s.dim) for name, s in zip(net.input, net.input_shape)})
+        shapes.update({name: tuple(net.input_dim[4 * i:4 * i + 4]) for i, name in enumerate(net.input)
+                       if len(net.input_dim)})
+        inputs = _inputs_for(net, shapes, seed=13)
+        np.savez(tmp_path / f"{case}-inputs.npz", **inputs)
+        reference = CaffeReference(net, _caffe_weights(caffemodel)).forward(inputs)
+        expected[case] = [reference[name] for name in _output_blobs(net)]
+        cases.append({"prefix": prefix, "inputs": str(tmp_path / f"{case}-inputs.npz"),
+                      "outputs": str(tmp_path / f"{case}-mxnet.npz")})
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    run = subprocess.run([MXNET_PYTHON, "-c", _MXNET_RUNNER, str(tmp_path / "cases.json")], capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    for case, spec in zip(expected, cases):
+        with np.load(spec["outputs"]) as outputs:
+            actual = [outputs[f"arr_{i}"] for i in range(len(outputs.files))]
+        assert len(actual) == len(expected[case]), case
+        for index, (out, ref) in enumerate(zip(actual, expected[case])):
+            _assert_close(out, ref, f"MXNet 1.9.1 on {case}, output {index}")
