@@ -26,13 +26,13 @@ from mxkit.caffe.layers import UnsupportedLayerError
 __all__ = ["UnsupportedLayerError", "convert_mean", "convert_model", "convert_symbol"]
 
 
-def _net(prototxt: str | os.PathLike) -> Any:
+def _net(prototxt: str | os.PathLike[str]) -> Any:
     from mxkit.caffe.reader import read_prototxt
 
     return read_prototxt(prototxt)
 
 
-def convert_symbol(prototxt_fname: str | os.PathLike, *,
+def convert_symbol(prototxt_fname: str | os.PathLike[str], *,
                    input_shapes: Mapping[str, Sequence[int]] | None = None) -> tuple[Any, tuple[int, ...] | None]:
     """Convert a Caffe network definition into a Symbol.
 
@@ -63,9 +63,10 @@ def convert_symbol(prototxt_fname: str | os.PathLike, *,
     return converted.symbol, converted.input_dim
 
 
-def convert_model(prototxt_fname: str | os.PathLike, caffemodel_fname: str | os.PathLike,
-                  output_prefix: str | os.PathLike | None = None, *, bgr_to_rgb: bool = True,
-                  input_shapes: Mapping[str, Sequence[int]] | None = None) -> tuple[Any, dict, dict, Any]:
+def convert_model(prototxt_fname: str | os.PathLike[str], caffemodel_fname: str | os.PathLike[str],
+                  output_prefix: str | os.PathLike[str] | None = None, *, bgr_to_rgb: bool = True,
+                  input_shapes: Mapping[str, Sequence[int]] | None = None,
+                  ) -> tuple[Any, dict[str, Any], dict[str, Any], Any]:
     """Convert a Caffe network and its trained weights.
 
     Parameters
@@ -128,7 +129,7 @@ def _check_param_shapes(converted: Any, args: dict[str, np.ndarray], auxs: dict[
                                   f"network needs {tuple(shape)}")
 
 
-def convert_mean(binaryproto_fname: str | os.PathLike, output: str | os.PathLike | None = None, *,
+def convert_mean(binaryproto_fname: str | os.PathLike[str], output: str | os.PathLike[str] | None = None, *,
                  bgr_to_rgb: bool = True) -> Any:
     """Convert a Caffe mean image (``mean.binaryproto``) to an NDArray of shape (channels, height, width).
 

@@ -119,12 +119,14 @@ def _layer_input_shapes(layer: Any) -> list[tuple[int, ...] | None]:
             return [None] * tops
         return [_shape(shapes[min(i, len(shapes) - 1)].dim, f"Input layer {layer.name!r}") for i in range(tops)]
     if layer.type == "DummyData" and len(layer.dummy_data_param.shape) == tops:
-        return [_shape(s.dim, f"DummyData layer {layer.name!r}") for s in layer.dummy_data_param.shape]
+        dummy: list[tuple[int, ...] | None] = [_shape(s.dim, f"DummyData layer {layer.name!r}")
+                                               for s in layer.dummy_data_param.shape]
+        return dummy
     if layer.type == "MemoryData" and tops:
         p = layer.memory_data_param
         data = (p.batch_size, p.channels, p.height, p.width)
-        shapes: list[tuple[int, ...] | None] = [_shape(data, f"MemoryData layer {layer.name!r}")]
-        return shapes + [(int(p.batch_size),)] * (tops - 1)
+        memory: list[tuple[int, ...] | None] = [_shape(data, f"MemoryData layer {layer.name!r}")]
+        return memory + [(int(p.batch_size),)] * (tops - 1)
     return [None] * tops
 
 
@@ -303,7 +305,7 @@ def _check_pooling_shapes(result: ConvertedNet) -> None:
                 f"gives {tuple(out_shape[2:])}; such a kernel/stride/pad is not supported")
 
 
-def load_caffemodel_blobs(path: str | os.PathLike) -> dict[str, list[np.ndarray]]:
+def load_caffemodel_blobs(path: str | os.PathLike[str]) -> dict[str, list[np.ndarray]]:
     """The blobs of every layer of a ``.caffemodel``, by Caffe layer name, as float32 arrays."""
     net = reader.read_caffemodel(path)
     blobs: dict[str, list[np.ndarray]] = {}

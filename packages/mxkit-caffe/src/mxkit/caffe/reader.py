@@ -49,7 +49,7 @@ def caffe_pb2() -> Any:
     return module
 
 
-def read_bounded(path: str | os.PathLike, limit: int, what: str) -> bytes:
+def read_bounded(path: str | os.PathLike[str], limit: int, what: str) -> bytes:
     """The bytes of ``path``, refusing a file larger than ``limit`` before reading it."""
     try:
         size = os.path.getsize(path)
@@ -97,7 +97,7 @@ def parse_prototxt(text: str | bytes, source: str = "<prototxt>") -> Any:
     return upgrade_v1_net(net, source)
 
 
-def read_prototxt(path: str | os.PathLike) -> Any:
+def read_prototxt(path: str | os.PathLike[str]) -> Any:
     """The ``NetParameter`` of a ``.prototxt`` file (see :func:`parse_prototxt`)."""
     return parse_prototxt(read_bounded(path, MAX_PROTOTXT_BYTES, "prototxt"), os.fspath(path))
 
@@ -178,7 +178,7 @@ def parse_caffemodel(data: bytes, source: str = "<caffemodel>") -> Any:
     return upgrade_v1_net(net, source)
 
 
-def read_caffemodel(path: str | os.PathLike) -> Any:
+def read_caffemodel(path: str | os.PathLike[str]) -> Any:
     """The ``NetParameter`` of a ``.caffemodel`` file (see :func:`parse_caffemodel`)."""
     return parse_caffemodel(read_bounded(path, MAX_BINARY_BYTES, "caffemodel"), os.fspath(path))
 
@@ -242,7 +242,7 @@ def blob_array(blob: Any, what: str) -> np.ndarray:
     return np.asarray(values, dtype=np.float32).reshape(shape)
 
 
-def read_mean(path: str | os.PathLike) -> np.ndarray:
+def read_mean(path: str | os.PathLike[str]) -> np.ndarray:
     """The mean image of a Caffe ``.binaryproto`` (a ``BlobProto``) as a float32 array, as stored."""
     from google.protobuf.message import DecodeError
     from mxkit.caffe.wire import WireError, scan_fields
