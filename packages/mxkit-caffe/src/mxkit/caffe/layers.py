@@ -485,18 +485,21 @@ def convert_softmax_with_loss(spec: LayerSpec) -> Converted:
         raise spec.fail(f"softmax axis={layer.softmax_param.axis}: only axis 1 is supported")
     loss = layer.loss_param
     pb = type(loss)
-    options: dict[str, Any] = {}
+    # multi_output: softmax over axis 1 whatever the rank, labels shaped as the data without axis 1
+    options: dict[str, Any] = {"multi_output": True}
     if loss.HasField("ignore_label"):
         options.update(use_ignore=True, ignore_label=float(loss.ignore_label))
     normalization = loss.normalization
     if loss.HasField("normalize") and not loss.HasField("normalization"):
         normalization = pb.VALID if loss.normalize else pb.BATCH_SIZE
-    if normalization == pb.NONE:
-        options["normalization"] = "null"
-    elif normalization == pb.VALID and loss.HasField("ignore_label"):
-        options["normalization"] = "valid"
-    else:  # FULL and BATCH_SIZE, and VALID without ignored labels, all divide by the batch size here
-        options["normalization"] = "batch"
+    # Caffe divides the loss by: FULL every label, VALID the labels not ignored, BATCH_SIZE the
+    # batch size, NONE nothing; MXNet's 'valid' counts labels other than ignore_label (every
+    # label when none is ignored), 'batch' the batch size, 'null' nothing
+    options["normalization"] = {pb.FULL: "valid", pb.VALID: "valid", pb.BATCH_SIZE: "batch",
+                                pb.NONE: "null"}[normalization]
+    if normalization == pb.FULL and loss.HasField("ignore_label"):
+        raise spec.fail("normalization FULL with ignore_label (dividing by every label, ignored ones too) has no "
+                        "MXNet counterpart; use VALID")
     if len(layer.loss_weight):
         options["grad_scale"] = float(layer.loss_weight[0])
     return Converted([_sym().SoftmaxOutput(spec.inputs[0], spec.inputs[1], name=spec.name, **options)])
