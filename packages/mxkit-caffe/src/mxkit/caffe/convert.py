@@ -298,6 +298,12 @@ def _check_pooling_shapes(result: ConvertedNet) -> None:
         dims = pooling_dims(spec)
         expected = tuple(_caffe_pool_size(s, k, st, p)
                          for s, k, st, p in zip(in_shape[2:], dims.kernel, dims.stride, dims.pad))
+        empty = [s for s, n, st, p in zip(in_shape[2:], expected, dims.stride, dims.pad) if (n - 1) * st - p >= s]
+        if empty and tuple(out_shape[2:]) == expected:
+            raise UnsupportedLayerError(
+                f"layer {spec.caffe_name!r} of type Pooling: for input shape {tuple(in_shape)} the last window of "
+                f"Caffe's ceil rounding lies wholly past the input (kernel {dims.kernel} smaller than stride "
+                f"{dims.stride}); Caffe outputs -FLT_MAX (MAX) or NaN (AVE) there; use round_mode: FLOOR")
         if tuple(out_shape[2:]) != expected:
             raise UnsupportedLayerError(
                 f"layer {spec.caffe_name!r} of type Pooling: for input shape {tuple(in_shape)} Caffe pools to "
