@@ -220,3 +220,14 @@ def test_truncated_mean_file(tmp_path):
     blob.data.extend([0.0] * 6)
     with pytest.raises(FormatError, match=r"a mean image has shape \(1, C, H, W\)"):
         convert_mean(_write(tmp_path / "two.binaryproto", blob.SerializeToString()))
+
+
+def test_weights_that_do_not_fit_the_input_shape(tmp_path):
+    layers = os.path.join(FIXTURES, "layers")
+    with pytest.raises(FormatError, match=r"weights do not fit.*'innerproduct1_weight'.*\(7, 48\).*\(7, 75\)"):
+        convert_model(os.path.join(layers, "inner_product.prototxt"), os.path.join(layers, "inner_product.caffemodel"),
+                      str(tmp_path / "out"), input_shapes={"data": (2, 3, 5, 5)})
+    with pytest.raises(FormatError, match=r"weights do not fit.*gamma of shape \(4,\)"):
+        convert_model(os.path.join(layers, "prelu.prototxt"), os.path.join(layers, "prelu.caffemodel"),
+                      str(tmp_path / "out"), input_shapes={"data": (2, 4, 5, 5)})
+    assert _nothing_written(tmp_path)

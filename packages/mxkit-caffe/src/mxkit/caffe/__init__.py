@@ -111,7 +111,7 @@ def convert_model(prototxt_fname: str | os.PathLike[str], caffemodel_fname: str 
 
 def _check_param_shapes(converted: Any, args: dict[str, np.ndarray], auxs: dict[str, np.ndarray]) -> None:
     """Each weight's shape must be the one the symbol infers for it (when the inputs' shapes are known)."""
-    from mxkit.core.errors import FormatError
+    from mxkit.core.errors import FormatError, MXKitError
 
     shapes = converted.input_shapes
     sym = converted.symbol
@@ -119,7 +119,7 @@ def _check_param_shapes(converted: Any, args: dict[str, np.ndarray], auxs: dict[
     known.update({name: value.shape for name, value in args.items()})
     try:
         arg_shapes, _, aux_shapes = sym.infer_shape_partial(**known)
-    except Exception as exc:
+    except MXKitError as exc:  # any shape complaint means the weights do not fit
         raise FormatError(f"the caffemodel's weights do not fit the prototxt's network: {exc}") from None
     for names, inferred, values in ((sym.list_arguments(), arg_shapes, args),
                                     (sym.list_auxiliary_states(), aux_shapes, auxs)):

@@ -27,7 +27,7 @@ from mxkit.caffe.layers import (
     UnsupportedLayerError,
     pooling_dims,
 )
-from mxkit.core.errors import FormatError
+from mxkit.core.errors import FormatError, MXKitError
 
 # Caffe's default net state for deployment: phase TEST, level 0, no stages
 _TEST_PHASE = 1
@@ -287,7 +287,7 @@ def _check_pooling_shapes(result: ConvertedNet) -> None:
     internals = result.symbol.get_internals()
     try:
         _, out_shapes, _ = internals.infer_shape_partial(**result.input_shapes)
-    except Exception:  # shape errors surface when the model is bound; this check is best effort
+    except MXKitError:  # a shape error surfaces where the weights are checked, or when the model is bound
         return
     by_name = dict(zip(internals.list_outputs(), out_shapes))
     for spec, converted in pools:
