@@ -55,7 +55,6 @@ class Converted:
 
     outputs: list[Any]
     params: Callable[[BlobLookup], Params] | None = None
-    swapped_rgb: bool = False
 
 
 @dataclass
@@ -183,7 +182,7 @@ def convert_convolution(spec: LayerSpec) -> Converted:
             out_params[("arg", f"{spec.name}_bias")] = _vector(spec, blobs[1], num_output, "bias")
         return out_params
 
-    return Converted([out], params, swapped_rgb=swap)
+    return Converted([out], params)
 
 
 def convert_inner_product(spec: LayerSpec) -> Converted:
