@@ -227,3 +227,15 @@ def test_mxnet_runs_the_converted_files_as_caffe_would(tmp_path):
         assert len(actual) == len(expected[case]), case
         for index, (out, ref) in enumerate(zip(actual, expected[case])):
             _assert_close(out, ref, f"MXNet 1.9.1 on {case}, output {index}")
+
+
+def test_current_prototxt_with_a_v1_caffemodel(tmp_path):
+    """Old model zoos ship V1 caffemodels beside upgraded deploy prototxts: the weights match by layer name."""
+    from google.protobuf import text_format
+
+    upgraded = tmp_path / "deploy.prototxt"
+    upgraded.write_text(text_format.MessageToString(_parsed(os.path.join(FIXTURES, "smallnet_v1.prototxt"))))
+    assert "layers {" not in upgraded.read_text() and 'type: "Convolution"' in upgraded.read_text()
+    caffemodel = os.path.join(FIXTURES, "smallnet_v1.caffemodel")
+    _, arg_params, _, _ = convert_model(upgraded, caffemodel, bgr_to_rgb=False)
+    np.testing.assert_array_equal(arg_params["conv1_weight"].asnumpy(), _caffe_weights(caffemodel)["conv1"][0])

@@ -231,3 +231,9 @@ def test_weights_that_do_not_fit_the_input_shape(tmp_path):
         convert_model(os.path.join(layers, "prelu.prototxt"), os.path.join(layers, "prelu.caffemodel"),
                       str(tmp_path / "out"), input_shapes={"data": (2, 4, 5, 5)})
     assert _nothing_written(tmp_path)
+
+
+def test_layer_and_v1_layers_together_are_refused(tmp_path):
+    text = INPUT + 'layers { name: "r" type: RELU bottom: "data" top: "r" }\n'
+    with pytest.raises(FormatError, match="both 'layer' and the deprecated V1 'layers'"):
+        convert_symbol(_write(tmp_path / "mixed.prototxt", text))
