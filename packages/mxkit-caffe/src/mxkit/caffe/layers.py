@@ -9,52 +9,41 @@ MXNet and by mxkit name the same things the same way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from mxkit.caffe.layer_spec import (
+    MAX_CHANNELS,
+    BlobLookup,
+    Converted,
+    LayerSpec,
+    Params,
+    UnsupportedLayerError,
+    blob_vector,
+    bounded,
+    need_blobs,
+    symbol_module,
+)
+from mxkit.caffe.tensor_layers import (
+    convert_concat,
+    convert_crop,
+    convert_eltwise,
+    convert_flatten,
+    convert_reshape,
+    convert_slice,
+    convert_softmax,
+    convert_softmax_with_loss,
+    convert_split,
+)
 from mxkit.core.errors import FormatError
 
-# a converted parameter: (kind "arg" or "aux", name) -> array
-Params = dict[tuple[str, str], np.ndarray]
-# the blobs of one layer by its Caffe name (None: the caffemodel has no such layer)
-BlobLookup = Callable[[str], "list[np.ndarray] | None"]
+__all__ = ["CONVERTERS", "INPUT_LAYERS", "SUPPORTED_TYPES", "BlobLookup", "Converted", "LayerSpec", "Params",
+           "UnsupportedLayerError", "pooling_dims"]
 
-# bounds on sizes taken from a prototxt, far beyond any real network
-_MAX_SIZE = 1 << 20
-_MAX_CHANNELS = 1 << 24
-
-
-class UnsupportedLayerError(FormatError):
-    """A layer (or a setting of one) that the converter cannot express; raised before anything is written."""
-
-
-@dataclass
-class LayerSpec:
-    """What a converter gets: the layer, its symbol name, the input symbols and where they come from."""
-
-    layer: Any
-    name: str
-    inputs: list[Any]
-    reads_network_input: list[bool]
-    folded_scale: Any = None  # for a BatchNorm: the Scale layer merged into it
-    swap_rgb: bool = False  # BGR -> RGB on the input channels of a convolution's weights
-
-    @property
-    def caffe_name(self) -> str:
-        return str(self.layer.name)
-
-    def fail(self, reason: str) -> UnsupportedLayerError:
-        return UnsupportedLayerError(f"layer {self.caffe_name!r} of type {self.layer.type}: {reason}")
-
-
-@dataclass
-class Converted:
-    """The output symbols (one per top) and the conversion of the layer's blobs to parameters."""
-
-    outputs: list[Any]
-    params: Callable[[BlobLookup], Params] | None = None
+# the converters build symbols through mxkit.symbol, imported when the first one runs
+_sym = symbol_module
 
 
 @dataclass
@@ -63,20 +52,6 @@ class _Dims:
     stride: tuple[int, ...]
     pad: tuple[int, ...]
     dilate: tuple[int, ...] = field(default_factory=tuple)
-
-
-def _sym() -> Any:
-    import mxkit.symbol as sym
-
-    return sym
-
-
-def _bounded(spec: LayerSpec, what: str, values: Sequence[int], low: int, high: int = _MAX_SIZE) -> tuple[int, ...]:
-    values = tuple(int(v) for v in values)
-    for value in values:
-        if not low <= value <= high:
-            raise spec.fail(f"{what}={list(values)} must lie in {low}..{high}")
-    return values
 
 
 def _spatial(spec: LayerSpec, param: Any, repeated: str, h: str, w: str, default: int, low: int,
@@ -89,14 +64,14 @@ def _spatial(spec: LayerSpec, param: Any, repeated: str, h: str, w: str, default
             raise spec.fail(f"give either {repeated} or {h}/{w}, not both")
         if ndim != 2:
             raise spec.fail(f"{h}/{w} are for 2-D convolutions only")
-        return _bounded(spec, f"{h}/{w}", (getattr(param, h), getattr(param, w)), low)
+        return bounded(spec, f"{h}/{w}", (getattr(param, h), getattr(param, w)), low)
     if not values:
         return (default,) * ndim
     if len(values) == 1:
         values = values * ndim
     if len(values) != ndim:
         raise spec.fail(f"{repeated}={values} must have 1 or {ndim} values")
-    return _bounded(spec, repeated, values, low)
+    return bounded(spec, repeated, values, low)
 
 
 def _conv_dims(spec: LayerSpec, param: Any) -> _Dims:
@@ -118,25 +93,7 @@ def _dilation(spec: LayerSpec, param: Any, ndim: int) -> tuple[int, ...]:
         values = values * ndim
     if len(values) != ndim:
         raise spec.fail(f"dilation={values} must have 1 or {ndim} values")
-    return _bounded(spec, "dilation", values, 1)
-
-
-def _need_blobs(spec: LayerSpec, lookup: BlobLookup, count: int, layer_name: str | None = None) -> list[np.ndarray]:
-    name = layer_name or spec.caffe_name
-    blobs = lookup(name)
-    if blobs is None:
-        raise FormatError(f"the caffemodel has no layer {name!r} (type {spec.layer.type}), whose weights the "
-                          f"prototxt needs; are the prototxt and caffemodel of one network?")
-    if len(blobs) < count:
-        raise FormatError(f"layer {name!r} in the caffemodel has {len(blobs)} blobs, {count} expected")
-    return blobs
-
-
-def _vector(spec: LayerSpec, blob: np.ndarray, size: int, what: str) -> np.ndarray:
-    if blob.size != size:
-        raise FormatError(f"layer {spec.caffe_name!r}: {what} blob has shape {blob.shape} ({blob.size} values), "
-                          f"{size} expected")
-    return blob.reshape(size)
+    return bounded(spec, "dilation", values, 1)
 
 
 # ---- convolution and fully connected ---------------------------------------------------------
@@ -151,8 +108,8 @@ def convert_convolution(spec: LayerSpec) -> Converted:
     param = spec.layer.convolution_param
     dims = _conv_dims(spec, param)
     deconv = spec.layer.type == "Deconvolution"
-    (num_output,) = _bounded(spec, "num_output", [param.num_output], 1, _MAX_CHANNELS)
-    (group,) = _bounded(spec, "group", [param.group], 1, _MAX_CHANNELS)
+    (num_output,) = bounded(spec, "num_output", [param.num_output], 1, MAX_CHANNELS)
+    (group,) = bounded(spec, "group", [param.group], 1, MAX_CHANNELS)
     if num_output % group:
         raise spec.fail(f"num_output={num_output} is not a multiple of group={group}")
     sym = _sym()
@@ -162,7 +119,7 @@ def convert_convolution(spec: LayerSpec) -> Converted:
     swap = spec.swap_rgb and not deconv and group == 1 and spec.reads_network_input[0]
 
     def params(lookup: BlobLookup) -> Params:
-        blobs = _need_blobs(spec, lookup, 2 if param.bias_term else 1)
+        blobs = need_blobs(spec, lookup, 2 if param.bias_term else 1)
         weight = blobs[0]
         # Caffe keeps (out, in/group, *kernel) for convolution and (in, out/group, *kernel) for
         # deconvolution, as MXNet does; old files store a 4-D blob for every weight
@@ -179,7 +136,7 @@ def convert_convolution(spec: LayerSpec) -> Converted:
             weight = _swap_bgr(weight)
         out_params: Params = {("arg", f"{spec.name}_weight"): weight}
         if param.bias_term:
-            out_params[("arg", f"{spec.name}_bias")] = _vector(spec, blobs[1], num_output, "bias")
+            out_params[("arg", f"{spec.name}_bias")] = blob_vector(spec, blobs[1], num_output, "bias")
         return out_params
 
     return Converted([out], params)
@@ -187,7 +144,7 @@ def convert_convolution(spec: LayerSpec) -> Converted:
 
 def convert_inner_product(spec: LayerSpec) -> Converted:
     param = spec.layer.inner_product_param
-    (num_output,) = _bounded(spec, "num_output", [param.num_output], 1, _MAX_CHANNELS)
+    (num_output,) = bounded(spec, "num_output", [param.num_output], 1, MAX_CHANNELS)
     sym = _sym()
     data = spec.inputs[0]
     axis = int(param.axis)
@@ -205,7 +162,7 @@ def convert_inner_product(spec: LayerSpec) -> Converted:
                              flatten=flatten)
 
     def params(lookup: BlobLookup) -> Params:
-        blobs = _need_blobs(spec, lookup, 2 if param.bias_term else 1)
+        blobs = need_blobs(spec, lookup, 2 if param.bias_term else 1)
         weight = blobs[0]
         if weight.size % num_output:
             raise FormatError(f"layer {spec.caffe_name!r}: weight blob of {weight.size} values is not "
@@ -216,7 +173,7 @@ def convert_inner_product(spec: LayerSpec) -> Converted:
                                                                                                    inputs)
         out_params: Params = {("arg", f"{spec.name}_weight"): weight}
         if param.bias_term:
-            out_params[("arg", f"{spec.name}_bias")] = _vector(spec, blobs[1], num_output, "bias")
+            out_params[("arg", f"{spec.name}_bias")] = blob_vector(spec, blobs[1], num_output, "bias")
         return out_params
 
     return Converted([out], params)
@@ -232,9 +189,9 @@ def pooling_dims(spec: LayerSpec) -> _Dims:
         if param.HasField(h) or param.HasField(w):
             if param.HasField(single):
                 raise spec.fail(f"give either {single} or {h}/{w}, not both")
-            return _bounded(spec, f"{h}/{w}", (getattr(param, h), getattr(param, w)), low)
+            return bounded(spec, f"{h}/{w}", (getattr(param, h), getattr(param, w)), low)
         value = getattr(param, single) if param.HasField(single) else default
-        return _bounded(spec, single, (value, value), low)
+        return bounded(spec, single, (value, value), low)
 
     if param.global_pooling:
         return _Dims(kernel=(1, 1), stride=(1, 1), pad=(0, 0))
@@ -267,7 +224,7 @@ def convert_pooling(spec: LayerSpec) -> Converted:
 def convert_lrn(spec: LayerSpec) -> Converted:
     param = spec.layer.lrn_param
     pb = type(param)
-    (size,) = _bounded(spec, "local_size", [param.local_size], 1, 4096)
+    (size,) = bounded(spec, "local_size", [param.local_size], 1, 4096)
     if size % 2 == 0:
         raise spec.fail(f"local_size={size} must be odd (Caffe requires it too)")
     sym = _sym()
@@ -302,7 +259,7 @@ def convert_batch_norm(spec: LayerSpec) -> Converted:
                            fix_gamma=scale_layer is None, use_global_stats=bool(param.use_global_stats))
 
     def params(lookup: BlobLookup) -> Params:
-        mean, var, factor = _need_blobs(spec, lookup, 3)[:3]
+        mean, var, factor = need_blobs(spec, lookup, 3)[:3]
         channels = mean.size
         if factor.size != 1:
             raise FormatError(f"layer {spec.caffe_name!r}: the third BatchNorm blob (the moving-average scale "
@@ -311,15 +268,15 @@ def convert_batch_norm(spec: LayerSpec) -> Converted:
         rescale = 0.0 if float(factor.reshape(())) == 0 else 1.0 / float(factor.reshape(()))
         out_params: Params = {
             ("aux", f"{spec.name}_moving_mean"): (mean.reshape(channels) * rescale).astype(np.float32),
-            ("aux", f"{spec.name}_moving_var"): (_vector(spec, var, channels, "variance") * rescale).astype(
+            ("aux", f"{spec.name}_moving_var"): (blob_vector(spec, var, channels, "variance") * rescale).astype(
                 np.float32),
         }
         if scale_layer is None:
             gamma, beta = np.ones(channels, np.float32), np.zeros(channels, np.float32)
         else:
-            scale_blobs = _need_blobs(spec, lookup, 2 if scale_layer.scale_param.bias_term else 1, scale_layer.name)
-            gamma = _vector(spec, scale_blobs[0], channels, f"Scale {scale_layer.name!r} scale")
-            beta = (_vector(spec, scale_blobs[1], channels, f"Scale {scale_layer.name!r} bias")
+            scale_blobs = need_blobs(spec, lookup, 2 if scale_layer.scale_param.bias_term else 1, scale_layer.name)
+            gamma = blob_vector(spec, scale_blobs[0], channels, f"Scale {scale_layer.name!r} scale")
+            beta = (blob_vector(spec, scale_blobs[1], channels, f"Scale {scale_layer.name!r} bias")
                     if scale_layer.scale_param.bias_term else np.zeros(channels, np.float32))
         out_params[("arg", f"{spec.name}_gamma")] = gamma
         out_params[("arg", f"{spec.name}_beta")] = beta
@@ -355,7 +312,7 @@ def convert_prelu(spec: LayerSpec) -> Converted:
     out = _sym().LeakyReLU(spec.inputs[0], name=spec.name, act_type="prelu")
 
     def params(lookup: BlobLookup) -> Params:
-        (slope,) = _need_blobs(spec, lookup, 1)[:1]
+        (slope,) = need_blobs(spec, lookup, 1)[:1]
         if shared and slope.size != 1:
             raise FormatError(f"layer {spec.caffe_name!r}: channel_shared PReLU has {slope.size} slopes, 1 expected")
         return {("arg", f"{spec.name}_gamma"): slope.reshape(slope.size)}
@@ -391,163 +348,6 @@ def convert_power(spec: LayerSpec) -> Converted:
         name = spec.name if index == len(steps) - 1 else f"{spec.name}_{op.strip('_')}"
         out = getattr(sym, op)(out, scalar=scalar, name=name)
     return Converted([out])
-
-
-# ---- shapes and multiple inputs --------------------------------------------------------------
-
-def _axis(spec: LayerSpec, value: int, what: str = "axis") -> int:
-    value = int(value)
-    if not -32 <= value < 32:
-        raise spec.fail(f"{what}={value} is not a valid axis")
-    return value
-
-
-def convert_concat(spec: LayerSpec) -> Converted:
-    param = spec.layer.concat_param
-    axis = _axis(spec, param.concat_dim if param.HasField("concat_dim") else param.axis)
-    if len(spec.inputs) == 1:
-        return Converted([spec.inputs[0]])
-    return Converted([_sym().Concat(*spec.inputs, name=spec.name, dim=axis, num_args=len(spec.inputs))])
-
-
-def convert_eltwise(spec: LayerSpec) -> Converted:
-    param = spec.layer.eltwise_param
-    pb = type(param)
-    sym = _sym()
-    inputs = spec.inputs
-    coeffs = list(param.coeff)
-    if coeffs and (param.operation != pb.SUM or len(coeffs) != len(inputs)):
-        raise spec.fail(f"coeff={coeffs} needs operation SUM and one coefficient per bottom ({len(inputs)})")
-    if len(inputs) < 2:
-        raise spec.fail(f"Eltwise needs at least 2 bottoms, got {len(inputs)}")
-    if param.operation == pb.SUM:
-        if coeffs and any(c != 1 for c in coeffs):
-            inputs = [x if c == 1 else sym._mul_scalar(x, scalar=float(c), name=f"{spec.name}_coeff{i}")
-                      for i, (x, c) in enumerate(zip(inputs, coeffs))]
-        op_name = "elemwise_add"
-    elif param.operation == pb.PROD:
-        op_name = "elemwise_mul"
-    else:  # MAX
-        op_name = "_maximum"
-    out = inputs[0]
-    for index, other in enumerate(inputs[1:], start=1):
-        name = spec.name if index == len(inputs) - 1 else f"{spec.name}_{index}"
-        out = getattr(sym, op_name)(out, other, name=name)
-    return Converted([out])
-
-
-def convert_flatten(spec: LayerSpec) -> Converted:
-    param = spec.layer.flatten_param
-    axis, end_axis = _axis(spec, param.axis), _axis(spec, param.end_axis, "end_axis")
-    sym = _sym()
-    if end_axis != -1 or axis < 1:
-        raise spec.fail(f"axis={axis}, end_axis={end_axis}: only flattening from an axis >= 1 to the last one "
-                        f"is supported")
-    if axis == 1:
-        return Converted([sym.Flatten(spec.inputs[0], name=spec.name)])
-    return Converted([sym.Reshape(spec.inputs[0], name=spec.name, shape=(0,) * axis + (-1,))])
-
-
-def convert_reshape(spec: LayerSpec) -> Converted:
-    param = spec.layer.reshape_param
-    dims = [int(d) for d in param.shape.dim]
-    for d in dims:
-        if not -1 <= d < (1 << 31):
-            raise spec.fail(f"shape dim {d} must be -1 (infer), 0 (copy) or positive")
-    if dims.count(-1) > 1:
-        raise spec.fail(f"shape {dims} may infer (-1) only one dimension")
-    axis, num_axes = _axis(spec, param.axis), int(param.num_axes)
-    if axis < 0:
-        raise spec.fail(f"axis={axis}: only a non-negative axis is supported")
-    # Caffe's 0 and -1 mean what MXNet's Reshape codes 0 and -1 mean; the axes before `axis` are
-    # copied, and those after the replaced range (-2: all the rest) when the range has len(dims) axes
-    if num_axes == -1:
-        shape = (0,) * axis + tuple(dims)
-    elif num_axes == len(dims):
-        shape = (0,) * axis + tuple(dims) + (-2,)
-    else:
-        raise spec.fail(f"num_axes={num_axes} with {len(dims)} new dims: only num_axes=-1 or num_axes equal to "
-                        f"the number of dims is supported")
-    return Converted([_sym().Reshape(spec.inputs[0], name=spec.name, shape=shape)])
-
-
-def convert_softmax(spec: LayerSpec) -> Converted:
-    axis = _axis(spec, spec.layer.softmax_param.axis)
-    return Converted([_sym().softmax(spec.inputs[0], name=spec.name, axis=axis)])
-
-
-def convert_softmax_with_loss(spec: LayerSpec) -> Converted:
-    layer = spec.layer
-    if len(spec.inputs) != 2:
-        raise spec.fail(f"SoftmaxWithLoss needs 2 bottoms (scores and labels), got {len(spec.inputs)}")
-    if layer.softmax_param.axis != 1:
-        raise spec.fail(f"softmax axis={layer.softmax_param.axis}: only axis 1 is supported")
-    loss = layer.loss_param
-    pb = type(loss)
-    # multi_output: softmax over axis 1 whatever the rank, labels shaped as the data without axis 1
-    options: dict[str, Any] = {"multi_output": True}
-    if loss.HasField("ignore_label"):
-        options.update(use_ignore=True, ignore_label=float(loss.ignore_label))
-    normalization = loss.normalization
-    if loss.HasField("normalize") and not loss.HasField("normalization"):
-        normalization = pb.VALID if loss.normalize else pb.BATCH_SIZE
-    # Caffe divides the loss by: FULL every label, VALID the labels not ignored, BATCH_SIZE the
-    # batch size, NONE nothing; MXNet's 'valid' counts labels other than ignore_label (every
-    # label when none is ignored), 'batch' the batch size, 'null' nothing
-    options["normalization"] = {pb.FULL: "valid", pb.VALID: "valid", pb.BATCH_SIZE: "batch",
-                                pb.NONE: "null"}[normalization]
-    if normalization == pb.FULL and loss.HasField("ignore_label"):
-        raise spec.fail("normalization FULL with ignore_label (dividing by every label, ignored ones too) has no "
-                        "MXNet counterpart; use VALID")
-    if len(layer.loss_weight):
-        options["grad_scale"] = float(layer.loss_weight[0])
-    return Converted([_sym().SoftmaxOutput(spec.inputs[0], spec.inputs[1], name=spec.name, **options)])
-
-
-def convert_slice(spec: LayerSpec) -> Converted:
-    param = spec.layer.slice_param
-    axis = _axis(spec, param.slice_dim if param.HasField("slice_dim") else param.axis)
-    tops = len(spec.layer.top)
-    points = [int(p) for p in param.slice_point]
-    sym = _sym()
-    if not points:
-        if tops == 1:
-            return Converted([spec.inputs[0]])
-        out = sym.SliceChannel(spec.inputs[0], name=spec.name, num_outputs=tops, axis=axis)
-        return Converted([out[i] for i in range(tops)])
-    if len(points) != tops - 1:
-        raise spec.fail(f"slice_point={points} must give one point fewer than the {tops} tops")
-    if any(not 0 < p < (1 << 31) for p in points) or points != sorted(set(points)):
-        raise spec.fail(f"slice_point={points} must be positive and increasing")
-    # the last slice runs to the end: MXNet's JSON must say end "None" (an absent end does not load)
-    bounds = [0, *points, "None"]
-    outputs = [sym.slice_axis(spec.inputs[0], name=f"{spec.name}_{i}" if tops > 1 else spec.name, axis=axis,
-                              begin=bounds[i], end=bounds[i + 1]) for i in range(tops)]
-    return Converted(outputs)
-
-
-def convert_crop(spec: LayerSpec) -> Converted:
-    param = spec.layer.crop_param
-    if len(spec.inputs) != 2:
-        raise spec.fail(f"Crop needs 2 bottoms (the data and the blob giving the size), got {len(spec.inputs)}")
-    axis = _axis(spec, param.axis)
-    if axis not in (2, -2):
-        raise spec.fail(f"axis={axis}: only cropping height and width of NCHW data (axis 2) is supported")
-    offsets = _bounded(spec, "offset", param.offset, 0, 1 << 31)
-    if len(offsets) == 0:
-        offset = (0, 0)
-    elif len(offsets) == 1:
-        offset = (offsets[0], offsets[0])
-    elif len(offsets) == 2:
-        offset = offsets
-    else:
-        raise spec.fail(f"offset={list(offsets)} must have 0, 1 or 2 values for axis 2 of 4-D data")
-    out = _sym().Crop(*spec.inputs, name=spec.name, num_args=2, offset=offset, center_crop=False)
-    return Converted([out])
-
-
-def convert_split(spec: LayerSpec) -> Converted:
-    return Converted([spec.inputs[0]] * len(spec.layer.top))
 
 
 CONVERTERS: dict[str, Callable[[LayerSpec], Converted]] = {
