@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from mxkit.core.errors import FormatError
 
+# converted parameters: ("arg" or "aux", name) -> array
 Params = dict[tuple[str, str], np.ndarray]
 # the blobs of one layer by its Caffe name (None: the caffemodel has no such layer)
 BlobLookup = Callable[[str], "list[np.ndarray] | None"]
@@ -40,9 +41,11 @@ class LayerSpec:
 
     @property
     def caffe_name(self) -> str:
+        """The layer's name as the prototxt writes it."""
         return str(self.layer.name)
 
     def fail(self, reason: str) -> UnsupportedLayerError:
+        """The error for a setting of this layer that cannot be converted, naming the layer and its type."""
         return UnsupportedLayerError(f"layer {self.caffe_name!r} of type {self.layer.type}: {reason}")
 
 
@@ -62,6 +65,7 @@ def symbol_module() -> Any:
 
 
 def bounded(spec: LayerSpec, what: str, values: Sequence[int], low: int, high: int = MAX_SIZE) -> tuple[int, ...]:
+    """``values`` as ints, each checked to lie in ``low..high`` (sizes read from a file are bounded)."""
     values = tuple(int(v) for v in values)
     for value in values:
         if not low <= value <= high:
@@ -70,6 +74,7 @@ def bounded(spec: LayerSpec, what: str, values: Sequence[int], low: int, high: i
 
 
 def axis_value(spec: LayerSpec, value: int, what: str = "axis") -> int:
+    """An axis read from a layer's parameters, checked to be one a tensor of up to 32 dimensions has."""
     value = int(value)
     if not -32 <= value < 32:
         raise spec.fail(f"{what}={value} is not a valid axis")
@@ -77,6 +82,7 @@ def axis_value(spec: LayerSpec, value: int, what: str = "axis") -> int:
 
 
 def need_blobs(spec: LayerSpec, lookup: BlobLookup, count: int, layer_name: str | None = None) -> list[np.ndarray]:
+    """The caffemodel blobs of the layer (or of ``layer_name``), at least ``count`` of them."""
     name = layer_name or spec.caffe_name
     blobs = lookup(name)
     if blobs is None:
@@ -88,6 +94,7 @@ def need_blobs(spec: LayerSpec, lookup: BlobLookup, count: int, layer_name: str 
 
 
 def blob_vector(spec: LayerSpec, blob: np.ndarray, size: int, what: str) -> np.ndarray:
+    """``blob`` as a vector of ``size`` values (old files store vectors as 4-D blobs)."""
     if blob.size != size:
         raise FormatError(f"layer {spec.caffe_name!r}: {what} blob has shape {blob.shape} ({blob.size} values), "
                           f"{size} expected")

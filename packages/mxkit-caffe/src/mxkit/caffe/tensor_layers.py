@@ -132,7 +132,7 @@ def convert_slice(spec: LayerSpec) -> Converted:
         raise spec.fail(f"slice_point={points} must be positive and increasing")
     # the last slice runs to the end: MXNet's JSON must say end "None" (an absent end does not load)
     bounds = [0, *points, "None"]
-    outputs = [sym.sliceaxis_value(spec.inputs[0], name=f"{spec.name}_{i}" if tops > 1 else spec.name, axis=axis,
+    outputs = [sym.slice_axis(spec.inputs[0], name=f"{spec.name}_{i}" if tops > 1 else spec.name, axis=axis,
                               begin=bounds[i], end=bounds[i + 1]) for i in range(tops)]
     return Converted(outputs)
 
