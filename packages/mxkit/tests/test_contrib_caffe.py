@@ -73,6 +73,8 @@ def test_convert_caffe_errors_are_reported_and_nothing_is_written(tmp_path, caps
     assert "damaged or truncated caffemodel" in capsys.readouterr().err
     assert main(["convert", "caffe", PROTOTXT, CAFFEMODEL, "x", str(tmp_path / "out")]) == 2
     assert "expected DEPLOY.prototxt [MODEL.caffemodel] PREFIX" in capsys.readouterr().err
+    assert main(["convert", "caffe", PROTOTXT, str(tmp_path / "absent" / "out")]) == 2
+    assert "does not exist; create it first" in capsys.readouterr().err
     assert sorted(os.listdir(tmp_path)) == ["bad.prototxt"]
 
 

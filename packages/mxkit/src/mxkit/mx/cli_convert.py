@@ -7,9 +7,10 @@ imported only when the command runs, and a missing one is reported with how to i
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
-from mxkit.core.errors import FormatError, MissingComponentError
+from mxkit.core.errors import FormatError, MissingComponentError, MXKitError
 
 
 def _caffe() -> Any:
@@ -41,6 +42,9 @@ def _cmd_convert_caffe(args: argparse.Namespace) -> int:
     if len(args.files) not in (2, 3):
         raise FormatError(f"expected DEPLOY.prototxt [MODEL.caffemodel] PREFIX, got {len(args.files)} paths")
     prototxt, *model, prefix = args.files
+    folder = os.path.dirname(prefix) or "."
+    if not os.path.isdir(folder):
+        raise MXKitError(f"the folder of PREFIX {prefix!r}, {folder!r}, does not exist; create it first")
     shapes = dict(args.input_shape or [])
     # everything is read and checked before the first file is written
     mean = caffe.convert_mean(args.mean, bgr_to_rgb=not args.bgr) if args.mean else None
