@@ -239,3 +239,28 @@ def test_current_prototxt_with_a_v1_caffemodel(tmp_path):
     caffemodel = os.path.join(FIXTURES, "smallnet_v1.caffemodel")
     _, arg_params, _, _ = convert_model(upgraded, caffemodel, bgr_to_rgb=False)
     np.testing.assert_array_equal(arg_params["conv1_weight"].asnumpy(), _caffe_weights(caffemodel)["conv1"][0])
+
+
+def test_rgb_swap_follows_channel_agnostic_layers_only():
+    """A convolution after Power (even in place on the input) sees the image's channels; after BatchNorm not."""
+    from mxkit.caffe.convert import convert_net
+    from mxkit.caffe.reader import parse_prototxt
+
+    head = 'layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 3 dim: 4 dim: 4 } } }\n'
+    conv = ('layer { name: "conv" type: "Convolution" bottom: "%s" top: "conv" '
+            'convolution_param { num_output: 2 kernel_size: 1 bias_term: false } }\n')
+    weight = np.arange(6, dtype=np.float32).reshape(2, 3, 1, 1)
+    cases = {
+        "power_in_place": ('layer { name: "p" type: "Power" bottom: "data" top: "data" power_param { scale: 0.5 } }\n'
+                           + conv % "data", True),
+        "power_then_relu": ('layer { name: "p" type: "Power" bottom: "data" top: "scaled" }\n'
+                            'layer { name: "r" type: "ReLU" bottom: "scaled" top: "scaled" }\n' + conv % "scaled",
+                            True),
+        "batchnorm_first": ('layer { name: "bn" type: "BatchNorm" bottom: "data" top: "data" }\n' + conv % "data",
+                            False),
+    }
+    for name, (body, swapped) in cases.items():
+        converted = convert_net(parse_prototxt(head + body))
+        blobs = {"conv": [weight], "bn": [np.zeros(3, np.float32), np.ones(3, np.float32), np.ones(1, np.float32)]}
+        args, _ = converted.convert_params(blobs.get)
+        np.testing.assert_array_equal(args["conv_weight"], weight[:, ::-1] if swapped else weight, err_msg=name)

@@ -31,6 +31,9 @@ from mxkit.core.errors import FormatError, MXKitError
 
 # Caffe's default net state for deployment: phase TEST, level 0, no stages
 _TEST_PHASE = 1
+# layers that treat every channel alike: what they output from an image is still in the
+# image's channel order, so the BGR -> RGB swap may be applied after them
+_CHANNEL_AGNOSTIC = frozenset({"Power", "Dropout", "ReLU", "Sigmoid", "TanH", "ELU", "AbsVal", "Split"})
 
 
 @dataclass
@@ -172,7 +175,8 @@ def convert_net(net: Any, *, bgr_to_rgb: bool = True,
         The network definition (a deploy prototxt).
     bgr_to_rgb : bool
         Swap the first and third input channels of the weights of every convolution that reads
-        a network input, so that the converted model takes RGB images where Caffe took BGR.
+        a network input (directly or through layers that treat all channels alike: Power, ReLU,
+        Dropout...), so that the converted model takes RGB images where Caffe took BGR.
     input_shapes : dict, optional
         Input shapes by blob name, overriding (or supplying) the prototxt's.
 
@@ -190,7 +194,7 @@ def convert_net(net: Any, *, bgr_to_rgb: bool = True,
     overrides = {name: _shape(shape, f"input_shapes[{name!r}]") for name, shape in (input_shapes or {}).items()}
 
     blobs: dict[str, Any] = {}
-    network_inputs: set[str] = set()
+    image_like: set[str] = set()  # network inputs, and what channel-agnostic layers made of them
     shapes: dict[str, tuple[int, ...] | None] = {}
     produced: list[str] = []  # blobs in the order they were (last) written
     consumed: set[str] = set()
@@ -209,7 +213,7 @@ def convert_net(net: Any, *, bgr_to_rgb: bool = True,
         name = unique(mxnet_name(blob))
         shape = overrides.get(blob, overrides.get(name, shape))
         blobs[blob] = sym.Variable(name)
-        network_inputs.add(blob)
+        image_like.add(blob)
         shapes[name] = shape
 
     for blob, shape in _net_inputs(net):
@@ -241,7 +245,7 @@ def convert_net(net: Any, *, bgr_to_rgb: bool = True,
         else:
             spec = LayerSpec(layer=layer, name=unique(mxnet_name(layer.name)),
                              inputs=[blobs[b] for b in layer.bottom],
-                             reads_network_input=[b in network_inputs for b in layer.bottom],
+                             reads_network_input=[b in image_like for b in layer.bottom],
                              folded_scale=layers[pairs[index]] if index in pairs else None, swap_rgb=bgr_to_rgb)
             if not len(layer.bottom):
                 raise spec.fail("it has no bottom")
@@ -250,8 +254,13 @@ def convert_net(net: Any, *, bgr_to_rgb: bool = True,
                 raise spec.fail(f"{len(layer.top)} tops where the conversion makes {len(converted.outputs)}")
             result.layers.append((spec, converted))
             outputs = converted.outputs
+        keeps_channels = layer.type in _CHANNEL_AGNOSTIC and all(b in image_like for b in layer.bottom)
         for top, output in zip(layer.top, outputs):
             blobs[top] = output
+            if keeps_channels:
+                image_like.add(top)
+            else:
+                image_like.discard(top)
             if top in produced:
                 produced.remove(top)
             produced.append(top)

@@ -35,7 +35,7 @@ class LayerSpec:
     layer: Any
     name: str
     inputs: list[Any]
-    reads_network_input: list[bool]
+    reads_network_input: list[bool]  # per input: a network input, or made of one by channel-agnostic layers
     folded_scale: Any = None  # for a BatchNorm: the Scale layer merged into it
     swap_rgb: bool = False  # BGR -> RGB on the input channels of a convolution's weights
 
