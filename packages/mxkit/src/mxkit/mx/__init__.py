@@ -32,6 +32,7 @@ LAZY_NAMES: dict[str, tuple[str, str | None, str, str]] = {
     "__version__": ("mxkit.mx.base", "__version__", "mxkit", ""),
     "runtime": ("mxkit.mx.runtime", None, "mxkit", ""),
     "test_utils": ("mxkit.mx.test_utils", None, "mxkit", ""),
+    "contrib": ("mxkit.mx.contrib", None, "mxkit", ""),
     "MXNetError": ("mxkit.core.errors", "MXKitError", _CORE, ""),
     "MXKitError": ("mxkit.core.errors", "MXKitError", _CORE, ""),
     "engine": ("mxkit.engine", None, "mxkit-engine", "pip install mxkit-engine"),

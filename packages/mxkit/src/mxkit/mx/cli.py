@@ -4,6 +4,7 @@
 ``mxkit train`` the main job: train a network (LeNet on scikit-learn's digits by default);
 ``mxkit predict PREFIX EPOCH INPUT``  run a saved model;
 ``mxkit launch -n N -s S -- COMMAND``  a distributed job: KVStore servers on Ray, N workers;
+``mxkit convert caffe DEPLOY.prototxt [MODEL.caffemodel] PREFIX``  a Caffe model to MXNet files;
 ``mxkit demo``  a short tour of what is installed.
 """
 
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     predict = commands.add_parser("predict", help="run a saved model over samples")
     add_predict_arguments(predict)
     predict.set_defaults(run=_cmd_predict)
+    from mxkit.mx.cli_convert import add_convert_command
     from mxkit.mx.cli_io import add_io_commands
     from mxkit.mx.cli_launch import add_launch_command
     from mxkit.mx.cli_memplan import add_memplan_command
@@ -64,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_io_commands(commands)
     add_memplan_command(commands)
     add_launch_command(commands)
+    add_convert_command(commands)
     return parser
 
 

@@ -35,6 +35,7 @@ _COMPONENTS = {
     "KVSTORE": ("mxkit.kvstore", "key-value stores (mxkit-kvstore)"),
     "IO": ("mxkit.io", "RecordIO and data iterators (mxkit-io)"),
     "TRAIN": ("mxkit.train", "optimizers, metrics and Module (mxkit-train)"),
+    "CAFFE": ("mxkit.caffe", "the Caffe model converter (mxkit-caffe)"),
     "CPU": ("mxkit_cpu", "the CPU backend's compiled kernels (mxkit-cpu)"),
     "NUMEXPR": ("numexpr", "fused elementwise kernels through numexpr"),
     "OPENCV": ("cv2", "OpenCV image decoding"),
