@@ -116,7 +116,10 @@ def memory_picture(plan: MemoryPlan, graph: Graph | None = None, compare: Any = 
             )
         names = tuple(node.name for node in graph.nodes)
     others = _compared_plans(compare)
-    arenas = tuple(Arena(p.strategy, p.total_bytes, p.ratio_to_lower_bound) for p in [plan, *others])
+    # one lower bound for every arena: the first plan's (a recomputing plan's own bound is of a
+    # longer graph, and a legend with two bounds contradicts itself)
+    bound = max(plan.lower_bound_bytes, 1)
+    arenas = tuple(Arena(p.strategy, p.total_bytes, p.total_bytes / bound) for p in [plan, *others])
     curves = tuple((p.strategy, tuple(p.live_bytes)) for p in others if tuple(p.live_bytes) != tuple(plan.live_bytes))
     return MemoryPicture(steps=tuple(range(len(plan.live_bytes))), live_bytes=tuple(plan.live_bytes),
                          lower_bound_bytes=plan.lower_bound_bytes, arenas=arenas, other_curves=curves,
