@@ -67,7 +67,7 @@ def test_two_devices_and_a_csv(cache, tmp_path, capsys):
     assert main(["train", "--network", "mlp", "--data", str(path), "--ctx", "cpu:0,cpu:1", "--epochs", "3",
                  "--batch-size", "20", "--model-prefix", str(tmp_path / "blobs")]) == 0
     out = capsys.readouterr().out
-    assert "2 device(s) cpu(0),cpu(1)" in out
+    assert "2 devices cpu(0),cpu(1)" in out
     assert _final_accuracy(out) >= 0.9
 
 
@@ -160,3 +160,17 @@ def test_digits_records_hold_scikit_learns_images(cache):
     for image, label in zip(np.concatenate([train, val]), np.concatenate([train_labels, val_labels])):
         key = np.rint(image[0] * 255).astype(np.uint8).tobytes()
         assert originals[key] == label
+
+
+def test_a_new_default_run_never_overwrites_an_earlier_runs_checkpoints(cache):
+    from mxkit.mx.train_job import default_prefix
+
+    first = default_prefix("lenet", "digits")
+    assert first.name == "lenet-digits" and first.parent == cache / "mxkit" / "models"
+    first.parent.mkdir(parents=True)
+    (first.parent / "lenet-digits-0003.params").write_bytes(b"")  # an earlier run's epoch
+    second = default_prefix("lenet", "digits")
+    assert second.name == "lenet-digits-run2"
+    (second.parent / "lenet-digits-run2-symbol.json").write_text("{}")  # a run stopped before its first epoch
+    assert default_prefix("lenet", "digits").name == "lenet-digits-run3"
+    assert default_prefix("mlp", "digits").name == "mlp-digits"  # other networks keep their own names

@@ -44,12 +44,25 @@ def parse_contexts(spec: str) -> list[Any]:
 
 
 def default_prefix(network: str, data: str) -> Path:
-    """Where checkpoints go by default: ``$XDG_CACHE_HOME/mxkit/models/<network>-<data>``."""
+    """Where checkpoints go by default: ``$XDG_CACHE_HOME/mxkit/models/<network>-<data>``, or
+    ``<network>-<data>-run<N>`` with the first N whose prefix holds no checkpoint yet, so that
+    a new run never overwrites the epochs of an earlier one."""
     from mxkit.mx.train_data import cache_directory
+    from mxkit.train.model.checkpoint import saved_epochs
 
     name = "digits" if data == "digits" else Path(data).stem
     directory: Path = cache_directory()
-    return directory / "models" / f"{network}-{name}"
+    prefix = directory / "models" / f"{network}-{name}"
+    run = 1
+    while saved_epochs(str(prefix)) or os.path.exists(f"{prefix}-symbol.json"):
+        run += 1
+        prefix = directory / "models" / f"{network}-{name}-run{run}"
+    return prefix
+
+
+def _count(number: int, noun: str) -> str:
+    """``1 epoch``, ``2 epochs``."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 class _StopOnInterrupt:
@@ -223,7 +236,7 @@ def _train(args: argparse.Namespace) -> int:
     worker = f", worker {rank} of {num_workers} ({args.kvstore})" if num_workers > 1 else ""
     print(f"mxkit train: {args.network if not args.resume else 'resumed'} on {dataset.source} "
           f"({len(dataset.train_data)} training, {len(dataset.val_data)} validation samples of shape "
-          f"{dataset.sample_shape}), {len(contexts)} device(s) {','.join(map(str, contexts))}, "
+          f"{dataset.sample_shape}), {_count(len(contexts), 'device')} {','.join(map(str, contexts))}, "
           f"batch {args.batch_size}, {args.optimizer} lr {args.lr}{worker}", flush=True)
 
     optimizer_params: dict[str, Any] = {"learning_rate": args.lr}
@@ -261,7 +274,7 @@ def _train(args: argparse.Namespace) -> int:
         except TrainingInterrupted:
             return _interrupted(module, prefix, reporter.position, batches, args.epochs)
     saved = "model saved to" if rank == 0 else "model saved by worker 0 to"
-    print(f"validation accuracy {val_accuracy[0]:.4f} after {args.epochs} epochs; {saved} {prefix}-symbol.json "
+    print(f"validation accuracy {val_accuracy[0]:.4f} after {_count(args.epochs, 'epoch')}; {saved} {prefix}-symbol.json "
           f"and {prefix}-{args.epochs:04d}.params", flush=True)
     if plotter is not None:
         print(f"curves drawn to {', '.join(plotter.paths.values())}", flush=True)
@@ -293,7 +306,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", default=None, metavar="PREFIX",
                         help="continue from the latest checkpoint PREFIX-NNNN.params")
     parser.add_argument("--model-prefix", default=None, metavar="PREFIX",
-                        help="where checkpoints go (default: $XDG_CACHE_HOME/mxkit/models/NETWORK-DATA)")
+                        help="where checkpoints go (default: $XDG_CACHE_HOME/mxkit/models/NETWORK-DATA, "
+                             "or NETWORK-DATA-runN when an earlier run's checkpoints are there)")
     parser.add_argument("--plot-dir", default=None, metavar="DIR",
                         help="draw the training and validation curves to DIR/accuracy.png after every epoch "
                              "(needs matplotlib: pip install 'mxkit[plot]')")
