@@ -117,7 +117,8 @@ def read_records(path: Path | str) -> tuple[np.ndarray, np.ndarray]:
     shapes = {image.shape for image in images}
     if len(shapes) > 1:
         raise FormatError(f"the records of {str(path)!r} hold images of several shapes ({sorted(shapes)}); "
-                          f"resize them to one shape (mxkit im2rec --resize)")
+                          f"pack them at one shape with mxkit im2rec --center-crop --resize N (--resize alone keeps "
+                          f"each image's aspect ratio, so the shapes would still differ)")
     return np.stack(images).astype(np.float32) / 255.0, np.asarray(labels, dtype=np.float32)
 
 
