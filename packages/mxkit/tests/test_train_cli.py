@@ -36,7 +36,8 @@ def test_a_short_digits_run_packs_the_data_and_reaches_its_accuracy(cache, tmp_p
     out = capsys.readouterr().out
     assert (cache / "mxkit" / "digits" / "digits-train.rec").exists()
     assert (cache / "mxkit" / "digits" / "digits-val.rec").exists()
-    assert len(re.findall(r"^epoch \d/4  train-accuracy [\d.]+  val-accuracy [\d.]+  [\d,]+ samples/s", out,
+    assert len(re.findall(r"^epoch \d/4  train-accuracy [\d.]+  train-cross-entropy [\d.]+  val-accuracy [\d.]+  "
+                          r"val-cross-entropy [\d.]+  [\d,]+ samples/s", out,
                           re.MULTILINE)) == 4
     for epoch in range(1, 5):
         assert (tmp_path / "run" / f"lenet-{epoch:04d}.params").exists()

@@ -173,7 +173,9 @@ def draw_memory_picture(picture: MemoryPicture, ax: Any = None) -> Any:
     for index, arena in enumerate(picture.arenas):
         colour = colours[index % len(colours)]
         colour_of[arena.strategy] = colour
-        ax.axhline(arena.total_bytes / scale, color=colour, linestyle="--", linewidth=1.4,
+        # dashes of one period at shifted offsets: arenas of equal size (none and a plugin's
+        # copy of it, say) interleave their colours instead of the later hiding the earlier
+        ax.axhline(arena.total_bytes / scale, color=colour, linestyle=(2 * index % 8, (4, 4)), linewidth=1.4,
                    label=f"{arena.strategy}: {arena.total_bytes / scale:,.1f} {unit} "
                          f"({arena.ratio_to_lower_bound:.2f}x bound)")
     for strategy, curve in picture.other_curves:
@@ -191,7 +193,8 @@ def draw_memory_picture(picture: MemoryPicture, ax: Any = None) -> Any:
     ax.set_ylabel(f"memory ({unit})")
     ax.set_ylim(0, max(everything, default=0) / scale * 1.12 or 1)  # room for the peak's note
     ax.set_xlim(-0.5, max(len(picture.steps), *(len(c) for _, c in picture.other_curves), 1) - 0.5)
-    ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
+    # beside the axes, not over them: a legend inside covers the curve or the arenas' lines
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=8, framealpha=0.9)
     ax.grid(axis="y", alpha=0.3)
     return ax
 

@@ -113,12 +113,13 @@ class _EpochReporter:
         if self.stop.requested and not done_epoch:
             raise TrainingInterrupted
 
-    def epoch_end(self, train_metric: Any, val_accuracy: float, epoch: int) -> None:
+    def epoch_end(self, train_metric: Any, validation: dict[str, float], epoch: int) -> None:
         seconds = self.train_seconds or (time.perf_counter() - self.tic)
         # the clock starts after the first batch, so the rate counts the batches after it
         speed = (self.batches - 1) * self.batch_size / max(seconds, 1e-9) if self.batches > 1 else 0.0
         train = "  ".join(f"train-{n} {v:.4f}" for n, v in train_metric.get_name_value())
-        print(f"epoch {epoch + 1}/{self.num_epoch}  {train}  val-accuracy {val_accuracy:.4f}  {speed:,.0f} samples/s"
+        val = "  ".join(f"val-{n} {v:.4f}" for n, v in validation.items())
+        print(f"epoch {epoch + 1}/{self.num_epoch}  {train}  {val}  {speed:,.0f} samples/s"
               f"  {seconds:.2f} s", flush=True)
         if self.stop.requested:
             raise TrainingInterrupted
@@ -153,12 +154,17 @@ def _train_iterator(dataset: Any, batch_size: int, rank: int = 0, num_workers: i
                              last_batch_handle="discard")
 
 
-def _accuracy(module: Any, data: np.ndarray, labels: np.ndarray, batch_size: int) -> float:
-    """Exact accuracy over every sample (the padding of the last batch excluded, unlike ``Module.score``)."""
+def _validation(module: Any, data: np.ndarray, labels: np.ndarray, batch_size: int) -> dict[str, float]:
+    """Exact accuracy and cross-entropy over every sample (the padding of the last batch
+    excluded, unlike ``Module.score``), from one prediction pass."""
     import mxkit.mx as mx
 
-    outputs = module.predict(mx.io.NDArrayIter(data, labels, min(batch_size, len(data))))
-    return float((outputs.asnumpy().argmax(axis=1) == labels.astype(np.int64)).mean())
+    probabilities = module.predict(mx.io.NDArrayIter(data, labels, min(batch_size, len(data)))).asnumpy()
+    classes = labels.astype(np.int64)
+    picked = probabilities[np.arange(len(classes)), classes].astype(np.float64)
+    # the same floor as mx.metric's CrossEntropy (eps 1e-12), so train and validation compare
+    return {"accuracy": float((probabilities.argmax(axis=1) == classes).mean()),
+            "cross-entropy": float(-np.log(np.maximum(picked, 1e-12)).mean())}
 
 
 def _resume_point(prefix: str, contexts: list[Any], memplan: str | None) -> tuple[Any, int]:
@@ -242,7 +248,7 @@ def _train(args: argparse.Namespace) -> int:
     optimizer_params: dict[str, Any] = {"learning_rate": args.lr}
     if args.optimizer == "sgd":
         optimizer_params.update(momentum=0.9, wd=1e-4)
-    train_metric = mx.metric.create("acc")
+    train_metric = mx.metric.create(["acc", "ce"])
     batches = len(train_iter)
     plotter = _metric_plotter(args.plot_dir)
     val_accuracy = [float("nan")]
@@ -256,10 +262,11 @@ def _train(args: argparse.Namespace) -> int:
             if rank == 0:  # the workers of a dist_sync job hold the same weights: one checkpoint
                 module.save_checkpoint(prefix, epoch + 1, save_optimizer_states=True)
             # validation at the training batch size: the executors are reused, not re-bound
-            val_accuracy[0] = _accuracy(module, dataset.val_data, dataset.val_label, args.batch_size)
+            validation = _validation(module, dataset.val_data, dataset.val_label, args.batch_size)
+            val_accuracy[0] = validation["accuracy"]
             if plotter is not None:
-                plotter.update(epoch, train=train_metric.get_name_value(), validation={"accuracy": val_accuracy[0]})
-            reporter.epoch_end(train_metric, val_accuracy[0], epoch)
+                plotter.update(epoch, train=train_metric.get_name_value(), validation=validation)
+            reporter.epoch_end(train_metric, validation, epoch)
 
         try:
             with warnings.catch_warnings():
@@ -277,7 +284,7 @@ def _train(args: argparse.Namespace) -> int:
     print(f"validation accuracy {val_accuracy[0]:.4f} after {_count(args.epochs, 'epoch')}; {saved} {prefix}-symbol.json "
           f"and {prefix}-{args.epochs:04d}.params", flush=True)
     if plotter is not None:
-        print(f"curves drawn to {', '.join(plotter.paths.values())}", flush=True)
+        print(f"curves drawn to {plotter.combined_path} (and one file per metric beside it)", flush=True)
     return 0
 
 
@@ -309,7 +316,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where checkpoints go (default: $XDG_CACHE_HOME/mxkit/models/NETWORK-DATA, "
                              "or NETWORK-DATA-runN when an earlier run's checkpoints are there)")
     parser.add_argument("--plot-dir", default=None, metavar="DIR",
-                        help="draw the training and validation curves to DIR/accuracy.png after every epoch "
+                        help="draw the training and validation curves (accuracy and cross-entropy) to "
+                             "DIR/all-metrics.png after every epoch "
                              "(needs matplotlib: pip install 'mxkit[plot]')")
     parser.add_argument("--seed", type=int, default=DEFAULTS["seed"], help="random seed (default: %(default)s)")
 
