@@ -125,8 +125,8 @@ def test_curves_count_epochs_from_one_as_the_console_and_share_one_figure(tmp_pa
     import matplotlib
 
     matplotlib.use("Agg")
-    from mxkit.train.callback.plot_metrics import draw_metric_series
     from matplotlib.figure import Figure
+    from mxkit.train.callback.plot_metrics import draw_metric_series
 
     plot = mx.callback.PlotMetrics(tmp_path)
     plot.update(0, train={"accuracy": 0.5, "cross-entropy": 1.2}, validation={"accuracy": 0.4})

@@ -281,8 +281,8 @@ def _train(args: argparse.Namespace) -> int:
         except TrainingInterrupted:
             return _interrupted(module, prefix, reporter.position, batches, args.epochs)
     saved = "model saved to" if rank == 0 else "model saved by worker 0 to"
-    print(f"validation accuracy {val_accuracy[0]:.4f} after {_count(args.epochs, 'epoch')}; {saved} {prefix}-symbol.json "
-          f"and {prefix}-{args.epochs:04d}.params", flush=True)
+    print(f"validation accuracy {val_accuracy[0]:.4f} after {_count(args.epochs, 'epoch')}; {saved} "
+          f"{prefix}-symbol.json and {prefix}-{args.epochs:04d}.params", flush=True)
     if plotter is not None:
         print(f"curves drawn to {plotter.combined_path} (and one file per metric beside it)", flush=True)
     return 0
