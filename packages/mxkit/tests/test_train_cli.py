@@ -175,3 +175,27 @@ def test_a_new_default_run_never_overwrites_an_earlier_runs_checkpoints(cache):
     (second.parent / "lenet-digits-run2-symbol.json").write_text("{}")  # a run stopped before its first epoch
     assert default_prefix("lenet", "digits").name == "lenet-digits-run3"
     assert default_prefix("mlp", "digits").name == "mlp-digits"  # other networks keep their own names
+
+
+def test_without_scikit_learn_the_digits_name_the_extra_to_install(tmp_path, monkeypatch):
+    import sys
+
+    from mxkit.core.errors import MissingComponentError
+    from mxkit.mx.train_data import pack_digits
+
+    monkeypatch.setitem(sys.modules, "sklearn", None)  # import sklearn now raises ImportError
+    monkeypatch.setitem(sys.modules, "sklearn.datasets", None)
+    with pytest.raises(MissingComponentError, match=r"pip install 'mxkit\[demo\]'.*--data"):
+        pack_digits(tmp_path)
+
+
+def test_the_facade_declares_the_extras_its_messages_name():
+    import tomllib
+    from pathlib import Path
+
+    facade = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    project = tomllib.loads(facade.read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert {"demo", "image", "plot", "dist"} <= set(extras)
+    assert not any(req.startswith("scikit-learn") for req in project["dependencies"])  # heavy: only with [demo]
+    assert any(req.startswith("scikit-learn") for req in extras["demo"])
