@@ -1,8 +1,7 @@
 """Builds the engine's Cython extensions (every ``.pyx`` under src/mxkit/engine, as C++)."""
 
-from pathlib import Path
-
 import sys
+from pathlib import Path
 
 from setuptools import Extension, setup
 

@@ -1,8 +1,7 @@
 """Builds the CPU plugin's Cython kernels (every ``.pyx`` under src/mxkit_cpu)."""
 
-from pathlib import Path
-
 import sys
+from pathlib import Path
 
 from setuptools import Extension, setup
 
