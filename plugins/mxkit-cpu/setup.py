@@ -26,7 +26,8 @@ def extensions():
 
     modules = [
         Extension("mxkit_cpu." + source.stem, [str(source.relative_to(HERE))],
-                  include_dirs=[numpy.get_include()], extra_compile_args=["-O3", *EXTRA_FLAGS.get(source.stem, ()), *NO_DEBUG_INFO],
+                  include_dirs=[numpy.get_include()],
+                  extra_compile_args=["-O3", *EXTRA_FLAGS.get(source.stem, ()), *NO_DEBUG_INFO],
                   extra_link_args=STRIP)
         for source in SOURCES
     ]
