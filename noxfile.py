@@ -5,6 +5,7 @@
     nox -s typecheck    mypy (strict on mxkit-core)
     nox -s docs         redraw the guide's pictures, then build docs/ with warnings as errors
     nox -s bench        run every benchmark in benchmarks/
+    nox -s wheels       every distribution as a wheel in dist/wheels (install any subset from there)
     nox -s isolated     the per-component isolation matrix (tox.ini) on freshly built wheels
     nox -s demo         the main job (mxkit train)
 """
@@ -57,11 +58,20 @@ def bench(session: nox.Session) -> None:
         _uv_run(session, "python", str(script), *session.posargs)
 
 
+WHEELS = ROOT / "dist" / "wheels"
+
+
+@nox.session(python=False)
+def wheels(session: nox.Session) -> None:
+    """Build every distribution as a wheel into dist/wheels, to install any subset of them with
+    ``pip install --find-links dist/wheels mxkit-io`` (the user guide's "Installing parts")."""
+    session.run("uv", "build", "--all-packages", "--wheel", "--out-dir", str(WHEELS), external=True)
+
+
 @nox.session(python=False)
 def isolated(session: nox.Session) -> None:
     """Build every distribution as a wheel, then test each component alone (tox.ini)."""
-    wheels = ROOT / "dist" / "wheels"
-    session.run("uv", "build", "--all-packages", "--wheel", "--out-dir", str(wheels), external=True)
+    wheels(session)
     _uv_run(session, "tox", "run-parallel", "--parallel", "2", *session.posargs)
 
 

@@ -1,6 +1,11 @@
 """Draw the pictures of the user guide from real runs (``nox -s docs`` runs this first).
 
-    python docs/make_pictures.py [--out docs/_static]
+    python docs/make_pictures.py [--out docs/_generated]
+
+Everything goes to ``docs/_generated`` (ignored by git, so a docs build never changes a
+tracked file): the PNG files, and ``figures.json``, the numbers the guide's prose quotes
+(``{{ name }}`` substitutions that docs/conf.py loads), so that text and picture come from
+the same run.
 
 - ``memplan-resnet.png``: the training memory of ``mxkit train``'s ResNet at batch 64 on
   32x32 images, live bytes per step against every strategy's arena (``MemoryPlan.plot``);
@@ -16,6 +21,7 @@ Everything is seeded, so a rerun redraws the same numbers.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -23,6 +29,8 @@ import tempfile
 from pathlib import Path
 
 STRATEGIES = ("none", "inplace", "coshare", "mxnet", "greedy", "sublinear")
+OUT = Path(__file__).parent / "_generated"
+FIGURES: dict[str, str] = {}  # the numbers the guide quotes, written to figures.json
 
 
 def memory_picture(out: Path) -> Path:
@@ -39,6 +47,12 @@ def memory_picture(out: Path) -> Path:
     ax.set_title("mxkit train's ResNet, training at batch 64 on 3x32x32 images", fontsize=10)
     path = out / "memplan-resnet.png"
     ax.figure.savefig(path, dpi=80)
+    bound = reference.lower_bound_bytes
+    FIGURES.update(
+        memplan_mxnet_above_bound=f"{round(100 * (reference.total_bytes / bound - 1))}%",
+        memplan_greedy_ratio=f"{plans[STRATEGIES.index('greedy')].total_bytes / bound:.2f}",
+        memplan_sublinear_ratio=f"{plans[STRATEGIES.index('sublinear')].total_bytes / bound:.2f}",
+    )
     return path
 
 
@@ -54,7 +68,7 @@ def training_curves(out: Path) -> Path:
         if code != 0:
             raise SystemExit(f"mxkit train failed with exit code {code}")
         path = out / "train-accuracy.png"
-        shutil.copyfile(os.path.join(curves, "accuracy.png"), path)
+        shutil.copyfile(os.path.join(curves, "all-metrics.png"), path)
     return path
 
 
@@ -79,7 +93,7 @@ def network_picture(out: Path) -> Path | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).parent / "_static",
+    parser.add_argument("--out", type=Path, default=OUT,
                         help="folder for the PNG files (default: %(default)s)")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -89,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{draw.__name__}: skipped (Graphviz is not installed)", file=sys.stderr)
         else:
             print(f"{path} ({path.stat().st_size // 1024} KiB)")
+    (args.out / "figures.json").write_text(json.dumps(FIGURES, indent=1, sort_keys=True) + "\n")
     return 0
 
 

@@ -57,3 +57,12 @@ def test_feedforward_fit_checkpoints_every_epoch(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "model_-symbol.json").exists()
     assert [p.name for p in sorted(tmp_path.glob("model_-*.params"))] == [
         "model_-0001.params", "model_-0002.params", "model_-0003.params"]
+
+
+def test_feedforward_fit_without_a_prefix_leaves_no_folder_behind(tmp_path, monkeypatch, capsys):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where mkdtemp/TemporaryDirectory create
+    out = _run("feedforward_fit.py", ["--epochs", "1"], monkeypatch, capsys)
+    assert "validation accuracy" in out and "pass --prefix to keep them" in out
+    assert list(tmp_path.iterdir()) == []

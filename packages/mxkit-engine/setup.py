@@ -1,8 +1,14 @@
 """Builds the engine's Cython extensions (every ``.pyx`` under src/mxkit/engine, as C++)."""
 
+import sys
 from pathlib import Path
 
 from setuptools import Extension, setup
+
+# Python's own CFLAGS carry -g: the wheels would ship several MB of debug information that
+# nobody reads; -g0 (last flag wins) and a stripped link keep the shared objects small.
+NO_DEBUG_INFO = ("-g0",)
+STRIP = ["-s"] if sys.platform.startswith("linux") else []
 
 HERE = Path(__file__).parent
 SOURCE_ROOT = HERE / "src"
@@ -21,7 +27,8 @@ def extensions():
             [str(source.relative_to(HERE))],
             language="c++",
             include_dirs=[str(ENGINE_DIR.relative_to(HERE))],
-            extra_compile_args=["-O2", "-std=c++17"],
+            extra_compile_args=["-O2", "-std=c++17", *NO_DEBUG_INFO],
+            extra_link_args=STRIP,
         )
         for source in SOURCES
     ]

@@ -1,8 +1,14 @@
 """Builds the CPU plugin's Cython kernels (every ``.pyx`` under src/mxkit_cpu)."""
 
+import sys
 from pathlib import Path
 
 from setuptools import Extension, setup
+
+# Python's own CFLAGS carry -g: the wheels would ship several MB of debug information that
+# nobody reads; -g0 (last flag wins) and a stripped link keep the shared objects small.
+NO_DEBUG_INFO = ("-g0",)
+STRIP = ["-s"] if sys.platform.startswith("linux") else []
 
 HERE = Path(__file__).parent
 SOURCES = sorted((HERE / "src" / "mxkit_cpu").glob("*.pyx"))
@@ -20,7 +26,9 @@ def extensions():
 
     modules = [
         Extension("mxkit_cpu." + source.stem, [str(source.relative_to(HERE))],
-                  include_dirs=[numpy.get_include()], extra_compile_args=["-O3", *EXTRA_FLAGS.get(source.stem, ())])
+                  include_dirs=[numpy.get_include()],
+                  extra_compile_args=["-O3", *EXTRA_FLAGS.get(source.stem, ()), *NO_DEBUG_INFO],
+                  extra_link_args=STRIP)
         for source in SOURCES
     ]
     return cythonize(modules, language_level=3)

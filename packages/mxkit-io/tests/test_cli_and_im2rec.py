@@ -124,3 +124,16 @@ def test_make_list_chunks_and_three_way_split(image_folder, tmp_path):
                                              for i in range(8)}
     for item in items:  # the class of an image is its folder's rank
         assert item.labels == (float(item.path.split("/")[0][-1]),)
+
+
+def test_a_folder_prefix_names_its_own_lst_files_and_the_error_says_so(tmp_path):
+    from mxkit.io.im2rec import find_list_files
+
+    images = tmp_path / "images"
+    images.mkdir()
+    (tmp_path / "images.lst").write_text("0\t0.000000\ta.jpg\n")  # what `--list images images` writes
+    with pytest.raises(ConfigError, match=r"MXNet's rule.*images\.lst"):
+        find_list_files(str(images))
+    assert find_list_files(str(tmp_path / "images.lst")) == [str(tmp_path / "images.lst")]
+    (images / "inside.lst").write_text("0\t0.000000\ta.jpg\n")
+    assert find_list_files(str(images)) == [str(images / "inside.lst")]

@@ -118,3 +118,22 @@ def test_bad_inputs_say_what_is_wrong(tmp_path):
         plot.update(-1, train={"accuracy": 0.5})
     with pytest.raises(TrainingValueError, match="called with 2 arguments"):
         plot(1, 2)
+
+
+def test_curves_count_epochs_from_one_as_the_console_and_share_one_figure(tmp_path):
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+    from mxkit.train.callback.plot_metrics import draw_metric_series
+
+    plot = mx.callback.PlotMetrics(tmp_path)
+    plot.update(0, train={"accuracy": 0.5, "cross-entropy": 1.2}, validation={"accuracy": 0.4})
+    plot.update(1, train={"accuracy": 0.7, "cross-entropy": 0.8}, validation={"accuracy": 0.6})
+    assert plot.combined_path == str(tmp_path / "all-metrics.png")
+    assert (tmp_path / "all-metrics.png").read_bytes().startswith(PNG_SIGNATURE)
+    ax = Figure().add_subplot()
+    draw_metric_series(plot.series("accuracy"), ax)
+    assert [list(line.get_xdata()) for line in ax.get_lines()] == [[1, 2], [1, 2]]  # "epoch 1/2", "epoch 2/2"
+    assert file_name_of("all-metrics") != "all-metrics.png"  # a metric never overwrites the combined figure

@@ -77,3 +77,87 @@ def test_memplan_bad_input_says_what_is_wrong(tmp_path, capsys, argv, message):
     sym.FullyConnected(sym.Variable("data"), num_hidden=4, name="fc").save(str(path))
     assert main(["memplan", str(path), *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def _deep_net_file(tmp_path):
+    from mxkit import symbol as sym
+
+    net = sym.Variable("data")
+    for i in range(8):  # deep enough that a recomputing planner recomputes something
+        net = sym.Activation(sym.FullyConnected(net, num_hidden=512, name=f"fc{i}"), act_type="tanh", name=f"t{i}")
+    path = tmp_path / "deep-symbol.json"
+    sym.SoftmaxOutput(sym.FullyConnected(net, num_hidden=10, name="out"), name="softmax").save(str(path))
+    return path
+
+
+def test_memplan_reports_one_lower_bound_the_plain_graphs(tmp_path, capsys):
+    from mxkit import symbol as sym
+
+    path = _deep_net_file(tmp_path)
+    assert main(["memplan", str(path), "--shape", "data=256,512", "--train"]) == 0
+    out = capsys.readouterr().out
+    rows = {line[:16].strip(): line[16:] for line in out.splitlines()[2:]}
+    plain = sym.load(str(path)).plan_memory(for_training=True, memplan="greedy", data=(256, 512))
+    assert abs(float(rows["lower bound"].split()[0].replace(",", "")) - plain.lower_bound_bytes / 2**20) < 0.05
+    for name, row in rows.items():
+        if name == "lower bound":
+            continue
+        mib, ratio = (float(v.replace(",", "")) for v in row.split()[:2])
+        # every ratio is against that one bound (MiB are rounded to 0.1 in the table)
+        assert abs(ratio - mib * 2**20 / plain.lower_bound_bytes) < 0.02 + 0.06 * 2**20 / plain.lower_bound_bytes
+        if "recomputes" not in row:
+            assert ratio >= 0.995  # only recomputation can beat the bound of the plain graph
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--shape", "foo=1,2"], "has no input named 'foo'; its inputs are data"),
+    (["--shape", "data=1,2"], "do not fit the network"),
+])
+def test_memplan_errors_speak_command_line_and_come_alone(tmp_path, capsys, argv, message):
+    from mxkit import symbol as sym
+
+    path = tmp_path / "conv-symbol.json"
+    sym.Convolution(sym.Variable("data"), kernel=(3, 3), num_filter=4, name="conv").save(str(path))
+    assert main(["memplan", str(path), *argv]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and "simple_bind" not in captured.err
+    assert captured.out == ""  # nothing printed before the error
+
+
+def test_memplan_picture_uses_the_tables_bound(tmp_path):
+    from mxkit import symbol as sym
+    from mxkit.memplan.picture import memory_picture
+
+    path = _deep_net_file(tmp_path)
+    net = sym.load(str(path))
+    plain = net.plan_memory(for_training=True, memplan="greedy", data=(256, 512))
+    recomputing = net.plan_memory(for_training=True, memplan="sublinear", data=(256, 512))
+    picture = memory_picture(plain, compare=[recomputing])
+    assert picture.lower_bound_bytes == plain.lower_bound_bytes
+    assert picture.arenas[1].ratio_to_lower_bound == pytest.approx(recomputing.total_bytes / plain.lower_bound_bytes)
+
+
+def test_version_names_the_installed_distribution(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"mxkit {version('mxkit')}"
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly():
+    # `mxkit info | head`: the reader closes the pipe; no BrokenPipeError traceback, a shell's 141
+    import os
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # gone before the command writes a byte
+    try:
+        done = subprocess.run([sys.executable, "-m", "mxkit.mx", "info"], stdout=write_end, stderr=subprocess.PIPE,
+                              text=True, timeout=120, check=False)
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+    assert done.returncode == 141

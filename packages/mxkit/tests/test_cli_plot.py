@@ -67,13 +67,16 @@ def test_train_plot_dir_draws_the_accuracy_the_run_printed(tmp_path, capsys, mon
     assert main(["train", "--network", "mlp", "--epochs", "2", "--model-prefix", str(tmp_path / "m"),
                  "--plot-dir", str(curves)]) == 0
     out = capsys.readouterr().out
-    png = curves / "accuracy.png"
-    assert png.read_bytes().startswith(PNG_SIGNATURE) and f"curves drawn to {png}" in out
-    printed = re.findall(r"train-accuracy ([\d.]+)  val-accuracy ([\d.]+)", out)
-    series = made[0].series("accuracy")
-    assert series.train_epochs == series.validation_epochs == (0, 1)
-    assert [f"{v:.4f}" for v in series.train_values] == [t for t, _ in printed]
-    assert [f"{v:.4f}" for v in series.validation_values] == [v for _, v in printed]
+    combined = curves / "all-metrics.png"
+    assert combined.read_bytes().startswith(PNG_SIGNATURE) and f"curves drawn to {combined}" in out
+    for metric in ("accuracy", "cross-entropy"):  # one file per metric too, with what the console printed
+        png = curves / f"{metric}.png"
+        assert png.read_bytes().startswith(PNG_SIGNATURE)
+        printed = re.findall(rf"train-{metric} ([\d.]+) .*val-{metric} ([\d.]+)", out)
+        series = made[0].series(metric)
+        assert series.train_epochs == series.validation_epochs == (0, 1)
+        assert [f"{v:.4f}" for v in series.train_values] == [t for t, _ in printed]
+        assert [f"{v:.4f}" for v in series.validation_values] == [v for _, v in printed]
 
 
 def test_train_plot_dir_that_is_a_file_is_refused_before_training(tmp_path, capsys, monkeypatch):

@@ -36,7 +36,8 @@ def test_a_short_digits_run_packs_the_data_and_reaches_its_accuracy(cache, tmp_p
     out = capsys.readouterr().out
     assert (cache / "mxkit" / "digits" / "digits-train.rec").exists()
     assert (cache / "mxkit" / "digits" / "digits-val.rec").exists()
-    assert len(re.findall(r"^epoch \d/4  train-accuracy [\d.]+  val-accuracy [\d.]+  [\d,]+ samples/s", out,
+    assert len(re.findall(r"^epoch \d/4  train-accuracy [\d.]+  train-cross-entropy [\d.]+  val-accuracy [\d.]+  "
+                          r"val-cross-entropy [\d.]+  [\d,]+ samples/s", out,
                           re.MULTILINE)) == 4
     for epoch in range(1, 5):
         assert (tmp_path / "run" / f"lenet-{epoch:04d}.params").exists()
@@ -67,7 +68,7 @@ def test_two_devices_and_a_csv(cache, tmp_path, capsys):
     assert main(["train", "--network", "mlp", "--data", str(path), "--ctx", "cpu:0,cpu:1", "--epochs", "3",
                  "--batch-size", "20", "--model-prefix", str(tmp_path / "blobs")]) == 0
     out = capsys.readouterr().out
-    assert "2 device(s) cpu(0),cpu(1)" in out
+    assert "2 devices cpu(0),cpu(1)" in out
     assert _final_accuracy(out) >= 0.9
 
 
@@ -160,3 +161,41 @@ def test_digits_records_hold_scikit_learns_images(cache):
     for image, label in zip(np.concatenate([train, val]), np.concatenate([train_labels, val_labels])):
         key = np.rint(image[0] * 255).astype(np.uint8).tobytes()
         assert originals[key] == label
+
+
+def test_a_new_default_run_never_overwrites_an_earlier_runs_checkpoints(cache):
+    from mxkit.mx.train_job import default_prefix
+
+    first = default_prefix("lenet", "digits")
+    assert first.name == "lenet-digits" and first.parent == cache / "mxkit" / "models"
+    first.parent.mkdir(parents=True)
+    (first.parent / "lenet-digits-0003.params").write_bytes(b"")  # an earlier run's epoch
+    second = default_prefix("lenet", "digits")
+    assert second.name == "lenet-digits-run2"
+    (second.parent / "lenet-digits-run2-symbol.json").write_text("{}")  # a run stopped before its first epoch
+    assert default_prefix("lenet", "digits").name == "lenet-digits-run3"
+    assert default_prefix("mlp", "digits").name == "mlp-digits"  # other networks keep their own names
+
+
+def test_without_scikit_learn_the_digits_name_the_extra_to_install(tmp_path, monkeypatch):
+    import sys
+
+    from mxkit.core.errors import MissingComponentError
+    from mxkit.mx.train_data import pack_digits
+
+    monkeypatch.setitem(sys.modules, "sklearn", None)  # import sklearn now raises ImportError
+    monkeypatch.setitem(sys.modules, "sklearn.datasets", None)
+    with pytest.raises(MissingComponentError, match=r"pip install 'mxkit\[demo\]'.*--data"):
+        pack_digits(tmp_path)
+
+
+def test_the_facade_declares_the_extras_its_messages_name():
+    import tomllib
+    from pathlib import Path
+
+    facade = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    project = tomllib.loads(facade.read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert {"demo", "image", "plot", "dist"} <= set(extras)
+    assert not any(req.startswith("scikit-learn") for req in project["dependencies"])  # heavy: only with [demo]
+    assert any(req.startswith("scikit-learn") for req in extras["demo"])

@@ -27,7 +27,16 @@ def _memory_info(device_id: int) -> tuple[int, int]:
 def mxkit_backends():
     yield BackendSpec(name="cupy", device_type="gpu", aliases=("cuda",), factory=_make_gpu_backend,
                       count_devices=_count_gpus, memory_info=_memory_info,
-                      description="NVIDIA GPUs through CuPy (cuBLAS, cuDNN)")
+                      description=_description())
+
+
+def _description() -> str:
+    import importlib.util
+
+    text = "NVIDIA GPUs through CuPy (cuBLAS, cuDNN)"
+    if importlib.util.find_spec("cupy") is None:  # a lookup, not an import: mxkit info stays fast
+        text += "; CuPy is not installed: pip install 'mxkit-cuda[cuda12]' (or [cuda13])"
+    return text
 
 
 @hookimpl

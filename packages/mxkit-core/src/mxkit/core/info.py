@@ -22,9 +22,8 @@ def render_info() -> str:
     plugin_rows = [(p.plugin, p.distribution or "-", p.version or "-") for p in list_plugins()]
     out += _table(("plugin", "distribution", "version"), plugin_rows) if plugin_rows else ["(none)"]
     for registry in _REGISTRIES.values():
-        out += ["", f"{registry.kind}s:"]
-        rows = [(name, origin.describe(), getattr(spec, "description", "") or "")
-                for name, spec, origin in registry.items()]
+        out += ["", f"{_plural(registry.kind)}:"]
+        rows = [(name, origin.describe(), _describe(spec)) for name, spec, origin in registry.items()]
         rows += [(name, "CONFLICT: " + " and ".join(o.describe() for o in origins), "")
                  for name, origins in registry.conflicts().items()]
         out += _table(("name", "from", "description"), rows) if rows else ["  (none installed)"]
@@ -33,6 +32,25 @@ def render_info() -> str:
     out += _table(("key", "value", "source"),
                   [(key, _show(cfg[key]), cfg.source(key)) for key in sorted(cfg)])
     return "\n".join(out)
+
+
+def _plural(kind: str) -> str:
+    """``backend (device type)`` -> ``backends (device types)``; ``engine`` -> ``engines``."""
+    head, sep, tail = kind.partition(" (")
+    return f"{head}s{sep}{tail[:-1]}s)" if sep and tail.endswith(")") else f"{kind}s"
+
+
+def _describe(spec: object) -> str:
+    """A spec's description; for a backend, also how many devices it finds here (0 says why it can't run)."""
+    description = str(getattr(spec, "description", "") or "")
+    count = getattr(spec, "count_devices", None)
+    if count is None:
+        return description
+    try:
+        found = int(count())
+    except Exception as exc:  # a broken driver must not break `mxkit info`
+        return f"{description} [devices: unknown, {type(exc).__name__}: {exc}]"
+    return f"{description} [{found} device{'' if found == 1 else 's'} here]"
 
 
 def _show(value: object) -> str:

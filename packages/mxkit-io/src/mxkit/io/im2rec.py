@@ -270,5 +270,13 @@ def find_list_files(prefix: str) -> list[str]:
         if name.endswith(".lst") and os.path.join(directory, name).startswith(prefix)
     )
     if not found:
+        sibling = prefix.rstrip(os.sep) + ".lst"
+        if os.path.isdir(prefix) and os.path.isfile(sibling):
+            # `--list` wrote PREFIX.lst beside the folder, but MXNet's rule reads a folder
+            # prefix as "every .lst inside it": say so instead of contradicting the last step
+            raise ConfigError(f"no .lst file inside the folder {prefix!r}: a prefix that is a folder means the .lst "
+                              f"files in it (MXNet's rule), and {sibling!r} is beside it; give {sibling!r} as the "
+                              f"prefix, or use a prefix that is not the image folder (e.g. {prefix.rstrip(os.sep)}"
+                              f"-data)")
         raise ConfigError(f"no .lst file with prefix {prefix!r}; make one first with `mxkit im2rec --list`")
     return found

@@ -24,7 +24,7 @@ def cv2_module() -> Any:
             raise
         raise MissingComponentError(
             "image encoding and decoding need OpenCV, which is not installed; "
-            "install it with `pip install mxkit-io[image]` (opencv-python-headless)"
+            "install it with `pip install 'mxkit[image]'` (or `'mxkit-io[image]'` for the io component alone)"
         ) from None
     return cv2
 

@@ -116,7 +116,10 @@ def memory_picture(plan: MemoryPlan, graph: Graph | None = None, compare: Any = 
             )
         names = tuple(node.name for node in graph.nodes)
     others = _compared_plans(compare)
-    arenas = tuple(Arena(p.strategy, p.total_bytes, p.ratio_to_lower_bound) for p in [plan, *others])
+    # one lower bound for every arena: the first plan's (a recomputing plan's own bound is of a
+    # longer graph, and a legend with two bounds contradicts itself)
+    bound = max(plan.lower_bound_bytes, 1)
+    arenas = tuple(Arena(p.strategy, p.total_bytes, p.total_bytes / bound) for p in [plan, *others])
     curves = tuple((p.strategy, tuple(p.live_bytes)) for p in others if tuple(p.live_bytes) != tuple(plan.live_bytes))
     return MemoryPicture(steps=tuple(range(len(plan.live_bytes))), live_bytes=tuple(plan.live_bytes),
                          lower_bound_bytes=plan.lower_bound_bytes, arenas=arenas, other_curves=curves,
@@ -170,7 +173,9 @@ def draw_memory_picture(picture: MemoryPicture, ax: Any = None) -> Any:
     for index, arena in enumerate(picture.arenas):
         colour = colours[index % len(colours)]
         colour_of[arena.strategy] = colour
-        ax.axhline(arena.total_bytes / scale, color=colour, linestyle="--", linewidth=1.4,
+        # dashes of one period at shifted offsets: arenas of equal size (none and a plugin's
+        # copy of it, say) interleave their colours instead of the later hiding the earlier
+        ax.axhline(arena.total_bytes / scale, color=colour, linestyle=(2 * index % 8, (4, 4)), linewidth=1.4,
                    label=f"{arena.strategy}: {arena.total_bytes / scale:,.1f} {unit} "
                          f"({arena.ratio_to_lower_bound:.2f}x bound)")
     for strategy, curve in picture.other_curves:
@@ -188,7 +193,8 @@ def draw_memory_picture(picture: MemoryPicture, ax: Any = None) -> Any:
     ax.set_ylabel(f"memory ({unit})")
     ax.set_ylim(0, max(everything, default=0) / scale * 1.12 or 1)  # room for the peak's note
     ax.set_xlim(-0.5, max(len(picture.steps), *(len(c) for _, c in picture.other_curves), 1) - 0.5)
-    ax.legend(loc="upper left", fontsize=8, framealpha=0.9)
+    # beside the axes, not over them: a legend inside covers the curve or the arenas' lines
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=8, framealpha=0.9)
     ax.grid(axis="y", alpha=0.3)
     return ax
 

@@ -46,6 +46,8 @@ def _cmd_predict(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``mxkit`` (one sub-command per job)."""
     parser = argparse.ArgumentParser(prog="mxkit", description="mxkit: modular deep-learning systems")
+    parser.add_argument("--version", action="version", version=f"mxkit {_version()}",
+                        help="print the version of mxkit and exit (mxkit info lists every component's)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     commands.add_parser("info", help="list plugins and the configuration in force").set_defaults(run=_cmd_info)
     commands.add_parser("demo", help="a short tour of the installed components").set_defaults(run=_cmd_demo)
@@ -70,6 +72,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mxkit")
+    except PackageNotFoundError:  # the facade's source on the path without its distribution
+        return "(not installed as a distribution)"
+
+
+def _stdout_closed() -> int:
+    """The reader of our output went away (``mxkit info | head``): stop quietly, as ``cat`` does."""
+    import os
+
+    # Python flushes stdout again at exit, which would raise once more: point it at /dev/null
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a file descriptor (captured in-process)
+        pass
+    return 141  # 128 + SIGPIPE, what a shell reports for a command killed by a closed pipe
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``mxkit`` console script."""
     args = build_parser().parse_args(argv)
@@ -77,7 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         result: int = args.run(args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at interpreter exit
         return result
+    except BrokenPipeError:
+        return _stdout_closed()
     except MXKitError as exc:
         print(f"mxkit: error: {exc}", file=sys.stderr)
         return 2

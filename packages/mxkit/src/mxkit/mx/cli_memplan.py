@@ -38,7 +38,14 @@ def add_memplan_command(subparsers: Any) -> None:
 
 
 def run_memplan(args: argparse.Namespace) -> int:
-    """Plan the network with each strategy and print bytes, the ratio to the lower bound and the time."""
+    """Plan the network with each strategy and print bytes, the ratio to the lower bound and the time.
+
+    Every argument is checked and every plan made before anything is printed, so an error is
+    the only output of a failed run. One lower bound serves every row and the picture: the
+    peak of live bytes in the network's execution order when nothing is recomputed. A
+    strategy that recomputes (``mirror``, ``sublinear``) runs a longer graph and can go below
+    it; its row says so.
+    """
     from mxkit.core import plugins
     from mxkit.symbol import load
 
@@ -48,27 +55,65 @@ def run_memplan(args: argparse.Namespace) -> int:
     if args.plot is not None:
         check_plot_path(args.plot)
     symbol = load(args.symbol)
+    check_input_names(symbol, shapes, args.symbol)
     names = args.strategy or [n for n in plugins.registry("planner").names() if n != "auto"]
+    plans = [_plan(symbol, shapes, args.train, name) for name in names]
+    reference = next((plan for plan in plans if not plan.recompute), None)
+    if reference is None:  # only recomputing strategies were asked for: bound the plain graph anyway
+        reference = _plan(symbol, shapes, args.train, "greedy")
+    lower = reference.lower_bound_bytes
+
     mode = "training" if args.train else "prediction"
     print(f"{args.symbol}: {mode} with {', '.join(f'{k}={v}' for k, v in shapes.items())}")
     print(f"{'strategy':<16}{'MiB':>12}{'x lower bound':>15}{'planning ms':>13}")
-    lower = None
-    plans = []
-    for name in names:
-        plan = symbol.plan_memory(for_training=args.train, memplan=name, **shapes)
-        # a plugin may reuse another's planner: label the line with the name that was asked for
-        plans.append(plan if plan.strategy == name else dataclasses.replace(plan, strategy=name))
-        lower = plan.lower_bound_bytes
-        print(f"{name:<16}{plan.total_bytes / 2**20:>12,.1f}{plan.ratio_to_lower_bound:>15.2f}"
-              f"{plan.planning_seconds * 1e3:>13.1f}")
-    if lower is not None:
-        print(f"{'lower bound':<16}{lower / 2**20:>12,.1f}{1.0:>15.2f}")
+    for plan in plans:
+        note = f"  recomputes {len(plan.recompute)} nodes" if plan.recompute else ""
+        print(f"{plan.strategy:<16}{plan.total_bytes / 2**20:>12,.1f}{plan.total_bytes / max(lower, 1):>15.2f}"
+              f"{plan.planning_seconds * 1e3:>13.1f}{note}")
+    print(f"{'lower bound':<16}{lower / 2**20:>12,.1f}{1.0:>15.2f}  peak of live bytes in execution order, "
+          f"nothing recomputed")
     if args.plot is not None and plans:
         write_plan_picture(plans, args.plot, graph_of=lambda plan: _memory_graph(symbol, shapes, args.train, plan),
                            title=f"{os.path.basename(args.symbol)}: {mode}, "
                                                    f"{', '.join(f'{k}={v}' for k, v in shapes.items())}")
         print(f"plot written to {args.plot}")
     return 0
+
+
+def _plan(symbol: Any, shapes: dict[str, tuple[int, ...]], train: bool, name: str) -> Any:
+    from mxkit.core.errors import ShapeError
+
+    try:
+        plan = symbol.plan_memory(for_training=train, memplan=name, **shapes)
+    except ShapeError as exc:
+        given = " ".join(f"--shape {k}={','.join(map(str, v))}" for k, v in shapes.items())
+        raise ConfigError(f"the shapes {given} do not fit the network: {exc}") from None
+    # a plugin may reuse another's planner: label the line with the name that was asked for
+    return plan if plan.strategy == name else dataclasses.replace(plan, strategy=name)
+
+
+def data_inputs(symbol: Any) -> list[str]:
+    """The arguments of ``symbol`` that need a ``--shape``: those whose shape inference cannot
+    derive from the others (its data and label inputs, not its weights)."""
+    arguments = symbol.list_arguments()
+    learnable = ("_weight", "_bias", "_gamma", "_beta", "_running_mean", "_running_var", "_moving_mean",
+                 "_moving_var", "_parameters", "_i2h_weight", "_h2h_weight")
+    return [name for name in arguments if not name.endswith(learnable)]
+
+
+def check_input_names(symbol: Any, shapes: dict[str, tuple[int, ...]], path: str) -> None:
+    """Refuse a ``--shape`` naming no input, and say which inputs still lack one."""
+    arguments = set(symbol.list_arguments())
+    inputs = data_inputs(symbol)
+    for name in shapes:
+        if name not in arguments:
+            raise ConfigError(f"--shape {name}=...: {os.path.basename(path)} has no input named {name!r}; its inputs "
+                              f"are {', '.join(inputs) or 'none'} (e.g. --shape {inputs[0] if inputs else 'data'}="
+                              f"N,...)")
+    missing = [name for name in inputs if name not in shapes and not name.endswith("_label")]
+    if missing:
+        raise ConfigError(f"{os.path.basename(path)} also needs the shape of {', '.join(missing)}: add "
+                          + " ".join(f"--shape {name}=D1,D2,..." for name in missing))
 
 
 def check_plot_path(path: str) -> None:

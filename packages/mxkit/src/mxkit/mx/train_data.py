@@ -79,7 +79,16 @@ def pack_digits(directory: Path | None = None) -> tuple[Path, Path]:
     train_path, val_path = directory / "digits-train.rec", directory / "digits-val.rec"
     if train_path.exists() and val_path.exists():
         return train_path, val_path
-    from sklearn.datasets import load_digits
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] != "sklearn":
+            raise
+        from mxkit.core.errors import MissingComponentError
+
+        raise MissingComponentError("the default data of mxkit train, the handwritten digits inside scikit-learn, "
+                                    "needs scikit-learn: pip install 'mxkit[demo]' (or give --data PATH.rec|PATH.csv)"
+                                    ) from None
 
     directory.mkdir(parents=True, exist_ok=True)
     digits = load_digits()
@@ -117,7 +126,8 @@ def read_records(path: Path | str) -> tuple[np.ndarray, np.ndarray]:
     shapes = {image.shape for image in images}
     if len(shapes) > 1:
         raise FormatError(f"the records of {str(path)!r} hold images of several shapes ({sorted(shapes)}); "
-                          f"resize them to one shape (mxkit im2rec --resize)")
+                          f"pack them at one shape with mxkit im2rec --center-crop --resize N (--resize alone keeps "
+                          f"each image's aspect ratio, so the shapes would still differ)")
     return np.stack(images).astype(np.float32) / 255.0, np.asarray(labels, dtype=np.float32)
 
 

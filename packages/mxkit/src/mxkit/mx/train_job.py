@@ -44,12 +44,25 @@ def parse_contexts(spec: str) -> list[Any]:
 
 
 def default_prefix(network: str, data: str) -> Path:
-    """Where checkpoints go by default: ``$XDG_CACHE_HOME/mxkit/models/<network>-<data>``."""
+    """Where checkpoints go by default: ``$XDG_CACHE_HOME/mxkit/models/<network>-<data>``, or
+    ``<network>-<data>-run<N>`` with the first N whose prefix holds no checkpoint yet, so that
+    a new run never overwrites the epochs of an earlier one."""
     from mxkit.mx.train_data import cache_directory
+    from mxkit.train.model.checkpoint import saved_epochs
 
     name = "digits" if data == "digits" else Path(data).stem
     directory: Path = cache_directory()
-    return directory / "models" / f"{network}-{name}"
+    prefix = directory / "models" / f"{network}-{name}"
+    run = 1
+    while saved_epochs(str(prefix)) or os.path.exists(f"{prefix}-symbol.json"):
+        run += 1
+        prefix = directory / "models" / f"{network}-{name}-run{run}"
+    return prefix
+
+
+def _count(number: int, noun: str) -> str:
+    """``1 epoch``, ``2 epochs``."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 class _StopOnInterrupt:
@@ -100,12 +113,13 @@ class _EpochReporter:
         if self.stop.requested and not done_epoch:
             raise TrainingInterrupted
 
-    def epoch_end(self, train_metric: Any, val_accuracy: float, epoch: int) -> None:
+    def epoch_end(self, train_metric: Any, validation: dict[str, float], epoch: int) -> None:
         seconds = self.train_seconds or (time.perf_counter() - self.tic)
         # the clock starts after the first batch, so the rate counts the batches after it
         speed = (self.batches - 1) * self.batch_size / max(seconds, 1e-9) if self.batches > 1 else 0.0
         train = "  ".join(f"train-{n} {v:.4f}" for n, v in train_metric.get_name_value())
-        print(f"epoch {epoch + 1}/{self.num_epoch}  {train}  val-accuracy {val_accuracy:.4f}  {speed:,.0f} samples/s"
+        val = "  ".join(f"val-{n} {v:.4f}" for n, v in validation.items())
+        print(f"epoch {epoch + 1}/{self.num_epoch}  {train}  {val}  {speed:,.0f} samples/s"
               f"  {seconds:.2f} s", flush=True)
         if self.stop.requested:
             raise TrainingInterrupted
@@ -140,12 +154,17 @@ def _train_iterator(dataset: Any, batch_size: int, rank: int = 0, num_workers: i
                              last_batch_handle="discard")
 
 
-def _accuracy(module: Any, data: np.ndarray, labels: np.ndarray, batch_size: int) -> float:
-    """Exact accuracy over every sample (the padding of the last batch excluded, unlike ``Module.score``)."""
+def _validation(module: Any, data: np.ndarray, labels: np.ndarray, batch_size: int) -> dict[str, float]:
+    """Exact accuracy and cross-entropy over every sample (the padding of the last batch
+    excluded, unlike ``Module.score``), from one prediction pass."""
     import mxkit.mx as mx
 
-    outputs = module.predict(mx.io.NDArrayIter(data, labels, min(batch_size, len(data))))
-    return float((outputs.asnumpy().argmax(axis=1) == labels.astype(np.int64)).mean())
+    probabilities = module.predict(mx.io.NDArrayIter(data, labels, min(batch_size, len(data)))).asnumpy()
+    classes = labels.astype(np.int64)
+    picked = probabilities[np.arange(len(classes)), classes].astype(np.float64)
+    # the same floor as mx.metric's CrossEntropy (eps 1e-12), so train and validation compare
+    return {"accuracy": float((probabilities.argmax(axis=1) == classes).mean()),
+            "cross-entropy": float(-np.log(np.maximum(picked, 1e-12)).mean())}
 
 
 def _resume_point(prefix: str, contexts: list[Any], memplan: str | None) -> tuple[Any, int]:
@@ -223,13 +242,13 @@ def _train(args: argparse.Namespace) -> int:
     worker = f", worker {rank} of {num_workers} ({args.kvstore})" if num_workers > 1 else ""
     print(f"mxkit train: {args.network if not args.resume else 'resumed'} on {dataset.source} "
           f"({len(dataset.train_data)} training, {len(dataset.val_data)} validation samples of shape "
-          f"{dataset.sample_shape}), {len(contexts)} device(s) {','.join(map(str, contexts))}, "
+          f"{dataset.sample_shape}), {_count(len(contexts), 'device')} {','.join(map(str, contexts))}, "
           f"batch {args.batch_size}, {args.optimizer} lr {args.lr}{worker}", flush=True)
 
     optimizer_params: dict[str, Any] = {"learning_rate": args.lr}
     if args.optimizer == "sgd":
         optimizer_params.update(momentum=0.9, wd=1e-4)
-    train_metric = mx.metric.create("acc")
+    train_metric = mx.metric.create(["acc", "ce"])
     batches = len(train_iter)
     plotter = _metric_plotter(args.plot_dir)
     val_accuracy = [float("nan")]
@@ -243,10 +262,11 @@ def _train(args: argparse.Namespace) -> int:
             if rank == 0:  # the workers of a dist_sync job hold the same weights: one checkpoint
                 module.save_checkpoint(prefix, epoch + 1, save_optimizer_states=True)
             # validation at the training batch size: the executors are reused, not re-bound
-            val_accuracy[0] = _accuracy(module, dataset.val_data, dataset.val_label, args.batch_size)
+            validation = _validation(module, dataset.val_data, dataset.val_label, args.batch_size)
+            val_accuracy[0] = validation["accuracy"]
             if plotter is not None:
-                plotter.update(epoch, train=train_metric.get_name_value(), validation={"accuracy": val_accuracy[0]})
-            reporter.epoch_end(train_metric, val_accuracy[0], epoch)
+                plotter.update(epoch, train=train_metric.get_name_value(), validation=validation)
+            reporter.epoch_end(train_metric, validation, epoch)
 
         try:
             with warnings.catch_warnings():
@@ -261,10 +281,10 @@ def _train(args: argparse.Namespace) -> int:
         except TrainingInterrupted:
             return _interrupted(module, prefix, reporter.position, batches, args.epochs)
     saved = "model saved to" if rank == 0 else "model saved by worker 0 to"
-    print(f"validation accuracy {val_accuracy[0]:.4f} after {args.epochs} epochs; {saved} {prefix}-symbol.json "
-          f"and {prefix}-{args.epochs:04d}.params", flush=True)
+    print(f"validation accuracy {val_accuracy[0]:.4f} after {_count(args.epochs, 'epoch')}; {saved} "
+          f"{prefix}-symbol.json and {prefix}-{args.epochs:04d}.params", flush=True)
     if plotter is not None:
-        print(f"curves drawn to {', '.join(plotter.paths.values())}", flush=True)
+        print(f"curves drawn to {plotter.combined_path} (and one file per metric beside it)", flush=True)
     return 0
 
 
@@ -293,9 +313,11 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", default=None, metavar="PREFIX",
                         help="continue from the latest checkpoint PREFIX-NNNN.params")
     parser.add_argument("--model-prefix", default=None, metavar="PREFIX",
-                        help="where checkpoints go (default: $XDG_CACHE_HOME/mxkit/models/NETWORK-DATA)")
+                        help="where checkpoints go (default: $XDG_CACHE_HOME/mxkit/models/NETWORK-DATA, "
+                             "or NETWORK-DATA-runN when an earlier run's checkpoints are there)")
     parser.add_argument("--plot-dir", default=None, metavar="DIR",
-                        help="draw the training and validation curves to DIR/accuracy.png after every epoch "
+                        help="draw the training and validation curves (accuracy and cross-entropy) to "
+                             "DIR/all-metrics.png after every epoch "
                              "(needs matplotlib: pip install 'mxkit[plot]')")
     parser.add_argument("--seed", type=int, default=DEFAULTS["seed"], help="random seed (default: %(default)s)")
 

@@ -26,6 +26,7 @@ from mxkit.train._registry import TrainingValueError
 
 TRAIN = "train"
 VALIDATION = "validation"
+ALL_METRICS_FILE = "all-metrics.png"  # every metric on one figure (a metric of that name gets all-metrics_.png)
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,8 @@ def metric_series(history: Mapping[str, Mapping[str, Mapping[int, float]]], name
 
 def file_name_of(metric: str) -> str:
     """The PNG file name of a metric: ``"cross-entropy"`` -> ``"cross-entropy.png"``, unsafe characters as ``_``."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", metric).strip("._") + ".png" if metric.strip("._ ") else "metric.png"
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", metric).strip("._") + ".png" if metric.strip("._ ") else "metric.png"
+    return "all-metrics_.png" if name == ALL_METRICS_FILE else name
 
 
 def _name_values(metric: Any) -> list[tuple[str, float]]:
@@ -96,6 +98,7 @@ class PlotMetrics:
         self.metrics = None if metrics is None else tuple(metrics)
         self.history: dict[str, dict[str, dict[int, float]]] = {TRAIN: {}, VALIDATION: {}}
         self.paths: dict[str, str] = {}
+        self.combined_path: str | None = None  # all-metrics.png, every metric on one figure
         self._pending: tuple[int, Any] | None = None  # (epoch, training metric) until the epoch ends
 
     # -- recording --------------------------------------------------------------------
@@ -124,6 +127,8 @@ class PlotMetrics:
                 changed.append(str(name))
         for name in dict.fromkeys(changed):
             self.draw(name)
+        if changed:
+            self.draw_all()
 
     def series(self, name: str) -> MetricSeries:
         """The recorded curves of metric ``name``."""
@@ -181,17 +186,33 @@ class PlotMetrics:
         """Write the PNG of metric ``name`` now; returns its path."""
         from mxkit.memplan.picture import matplotlib_figure
 
-        series = self.series(name)
         figure = matplotlib_figure("mx.callback.PlotMetrics", extra="mxkit-train[plot]")
         figure.set_size_inches(6.4, 4.0)
-        ax = figure.add_subplot()
-        draw_metric_series(series, ax)
+        draw_metric_series(self.series(name), figure.add_subplot())
+        self.paths[name] = self._save(figure, file_name_of(name))
+        return self.paths[name]
+
+    def draw_all(self) -> str:
+        """Write ``all-metrics.png``: every recorded metric side by side on one figure (accuracy
+        and loss together, say); returns its path."""
+        from mxkit.memplan.picture import matplotlib_figure
+
+        names = sorted({name for kind in self.history.values() for name in kind})
+        figure = matplotlib_figure("mx.callback.PlotMetrics", extra="mxkit-train[plot]")
+        figure.set_size_inches(4.8 * max(1, len(names)), 4.0)
+        for index, name in enumerate(names):
+            draw_metric_series(self.series(name), figure.add_subplot(1, len(names), index + 1))
+        figure.tight_layout()
+        self.combined_path = self._save(figure, ALL_METRICS_FILE)
+        return self.combined_path
+
+    def _save(self, figure: Any, file_name: str) -> str:
+        # written beside and renamed over: a viewer watching the file never sees half a PNG
         os.makedirs(self.directory, exist_ok=True)
-        path = os.path.join(self.directory, file_name_of(name))
+        path = os.path.join(self.directory, file_name)
         partial = path + ".partial"
         figure.savefig(partial, format="png", dpi=100)
         os.replace(partial, path)
-        self.paths[name] = path
         return path
 
 
@@ -199,12 +220,13 @@ def draw_metric_series(series: MetricSeries, ax: Any) -> None:
     """Draw the training and validation curves of ``series`` into ``ax``."""
     from matplotlib.ticker import MaxNLocator
 
+    # drawn from 1, as the console counts epochs ("epoch 1/8"); fit and the history count from 0
     if series.train_epochs:
-        ax.plot(series.train_epochs, series.train_values, marker="o", markersize=4, color="tab:blue",
-                label=f"train {_last(series.train_values)}")
+        ax.plot([e + 1 for e in series.train_epochs], series.train_values, marker="o", markersize=4,
+                color="tab:blue", label=f"train {_last(series.train_values)}")
     if series.validation_epochs:
-        ax.plot(series.validation_epochs, series.validation_values, marker="s", markersize=4, color="tab:orange",
-                label=f"validation {_last(series.validation_values)}")
+        ax.plot([e + 1 for e in series.validation_epochs], series.validation_values, marker="s", markersize=4,
+                color="tab:orange", label=f"validation {_last(series.validation_values)}")
     ax.set_title(series.name)
     ax.set_xlabel("epoch")
     ax.set_ylabel(series.name)
