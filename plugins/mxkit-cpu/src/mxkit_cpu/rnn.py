@@ -47,15 +47,15 @@ def _cell_for(arrays: list) -> FastCell | None:
 
 
 def rnn(xp: Any, inputs: list, outputs: list, params: dict) -> None:
-    from mxkit.ndarray.ops import nn_rnn  # here: importing it defines operators, which loads this plugin
+    from mxkit.ndarray.kernels import rnn_kernel  # here: importing it defines operators, which loads this plugin
 
-    nn_rnn.rnn_kernel(xp, inputs, outputs, params, cell=_cell_for([*inputs, *outputs]))
+    rnn_kernel(xp, inputs, outputs, params, cell=_cell_for([*inputs, *outputs]))
 
 
 def rnn_backward(xp: Any, inputs: list, outputs: list, params: dict) -> None:
-    from mxkit.ndarray.ops import nn_rnn
+    from mxkit.ndarray.kernels import rnn_backward_kernel
 
-    nn_rnn.rnn_backward_kernel(xp, inputs, outputs, params, cell=_cell_for([*inputs, *outputs]))
+    rnn_backward_kernel(xp, inputs, outputs, params, cell=_cell_for([*inputs, *outputs]))
 
 
 #: operator name -> kernel

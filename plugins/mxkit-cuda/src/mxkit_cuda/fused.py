@@ -13,7 +13,7 @@ import functools
 import hashlib
 from typing import Any
 
-from mxkit.ndarray.ops._fused_program import parse_program, render_c_body
+from mxkit.ndarray.kernels import parse_program, render_c_body
 
 
 @functools.lru_cache(maxsize=1024)
