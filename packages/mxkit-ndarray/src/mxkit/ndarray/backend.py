@@ -18,6 +18,9 @@ With defaults
     ``zeros``, ``full``, ``copy_from_host``, ``copy_to``, ``bind_to_device``, ``make_rng``,
     ``from_dlpack``, ``synchronize``, ``memory_stats``.
 
+Code outside mxkit-ndarray that needs the backend of a device (to allocate, or to copy
+between devices inside an engine operation) asks :func:`backend_of`.
+
 Kernels run inside engine operations; a backend's methods may be called from any engine
 thread, so they must be thread-safe (or guard themselves).
 """
@@ -228,6 +231,25 @@ def missing_members(obj: Any) -> list[str]:
     return missing
 
 
+_backends: dict[Any, Backend] = {}
+
+
+def backend_of(ctx: Any) -> Backend:
+    """The :class:`Backend` serving ``ctx`` (a :class:`~mxkit.core.Context`), made on first use and cached.
+
+    Raises
+    ------
+    DeviceError
+        When no installed plugin serves the device type (the message lists those that do).
+    PluginError
+        When the plugin's backend object lacks a required member (the message names it).
+    """
+    backend = _backends.get(ctx)
+    if backend is None:
+        backend = _backends[ctx] = as_backend(ctx.backend, ctx.device_type)
+    return backend
+
+
 def as_backend(obj: Any, device_type: str = "") -> Backend:
     """``obj`` checked as the backend of ``device_type``: a :class:`Backend` as it is, another
     object with the required members completed with the defaults.
@@ -248,4 +270,4 @@ def as_backend(obj: Any, device_type: str = "") -> Backend:
     return _CompletedBackend(obj)
 
 
-__all__ = ["REQUIRED_MEMBERS", "Backend", "as_backend", "missing_members"]
+__all__ = ["REQUIRED_MEMBERS", "Backend", "as_backend", "backend_of", "missing_members"]

@@ -17,10 +17,9 @@ from typing import Any
 from mxkit.core.context import Context, current_context
 from mxkit.core.errors import DeviceError, DTypeError, MXKitError, ShapeError
 from mxkit.ndarray import autograd
-from mxkit.ndarray.backend import Backend, as_backend
+from mxkit.ndarray.backend import Backend, backend_of
 from mxkit.ndarray.registry import OpDef, get_registry
 
-_backends: dict[Context, Any] = {}
 _numpy_dtypes: dict[str, Any] = {}
 _engine_holder: list[Any] = []
 _lock = threading.Lock()
@@ -28,16 +27,6 @@ _lock = threading.Lock()
 
 class OperatorError(MXKitError):
     """An operator's kernel failed; the message names the operator, parameters and input shapes."""
-
-
-def backend_of(ctx: Context) -> Backend:
-    """The :class:`~mxkit.ndarray.backend.Backend` of ``ctx`` (cached); a missing plugin raises
-    :class:`DeviceError`, a backend object without a required member :class:`PluginError`."""
-    backend = _backends.get(ctx)
-    if backend is None:
-        backend = as_backend(ctx.backend, ctx.device_type)
-        _backends[ctx] = backend
-    return backend
 
 
 _backend_by_id: dict[int, tuple[Context, Any]] = {}

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 from mxkit.core.errors import DeviceError, ShapeError
-from mxkit.ndarray.invoke import OperatorError, backend_of, invoke, push_raw
+from mxkit.ndarray.backend import backend_of
+from mxkit.ndarray.invoke import OperatorError, invoke, push_raw
 from mxkit.train._registry import TrainingValueError
 from mxkit.train.optimizer.base import Optimizer, cast_to
 from mxkit.train.optimizer.update_ops import UPDATE_OPS
