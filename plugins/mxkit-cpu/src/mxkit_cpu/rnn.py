@@ -1,6 +1,6 @@
 """``RNN`` and ``_backward_RNN`` with the elementwise part of each step in vectorized C.
 
-The recurrences stay mxkit-ndarray's (:mod:`mxkit.ndarray.ops._rnn_math`); for float32 this
+The recurrences stay mxkit-ndarray's (:mod:`mxkit.ndarray.kernels`); for float32 this
 module hands them :mod:`mxkit_cpu._fastmath`'s kernels: an LSTM step in one pass instead of a
 dozen numpy passes and temporaries (2-layer LSTM, T=35, N=32, H=200: see
 ``benchmarks/rnn.py``), and the GRU and tanh RNN activations. Other dtypes run the generic
@@ -29,7 +29,7 @@ def _into_new_array(function: Any) -> Any:
 
 
 class FastCell:
-    """:class:`mxkit.ndarray.ops._rnn_math.CellKernels` on float32 numpy arrays."""
+    """:class:`mxkit.ndarray.kernels.CellKernels` on float32 numpy arrays."""
 
     lstm_forward = staticmethod(_fastmath.lstm_forward)
     lstm_backward = staticmethod(_fastmath.lstm_backward)

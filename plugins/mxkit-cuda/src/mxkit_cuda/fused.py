@@ -1,7 +1,7 @@
 """Fused elementwise nodes compiled into one ``cupy.ElementwiseKernel`` each.
 
 The fuse pass of mxkit-symbol replaces a chain like ``a * b + 1`` with one
-``_FusedElemwise`` node whose program (see :mod:`mxkit.ndarray.ops._fused_program`)
+``_FusedElemwise`` node whose program (see :mod:`mxkit.ndarray.kernels`)
 renders to C statements. Here that body becomes a CUDA kernel, compiled once per program
 (the program holds the dtype) and cached: one read of each input and one write of the
 output, however long the chain.

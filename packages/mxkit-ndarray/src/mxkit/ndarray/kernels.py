@@ -19,7 +19,7 @@ Convolution and pooling geometry
     the way the operator's shape inference does.
 Recurrent layers
     :func:`rnn_kernel`, :func:`rnn_backward_kernel` (the ``RNN`` kernels, which take a
-    backend's own cell arithmetic as ``cell``).
+    backend's own cell arithmetic as ``cell``, an object with the methods of :class:`CellKernels`).
 Fused elementwise programs (operator ``_FusedElemwise``)
     :class:`Program`, :func:`parse_program`, :func:`render_c_expression`,
     :func:`render_c_body`, :func:`render_numexpr`, :data:`FLOAT_DTYPES`, :data:`PRIMITIVES`,
@@ -42,6 +42,7 @@ from mxkit.ndarray.ops._fused_program import (
     render_c_expression,
     render_numexpr,
 )
+from mxkit.ndarray.ops._rnn_math import CellKernels
 from mxkit.ndarray.ops.nn_common import is_train, wanted
 from mxkit.ndarray.ops.nn_conv import ConvGeometry, conv_geometry, deconv_geometry
 from mxkit.ndarray.ops.nn_pool import PoolGeometry
@@ -49,6 +50,7 @@ from mxkit.ndarray.ops.nn_rnn import rnn_backward_kernel, rnn_kernel
 from mxkit.ndarray.registry import Kernel, OpDef, get_op
 from mxkit.ndarray.shapes import normalize_axis
 
-__all__ = ["FLOAT_DTYPES", "PRIMITIVES", "ConvGeometry", "FusedProgramError", "Kernel", "OpDef", "PoolGeometry",
-           "Program", "conv_geometry", "deconv_geometry", "get_op", "is_train", "normalize_axis", "parse_program",
-           "render_c_body", "render_c_expression", "render_numexpr", "rnn_backward_kernel", "rnn_kernel", "wanted"]
+__all__ = ["FLOAT_DTYPES", "PRIMITIVES", "CellKernels", "ConvGeometry", "FusedProgramError", "Kernel", "OpDef",
+           "PoolGeometry", "Program", "conv_geometry", "deconv_geometry", "get_op", "is_train", "normalize_axis",
+           "parse_program", "render_c_body", "render_c_expression", "render_numexpr", "rnn_backward_kernel",
+           "rnn_kernel", "wanted"]
