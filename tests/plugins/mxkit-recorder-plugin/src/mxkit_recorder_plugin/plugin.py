@@ -48,7 +48,7 @@ class ImmediateConsistency:
 @hookimpl
 def mxkit_backends():
     yield BackendSpec(name="recorder", device_type="recorder", factory=make_backend,
-                      description="records device creation (example plugin)")
+                      description="numpy memory behind a device interface, transfers recorded (example plugin)")
 
 
 @hookimpl
