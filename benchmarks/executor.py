@@ -89,8 +89,8 @@ def _fused_sgd(weights: list, grads: list):
     weights through the arrays' engine vars."""
     import mxkit.engine as engine
 
-    pairs = [(w._data, g._data) for w, g in zip(weights, grads)]
-    reads, writes = [g._var for g in grads], [w._var for w in weights]
+    pairs = [(w.storage, g.storage) for w, g in zip(weights, grads)]
+    reads, writes = [g.var for g in grads], [w.var for w in weights]
     ctx = weights[0].context
 
     def run():

@@ -149,7 +149,7 @@ def test_debug_str_ends_with_the_pool_size_in_mb():
     exe = net.simple_bind(None, data=(1024, 256), w1=(256, 1024), w2=(1024, 1024), w3=(1024, 4))
     text = exe.debug_str()
     assert "Op:dot, Name=layer1" in text and "Op:_backward_dot" in text
-    total = exe.memory_plan.total_bytes + exe.outputs[0]._data.nbytes
+    total = exe.memory_plan.total_bytes + exe.outputs[0].storage.nbytes
     assert text.splitlines()[-1] == f"Total {total >> 20} MB allocated"
     assert total >> 20 >= 4  # the (1024, 1024) intermediates alone
 
@@ -225,7 +225,7 @@ def test_reshape_shares_memory_and_computes_the_new_batch():
         exe.arg_dict[name][:] = rng.standard_normal(exe.arg_dict[name].shape)
     smaller = exe.reshape(data=(3, 3))
     assert smaller.arg_dict["w1"] is exe.arg_dict["w1"]
-    assert np.shares_memory(smaller.arg_dict["data"]._data, exe.arg_dict["data"]._data)
+    assert np.shares_memory(smaller.arg_dict["data"].storage, exe.arg_dict["data"].storage)
     x = rng.standard_normal((3, 3)).astype("float32")
     got = smaller.forward(data=x)[0].asnumpy()
     w1, w2, w3 = (exe.arg_dict[n].asnumpy() for n in ("w1", "w2", "w3"))

@@ -155,10 +155,10 @@ def test_training_memory_counts_what_a_bind_allocates():
         exe = net.simple_bind(None, memplan=memplan, **shapes)
         report = training_memory(net, memplan=memplan, shapes=shapes)
         assert report.planned == exe.memory_plan.total_bytes
-        assert report.arguments == sum(a._data.nbytes for a in exe.arg_arrays)
-        assert report.gradients == sum(g._data.nbytes for g in exe.grad_arrays if g is not None)
-        assert report.auxiliary == sum(a._data.nbytes for a in exe.aux_arrays)
-        assert report.outputs == exe.outputs[0]._data.nbytes
+        assert report.arguments == sum(a.storage.nbytes for a in exe.arg_arrays)
+        assert report.gradients == sum(g.storage.nbytes for g in exe.grad_arrays if g is not None)
+        assert report.auxiliary == sum(a.storage.nbytes for a in exe.aux_arrays)
+        assert report.outputs == exe.outputs[0].storage.nbytes
         assert report.total_bytes == (report.planned + report.arguments + report.gradients + report.auxiliary
                                       + report.outputs)
     # a network far larger than memory is measured without allocating it

@@ -7,6 +7,7 @@ import threading
 from typing import Any
 
 import numpy
+from mxkit.ndarray.backend import Backend
 
 try:
     from mxkit_cpu import _alloc
@@ -104,16 +105,13 @@ _DTYPE_TYPES = {type(numpy.dtype(name)): type(numpy.dtype(name)) for name in
                  "uint32", "uint64", "bool")}
 
 
-class CPUBackend:
+class CPUBackend(Backend):
     """Backend of one ``cpu(i)`` device. Every cpu id is host memory; distinct ids are
     distinct devices so that data-parallel code can be tested on one machine."""
 
     name = "numpy"
     device_type = "cpu"
     xp = numpy
-
-    def __init__(self, device_id: int):
-        self.device_id = device_id
 
     def empty(self, shape: tuple[int, ...], dtype: Any) -> numpy.ndarray:
         """An uninitialised C-contiguous array whose data starts on a 64-byte boundary."""
@@ -138,9 +136,9 @@ class CPUBackend:
         """The host view of a device array (itself on CPU)."""
         return array
 
-    def make_rng(self, seed: Any) -> numpy.random.Generator:
-        """The random generator of this device from an int or a sequence of ints (``None``: from the OS)."""
-        return numpy.random.default_rng(seed)
+    def copy_from_host(self, target: numpy.ndarray, host: numpy.ndarray) -> None:
+        """Write host data into an existing array (a plain copy: both are host memory)."""
+        numpy.copyto(target, host, casting="unsafe")
 
     def __repr__(self) -> str:
         return f"CPUBackend(cpu({self.device_id}))"

@@ -27,25 +27,25 @@ _REAL = (np.dtype(np.float32), np.dtype(np.float64))
 
 def generic_kernel(name: str, xp: Any, inputs: list, outputs: list, params: dict) -> None:
     """Run operator ``name``'s generic ``xp`` kernel (the reference, and the fallback of every kernel here)."""
-    from mxkit.ndarray.registry import get_op
+    from mxkit.ndarray.kernels import get_op
 
     get_op(name).kernel(xp, inputs, outputs, params)
 
 
 def _geometry(params: dict, shape) -> Any:
-    from mxkit.ndarray.ops.nn_conv import _Geometry
+    from mxkit.ndarray.kernels import ConvGeometry
 
-    return _Geometry("Convolution", params, shape)
+    return ConvGeometry("Convolution", params, shape)
 
 
 def _deconv(params: dict, shape) -> Any:
-    from mxkit.ndarray.ops.nn_conv import _deconv_geometry
+    from mxkit.ndarray.kernels import deconv_geometry
 
-    return _deconv_geometry(params, shape)[0]
+    return deconv_geometry(params, shape)[0]
 
 
 def _wanted(params: dict, output: int) -> bool:
-    from mxkit.ndarray.ops.nn_common import wanted
+    from mxkit.ndarray.kernels import wanted
 
     return wanted(params, output)
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from mxkit.ndarray.ops.nn_common import wanted
+from mxkit.ndarray.kernels import wanted
 
 from mxkit_cpu.blas import product
 
 
 def _generic(name: str) -> Any:
-    from mxkit.ndarray.registry import get_op
+    from mxkit.ndarray.kernels import get_op
 
     return get_op(name).kernel
 

@@ -76,7 +76,7 @@ def _binary_ufunc(ufunc_name: str):
 
 def backward_take(xp: Any, inputs: list, outputs: list, params: dict) -> None:
     """Gradient of ``take`` along axis 0 with the Cython row scatter-add (else the generic kernel)."""
-    from mxkit.ndarray.registry import get_op
+    from mxkit.ndarray.kernels import get_op
 
     out_grad, data, indices = inputs
     grad = outputs[0]

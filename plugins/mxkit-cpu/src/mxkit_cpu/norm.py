@@ -36,7 +36,7 @@ def _handled(arrays: list) -> bool:
 
 
 def _axis(params: dict, ndim: int) -> int:
-    from mxkit.ndarray.shapes import normalize_axis  # inside: see mxkit_cpu.conv
+    from mxkit.ndarray.kernels import normalize_axis  # inside: see mxkit_cpu.conv
 
     return normalize_axis(params["axis"], ndim, "BatchNorm")
 
@@ -91,7 +91,7 @@ def batchnorm_backward(xp: Any, inputs: list, outputs: list, params: dict) -> No
     if len(inputs) < 5 or not _handled([out_grad, x, gamma, *outputs]):
         generic_kernel("_backward_BatchNorm", xp, inputs, outputs, params)
         return
-    from mxkit.ndarray.ops.nn_common import wanted
+    from mxkit.ndarray.kernels import wanted
 
     axis = _axis(params, x.ndim)
     data, grads = _channel_view(x, axis), _channel_view(out_grad, axis)

@@ -26,9 +26,9 @@ def _window(g: Any) -> tuple[int, ...]:
 
 
 def _geometry(params: dict, shape) -> Any:
-    from mxkit.ndarray.ops.nn_pool import _PoolGeometry  # inside: see mxkit_cpu.conv
+    from mxkit.ndarray.kernels import PoolGeometry  # inside: see mxkit_cpu.conv
 
-    return _PoolGeometry(params, shape)
+    return PoolGeometry(params, shape)
 
 
 def _include_pad(params: dict) -> bool:

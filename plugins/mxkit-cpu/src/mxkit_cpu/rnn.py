@@ -1,6 +1,6 @@
 """``RNN`` and ``_backward_RNN`` with the elementwise part of each step in vectorized C.
 
-The recurrences stay mxkit-ndarray's (:mod:`mxkit.ndarray.ops._rnn_math`); for float32 this
+The recurrences stay mxkit-ndarray's (:mod:`mxkit.ndarray.kernels`); for float32 this
 module hands them :mod:`mxkit_cpu._fastmath`'s kernels: an LSTM step in one pass instead of a
 dozen numpy passes and temporaries (2-layer LSTM, T=35, N=32, H=200: see
 ``benchmarks/rnn.py``), and the GRU and tanh RNN activations. Other dtypes run the generic
@@ -29,7 +29,7 @@ def _into_new_array(function: Any) -> Any:
 
 
 class FastCell:
-    """:class:`mxkit.ndarray.ops._rnn_math.CellKernels` on float32 numpy arrays."""
+    """:class:`mxkit.ndarray.kernels.CellKernels` on float32 numpy arrays."""
 
     lstm_forward = staticmethod(_fastmath.lstm_forward)
     lstm_backward = staticmethod(_fastmath.lstm_backward)
@@ -47,15 +47,15 @@ def _cell_for(arrays: list) -> FastCell | None:
 
 
 def rnn(xp: Any, inputs: list, outputs: list, params: dict) -> None:
-    from mxkit.ndarray.ops import nn_rnn  # here: importing it defines operators, which loads this plugin
+    from mxkit.ndarray.kernels import rnn_kernel  # here: importing it defines operators, which loads this plugin
 
-    nn_rnn.rnn_kernel(xp, inputs, outputs, params, cell=_cell_for([*inputs, *outputs]))
+    rnn_kernel(xp, inputs, outputs, params, cell=_cell_for([*inputs, *outputs]))
 
 
 def rnn_backward(xp: Any, inputs: list, outputs: list, params: dict) -> None:
-    from mxkit.ndarray.ops import nn_rnn
+    from mxkit.ndarray.kernels import rnn_backward_kernel
 
-    nn_rnn.rnn_backward_kernel(xp, inputs, outputs, params, cell=_cell_for([*inputs, *outputs]))
+    rnn_backward_kernel(xp, inputs, outputs, params, cell=_cell_for([*inputs, *outputs]))
 
 
 #: operator name -> kernel

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from mxkit.ndarray.backend import Backend
 
 from mxkit_cuda.device import require_gpu
 from mxkit_cuda.rng import CupyGenerator
@@ -50,7 +51,7 @@ class _PinnedStaging:
 STAGING_LIMIT = 64 * 1024 * 1024
 
 
-class CUDABackend:
+class CUDABackend(Backend):
     """Backend of one ``gpu(i)`` device (``xp`` is :mod:`cupy`).
 
     Parameters

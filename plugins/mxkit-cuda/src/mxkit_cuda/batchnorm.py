@@ -13,8 +13,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from mxkit.ndarray.registry import get_op
-from mxkit.ndarray.shapes import normalize_axis
+from mxkit.ndarray.kernels import get_op, normalize_axis
 
 
 @functools.cache

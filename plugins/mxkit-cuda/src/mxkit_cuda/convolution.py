@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mxkit.ndarray.ops.nn_common import wanted
-from mxkit.ndarray.ops.nn_conv import _geometry_of
-from mxkit.ndarray.registry import get_op
+from mxkit.ndarray.kernels import conv_geometry, get_op, wanted
 
 from mxkit_cuda import cudnn
 
@@ -26,7 +24,7 @@ def _usable(params: dict, *arrays: Any) -> bool:
 
 
 def _plan(data: Any, weight: Any, out_shape: Any, params: dict) -> cudnn.ConvPlan:
-    g = _geometry_of(params, data)
+    g = conv_geometry(params, data)
     return cudnn.conv_plan(data, weight, tuple(out_shape), g.pad, g.stride, g.dilate, g.groups)
 
 

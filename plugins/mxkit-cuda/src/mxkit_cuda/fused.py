@@ -1,7 +1,7 @@
 """Fused elementwise nodes compiled into one ``cupy.ElementwiseKernel`` each.
 
 The fuse pass of mxkit-symbol replaces a chain like ``a * b + 1`` with one
-``_FusedElemwise`` node whose program (see :mod:`mxkit.ndarray.ops._fused_program`)
+``_FusedElemwise`` node whose program (see :mod:`mxkit.ndarray.kernels`)
 renders to C statements. Here that body becomes a CUDA kernel, compiled once per program
 (the program holds the dtype) and cached: one read of each input and one write of the
 output, however long the chain.
@@ -13,7 +13,7 @@ import functools
 import hashlib
 from typing import Any
 
-from mxkit.ndarray.ops._fused_program import parse_program, render_c_body
+from mxkit.ndarray.kernels import parse_program, render_c_body
 
 
 @functools.lru_cache(maxsize=1024)

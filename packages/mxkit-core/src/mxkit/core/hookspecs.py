@@ -42,7 +42,8 @@ def mxkit_backends() -> Iterable[BackendSpec]:  # type: ignore[empty-body]
         from mxkit.core.specs import BackendSpec
 
         def _make_opencl_backend(device_id):
-            from my_opencl.backend import OpenCLBackend  # heavy import, deferred
+            # heavy import, deferred; OpenCLBackend subclasses mxkit.ndarray.backend.Backend
+            from my_opencl.backend import OpenCLBackend
             return OpenCLBackend(device_id)
 
         @hookimpl

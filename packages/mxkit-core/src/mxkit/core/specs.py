@@ -52,10 +52,13 @@ class BackendSpec(_NamedSpec):
     device_type : str
         The device type of :class:`mxkit.core.Context` it serves (``"cpu"``, ``"gpu"``).
     factory : callable
-        ``factory(device_id) -> backend object`` (the object's interface is defined by
-        mxkit-ndarray); called once per device on first use.
+        ``factory(device_id) -> backend object``, called once per device on first use. The
+        object is an instance of a subclass of ``mxkit.ndarray.backend.Backend`` (the
+        published interface, defined by mxkit-ndarray; see docs/plugins.md).
     aliases : tuple of str
         Other device-type names that resolve to this backend (``("cuda",)`` for gpu).
+    description : str
+        One line shown beside the name in ``mxkit info``.
     count_devices : callable, optional
         ``count_devices() -> int``: how many devices of this type the machine has (0 when
         the driver or library is missing); ``mx.context.num_gpus()`` asks the gpu backend.

@@ -76,9 +76,7 @@ def from_dlpack(source: Any) -> Any:
                           + ", ".join(f"{k} ({v})" for k, v in _DLPACK_DEVICE_TYPES.items()))
     ctx = Context("cpu", 0) if kind in ("cpu", "cpu_pinned") else Context(kind, int(device_id))
     backend = backend_of(ctx)
-    importer = getattr(backend, "from_dlpack", None)
-    data = importer(source) if importer is not None else backend.xp.from_dlpack(source)
-    return NDArray._from_data(data, ctx, engine().new_var())
+    return NDArray._from_data(backend.from_dlpack(source), ctx, engine().new_var())
 
 
 def to_dlpack_for_read(data: Any) -> Any:

@@ -17,9 +17,9 @@ from typing import Any
 from mxkit.core.context import Context, current_context
 from mxkit.core.errors import DeviceError, DTypeError, MXKitError, ShapeError
 from mxkit.ndarray import autograd
+from mxkit.ndarray.backend import Backend, backend_of
 from mxkit.ndarray.registry import OpDef, get_registry
 
-_backends: dict[Context, Any] = {}
 _numpy_dtypes: dict[str, Any] = {}
 _engine_holder: list[Any] = []
 _lock = threading.Lock()
@@ -29,19 +29,10 @@ class OperatorError(MXKitError):
     """An operator's kernel failed; the message names the operator, parameters and input shapes."""
 
 
-def backend_of(ctx: Context) -> Any:
-    """The backend object of ``ctx`` (cached); a missing plugin raises :class:`DeviceError`."""
-    backend = _backends.get(ctx)
-    if backend is None:
-        backend = ctx.backend
-        _backends[ctx] = backend
-    return backend
-
-
 _backend_by_id: dict[int, tuple[Context, Any]] = {}
 
 
-def fast_backend(ctx: Context) -> Any:
+def fast_backend(ctx: Context) -> Backend:
     """:func:`backend_of` keyed by the Context object's identity (hashing a Context runs Python code)."""
     entry = _backend_by_id.get(id(ctx))
     if entry is not None and entry[0] is ctx:
@@ -53,13 +44,12 @@ def fast_backend(ctx: Context) -> Any:
     return backend
 
 
-def on_device(ctx: Context, backend: Any, fn: Any) -> Any:
-    """``fn`` bound to its device when the backend needs one made current on the running
-    thread (a GPU: kernels launch on the thread's current device); on a CPU, ``fn`` itself."""
+def on_device(ctx: Context, backend: Backend, fn: Any) -> Any:
+    """``fn`` bound to its device by :meth:`Backend.bind_to_device` (a GPU: kernels launch on the
+    thread's current device); on a CPU, ``fn`` itself."""
     if ctx.device_type == "cpu":
         return fn
-    bind = getattr(backend, "bind_to_device", None)
-    return fn if bind is None else bind(fn)
+    return backend.bind_to_device(fn)
 
 
 def numpy_dtype(name: str) -> Any:

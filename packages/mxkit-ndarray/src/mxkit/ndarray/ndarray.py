@@ -218,7 +218,8 @@ class NDArray:
     def asnumpy(self) -> np.ndarray:
         """A numpy copy of the data (waits for pending writes)."""
         self.wait_to_read()
-        host = self._ctx.backend.to_host(self._data) if self._ctx.device_type != "cpu" else self._data
+        ctx = self._ctx
+        host = self._data if ctx.device_type == "cpu" else _invoke_module.backend_of(ctx).to_host(self._data)
         return np.array(host, copy=True)
 
     def asscalar(self) -> Any:

@@ -50,11 +50,7 @@ def _make_generator(ctx: Context, seed: int | None) -> Any:
     # one seed gives every device its own stream (data-parallel replicas must not draw the
     # same dropout masks), the same for a device in every run
     entropy = None if seed is None else [seed, zlib.crc32(f"{ctx.device_type}:{ctx.device_id}".encode())]
-    backend = backend_of(ctx)
-    maker = getattr(backend, "make_rng", None)
-    if maker is not None:
-        return maker(entropy)
-    return np.random.default_rng(entropy)
+    return backend_of(ctx).make_rng(entropy)
 
 
 _states: dict[Context, GeneratorState] = {}

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 from mxkit.core.errors import DTypeError, ShapeError
-from mxkit.ndarray.invoke import push_raw
+from mxkit.ndarray.invoke import backend_of, push_raw
 
 
 def _is_scalar(value: Any) -> bool:
@@ -21,16 +21,23 @@ def copy_into(target: Any, source: Any) -> None:
         src_data, dst_data = source._data, target._data
         if source._ctx.device_type == target._ctx.device_type == "cpu" or \
                 source._ctx == target._ctx:
-            xp = target._ctx.backend.xp
+            xp = backend_of(target._ctx).xp
 
             def run() -> None:
                 xp.copyto(dst_data, xp.broadcast_to(src_data, dst_data.shape), casting="unsafe")
         else:
-            src_backend, dst_backend = source._ctx.backend, target._ctx.backend
-            write_host = _host_writer(target._ctx, dst_backend)
-
-            def run() -> None:
-                write_host(dst_data, np.broadcast_to(src_backend.to_host(src_data), dst_data.shape))
+            src_backend, dst_backend = backend_of(source._ctx), backend_of(target._ctx)
+            if source._ctx.device_type == "cpu":
+                # host data into a device: the device's own writer (a GPU's copy stream)
+                def run() -> None:
+                    dst_backend.copy_from_host(dst_data, np.broadcast_to(src_data, dst_data.shape))
+            elif target._ctx.device_type == "cpu":
+                def run() -> None:
+                    np.copyto(dst_data, np.broadcast_to(src_backend.to_host(src_data), dst_data.shape),
+                              casting="unsafe")
+            else:
+                def run() -> None:
+                    src_backend.copy_to(src_data, dst_data, dst_backend)
 
             # a transfer runs on the copy workers of the accelerator it involves
             device_ctx = target._ctx if target._ctx.device_type != "cpu" else source._ctx
@@ -63,11 +70,11 @@ def copy_into(target: Any, source: Any) -> None:
     if ctx.device_type != "cpu":
         # a device with its own memory: one copy op, from a snapshot of the host data
         snapshot = np.array(np.broadcast_to(host, target.shape), dtype=target._data.dtype)
-        write_host = _host_writer(ctx, ctx.backend)
+        backend = backend_of(ctx)
         data = target._data
-        push_raw(lambda: write_host(data, snapshot), [], [target], ctx, "_copy_from_host", copy=True)
+        push_raw(lambda: backend.copy_from_host(data, snapshot), [], [target], ctx, "_copy_from_host", copy=True)
         return
-    device_value = ctx.backend.from_host(np.ascontiguousarray(np.broadcast_to(host, target.shape),
+    device_value = backend_of(ctx).from_host(np.ascontiguousarray(np.broadcast_to(host, target.shape),
                                                               dtype=target._data.dtype))
     data = target._data
 
@@ -75,22 +82,6 @@ def copy_into(target: Any, source: Any) -> None:
         data[...] = device_value
 
     push_raw(copy_host, [], [target], ctx, "_copy_from_host")
-
-
-def _host_writer(ctx: Any, backend: Any) -> Any:
-    """``write(device_array, host_array)`` for the device of ``ctx``: a plain copy on a CPU, the
-    backend's own ``copy_from_host`` when it has one (a GPU's copy stream), else a device copy
-    made with ``from_host``."""
-    if ctx.device_type == "cpu":
-        return lambda target, host: np.copyto(target, host, casting="unsafe")
-    writer = getattr(backend, "copy_from_host", None)
-    if writer is not None:
-        return writer
-
-    def write(target: Any, host: np.ndarray) -> None:
-        target[...] = backend.from_host(np.ascontiguousarray(host, dtype=target.dtype))
-
-    return write
 
 
 __all__ = ["copy_into"]

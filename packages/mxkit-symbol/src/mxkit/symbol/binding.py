@@ -69,8 +69,8 @@ def bind(symbol: Any, ctx: Any, args: Any, args_grad: Any = None, grad_req: Any 
     aux_list = _as_list(aux_states, aux_names, "aux_states", required=True)
     shapes = {n: tuple(a.shape) for n, a in zip(arguments, arg_list)}
     shapes.update({n: tuple(a.shape) for n, a in zip(aux_names, aux_list)})
-    dtypes = {n: np.dtype(a._data.dtype).name for n, a in zip(arguments, arg_list)}
-    dtypes.update({n: np.dtype(a._data.dtype).name for n, a in zip(aux_names, aux_list)})
+    dtypes = {n: np.dtype(a.storage.dtype).name for n, a in zip(arguments, arg_list)}
+    dtypes.update({n: np.dtype(a.storage.dtype).name for n, a in zip(aux_names, aux_list)})
     graph = build_exec_graph(symbol, shapes, dtypes, reqs, for_training=True, memplan=memplan)
     for node, array in zip(graph.arg_nodes, arg_list):
         inferred = graph.shapes[(id(node), 0)]

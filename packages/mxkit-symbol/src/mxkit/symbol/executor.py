@@ -44,7 +44,7 @@ def _new_array(ctx: Any, shape: tuple, dtype: str, zero: bool = True) -> Any:
     data = backend.empty(tuple(shape), invoke.numpy_dtype(dtype))
     if zero:
         data[...] = 0
-    return NDArray._from_data(data, ctx, invoke.engine().new_var())
+    return NDArray.from_storage(data, ctx)
 
 
 class _Step:
@@ -119,24 +119,25 @@ class Executor:
         pool_index = {pool.id: i for i, pool in enumerate(self.memory_plan.pools)}
         self._arrays: dict[Any, Any] = {}
         for node, array in zip(graph.arg_nodes, self.arg_arrays):
-            self._arrays[(id(node), 0)] = array._data
+            self._arrays[(id(node), 0)] = array.storage
         for node, array in zip(graph.aux_nodes, self.aux_arrays):
-            self._arrays[(id(node), 0)] = array._data
+            self._arrays[(id(node), 0)] = array.storage
         # outputs: executor-owned arrays (a variable head is its argument's array)
         self.outputs = []
         for head in graph.heads:
             k = key(head)
             if k not in self._arrays:
                 array = _new_array(self._ctx, graph.shapes[k], graph.dtypes[k], zero=False)
-                self._arrays[k] = array._data
+                self._arrays[k] = array.storage
                 self.outputs.append(array)
             else:
                 self.outputs.append(self._array_of_variable(head.node))
-        self._output_bytes = sum(o._data.nbytes for o, h in zip(self.outputs, graph.heads) if not h.node.is_variable)
+        self._output_bytes = sum(o.storage.nbytes for o, h in zip(self.outputs, graph.heads)
+                                 if not h.node.is_variable)
         for name, writer in graph.grad_writers.items():
-            self._arrays[key(writer)] = self.grad_dict[name]._data
+            self._arrays[key(writer)] = self.grad_dict[name].storage
         for name, current in graph.grad_inputs.items():
-            self._arrays[(id(current), 0)] = self.grad_dict[name]._data
+            self._arrays[(id(current), 0)] = self.grad_dict[name].storage
         self._head_grads: list[Any] = []
         for variable in graph.head_grad_nodes:
             if variable is None:
@@ -144,8 +145,8 @@ class Executor:
                 continue
             k = (id(variable), 0)
             array = _new_array(self._ctx, graph.shapes[k], graph.dtypes[k], zero=False)
-            array._data[...] = 1
-            self._arrays[k] = array._data
+            array.storage[...] = 1
+            self._arrays[k] = array.storage
             self._head_grads.append(array)
         entry_names = self._entry_names()
         for node in graph.forward_nodes + graph.backward_nodes:
@@ -203,11 +204,11 @@ class Executor:
         self._forward_segments = _segments(self._forward_steps, self._bulk_size)
         self._backward_segments = _segments(self._backward_steps, self._bulk_size)
         self._uses_rng = any(n.op.needs_rng for n in graph.forward_nodes + graph.backward_nodes)
-        arg_vars = [a._var for a in self.arg_arrays]
-        aux_vars = [a._var for a in self.aux_arrays]
-        out_vars = _unique([o._var for o, h in zip(self.outputs, graph.heads) if not h.node.is_variable])
-        grad_vars = _unique([self.grad_dict[name]._var for name in graph.grad_writers])
-        head_grad_vars = [g._var for g in self._head_grads if g is not None]
+        arg_vars = [a.var for a in self.arg_arrays]
+        aux_vars = [a.var for a in self.aux_arrays]
+        out_vars = _unique([o.var for o, h in zip(self.outputs, graph.heads) if not h.node.is_variable])
+        grad_vars = _unique([self.grad_dict[name].var for name in graph.grad_writers])
+        head_grad_vars = [g.var for g in self._head_grads if g is not None]
         self._forward_writes = _unique([self._internal_var, *out_vars, *aux_vars])
         self._forward_reads = _unique([v for v in arg_vars if v not in self._forward_writes])
         self._backward_writes = _unique([self._internal_var, *grad_vars])
@@ -403,12 +404,12 @@ class Executor:
             raise ShapeError(f"reshape: the shape of {name!r} changes from {old.shape} to {shape} though it was "
                              f"not given; pass partial_shaping=True to allow it")
         count = prod(shape)
-        if count > old._data.size:
+        if count > old.storage.size:
             if not allow_up_sizing:
                 raise ShapeError(f"reshape: {name!r} grows from {old.shape} to {shape}; pass allow_up_sizing=True "
                                  f"to allocate new memory for it")
-            return _new_array(self._ctx, shape, np.dtype(old._data.dtype).name)
-        return NDArray._from_data(old._data.reshape(-1)[:count].reshape(shape), old._ctx, old._var)
+            return _new_array(self._ctx, shape, np.dtype(old.storage.dtype).name)
+        return NDArray.from_storage(old.storage.reshape(-1)[:count].reshape(shape), old.context, old.var)
 
     def debug_str(self) -> str:
         """The execution plan: nodes with inputs and storage, ending ``Total N MB allocated``."""

@@ -14,7 +14,7 @@ operators of all of these) whose intermediate results nothing outside the group 
   shape of its result.
 
 Each group becomes one node holding the group's expression as a program (see
-:mod:`mxkit.ndarray.ops._fused_program`): its intermediates leave the memory plan, and
+:mod:`mxkit.ndarray.kernels`): its intermediates leave the memory plan, and
 its kernel makes one pass over memory (numexpr) or writes every step into the output
 buffer (numpy). The node keeps the name of the group's last node, so outputs keep their
 names.
@@ -26,7 +26,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from mxkit.ndarray.ops._fused_program import FLOAT_DTYPES, Program
+from mxkit.ndarray.kernels import FLOAT_DTYPES, Program
 from mxkit.ndarray.ops.binary import ELEMWISE_NAMES, REVERSE_SCALAR_NAMES, SCALAR_NAMES
 from mxkit.ndarray.registry import get_registry
 from mxkit.ndarray.shapes import broadcast_shape
@@ -333,7 +333,7 @@ register_pass("fuse", fuse, rewrites=True)
 
 def fused_expression(node: Node) -> str:
     """``((a * b) + 1.0f)``: a fused node's expression in C over its inputs' names."""
-    from mxkit.ndarray.ops._fused_program import render_c_expression
+    from mxkit.ndarray.kernels import render_c_expression
 
     names = [e.node.output_names()[e.index] for e in node.inputs]
     return render_c_expression(node.params["expression"], names)

@@ -2,7 +2,11 @@
 
 It registers, without touching mxkit's code:
 
-- a backend for device type ``recorder`` that records which device objects were made;
+- a backend for device type ``recorder`` (:mod:`mxkit_recorder_plugin.backend`): arrays on
+  it are created, computed on and copied to and from the host, and it records which device
+  objects were made and every transfer;
+- a kernel override (:mod:`mxkit_recorder_plugin.kernels`): ``relu`` on a ``recorder`` device
+  runs the plugin's kernel;
 - a memory planner ``recorder_apart`` that gives every entry its own buffer (through
   mxkit-memplan's ``none`` strategy) and records each call;
 - a consistency model ``recorder_immediate`` that applies every push at once.
@@ -15,12 +19,11 @@ from mxkit.core.specs import BackendSpec, ConsistencySpec, PlannerSpec
 CALLS: list[tuple[str, object]] = []
 
 
-class RecorderDevice:
-    """The backend object of one ``recorder`` device."""
+def make_backend(device_id: int):
+    """The backend of ``recorder(device_id)`` (mxkit-ndarray is imported on first use, not at plugin load)."""
+    from mxkit_recorder_plugin.backend import RecorderBackend
 
-    def __init__(self, device_id: int):
-        self.device_id = device_id
-        CALLS.append(("backend", device_id))
+    return RecorderBackend(device_id)
 
 
 def plan_apart(graph, **options):
@@ -44,8 +47,15 @@ class ImmediateConsistency:
 
 @hookimpl
 def mxkit_backends():
-    yield BackendSpec(name="recorder", device_type="recorder", factory=RecorderDevice,
-                      description="records device creation (example plugin)")
+    yield BackendSpec(name="recorder", device_type="recorder", factory=make_backend,
+                      description="numpy memory behind a device interface, transfers recorded (example plugin)")
+
+
+@hookimpl
+def mxkit_kernels(registry):
+    from mxkit_recorder_plugin.kernels import register
+
+    register(registry)
 
 
 @hookimpl

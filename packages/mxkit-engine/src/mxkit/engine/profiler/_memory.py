@@ -77,11 +77,15 @@ def track_buffer(owner: Any, nbytes: int, device: str, kind: str) -> None:
 
 
 def track_ndarray(array: Any) -> None:
-    """Count the storage of a new NDArray (owner: its engine var, shared by its views)."""
-    var = array._var
+    """Count the storage of a new NDArray (owner: its engine var, shared by its views).
+
+    ``array`` is read through NDArray's public accessors (``var``, ``storage``, ``context``),
+    so the engine needs no import of mxkit-ndarray.
+    """
+    var = array.var
     if id(var) in _tracked:
         return
-    track_buffer(var, array._data.nbytes, str(array._ctx), NDARRAY)
+    track_buffer(var, array.storage.nbytes, str(array.context), NDARRAY)
 
 
 def take_events() -> list[tuple[int, str, str, int]]:

@@ -49,8 +49,36 @@ _DECONV_SCHEMA = schema([
 ])
 
 
-class _Geometry:
-    """Kernel, stride, dilation and padding of one call, validated against the data shape."""
+class ConvGeometry:
+    """Kernel, stride, dilation and padding of one call, validated against the data shape.
+
+    Published to kernel plugins through :mod:`mxkit.ndarray.kernels`.
+
+    Parameters
+    ----------
+    op : str
+        ``"Convolution"`` or ``"Deconvolution"`` (named in error messages).
+    params : dict
+        The operator's typed parameters.
+    data_shape : tuple of int
+        ``(batch, channels, *spatial)``.
+
+    Attributes
+    ----------
+    kernel, stride, dilate, pad : tuple of int
+        One value per spatial axis (defaults filled in).
+    dilated_kernel : tuple of int
+        The extent of the dilated kernel, ``dilate * (kernel - 1) + 1``.
+    spatial : tuple of int
+        The input's spatial sizes.
+    groups, num_filter : int
+        ``num_group`` and ``num_filter``.
+
+    Raises
+    ------
+    ShapeError
+        When the parameters do not fit each other or the data shape.
+    """
 
     def __init__(self, op: str, params: dict, data_shape) -> None:
         kernel = tuple(params["kernel"])
@@ -84,7 +112,7 @@ class _Geometry:
         self.dilated_kernel = tuple(d * (k - 1) + 1 for k, d in zip(kernel, self.dilate))
 
 
-def _check_channels(op: str, channels: int, geometry: _Geometry, data_shape) -> None:
+def _check_channels(op: str, channels: int, geometry: ConvGeometry, data_shape) -> None:
     if channels % geometry.groups:
         raise ShapeError(f"{op}: data shape {fmt(data_shape)} has {channels} channels, not divisible by "
                          f"num_group={geometry.groups}")
@@ -100,7 +128,7 @@ def _conv_input_names(params: dict) -> tuple[str, ...]:
 
 def _conv_shape(params: dict, in_shapes: list) -> list:
     data = in_shapes[0]
-    geometry = _Geometry("Convolution", params, data)
+    geometry = ConvGeometry("Convolution", params, data)
     channels = int(data[1])
     _check_channels("Convolution", channels, geometry, data)
     out_spatial = []
@@ -119,13 +147,14 @@ def _conv_shape(params: dict, in_shapes: list) -> list:
     return [(int(data[0]), geometry.num_filter, *tuple(out_spatial))]
 
 
-def _geometry_of(params: dict, data) -> _Geometry:
-    return _Geometry("Convolution", params, data.shape)
+def conv_geometry(params: dict, data) -> ConvGeometry:
+    """The :class:`ConvGeometry` of a ``Convolution`` call on array ``data`` (anything with ``.shape``)."""
+    return ConvGeometry("Convolution", params, data.shape)
 
 
 def _conv_kernel(xp, inputs, outputs, params):
     data, weight = inputs[0], inputs[1]
-    g = _geometry_of(params, data)
+    g = conv_geometry(params, data)
     columns, out_spatial = im2col(xp, data, g.groups, g.kernel, g.stride, g.dilate, g.pad)
     filters = weight.reshape(g.groups, g.num_filter // g.groups, -1)
     out = outputs[0]
@@ -143,7 +172,7 @@ def _conv_kernel(xp, inputs, outputs, params):
 
 def _conv_backward_kernel(xp, inputs, outputs, params):
     out_grad, data, weight = inputs
-    g = _geometry_of(params, data)
+    g = conv_geometry(params, data)
     columns, out_spatial = im2col(xp, data, g.groups, g.kernel, g.stride, g.dilate, g.pad)
     grad = group_major(xp, out_grad, g.groups)  # (G, F/G, N*L)
     if wanted(params, 0):  # a first layer's data gradient is read by nothing
@@ -174,7 +203,7 @@ define(OpDef(
 
 # ---- Deconvolution ---------------------------------------------------------------------------
 
-def _deconv_pad_adj(params: dict, g: _Geometry) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def _deconv_pad_adj(params: dict, g: ConvGeometry) -> tuple[tuple[int, ...], tuple[int, ...]]:
     ndim = len(g.kernel)
     adj = spatial_tuple("Deconvolution", "adj", params["adj"], ndim, 0)
     target = tuple(params["target_shape"])
@@ -192,8 +221,10 @@ def _deconv_pad_adj(params: dict, g: _Geometry) -> tuple[tuple[int, ...], tuple[
     return tuple(pads), tuple(adjs)
 
 
-def _deconv_geometry(params: dict, data_shape) -> tuple[_Geometry, tuple[int, ...], tuple[int, ...]]:
-    g = _Geometry("Deconvolution", params, data_shape)
+def deconv_geometry(params: dict, data_shape) -> tuple[ConvGeometry, tuple[int, ...], tuple[int, ...]]:
+    """``(geometry, adj, out_spatial)`` of a ``Deconvolution`` call: the geometry with the padding
+    that ``target_shape`` implies, the extra output rows per axis, and the output's spatial sizes."""
+    g = ConvGeometry("Deconvolution", params, data_shape)
     pad, adj = _deconv_pad_adj(params, g)
     g.pad = pad
     out_spatial = tuple(s * (size - 1) + k - 2 * p + a
@@ -203,7 +234,7 @@ def _deconv_geometry(params: dict, data_shape) -> tuple[_Geometry, tuple[int, ..
 
 def _deconv_shape(params: dict, in_shapes: list) -> list:
     data = in_shapes[0]
-    g, adj, out_spatial = _deconv_geometry(params, data)
+    g, adj, out_spatial = deconv_geometry(params, data)
     channels = int(data[1])
     _check_channels("Deconvolution", channels, g, data)
     for a, s in zip(adj, g.stride):
@@ -221,7 +252,7 @@ def _deconv_shape(params: dict, in_shapes: list) -> list:
 
 def _deconv_kernel(xp, inputs, outputs, params):
     data, weight = inputs[0], inputs[1]
-    g, _, out_spatial = _deconv_geometry(params, data.shape)
+    g, _, out_spatial = deconv_geometry(params, data.shape)
     channels = data.shape[1]
     filters = weight.reshape(g.groups, channels // g.groups, -1)  # (G, C/G, F/G*K)
     columns = xp.matmul(filters.swapaxes(-1, -2), group_major(xp, data, g.groups))  # (G, F/G*K, N*L)
@@ -234,7 +265,7 @@ def _deconv_kernel(xp, inputs, outputs, params):
 
 def _deconv_backward_kernel(xp, inputs, outputs, params):
     out_grad, data, weight = inputs
-    g, _, _ = _deconv_geometry(params, data.shape)
+    g, _, _ = deconv_geometry(params, data.shape)
     channels = data.shape[1]
     # adj < stride, so the im2col grid of out_grad has exactly the data's positions
     columns, _ = im2col(xp, out_grad, g.groups, g.kernel, g.stride, g.dilate, g.pad)

@@ -36,8 +36,15 @@ _POOL_SCHEMA = schema([
 _CHANNEL_FIRST = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
 
 
-class _PoolGeometry:
-    """The windows of one pooling call: kernel, stride, padding before and after, output size."""
+class PoolGeometry:
+    """The windows of one pooling call: kernel, stride, padding before and after, output size.
+
+    Published to kernel plugins through :mod:`mxkit.ndarray.kernels`. ``PoolGeometry(params,
+    data_shape)`` validates the typed ``Pooling`` parameters against ``(batch, channels,
+    *spatial)`` (raising :class:`ShapeError`) and has ``kernel``, ``stride``, ``pad`` (before),
+    ``after`` (past the input at the end, for the ``full`` convention), ``spatial`` and
+    ``out_spatial``, one value per spatial axis.
+    """
 
     def __init__(self, params: dict, data_shape) -> None:
         if data_shape is None or not 3 <= len(data_shape) <= 5:
@@ -100,7 +107,7 @@ class _PoolGeometry:
 
 def _pool_shape(params: dict, in_shapes: list) -> list:
     data = in_shapes[0]
-    geometry = _PoolGeometry(params, data)
+    geometry = PoolGeometry(params, data)
     if params["pool_type"] == "lp" and not params["p_value"]:
         raise ShapeError(f"Pooling: pool_type=lp needs a positive p_value, got p_value={params['p_value']}")
     return [tuple(int(d) for d in data[:2]) + geometry.out_spatial]
@@ -111,7 +118,7 @@ def _lowest(xp, dtype):
     return xp.finfo(dtype).min if dtype.kind == "f" else xp.iinfo(dtype).min
 
 
-def _window_counts(xp, g: _PoolGeometry, include_pad: bool, dtype):
+def _window_counts(xp, g: PoolGeometry, include_pad: bool, dtype):
     """How many cells each window averages over (MXNet's rule for padding and overhanging windows)."""
     ones = xp.ones((1, 1, *g.spatial), dtype=dtype)
     # with count_include_pad the padding counts but the overhang of the full convention does not
@@ -128,7 +135,7 @@ def _window_counts(xp, g: _PoolGeometry, include_pad: bool, dtype):
 
 def _pool_kernel(xp, inputs, outputs, params):
     data = inputs[0]
-    g = _PoolGeometry(params, data.shape)
+    g = PoolGeometry(params, data.shape)
     pool_type = params["pool_type"]
     padded = g.padded(xp, data, _lowest(xp, data.dtype) if pool_type == "max" else 0)
     if pool_type == "lp":
@@ -152,7 +159,7 @@ def _pool_kernel(xp, inputs, outputs, params):
 
 def _pool_backward_kernel(xp, inputs, outputs, params):
     out_grad, data, output = inputs
-    g = _PoolGeometry(params, data.shape)
+    g = PoolGeometry(params, data.shape)
     pool_type = params["pool_type"]
     grid_shape = tuple(data.shape[:2]) + tuple(s + p + a for s, p, a in zip(g.spatial, g.pad, g.after))
     grid = xp.zeros(grid_shape, dtype=out_grad.dtype)

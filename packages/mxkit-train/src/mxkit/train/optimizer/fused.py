@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 from mxkit.core.errors import DeviceError, ShapeError
-from mxkit.ndarray.invoke import OperatorError, backend_of, invoke, push_raw
+from mxkit.ndarray.backend import backend_of
+from mxkit.ndarray.invoke import OperatorError, invoke, push_raw
 from mxkit.train._registry import TrainingValueError
 from mxkit.train.optimizer.base import Optimizer, cast_to
 from mxkit.train.optimizer.update_ops import UPDATE_OPS
@@ -90,7 +91,7 @@ def _push_aggregated(plans: list[tuple[Any, Any, Plan]]) -> None:
     """Push the plans as one engine operation per device, in the given order."""
     by_device: dict[int, tuple[Any, list[tuple[Any, Any, Plan]]]] = {}
     for item in plans:
-        ctx = item[0]._ctx
+        ctx = item[0].context
         # keyed by identity first: hashing a Context runs Python code, and one device's arrays share one
         entry = by_device.get(id(ctx))
         if entry is None:
@@ -114,17 +115,20 @@ def _push_group(ctx: Any, group: list[tuple[Any, Any, Plan]]) -> None:
     writes: list[Any] = []
     for weight, grad, (op_name, states, params) in group:
         op = UPDATE_OPS[op_name]
-        shape = weight._data.shape
+        weight_data = weight.storage
+        shape = weight_data.shape
+        inputs = [weight_data]
         for position, array in enumerate((grad, *states), start=1):
-            if array._ctx is not ctx and array._ctx != ctx:
-                raise DeviceError(f"{op_name}: the weight is on {ctx} but an input is on {array.context}; "
+            array_ctx, data = array.context, array.storage  # properties: read each once per step
+            if array_ctx is not ctx and array_ctx != ctx:
+                raise DeviceError(f"{op_name}: the weight is on {ctx} but an input is on {array_ctx}; "
                                   f"gradients and states must live with their weight")
-            if array._data.shape != shape:
+            if data.shape != shape:
                 raise ShapeError(f"{op_name}: input {position} has shape {array.shape}, the weight has shape "
                                  f"{shape}; gradients and states must be shaped like the weight")
+            inputs.append(data)
         kernel = op.kernels.get(backend.name) or op.kernel_for(backend.name)
-        inputs = [weight._data, grad._data, *(state._data for state in states)]
-        jobs.append((op, kernel, inputs, [weight._data], params))
+        jobs.append((op, kernel, inputs, [weight_data], params))
         reads.append(grad)
         writes.append(weight)
         writes.extend(states)
