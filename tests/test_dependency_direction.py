@@ -16,6 +16,8 @@ ALLOWED = {
     "mxkit-kvstore": {"mxkit-core", "mxkit-ndarray", "mxkit-engine"},
     "mxkit-train": {"mxkit-core", "mxkit-ndarray", "mxkit-symbol", "mxkit-io", "mxkit-kvstore", "mxkit-engine",
                     "mxkit-memplan"},
+    "mxkit-gluon": {"mxkit-core", "mxkit-ndarray", "mxkit-symbol", "mxkit-train", "mxkit-kvstore", "mxkit-io",
+                    "mxkit-engine", "mxkit-memplan"},
     "mxkit-cpu": {"mxkit-core", "mxkit-ndarray"},
     "mxkit-cuda": {"mxkit-core", "mxkit-ndarray"},
 }

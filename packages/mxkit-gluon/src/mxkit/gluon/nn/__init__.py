@@ -1,0 +1,44 @@
+"""Gluon's neural-network layers (``mx.gluon.nn``)."""
+
+from mxkit.gluon.block import Block, HybridBlock
+from mxkit.gluon.nn.activations import ELU, GELU, SELU, Activation, LeakyReLU, PReLU, Swish
+from mxkit.gluon.nn.basic_layers import (
+    BatchNorm,
+    Concatenate,
+    Dense,
+    Dropout,
+    Embedding,
+    Flatten,
+    HybridConcatenate,
+    HybridLambda,
+    HybridSequential,
+    InstanceNorm,
+    Lambda,
+    LayerNorm,
+    Sequential,
+)
+from mxkit.gluon.nn.conv_layers import (
+    AvgPool1D,
+    AvgPool2D,
+    AvgPool3D,
+    Conv1D,
+    Conv2D,
+    Conv2DTranspose,
+    Conv3D,
+    GlobalAvgPool1D,
+    GlobalAvgPool2D,
+    GlobalMaxPool1D,
+    GlobalMaxPool2D,
+    MaxPool1D,
+    MaxPool2D,
+    MaxPool3D,
+)
+from mxkit.gluon.symbol_block import SymbolBlock
+
+__all__ = [
+    "ELU", "GELU", "SELU", "Activation", "AvgPool1D", "AvgPool2D", "AvgPool3D", "BatchNorm", "Block", "Concatenate",
+    "Conv1D", "Conv2D", "Conv2DTranspose", "Conv3D", "Dense", "Dropout", "Embedding", "Flatten", "GlobalAvgPool1D",
+    "GlobalAvgPool2D", "GlobalMaxPool1D", "GlobalMaxPool2D", "HybridBlock", "HybridConcatenate", "HybridLambda",
+    "HybridSequential", "InstanceNorm", "Lambda", "LayerNorm", "LeakyReLU", "MaxPool1D", "MaxPool2D", "MaxPool3D",
+    "PReLU", "Sequential", "SymbolBlock", "Swish",
+]
