@@ -9,7 +9,6 @@ without hiding a wrong formula (which is off by O(1)).
 
 import numpy as np
 import pytest
-
 from mxkit import mx
 from mxkit.gluon import loss as gloss
 from mxkit.gluon import nn

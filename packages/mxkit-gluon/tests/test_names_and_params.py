@@ -4,7 +4,6 @@ import json
 
 import numpy as np
 import pytest
-
 from mxkit import mx
 from mxkit.gluon import GluonError, nn
 from mxkit.gluon.model_zoo import vision

@@ -146,4 +146,4 @@ class Trainer:
         self._optimizer.param_dict = dict(enumerate(self._params))
         for updater in self._updaters.values():
             updater.optimizer = self._optimizer
-        self._scale = self._optimizer.rescale_grad
+        # _scale stays: the saved rescale_grad already has a batch size divided in

@@ -10,7 +10,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
-
 from mxkit.gluon.data.sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 from mxkit.gluon.parameter import GluonError
 

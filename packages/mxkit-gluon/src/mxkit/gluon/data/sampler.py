@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-
 from mxkit.gluon.parameter import GluonError
 
 

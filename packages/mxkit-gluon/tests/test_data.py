@@ -1,0 +1,58 @@
+"""gluon.data: datasets, samplers, DataLoader."""
+
+import numpy as np
+import pytest
+from mxkit import mx
+from mxkit.gluon import GluonError, data
+
+
+def test_dataloader_covers_every_sample_once_per_epoch():
+    features = np.arange(20, dtype=np.float32).reshape(10, 2)
+    labels = np.arange(10)
+    loader = data.DataLoader(data.ArrayDataset(features, labels), batch_size=3, shuffle=True)
+    assert len(loader) == 4
+    for _ in range(2):
+        seen = []
+        for x, y in loader:
+            assert isinstance(x, mx.nd.NDArray) and x.shape[1] == 2
+            np.testing.assert_array_equal(x.asnumpy()[:, 0] / 2, y.asnumpy())
+            seen.extend(y.asnumpy().tolist())
+        assert sorted(seen) == list(range(10))
+
+
+def test_batch_sampler_last_batch_modes():
+    sampler = data.SequentialSampler(7)
+    assert list(data.BatchSampler(sampler, 3, "keep")) == [[0, 1, 2], [3, 4, 5], [6]]
+    assert list(data.BatchSampler(sampler, 3, "discard")) == [[0, 1, 2], [3, 4, 5]]
+    rollover = data.BatchSampler(sampler, 3, "rollover")
+    assert list(rollover) == [[0, 1, 2], [3, 4, 5]]
+    assert list(rollover) == [[6, 0, 1], [2, 3, 4]]
+    with pytest.raises(GluonError, match="last_batch must be one of"):
+        data.BatchSampler(sampler, 3, "sometimes")
+
+
+def test_dataset_transforms_and_errors():
+    dataset = data.SimpleDataset([(1, "a"), (2, "b")])
+    assert dataset.transform_first(lambda x: x * 10)[1] == (20, "b")
+    assert len(dataset.filter(lambda item: item[0] > 1)) == 1
+    with pytest.raises(GluonError, match="same length"):
+        data.ArrayDataset(np.zeros(3), np.zeros(4))
+    with pytest.raises(GluonError, match="worker processes are not implemented"):
+        data.DataLoader(dataset, batch_size=1, num_workers=2)
+    with pytest.raises(GluonError, match="needs batch_size"):
+        data.DataLoader(dataset)
+
+
+def test_record_file_dataset_reads_records(tmp_path):
+    from mxkit.io.recordio import MXIndexedRecordIO
+
+    rec, idx = str(tmp_path / "d.rec"), str(tmp_path / "d.idx")
+    writer = MXIndexedRecordIO(idx, rec, "w")
+    for i in range(3):
+        writer.write_idx(i, f"record {i}".encode())
+    writer.close()
+    dataset = data.RecordFileDataset(rec)
+    assert len(dataset) == 3
+    assert dataset[2] == b"record 2"
+    with pytest.raises(GluonError, match="needs the index"):
+        data.RecordFileDataset(str(tmp_path / "missing.rec"))
