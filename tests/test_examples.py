@@ -21,7 +21,7 @@ def _run(name, argv, monkeypatch, capsys):
 
 def test_every_example_has_a_test():
     tested = {"ndarray_on_device.py", "mlp_symbol.py", "imperative_sgd_with_executor.py", "kvstore_updater.py",
-              "feedforward_fit.py"}
+              "feedforward_fit.py", "gluon_digits.py"}
     assert {p.name for p in EXAMPLES.glob("*.py")} == tested
 
 
@@ -57,3 +57,11 @@ def test_feedforward_fit_checkpoints_every_epoch(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "model_-symbol.json").exists()
     assert [p.name for p in sorted(tmp_path.glob("model_-*.params"))] == [
         "model_-0001.params", "model_-0002.params", "model_-0003.params"]
+
+
+def test_gluon_digits_trains_a_hybridized_network_and_exports_it(tmp_path, monkeypatch, capsys):
+    prefix = tmp_path / "digits"
+    out = _run("gluon_digits.py", ["--epochs", "2", "--prefix", str(prefix)], monkeypatch, capsys)
+    accuracies = [float(a) for a in re.findall(r"validation accuracy (\d\.\d+)", out)]
+    assert len(accuracies) == 2 and accuracies[-1] > 0.8
+    assert (tmp_path / "digits-symbol.json").exists() and (tmp_path / "digits-0000.params").exists()

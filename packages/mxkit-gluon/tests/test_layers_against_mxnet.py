@@ -100,7 +100,7 @@ def _selu_input_gradient(x, head):
 @pytest.mark.parametrize("name", sorted(LAYERS))
 def test_layer_matches_mxnet(layers, name, hybridize):
     make, integer = LAYERS[name]
-    layer, params, x, out = _run_layer(name, make, integer, layers, hybridize)
+    _layer, params, x, out = _run_layer(name, make, integer, layers, hybridize)
     np.testing.assert_allclose(out.asnumpy(), layers[f"{name}/out"], rtol=RTOL, atol=ATOL)
     if name == "selu":
         expected = _selu_input_gradient(layers["selu/x"].astype(np.float64), layers["selu/head"])
