@@ -18,6 +18,29 @@ from typing import Any
 from mxkit.gluon.parameter import DeferredInitializationError, GluonError, Parameter, ParameterDict
 
 
+class BlockAttributeError(GluonError, TypeError):
+    """A Block or Parameter attribute was overwritten by a value of another type."""
+
+
+class HookHandle:
+    """Returned by ``register_forward_hook``: :meth:`detach` removes the hook."""
+
+    def __init__(self, hooks: list[Any], hook: Any) -> None:
+        self._hooks = hooks
+        self._hook = hook
+
+    def detach(self) -> None:
+        """Remove the hook (again is a no-op)."""
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+    def __enter__(self) -> HookHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.detach()
+
+
 class _BlockScope:
     """The name scope of a block: where children get their prefixes."""
 
@@ -110,7 +133,7 @@ class Block:
         if hasattr(self, "_children") and hasattr(self, name):
             existing = getattr(self, name)
             if isinstance(existing, Parameter | Block) and not isinstance(value, type(existing)):
-                raise GluonError(f"changing attribute {name!r} of {type(self).__name__} from "
+                raise BlockAttributeError(f"changing attribute {name!r} of {type(self).__name__} from "
                                  f"{type(existing).__name__} to {type(value).__name__} is not allowed")
         if isinstance(value, Block):
             self.register_child(value, name)
@@ -148,13 +171,22 @@ class Block:
             name = str(len(self._children))
         self._children[name] = block
 
-    def register_forward_pre_hook(self, hook: Any) -> None:
-        """Call ``hook(block, inputs)`` before each forward."""
+    def register_forward_pre_hook(self, hook: Any) -> HookHandle:
+        """Call ``hook(block, inputs)`` before each forward; returns a handle to detach it."""
         self._forward_pre_hooks.append(hook)
+        return HookHandle(self._forward_pre_hooks, hook)
 
-    def register_forward_hook(self, hook: Any) -> None:
-        """Call ``hook(block, inputs, outputs)`` after each forward."""
+    def register_forward_hook(self, hook: Any) -> HookHandle:
+        """Call ``hook(block, inputs, outputs)`` after each forward; returns a handle to detach it."""
         self._forward_hooks.append(hook)
+        return HookHandle(self._forward_hooks, hook)
+
+    def apply(self, fn: Any) -> Block:
+        """Call ``fn(block)`` on every descendant, children first, then on this block."""
+        for child in self._children.values():
+            child.apply(fn)
+        fn(self)
+        return self
 
     def collect_params(self, select: str | None = None) -> ParameterDict:
         """This block's and its descendants' parameters, optionally those whose name matches

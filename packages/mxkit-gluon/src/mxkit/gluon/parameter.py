@@ -101,9 +101,12 @@ class Parameter:
         new_shape = tuple(int(d) for d in new_shape)
         if self._shape is not None:
             if len(new_shape) != len(self._shape) or any(
-                    old not in (0, new) for old, new in zip(self._shape, new_shape)):
+                    0 not in (old, new) and old != new for old, new in zip(self._shape, new_shape)):
                 raise ShapeError(f"parameter {self.name!r}: inferred shape {new_shape} is incompatible with its "
                                  f"declared shape {self._shape} (0 marks an unknown dimension)")
+            # merge: a dimension known on either side is known (a shared parameter may be
+            # declared again by a block that does not know its input size)
+            new_shape = tuple(new if new else old for old, new in zip(self._shape, new_shape))
         self._shape = new_shape
 
     @property

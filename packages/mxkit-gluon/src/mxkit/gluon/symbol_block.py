@@ -82,7 +82,12 @@ class SymbolBlock(HybridBlock):
             from mxkit.gluon.cached_graph import run_hybridized
 
             return run_hybridized(self, (x, *args))
-        raise GluonError("SymbolBlock takes NDArrays; compose its Symbol directly for symbolic use")
+        inputs, out = self._graph
+        given = (x, *args)
+        if len(given) != len(inputs):
+            raise GluonError(f"SymbolBlock takes {len(inputs)} inputs ({[i.name for i in inputs]}), got {len(given)}")
+        # symbolic use (inside a parent being traced): the graph with the given symbols as its inputs
+        return out(**{symbol.name: value for symbol, value in zip(inputs, given)})
 
     def hybrid_forward(self, F: Any, x: Any, *args: Any, **kwargs: Any) -> Any:
         raise GluonError("SymbolBlock runs its graph; it has no hybrid_forward")

@@ -5,17 +5,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from mxkit.gluon.parameter import GluonError
+from mxkit.core.errors import ShapeError
 
 
 def split_data(data: Any, num_slice: int, batch_axis: int = 0, even_split: bool = True) -> list[Any]:
     """Split ``data`` into ``num_slice`` parts along ``batch_axis``."""
     size = data.shape[batch_axis]
     if even_split and size % num_slice != 0:
-        raise GluonError(f"data with shape {data.shape} cannot be evenly split into {num_slice} slices along axis "
+        raise ShapeError(f"data with shape {data.shape} cannot be evenly split into {num_slice} slices along axis "
                          f"{batch_axis}; use a batch size that's a multiple of {num_slice} or set even_split=False")
     if num_slice > size:
-        raise GluonError(f"too many slices ({num_slice}) for data with shape {data.shape}")
+        raise ShapeError(f"too many slices ({num_slice}) for data with shape {data.shape}")
     step = size // num_slice
     bounds = [(i * step, (i + 1) * step if i < num_slice - 1 else size) for i in range(num_slice)]
     from mxkit import ndarray

@@ -27,8 +27,10 @@ from mxkit.gluon.nn.conv_layers import (
     Conv3D,
     GlobalAvgPool1D,
     GlobalAvgPool2D,
+    GlobalAvgPool3D,
     GlobalMaxPool1D,
     GlobalMaxPool2D,
+    GlobalMaxPool3D,
     MaxPool1D,
     MaxPool2D,
     MaxPool3D,
@@ -36,9 +38,9 @@ from mxkit.gluon.nn.conv_layers import (
 from mxkit.gluon.symbol_block import SymbolBlock
 
 __all__ = [
-    "ELU", "GELU", "SELU", "Activation", "AvgPool1D", "AvgPool2D", "AvgPool3D", "BatchNorm", "Block", "Concatenate",
-    "Conv1D", "Conv2D", "Conv2DTranspose", "Conv3D", "Dense", "Dropout", "Embedding", "Flatten", "GlobalAvgPool1D",
-    "GlobalAvgPool2D", "GlobalMaxPool1D", "GlobalMaxPool2D", "HybridBlock", "HybridConcatenate", "HybridLambda",
-    "HybridSequential", "InstanceNorm", "Lambda", "LayerNorm", "LeakyReLU", "MaxPool1D", "MaxPool2D", "MaxPool3D",
-    "PReLU", "Sequential", "SymbolBlock", "Swish",
+    "Activation", "AvgPool1D", "AvgPool2D", "AvgPool3D", "BatchNorm", "Block", "Concatenate", "Conv1D", "Conv2D",
+    "Conv2DTranspose", "Conv3D", "Dense", "Dropout", "ELU", "Embedding", "Flatten", "GELU", "GlobalAvgPool1D",
+    "GlobalAvgPool2D", "GlobalAvgPool3D", "GlobalMaxPool1D", "GlobalMaxPool2D", "GlobalMaxPool3D", "HybridBlock",
+    "HybridConcatenate", "HybridLambda", "HybridSequential", "InstanceNorm", "Lambda", "LayerNorm", "LeakyReLU",
+    "MaxPool1D", "MaxPool2D", "MaxPool3D", "PReLU", "SELU", "Sequential", "Swish", "SymbolBlock",
 ]

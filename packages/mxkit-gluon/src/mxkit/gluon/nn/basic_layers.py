@@ -38,6 +38,12 @@ class Sequential(Block):
         return len(self._children)
 
     def hybridize(self, active: bool = True, **kwargs: Any) -> None:
+        """Hybridize the children (this container itself stays imperative)."""
+        if self._children and all(isinstance(c, HybridBlock) for c in self._children.values()):
+            import warnings
+
+            warnings.warn(f"All children of this Sequential layer '{self.prefix}' are HybridBlocks. Consider using "
+                          f"HybridSequential for the best performance.", stacklevel=2)
         super().hybridize(active, **kwargs)
 
 

@@ -158,5 +158,7 @@ AvgPool2D = _pool_class("AvgPool2D", "avg", "NCHW", (2, 2), "2-D average pooling
 AvgPool3D = _pool_class("AvgPool3D", "avg", "NCDHW", (2, 2, 2), "3-D average pooling.")
 GlobalMaxPool1D = _global_pool_class("GlobalMaxPool1D", "max", "NCW", "Global 1-D max pooling.")
 GlobalMaxPool2D = _global_pool_class("GlobalMaxPool2D", "max", "NCHW", "Global 2-D max pooling.")
+GlobalMaxPool3D = _global_pool_class("GlobalMaxPool3D", "max", "NCDHW", "Global 3-D max pooling.")
 GlobalAvgPool1D = _global_pool_class("GlobalAvgPool1D", "avg", "NCW", "Global 1-D average pooling.")
 GlobalAvgPool2D = _global_pool_class("GlobalAvgPool2D", "avg", "NCHW", "Global 2-D average pooling.")
+GlobalAvgPool3D = _global_pool_class("GlobalAvgPool3D", "avg", "NCDHW", "Global 3-D average pooling.")
