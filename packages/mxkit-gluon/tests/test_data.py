@@ -56,3 +56,19 @@ def test_record_file_dataset_reads_records(tmp_path):
     assert dataset[2] == b"record 2"
     with pytest.raises(GluonError, match="needs the index"):
         data.RecordFileDataset(str(tmp_path / "missing.rec"))
+
+
+def test_vision_transforms_against_numpy():
+    from mxkit.gluon.data.vision import transforms
+
+    image = np.random.RandomState(0).randint(0, 256, size=(4, 5, 3)).astype(np.uint8)
+    pipeline = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.5, 0.4, 0.3), (0.2, 0.25, 0.5))])
+    out = pipeline(mx.nd.array(image, dtype="uint8")).asnumpy()
+    expected = (image.transpose(2, 0, 1) / 255.0 - np.array([0.5, 0.4, 0.3])[:, None, None]) / \
+        np.array([0.2, 0.25, 0.5])[:, None, None]
+    assert out.shape == (3, 4, 5) and out.dtype == np.float32
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+    flipped = {tuple(transforms.RandomFlipLeftRight()(mx.nd.array(image)).asnumpy()[0, :, 0]) for _ in range(20)}
+    assert flipped == {tuple(image[0, :, 0].astype(np.float32)), tuple(image[0, ::-1, 0].astype(np.float32))}
+    with pytest.raises(GluonError, match="std must not contain 0"):
+        transforms.Normalize(0.0, 0.0)
