@@ -37,7 +37,7 @@ def test_dataset_transforms_and_errors():
     assert len(dataset.filter(lambda item: item[0] > 1)) == 1
     with pytest.raises(GluonError, match="same length"):
         data.ArrayDataset(np.zeros(3), np.zeros(4))
-    with pytest.raises(GluonError, match="worker processes are not implemented"):
+    with pytest.raises(GluonError, match="thread_pool=True for worker threads"):
         data.DataLoader(dataset, batch_size=1, num_workers=2)
     with pytest.raises(GluonError, match="needs batch_size"):
         data.DataLoader(dataset)
@@ -72,3 +72,26 @@ def test_vision_transforms_against_numpy():
     assert flipped == {tuple(image[0, :, 0].astype(np.float32)), tuple(image[0, ::-1, 0].astype(np.float32))}
     with pytest.raises(GluonError, match="std must not contain 0"):
         transforms.Normalize(0.0, 0.0)
+
+
+def test_worker_threads_keep_order_cover_every_sample_and_surface_errors():
+    features = np.arange(40, dtype=np.float32).reshape(20, 2)
+    loader = data.DataLoader(data.ArrayDataset(features, np.arange(20)), batch_size=3, shuffle=True,
+                             num_workers=2, thread_pool=True, prefetch=3)
+    for _ in range(2):
+        seen = [int(v) for _, y in loader for v in y.asnumpy()]
+        assert sorted(seen) == list(range(20))
+    ordered = data.DataLoader(data.SimpleDataset(list(range(10))), batch_size=2, num_workers=3, thread_pool=True)
+    assert [b.asnumpy().tolist() for b in ordered] == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]
+
+    class Broken(data.Dataset):
+        def __len__(self):
+            return 6
+
+        def __getitem__(self, idx):
+            if idx == 4:
+                raise ValueError("sample 4 is corrupt")
+            return np.float32(idx)
+
+    with pytest.raises(ValueError, match="sample 4 is corrupt"):
+        list(data.DataLoader(Broken(), batch_size=2, num_workers=2, thread_pool=True))

@@ -1,7 +1,10 @@
-"""``DataLoader``: batches of a dataset, in the main process.
+"""``DataLoader``: batches of a dataset, in the main process or in worker threads.
 
-Worker processes are not implemented: ``num_workers > 0`` is refused with an error
-rather than silently ignored.
+With ``num_workers > 0`` and ``thread_pool=True``, batches are made by a pool of threads
+and handed over in order, ``prefetch`` of them ahead of the consumer (decoding and numpy
+work release the GIL). Worker processes (MXNet's default for ``num_workers > 0``) are not
+implemented: that combination is refused with an error rather than silently run in one
+process.
 """
 
 from __future__ import annotations
@@ -67,15 +70,37 @@ class DataLoader:
             raise GluonError("batch_size, shuffle, sampler and last_batch must not be given with batch_sampler")
         if num_workers < 0:
             raise GluonError(f"num_workers must be a non-negative int, got {num_workers}")
-        if num_workers > 0:
+        if num_workers > 0 and not thread_pool:
             raise GluonError(f"DataLoader(num_workers={num_workers}): worker processes are not implemented in "
-                             f"mxkit yet; use num_workers=0")
+                             f"mxkit yet; pass thread_pool=True for worker threads, or num_workers=0")
         self._batch_sampler = batch_sampler
         self._batchify_fn = batchify_fn if batchify_fn is not None else default_batchify_fn
+        self._num_workers = num_workers
+        self._prefetch = max(1, prefetch if prefetch is not None else 2 * num_workers)
+
+    def _make_batch(self, indices: list[int]) -> Any:
+        return self._batchify_fn([self._dataset[index] for index in indices])
 
     def __iter__(self) -> Iterator[Any]:
-        for batch in self._batch_sampler:
-            yield self._batchify_fn([self._dataset[index] for index in batch])
+        if self._num_workers == 0:
+            for indices in self._batch_sampler:
+                yield self._make_batch(indices)
+            return
+        from collections import deque
+        from concurrent.futures import ThreadPoolExecutor
+
+        pending: deque = deque()
+        with ThreadPoolExecutor(self._num_workers, thread_name_prefix="mxkit-dataloader") as pool:
+            try:
+                for indices in self._batch_sampler:
+                    pending.append(pool.submit(self._make_batch, indices))
+                    if len(pending) >= self._prefetch:
+                        yield pending.popleft().result()  # a worker's exception is raised here
+                while pending:
+                    yield pending.popleft().result()
+            finally:
+                for future in pending:
+                    future.cancel()
 
     def __len__(self) -> int:
         return len(self._batch_sampler)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -100,9 +101,12 @@ class RecordFileDataset(Dataset):
                              f"(im2rec writes it)")
         self.filename = filename
         self._record = MXIndexedRecordIO(self.idx_file, self.filename, "r")
+        # one file position: seek and read must not interleave between DataLoader threads
+        self._lock = threading.Lock()
 
     def __getitem__(self, idx: int) -> bytes:
-        return self._record.read_idx(self._record.keys[idx])
+        with self._lock:
+            return self._record.read_idx(self._record.keys[idx])
 
     def __len__(self) -> int:
         return len(self._record.keys)
