@@ -52,6 +52,11 @@ LOSSES = {
     "kldiv": lambda: gloss.KLDivLoss(),
     "huber": lambda: gloss.HuberLoss(rho=0.5),
     "hinge": lambda: gloss.HingeLoss(),
+    "logistic": lambda: gloss.LogisticLoss(),
+    "logistic_binary": lambda: gloss.LogisticLoss(label_format="binary"),
+    "triplet": lambda: gloss.TripletLoss(margin=0.5),
+    "poisson_nll": lambda: gloss.PoissonNLLLoss(),
+    "poisson_nll_rates": lambda: gloss.PoissonNLLLoss(from_logits=False),
 }
 
 
@@ -124,8 +129,9 @@ def test_loss_matches_mxnet(losses, name, hybridize):
         loss.hybridize()
     pred = mx.nd.array(losses[f"{name}/pred"])
     pred.attach_grad()
+    extra = [mx.nd.array(losses[f"{name}/negative"])] if f"{name}/negative" in losses else []
     with mx.autograd.record():
-        value = loss(pred, mx.nd.array(losses[f"{name}/label"]))
+        value = loss(pred, mx.nd.array(losses[f"{name}/label"]), *extra)
     value.backward()
     np.testing.assert_allclose(value.asnumpy(), losses[f"{name}/loss"], rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(pred.grad.asnumpy(), losses[f"{name}/grad"], rtol=RTOL, atol=ATOL)

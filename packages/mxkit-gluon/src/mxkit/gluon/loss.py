@@ -175,5 +175,69 @@ class SquaredHingeLoss(HingeLoss):
         return self._per_sample(F, F.square(F.relu(self._margin - pred * label)), sample_weight)
 
 
-__all__ = ["HingeLoss", "HuberLoss", "KLDivLoss", "L1Loss", "L2Loss", "Loss", "SigmoidBCELoss",
-           "SigmoidBinaryCrossEntropyLoss", "SoftmaxCELoss", "SoftmaxCrossEntropyLoss", "SquaredHingeLoss"]
+class LogisticLoss(Loss):
+    """``log(1 + exp(-pred * label))``: labels in {-1, 1} (``'signed'``) or {0, 1} (``'binary'``)."""
+
+    def __init__(self, weight: float | None = None, batch_axis: int = 0, label_format: str = "signed",
+                 **kwargs: Any) -> None:
+        super().__init__(weight, batch_axis, **kwargs)
+        if label_format not in ("signed", "binary"):
+            from mxkit.gluon.parameter import GluonError
+
+            raise GluonError(f"LogisticLoss: label_format must be 'signed' or 'binary', got {label_format!r}")
+        self._label_format = label_format
+
+    def hybrid_forward(self, F: Any, pred: Any, label: Any, sample_weight: Any = None) -> Any:
+        label = _reshape_like(F, label, pred)
+        if self._label_format == "signed":
+            label = (label + 1.0) / 2.0
+        loss = F.relu(pred) - pred * label + F.Activation(-F.abs(pred), act_type="softrelu")
+        return self._per_sample(F, loss, sample_weight)
+
+
+class TripletLoss(Loss):
+    """``max(0, |pos - pred|^2 - |neg - pred|^2 + margin)`` per sample."""
+
+    def __init__(self, margin: float = 1, weight: float | None = None, batch_axis: int = 0, **kwargs: Any) -> None:
+        super().__init__(weight, batch_axis, **kwargs)
+        self._margin = margin
+
+    def hybrid_forward(self, F: Any, pred: Any, positive: Any, negative: Any, sample_weight: Any = None) -> Any:
+        positive = _reshape_like(F, positive, pred)
+        negative = _reshape_like(F, negative, pred)
+        loss = F.sum(F.square(positive - pred) - F.square(negative - pred), axis=self._batch_axis, exclude=True)
+        loss = F.relu(loss + self._margin)
+        return _apply_weighting(F, loss, self._weight, sample_weight)
+
+
+class PoissonNLLLoss(Loss):
+    """Negative log-likelihood of ``target`` under a Poisson distribution of mean ``exp(pred)``
+    (``from_logits``) or ``pred``, averaged over every element (MXNet 1.9.1's reduction)."""
+
+    def __init__(self, weight: float | None = None, from_logits: bool = True, batch_axis: int = 0,
+                 compute_full: bool = False, **kwargs: Any) -> None:
+        super().__init__(weight, batch_axis, **kwargs)
+        self._from_logits = from_logits
+        self._compute_full = compute_full
+
+    def hybrid_forward(self, F: Any, pred: Any, target: Any, sample_weight: Any = None,
+                       epsilon: float = 1e-08) -> Any:
+        import math
+
+        target = _reshape_like(F, target, pred)
+        if self._from_logits:
+            loss = F.exp(pred) - target * pred
+        else:
+            loss = pred - target * F.log(pred + epsilon)
+        if self._compute_full:
+            stirling = target * F.log(target) - target + 0.5 * F.log(2 * target * math.pi)
+            loss = loss + stirling * (target > 1)
+        loss = _apply_weighting(F, loss, self._weight, sample_weight)
+        return F.mean(loss)
+
+
+__all__ = [
+    "HingeLoss", "HuberLoss", "KLDivLoss", "L1Loss", "L2Loss", "LogisticLoss", "Loss", "PoissonNLLLoss",
+    "SigmoidBCELoss", "SigmoidBinaryCrossEntropyLoss", "SoftmaxCELoss", "SoftmaxCrossEntropyLoss",
+    "SquaredHingeLoss", "TripletLoss",
+]
