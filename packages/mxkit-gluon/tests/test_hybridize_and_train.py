@@ -126,8 +126,29 @@ def test_hybridized_block_binds_once_per_signature_and_reports_its_plan():
     assert len(net._cached_runner.bindings) == 1
     net(mx.nd.ones((2, 5)))
     assert len(net._cached_runner.bindings) == 2
+    with mx.autograd.record():  # training needs the gradient executor: a third binding
+        net(mx.nd.ones((2, 5))).backward()
+    assert len(net._cached_runner.bindings) == 2  # the (2, 5) one already computes parameter gradients
+    x = mx.nd.ones((2, 5))
+    x.attach_grad()
+    with mx.autograd.record():
+        net(x).backward()
+    assert len(net._cached_runner.bindings) == 3  # a data gradient: bound with one more gradient
+    net(mx.nd.ones((2, 5)))
+    assert len(net._cached_runner.bindings) == 3  # inference reuses any executor of its shape
     plan = net.memory_plan()
     assert plan.pools and plan.lower_bound_bytes > 0
+
+
+def test_summary_prints_shapes_and_refuses_hybridized_networks(capsys):
+    net = _mlp()
+    net.initialize()
+    net.summary(mx.nd.ones((2, 5)))
+    out = capsys.readouterr().out
+    assert "(2, 8)" in out and "Total params: 75" in out  # 5*8+8 + 8*3+3
+    net.hybridize()
+    with pytest.raises(GluonError, match=r"cannot be called on a hybridized network"):
+        net.summary(mx.nd.ones((2, 5)))
 
 
 def test_hybridize_needs_hybrid_children_and_ndarray_inputs():

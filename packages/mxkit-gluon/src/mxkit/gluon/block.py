@@ -181,6 +181,12 @@ class Block:
         self._forward_hooks.append(hook)
         return HookHandle(self._forward_hooks, hook)
 
+    def _self_and_descendants(self) -> list[Block]:
+        blocks = [self]
+        for child in self._children.values():
+            blocks.extend(child._self_and_descendants())
+        return blocks
+
     def apply(self, fn: Any) -> Block:
         """Call ``fn(block)`` on every descendant, children first, then on this block."""
         for child in self._children.values():
@@ -316,11 +322,20 @@ class Block:
         raise NotImplementedError(f"{type(self).__name__} must implement forward()")
 
     def summary(self, *inputs: Any) -> None:
-        """Print each child's output shape and parameter count for ``inputs``."""
+        """Print each child's output shape and parameter count for ``inputs`` (not hybridized)."""
+        hybridized = [b.name for b in self._self_and_descendants() if getattr(b, "_active", False)]
+        if hybridized:
+            raise GluonError(f"summary() cannot be called on a hybridized network ({hybridized[0]} is); call "
+                             f"hybridize(False) first")
         rows: list[tuple[str, Any, int]] = []
 
         def hook(block: Block, _inputs: Any, outputs: Any) -> None:
-            shapes = [o.shape for o in _flatten_arrays(outputs, "output")]
+            from mxkit.ndarray import NDArray
+
+            flat = _flatten_arrays(outputs, "output")
+            if not all(isinstance(o, NDArray) for o in flat):
+                return  # a traced call (deferred shape inference), not the run being summarised
+            shapes = [o.shape for o in flat]
             count = sum(int(_prod(p.shape)) for p in block.params.values() if p.shape)
             rows.append((block.name, shapes[0] if len(shapes) == 1 else shapes, count))
 

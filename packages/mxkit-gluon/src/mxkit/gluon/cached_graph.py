@@ -59,6 +59,10 @@ class HybridRunner:
         versions = tuple(p.version for p in by_name.values())
         key = (tuple((tuple(a.shape), str(a.dtype)) for a in args), str(ctx), input_grads, versions)
         found = self.bindings.get(key)
+        if found is None and not any(input_grads):
+            # a call that needs no input gradient (inference, or data without attach_grad) can run on
+            # any executor of the signature: validation between training steps binds nothing new
+            found = next((b for k, b in self.bindings.items() if k[:2] == key[:2] and k[3] == versions), None)
         if found is not None:
             return found
         self.bindings = {k: b for k, b in self.bindings.items() if k[3] == versions}  # stale parameter arrays
