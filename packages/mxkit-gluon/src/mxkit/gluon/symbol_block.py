@@ -30,7 +30,7 @@ class SymbolBlock(HybridBlock):
         inputs = list(inputs) if isinstance(inputs, list | tuple) else [inputs]
         outputs_list = list(outputs) if isinstance(outputs, list | tuple) else [outputs]
         for item in inputs:
-            if not isinstance(item, symbol.Symbol) or item.name is None or len(item.list_outputs()) != 1:
+            if not isinstance(item, symbol.Symbol) or len(item.list_outputs()) != 1 or item.get_children() is not None:
                 raise GluonError(f"SymbolBlock inputs must be variables (mx.sym.var), got {item!r}")
         out = symbol.Group(outputs_list) if len(outputs_list) > 1 else outputs_list[0]
         input_names = [i.name for i in inputs]
