@@ -96,7 +96,7 @@ def test_trainer_refuses_what_it_cannot_do():
 
 def test_hybridized_gradient_of_inputs_and_a_block_called_twice():
     """A block applied twice in one record (weights shared) gets the sum of both gradients;
-    the second call reuses the executor, so the first node must replay its own forward."""
+    the second call finds the first one's executor held and binds another."""
     ref = nn.Dense(3, in_units=4)
     ref.initialize(mx.init.Xavier())
     hyb = nn.Dense(3, in_units=4)
@@ -116,6 +116,43 @@ def test_hybridized_gradient_of_inputs_and_a_block_called_twice():
     np.testing.assert_allclose(grads[1][1], grads[0][1], rtol=1e-5)
 
 
+def _count(net):
+    return sum(len(pool) for pool in net._cached_runner.bindings.values())
+
+
+def test_two_dropout_calls_in_one_record_differentiate_their_own_masks():
+    mx.random.seed(7)
+    block = nn.Dropout(0.5)
+    block.hybridize()
+    x = mx.nd.ones((4, 6))
+    x.attach_grad()
+    with mx.autograd.record():
+        first, second = block(x), block(x)
+        total = first * 3 + second
+    total.backward()
+    assert _count(block) == 2
+    # d total / dx = 3 * mask1 + mask2, each mask being its output (x is ones)
+    expected = 3 * first.asnumpy() + second.asnumpy()
+    np.testing.assert_allclose(x.grad.asnumpy(), expected, rtol=1e-6)
+    assert not np.array_equal(first.asnumpy(), second.asnumpy())
+
+
+def test_a_node_differentiated_again_after_its_executor_ran_another_call_replays_it():
+    net = nn.Dense(2, in_units=3, activation="tanh")
+    net.initialize(mx.init.Xavier())
+    net.hybridize()
+    a = mx.nd.array(np.random.RandomState(0).rand(2, 3).astype(np.float32))
+    with mx.autograd.record():
+        y = net(a).sum()
+    y.backward(retain_graph=True)
+    expected = net.weight.grad().asnumpy().copy()
+    with mx.autograd.record():
+        net(a * 5).sum().backward()  # released executor, reused for another input
+    y.backward()
+    assert _count(net) == 1
+    np.testing.assert_allclose(net.weight.grad().asnumpy(), expected, rtol=1e-6)
+
+
 def test_hybridized_block_binds_once_per_signature_and_reports_its_plan():
     net = _mlp()
     net.initialize()
@@ -123,19 +160,19 @@ def test_hybridized_block_binds_once_per_signature_and_reports_its_plan():
     net.hybridize()
     net(mx.nd.ones((4, 5)))
     net(mx.nd.ones((4, 5)))
-    assert len(net._cached_runner.bindings) == 1
+    assert _count(net) == 1
     net(mx.nd.ones((2, 5)))
-    assert len(net._cached_runner.bindings) == 2
+    assert _count(net) == 2
     with mx.autograd.record():  # training needs the gradient executor: a third binding
         net(mx.nd.ones((2, 5))).backward()
-    assert len(net._cached_runner.bindings) == 2  # the (2, 5) one already computes parameter gradients
+    assert _count(net) == 2  # the (2, 5) one already computes parameter gradients
     x = mx.nd.ones((2, 5))
     x.attach_grad()
     with mx.autograd.record():
         net(x).backward()
-    assert len(net._cached_runner.bindings) == 3  # a data gradient: bound with one more gradient
+    assert _count(net) == 3  # a data gradient: bound with one more gradient
     net(mx.nd.ones((2, 5)))
-    assert len(net._cached_runner.bindings) == 3  # inference reuses any executor of its shape
+    assert _count(net) == 3  # inference reuses any executor of its shape
     plan = net.memory_plan()
     assert plan.pools and plan.lower_bound_bytes > 0
 

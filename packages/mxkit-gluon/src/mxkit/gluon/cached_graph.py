@@ -9,14 +9,20 @@ memory of the intermediates is planned by the configured planner at bind.
 Inside ``autograd.record()`` the call is recorded as one autograd node (MXNet's
 ``CachedOp``): its gradient runs the executor's backward pass and hands the gradients
 of the inputs and parameters back to autograd, which writes or adds them to the
-parameters' gradient buffers as their ``grad_req`` says. When the same block ran again
-before the backward pass (a shared encoder applied twice), the node's forward pass is
-replayed first, so every node differentiates the state of its own call.
+parameters' gradient buffers as their ``grad_req`` says.
+
+An executor holds the state of one call until that call's backward pass, so a call made
+while every executor of its signature is held (a shared encoder applied twice in one
+record) binds another one: each node differentiates its own forward pass, Dropout masks
+included. An executor is released by its node's backward pass, or when the node is
+collected without one. Should a node be differentiated again after its executor ran
+another call (``retain_graph``), its forward pass is replayed first.
 """
 
 from __future__ import annotations
 
 import itertools
+import weakref
 from typing import Any
 
 from mxkit.gluon.parameter import GluonError
@@ -33,6 +39,8 @@ class _Binding:
         self.param_names = param_names  # arguments that are parameters with a gradient
         self.params = params
         self.last_run = 0
+        #: held by a recorded call whose backward pass has not run yet
+        self.in_flight = False
 
 
 class HybridRunner:
@@ -40,7 +48,7 @@ class HybridRunner:
 
     def __init__(self, block: Any) -> None:
         self.block = block
-        self.bindings: dict[tuple, _Binding] = {}
+        self.bindings: dict[tuple, list[_Binding]] = {}
         self.last: _Binding | None = None
 
     def memory_plan(self) -> Any:
@@ -58,14 +66,16 @@ class HybridRunner:
         by_name = {p.name: p for p in all_params.values()}
         versions = tuple(p.version for p in by_name.values())
         key = (tuple((tuple(a.shape), str(a.dtype)) for a in args), str(ctx), input_grads, versions)
-        found = self.bindings.get(key)
-        if found is None and not any(input_grads):
+        candidates = list(self.bindings.get(key, []))
+        if not any(input_grads):
             # a call that needs no input gradient (inference, or data without attach_grad) can run on
             # any executor of the signature: validation between training steps binds nothing new
-            found = next((b for k, b in self.bindings.items() if k[:2] == key[:2] and k[3] == versions), None)
+            candidates += [b for k, pool in self.bindings.items() if k[:2] == key[:2] and k[3] == versions
+                           and k != key for b in pool]
+        found = next((b for b in candidates if not b.in_flight), None)
         if found is not None:
             return found
-        self.bindings = {k: b for k, b in self.bindings.items() if k[3] == versions}  # stale parameter arrays
+        self.bindings = {k: pool for k, pool in self.bindings.items() if k[3] == versions}  # stale arrays
         input_names = [s.name for s in inputs]
         from mxkit.ndarray import zeros
 
@@ -96,7 +106,7 @@ class HybridRunner:
             grad_arrays = [None] * len(arg_arrays)
         exe = sym_binding.bind(sym, ctx, arg_arrays, grad_arrays, reqs, aux, memplan=self.block._flags.get("memplan"))
         found = _Binding(exe, input_names, param_names, grad_params)
-        self.bindings[key] = found
+        self.bindings.setdefault(key, []).append(found)
         return found
 
 
@@ -114,12 +124,18 @@ def _gradient(F: Any, params: dict, inputs: list, outputs: list, out_grads: list
                         **{name: x for name, x in zip(binding.input_names, inputs[:count])})
             binding.last_run = params["run"]
         exe.backward(list(out_grads))
+        binding.in_flight = False
         grads = []
         for name in binding.input_names:
             grad = exe.grad_dict.get(name)
             grads.append(None if grad is None else grad.copy())
         grads.extend(exe.grad_dict[name].copy() for name in binding.param_names)
     return grads
+
+
+def _release(binding: _Binding, run: int) -> None:
+    if binding.last_run == run:
+        binding.in_flight = False
 
 
 def _cached_op_def() -> Any:
@@ -163,4 +179,7 @@ def run_hybridized(block: Any, args: tuple) -> Any:
             _CACHED_OP = _cached_op_def()
         params = [p.data(ctx) for p in binding.params]
         autograd.record_op(_CACHED_OP, {"binding": binding, "run": run, "train": train}, [*args, *params], outputs)
+        binding.in_flight = True
+        # the node keeps its outputs alive: when the first is collected, the node is gone
+        weakref.finalize(outputs[0], _release, binding, run)
     return outputs[0] if block._out_single else outputs
