@@ -42,8 +42,9 @@ class Trainer:
                 raise GluonError(f"Trainer's params must be Parameters; item {index} is {type(param).__name__}")
             self._param2idx[param.name] = index
             self._params.append(param)
-        if isinstance(kvstore, str) and kvstore.startswith("dist"):
-            raise GluonError(f"Trainer(kvstore={kvstore!r}): distributed training through Trainer is not supported "
+        kind = kvstore if isinstance(kvstore, str) else getattr(kvstore, "type", "")
+        if isinstance(kind, str) and kind.startswith("dist"):
+            raise GluonError(f"Trainer(kvstore={kind!r}): distributed training through Trainer is not supported "
                              f"yet; use 'device' or 'local'")
         if update_on_kvstore:
             raise GluonError("Trainer(update_on_kvstore=True) is not supported; each context updates its own copy")
