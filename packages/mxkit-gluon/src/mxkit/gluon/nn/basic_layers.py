@@ -208,6 +208,24 @@ class LayerNorm(HybridBlock):
         return F.LayerNorm(data, gamma, beta, axis=self._axis, eps=self._epsilon)
 
 
+class GroupNorm(HybridBlock):
+    """Normalise over groups of channels; ``gamma`` and ``beta`` have one value per group, as in
+    MXNet 1.9.1."""
+
+    def __init__(self, num_groups: int = 1, epsilon: float = 1e-5, center: bool = True, scale: bool = True,
+                 beta_initializer: Any = "zeros", gamma_initializer: Any = "ones", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._num_groups = num_groups
+        self._epsilon = epsilon
+        self.gamma = self.params.get("gamma", grad_req="write" if scale else "null", shape=(num_groups,),
+                                     init=gamma_initializer, allow_deferred_init=True)
+        self.beta = self.params.get("beta", grad_req="write" if center else "null", shape=(num_groups,),
+                                    init=beta_initializer, allow_deferred_init=True)
+
+    def hybrid_forward(self, F: Any, data: Any, gamma: Any, beta: Any) -> Any:
+        return F.GroupNorm(data, gamma=gamma, beta=beta, num_groups=self._num_groups, eps=self._epsilon)
+
+
 class Embedding(HybridBlock):
     """Look up rows of a ``(input_dim, output_dim)`` weight by integer index."""
 

@@ -103,6 +103,49 @@ class Conv2DTranspose(_Conv):
         self.outpad = output_padding
 
 
+class Conv1DTranspose(_Conv):
+    """1-D transposed convolution over ``NCW`` inputs."""
+
+    def __init__(self, channels: int, kernel_size: Any, strides: Any = 1, padding: Any = 0, output_padding: Any = 0,
+                 dilation: Any = 1, groups: int = 1, layout: str = "NCW", activation: str | None = None,
+                 use_bias: bool = True, weight_initializer: Any = None, bias_initializer: Any = "zeros",
+                 in_channels: int = 0, **kwargs: Any) -> None:
+        super().__init__(channels, kernel_size, strides, padding, dilation, groups, layout, in_channels, activation,
+                         use_bias, weight_initializer, bias_initializer, op_name="Deconvolution",
+                         adj=output_padding, **kwargs)
+        self.outpad = output_padding
+
+
+class Conv3DTranspose(_Conv):
+    """3-D transposed convolution over ``NCDHW`` inputs."""
+
+    def __init__(self, channels: int, kernel_size: Any, strides: Any = (1, 1, 1), padding: Any = (0, 0, 0),
+                 output_padding: Any = (0, 0, 0), dilation: Any = (1, 1, 1), groups: int = 1, layout: str = "NCDHW",
+                 activation: str | None = None, use_bias: bool = True, weight_initializer: Any = None,
+                 bias_initializer: Any = "zeros", in_channels: int = 0, **kwargs: Any) -> None:
+        super().__init__(channels, kernel_size, strides, padding, dilation, groups, layout, in_channels, activation,
+                         use_bias, weight_initializer, bias_initializer, op_name="Deconvolution",
+                         adj=output_padding, **kwargs)
+        self.outpad = output_padding
+
+
+class ReflectionPad2D(HybridBlock):
+    """Pad the two spatial axes of ``NCHW`` inputs by reflection (``padding`` on every side, or
+    MXNet's 8-tuple ``pad_width``)."""
+
+    def __init__(self, padding: Any = 0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if isinstance(padding, int):
+            padding = (0, 0, 0, 0, padding, padding, padding, padding)
+        padding = tuple(int(p) for p in padding)
+        if len(padding) != 8:
+            raise GluonError(f"ReflectionPad2D: padding must be an int or 8 ints (MXNet's pad_width), got {padding}")
+        self._padding = padding
+
+    def hybrid_forward(self, F: Any, x: Any) -> Any:
+        return F.pad(x, mode="reflect", pad_width=self._padding)
+
+
 class _Pooling(HybridBlock):
     def __init__(self, pool_size: Any, strides: Any, padding: Any, ceil_mode: bool, global_pool: bool,
                  pool_type: str, layout: str, count_include_pad: bool | None = None, **kwargs: Any) -> None:
