@@ -17,6 +17,8 @@ ALLOWED = {
     "mxkit-train": {"mxkit-core", "mxkit-ndarray", "mxkit-symbol", "mxkit-io", "mxkit-kvstore", "mxkit-engine",
                     "mxkit-memplan"},
     "mxkit-caffe": {"mxkit-core", "mxkit-ndarray", "mxkit-symbol", "mxkit-engine", "mxkit-memplan"},
+    "mxkit-gluon": {"mxkit-core", "mxkit-ndarray", "mxkit-symbol", "mxkit-train", "mxkit-kvstore", "mxkit-io",
+                    "mxkit-engine", "mxkit-memplan"},
     "mxkit-cpu": {"mxkit-core", "mxkit-ndarray"},
     "mxkit-cuda": {"mxkit-core", "mxkit-ndarray"},
 }

@@ -21,7 +21,7 @@ def _run(name, argv, monkeypatch, capsys):
 
 def test_every_example_has_a_test():
     tested = {"ndarray_on_device.py", "mlp_symbol.py", "imperative_sgd_with_executor.py", "kvstore_updater.py",
-              "feedforward_fit.py"}
+              "feedforward_fit.py", "gluon_digits.py"}
     assert {p.name for p in EXAMPLES.glob("*.py")} == tested
 
 
@@ -66,3 +66,11 @@ def test_feedforward_fit_without_a_prefix_leaves_no_folder_behind(tmp_path, monk
     out = _run("feedforward_fit.py", ["--epochs", "1"], monkeypatch, capsys)
     assert "validation accuracy" in out and "pass --prefix to keep them" in out
     assert list(tmp_path.iterdir()) == []
+
+
+def test_gluon_digits_trains_a_hybridized_network_and_exports_it(tmp_path, monkeypatch, capsys):
+    prefix = tmp_path / "digits"
+    out = _run("gluon_digits.py", ["--epochs", "2", "--prefix", str(prefix)], monkeypatch, capsys)
+    accuracies = [float(a) for a in re.findall(r"validation accuracy (\d\.\d+)", out)]
+    assert len(accuracies) == 2 and accuracies[-1] > 0.8
+    assert (tmp_path / "digits-symbol.json").exists() and (tmp_path / "digits-0000.params").exists()

@@ -306,3 +306,15 @@ def test_a_recorded_gradient_keeps_every_input_gradient():
         y = mx.nd.FullyConnected(x, w, num_hidden=1, no_bias=True)
         (grad_w,) = mx.autograd.grad(y, [w], create_graph=True)
     np.testing.assert_allclose(grad_w.asnumpy(), [[1.0, 2.0]])
+
+
+def test_requires_grad_tells_which_arrays_take_part_in_differentiation():
+    autograd = mx.autograd
+    variable, constant = mx.nd.ones((2,)), mx.nd.ones((2,))
+    variable.attach_grad()
+    assert autograd.requires_grad(variable) and not autograd.requires_grad(constant)
+    with autograd.record():
+        derived = variable * 2
+        unrelated = constant * 2
+    assert autograd.requires_grad(derived) and not autograd.requires_grad(unrelated)
+    assert not autograd.requires_grad(variable.detach() * 2)

@@ -28,12 +28,12 @@ def test_core_names():
 
 
 def test_missing_distribution_says_what_to_install(monkeypatch):
-    monkeypatch.setitem(mx.LAZY_NAMES, "gluon", ("mxkit.gluon", None, "mxkit-gluon", "pip install mxkit-gluon"))
-    monkeypatch.delitem(mx.__dict__, "gluon", raising=False)
-    expected = r"mx.gluon needs the mxkit-gluon component.*pip install mxkit-gluon"
+    monkeypatch.setitem(mx.LAZY_NAMES, "onnx", ("mxkit.onnx", None, "mxkit-onnx", "pip install mxkit-onnx"))
+    monkeypatch.delitem(mx.__dict__, "onnx", raising=False)
+    expected = r"mx.onnx needs the mxkit-onnx component.*pip install mxkit-onnx"
     with pytest.raises(MissingComponentError, match=expected):
-        _ = mx.gluon
-    assert not hasattr(mx, "gluon")  # also an AttributeError
+        _ = mx.onnx
+    assert not hasattr(mx, "onnx")  # also an AttributeError
 
 
 def test_installed_distribution_lacking_a_module_says_to_upgrade(monkeypatch):

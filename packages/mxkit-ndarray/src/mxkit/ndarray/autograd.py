@@ -62,6 +62,13 @@ def record_op(op: OpDef, params: dict, inputs: Sequence[Any], outputs: Sequence[
         array._ag = (node, index)
 
 
+def requires_grad(array: Any) -> bool:
+    """Whether ``array`` takes part in differentiation: a variable (``attach_grad``) or an array
+    computed from one while recording. Code that records its own nodes with :func:`record_op`
+    (a hybridized Gluon block) asks this to skip gradients nobody needs."""
+    return array._ag is not None
+
+
 # ---- scopes ----------------------------------------------------------------------------
 
 def is_recording() -> bool:
@@ -335,4 +342,4 @@ def get_symbol(x: Any) -> Any:
 
 
 __all__ = ["AutogradError", "backward", "grad", "is_recording", "is_training", "mark_variables", "pause",
-           "predict_mode", "record", "record_op", "set_recording", "set_training", "train_mode"]
+           "predict_mode", "record", "record_op", "requires_grad", "set_recording", "set_training", "train_mode"]

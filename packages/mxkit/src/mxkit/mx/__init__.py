@@ -19,6 +19,7 @@ _SYM = ("mxkit-symbol", "pip install mxkit-symbol")
 _KV = ("mxkit-kvstore", "pip install mxkit-kvstore")
 _IO = ("mxkit-io", "pip install mxkit-io")
 _TRAIN = ("mxkit-train", "pip install mxkit-train")
+_GLUON = ("mxkit-gluon", "pip install mxkit-gluon")
 
 LAZY_NAMES: dict[str, tuple[str, str | None, str, str]] = {
     "Context": ("mxkit.core.context", "Context", _CORE, ""),
@@ -63,6 +64,7 @@ LAZY_NAMES: dict[str, tuple[str, str | None, str, str]] = {
     "mod": ("mxkit.train.module", None, *_TRAIN),
     "module": ("mxkit.train.module", None, *_TRAIN),
     "rnn": ("mxkit.train.rnn", None, *_TRAIN),
+    "gluon": ("mxkit.gluon", None, *_GLUON),
 }
 
 

@@ -1,0 +1,21 @@
+"""mxkit-gluon: MXNet 1.x's Gluon API (``mx.gluon``).
+
+Write a network imperatively from ``nn`` layers, train it with ``Trainer`` under
+``mx.autograd.record()``, and ``hybridize()`` it to run as one Symbol graph whose memory
+the configured planner lays out once per input signature.
+"""
+
+from mxkit.gluon import data, loss, model_zoo, nn, utils
+from mxkit.gluon.block import Block, HybridBlock
+from mxkit.gluon.parameter import (
+    Constant,
+    DeferredInitializationError,
+    GluonError,
+    Parameter,
+    ParameterDict,
+)
+from mxkit.gluon.symbol_block import SymbolBlock
+from mxkit.gluon.trainer import Trainer
+
+__all__ = ["Block", "Constant", "DeferredInitializationError", "GluonError", "HybridBlock", "Parameter",
+           "ParameterDict", "SymbolBlock", "Trainer", "data", "loss", "model_zoo", "nn", "utils"]

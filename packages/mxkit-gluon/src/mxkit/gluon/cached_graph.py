@@ -1,0 +1,185 @@
+"""Running a hybridized block: its traced Symbol bound through the executor.
+
+The graph is traced once (``HybridBlock._get_graph``) and bound once per input
+signature (shapes, dtypes, context, which inputs need a gradient), with the
+parameters' own arrays as the executor's arguments and auxiliary states, so the
+optimizer's in-place updates and BatchNorm's running statistics need no copying. The
+memory of the intermediates is planned by the configured planner at bind.
+
+Inside ``autograd.record()`` the call is recorded as one autograd node (MXNet's
+``CachedOp``): its gradient runs the executor's backward pass and hands the gradients
+of the inputs and parameters back to autograd, which writes or adds them to the
+parameters' gradient buffers as their ``grad_req`` says.
+
+An executor holds the state of one call until that call's backward pass, so a call made
+while every executor of its signature is held (a shared encoder applied twice in one
+record) binds another one: each node differentiates its own forward pass, Dropout masks
+included. An executor is released by its node's backward pass, or when the node is
+collected without one. Should a node be differentiated again after its executor ran
+another call (``retain_graph``), its forward pass is replayed first.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from typing import Any
+
+from mxkit.gluon.parameter import GluonError
+
+_run_ids = itertools.count(1)
+
+
+class _Binding:
+    """One executor for one input signature, and what its autograd nodes need."""
+
+    def __init__(self, exe: Any, input_names: list[str], param_names: list[str], params: list[Any]) -> None:
+        self.exe = exe
+        self.input_names = input_names
+        self.param_names = param_names  # arguments that are parameters with a gradient
+        self.params = params
+        self.last_run = 0
+        #: held by a recorded call whose backward pass has not run yet
+        self.in_flight = False
+
+
+class HybridRunner:
+    """The executors of one hybridized block, one per input signature."""
+
+    def __init__(self, block: Any) -> None:
+        self.block = block
+        self.bindings: dict[tuple, list[_Binding]] = {}
+        self.last: _Binding | None = None
+
+    def memory_plan(self) -> Any:
+        return None if self.last is None else self.last.exe.memory_plan
+
+    def binding(self, args: tuple, ctx: Any, input_grads: tuple[bool, ...]) -> _Binding:
+        from mxkit.symbol import binding as sym_binding
+
+        inputs, sym = self.block._get_graph(*args)
+        all_params = self.block.collect_params()
+        if any(p._data is None for p in all_params.values()):
+            self.block._deferred_infer_shape(*args)
+            for param in all_params.values():
+                param._finish_deferred_init()
+        by_name = {p.name: p for p in all_params.values()}
+        versions = tuple(p.version for p in by_name.values())
+        key = (tuple((tuple(a.shape), str(a.dtype)) for a in args), str(ctx), input_grads, versions)
+        candidates = list(self.bindings.get(key, []))
+        if not any(input_grads):
+            # a call that needs no input gradient (inference, or data without attach_grad) can run on
+            # any executor of the signature: validation between training steps binds nothing new
+            candidates += [b for k, pool in self.bindings.items() if k[:2] == key[:2] and k[3] == versions
+                           and k != key for b in pool]
+        found = next((b for b in candidates if not b.in_flight), None)
+        if found is not None:
+            return found
+        self.bindings = {k: pool for k, pool in self.bindings.items() if k[3] == versions}  # stale arrays
+        input_names = [s.name for s in inputs]
+        from mxkit.ndarray import zeros
+
+        arg_arrays, grad_arrays, reqs, param_names, grad_params = [], [], {}, [], []
+        for name in sym.list_arguments():
+            if name in input_names:
+                arg = args[input_names.index(name)]
+                arg_arrays.append(zeros(arg.shape, ctx=ctx, dtype=arg.dtype))
+                wants = input_grads[input_names.index(name)]
+            elif name in by_name:
+                param = by_name[name]
+                arg_arrays.append(param.data(ctx))
+                wants = param.grad_req != "null"
+                if wants:
+                    param_names.append(name)
+                    grad_params.append(param)
+            else:
+                raise GluonError(f"{type(self.block).__name__}: the traced graph needs {name!r}, which is neither "
+                                 f"an input ({input_names}) nor a parameter of the block")
+            grad_arrays.append(zeros(arg_arrays[-1].shape, ctx=ctx, dtype=arg_arrays[-1].dtype) if wants else None)
+            reqs[name] = "write" if wants else "null"
+        aux = []
+        for name in sym.list_auxiliary_states():
+            if name not in by_name:
+                raise GluonError(f"the traced graph needs auxiliary state {name!r}, which is not a parameter")
+            aux.append(by_name[name].data(ctx))
+        if not any(g is not None for g in grad_arrays):
+            grad_arrays = [None] * len(arg_arrays)
+        exe = sym_binding.bind(sym, ctx, arg_arrays, grad_arrays, reqs, aux, memplan=self.block._flags.get("memplan"))
+        found = _Binding(exe, input_names, param_names, grad_params)
+        self.bindings.setdefault(key, []).append(found)
+        return found
+
+
+def _gradient(F: Any, params: dict, inputs: list, outputs: list, out_grads: list) -> list:
+    """The autograd gradient of a hybridized call: the executor's backward pass."""
+    from mxkit.ndarray import autograd
+
+    binding: _Binding = params["binding"]
+    exe = binding.exe
+    count = len(binding.input_names)
+    with autograd.pause():
+        if binding.last_run != params["run"]:
+            # another call ran this executor since: replay this node's forward first
+            exe.forward(is_train=params["train"],
+                        **{name: x for name, x in zip(binding.input_names, inputs[:count])})
+            binding.last_run = params["run"]
+        exe.backward(list(out_grads))
+        binding.in_flight = False
+        grads = []
+        for name in binding.input_names:
+            grad = exe.grad_dict.get(name)
+            grads.append(None if grad is None else grad.copy())
+        grads.extend(exe.grad_dict[name].copy() for name in binding.param_names)
+    return grads
+
+
+def _release(binding: _Binding, run: int) -> None:
+    if binding.last_run == run:
+        binding.in_flight = False
+
+
+def _cached_op_def() -> Any:
+    from mxkit.ndarray.registry import OpDef
+
+    def no_shape(params: dict, in_shapes: list) -> list:
+        raise GluonError("_CachedOp nodes are made by hybridized blocks only")
+
+    return OpDef(name="_CachedOp", infer_shape=no_shape, gradient=_gradient,
+                 doc="a hybridized Gluon block's call, recorded as one autograd node")
+
+
+_CACHED_OP = None
+
+
+def run_hybridized(block: Any, args: tuple) -> Any:
+    """Call hybridized ``block`` on NDArrays ``args``; returns what ``hybrid_forward`` returns."""
+    global _CACHED_OP
+    from mxkit.ndarray import NDArray, autograd
+
+    for index, arg in enumerate(args):
+        if not isinstance(arg, NDArray):
+            raise GluonError(f"a hybridized {type(block).__name__} takes NDArrays only; argument {index} is "
+                             f"{type(arg).__name__}")
+    ctx = args[0].context
+    recording = autograd.is_recording()
+    input_grads = tuple(recording and autograd.requires_grad(a) for a in args)
+    if block._cached_runner is None:
+        block._cached_runner = HybridRunner(block)
+    runner = block._cached_runner
+    binding = runner.binding(args, ctx, input_grads)
+    runner.last = binding
+    train = autograd.is_training()
+    run = next(_run_ids)
+    with autograd.pause():
+        outputs = binding.exe.forward(is_train=train, **dict(zip(binding.input_names, args)))
+        outputs = [o.copy() for o in outputs]
+    binding.last_run = run
+    if recording and (binding.param_names or any(input_grads)):
+        if _CACHED_OP is None:
+            _CACHED_OP = _cached_op_def()
+        params = [p.data(ctx) for p in binding.params]
+        autograd.record_op(_CACHED_OP, {"binding": binding, "run": run, "train": train}, [*args, *params], outputs)
+        binding.in_flight = True
+        # the node keeps its outputs alive: when the first is collected, the node is gone
+        weakref.finalize(outputs[0], _release, binding, run)
+    return outputs[0] if block._out_single else outputs

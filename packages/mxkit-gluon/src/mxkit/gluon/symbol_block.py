@@ -1,0 +1,93 @@
+"""``SymbolBlock``: a Block made from a Symbol (an exported or hand-built graph)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mxkit.gluon.block import HybridBlock
+from mxkit.gluon.parameter import GluonError, ParameterDict
+
+
+class SymbolBlock(HybridBlock):
+    """Run the graph ``outputs`` with ``inputs`` as its data; every other argument and
+    auxiliary state becomes a parameter named as in the graph.
+
+    Parameters
+    ----------
+    outputs : Symbol or list of Symbol
+    inputs : Symbol or list of Symbol
+        The variables fed at call time, in call order.
+    params : ParameterDict, optional
+        Parameters to share.
+    """
+
+    def __init__(self, outputs: Any, inputs: Any, params: ParameterDict | None = None) -> None:
+        from mxkit import symbol
+
+        super().__init__(prefix="", params=None)
+        self._prefix = ""
+        self._params = ParameterDict("", params)
+        inputs = list(inputs) if isinstance(inputs, list | tuple) else [inputs]
+        outputs_list = list(outputs) if isinstance(outputs, list | tuple) else [outputs]
+        for item in inputs:
+            if not isinstance(item, symbol.Symbol) or len(item.list_outputs()) != 1 or item.get_children() is not None:
+                raise GluonError(f"SymbolBlock inputs must be variables (mx.sym.var), got {item!r}")
+        out = symbol.Group(outputs_list) if len(outputs_list) > 1 else outputs_list[0]
+        input_names = [i.name for i in inputs]
+        missing = [name for name in input_names if name not in out.list_inputs()]
+        if missing:
+            raise GluonError(f"SymbolBlock: inputs {missing} are not used by the graph, whose inputs are "
+                             f"{out.list_inputs()}")
+        for name in out.list_arguments():
+            if name not in input_names:
+                self.params.get(name, allow_deferred_init=True)
+        for name in out.list_auxiliary_states():
+            if name not in input_names:
+                self.params.get(name, grad_req="null", allow_deferred_init=True)
+        self._graph = ([symbol.var(name) for name in input_names], out)
+        self._cached_graph = self._graph
+        self._out_single = len(out.list_outputs()) == 1
+        self._reg_params = dict(self._params.items())
+        self._active = True
+
+    @staticmethod
+    def imports(symbol_file: str, input_names: Any, param_file: str | None = None, ctx: Any = None,
+                allow_missing: bool = False, ignore_extra: bool = False) -> SymbolBlock:
+        """Load ``prefix-symbol.json`` (and its ``.params``) as written by ``export`` or
+        MXNet's ``save_checkpoint``.
+
+        Parameters
+        ----------
+        input_names : str or list of str
+            The data variables.
+        """
+        from mxkit import symbol
+
+        sym = symbol.load(symbol_file)
+        names = [input_names] if isinstance(input_names, str) else list(input_names)
+        block = SymbolBlock(sym, [symbol.var(name) for name in names])
+        if param_file is not None:
+            block.collect_params().load(param_file, ctx, allow_missing, ignore_extra, cast_dtype=True,
+                                        dtype_source="saved")
+        return block
+
+    def _clear_cached_graph(self) -> None:
+        self._cached_graph = self._graph if hasattr(self, "_graph") else None
+        self._cached_runner = None
+
+    def forward(self, x: Any, *args: Any) -> Any:
+        from mxkit import ndarray
+
+        if isinstance(x, ndarray.NDArray):
+            from mxkit.gluon.cached_graph import run_hybridized
+
+            return run_hybridized(self, (x, *args))
+        inputs, out = self._graph
+        given = (x, *args)
+        if len(given) != len(inputs):
+            raise GluonError(f"SymbolBlock takes {len(inputs)} inputs ({[i.name for i in inputs]}), got {len(given)}")
+        # symbolic use (inside a parent being traced): the graph with the given symbols as its inputs
+        return out(**{symbol.name: value for symbol, value in zip(inputs, given)})
+
+    def hybrid_forward(self, F: Any, x: Any, *args: Any, **kwargs: Any) -> Any:
+        raise GluonError("SymbolBlock runs its graph; it has no hybrid_forward")

@@ -1,0 +1,97 @@
+"""gluon.data: datasets, samplers, DataLoader."""
+
+import numpy as np
+import pytest
+from mxkit import mx
+from mxkit.gluon import GluonError, data
+
+
+def test_dataloader_covers_every_sample_once_per_epoch():
+    features = np.arange(20, dtype=np.float32).reshape(10, 2)
+    labels = np.arange(10)
+    loader = data.DataLoader(data.ArrayDataset(features, labels), batch_size=3, shuffle=True)
+    assert len(loader) == 4
+    for _ in range(2):
+        seen = []
+        for x, y in loader:
+            assert isinstance(x, mx.nd.NDArray) and x.shape[1] == 2
+            np.testing.assert_array_equal(x.asnumpy()[:, 0] / 2, y.asnumpy())
+            seen.extend(y.asnumpy().tolist())
+        assert sorted(seen) == list(range(10))
+
+
+def test_batch_sampler_last_batch_modes():
+    sampler = data.SequentialSampler(7)
+    assert list(data.BatchSampler(sampler, 3, "keep")) == [[0, 1, 2], [3, 4, 5], [6]]
+    assert list(data.BatchSampler(sampler, 3, "discard")) == [[0, 1, 2], [3, 4, 5]]
+    rollover = data.BatchSampler(sampler, 3, "rollover")
+    assert list(rollover) == [[0, 1, 2], [3, 4, 5]]
+    assert list(rollover) == [[6, 0, 1], [2, 3, 4]]
+    with pytest.raises(GluonError, match="last_batch must be one of"):
+        data.BatchSampler(sampler, 3, "sometimes")
+
+
+def test_dataset_transforms_and_errors():
+    dataset = data.SimpleDataset([(1, "a"), (2, "b")])
+    assert dataset.transform_first(lambda x: x * 10)[1] == (20, "b")
+    assert len(dataset.filter(lambda item: item[0] > 1)) == 1
+    with pytest.raises(GluonError, match="same length"):
+        data.ArrayDataset(np.zeros(3), np.zeros(4))
+    with pytest.raises(GluonError, match="thread_pool=True for worker threads"):
+        data.DataLoader(dataset, batch_size=1, num_workers=2)
+    with pytest.raises(GluonError, match="needs batch_size"):
+        data.DataLoader(dataset)
+
+
+def test_record_file_dataset_reads_records(tmp_path):
+    from mxkit.io.recordio import MXIndexedRecordIO
+
+    rec, idx = str(tmp_path / "d.rec"), str(tmp_path / "d.idx")
+    writer = MXIndexedRecordIO(idx, rec, "w")
+    for i in range(3):
+        writer.write_idx(i, f"record {i}".encode())
+    writer.close()
+    dataset = data.RecordFileDataset(rec)
+    assert len(dataset) == 3
+    assert dataset[2] == b"record 2"
+    with pytest.raises(GluonError, match="needs the index"):
+        data.RecordFileDataset(str(tmp_path / "missing.rec"))
+
+
+def test_vision_transforms_against_numpy():
+    from mxkit.gluon.data.vision import transforms
+
+    image = np.random.RandomState(0).randint(0, 256, size=(4, 5, 3)).astype(np.uint8)
+    pipeline = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.5, 0.4, 0.3), (0.2, 0.25, 0.5))])
+    out = pipeline(mx.nd.array(image, dtype="uint8")).asnumpy()
+    expected = (image.transpose(2, 0, 1) / 255.0 - np.array([0.5, 0.4, 0.3])[:, None, None]) / \
+        np.array([0.2, 0.25, 0.5])[:, None, None]
+    assert out.shape == (3, 4, 5) and out.dtype == np.float32
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+    flipped = {tuple(transforms.RandomFlipLeftRight()(mx.nd.array(image)).asnumpy()[0, :, 0]) for _ in range(20)}
+    assert flipped == {tuple(image[0, :, 0].astype(np.float32)), tuple(image[0, ::-1, 0].astype(np.float32))}
+    with pytest.raises(GluonError, match="std must not contain 0"):
+        transforms.Normalize(0.0, 0.0)
+
+
+def test_worker_threads_keep_order_cover_every_sample_and_surface_errors():
+    features = np.arange(40, dtype=np.float32).reshape(20, 2)
+    loader = data.DataLoader(data.ArrayDataset(features, np.arange(20)), batch_size=3, shuffle=True,
+                             num_workers=2, thread_pool=True, prefetch=3)
+    for _ in range(2):
+        seen = [int(v) for _, y in loader for v in y.asnumpy()]
+        assert sorted(seen) == list(range(20))
+    ordered = data.DataLoader(data.SimpleDataset(list(range(10))), batch_size=2, num_workers=3, thread_pool=True)
+    assert [b.asnumpy().tolist() for b in ordered] == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]
+
+    class Broken(data.Dataset):
+        def __len__(self):
+            return 6
+
+        def __getitem__(self, idx):
+            if idx == 4:
+                raise ValueError("sample 4 is corrupt")
+            return np.float32(idx)
+
+    with pytest.raises(ValueError, match="sample 4 is corrupt"):
+        list(data.DataLoader(Broken(), batch_size=2, num_workers=2, thread_pool=True))
