@@ -21,7 +21,9 @@ def render_info() -> str:
     out: list[str] = ["mxkit plugins", ""]
     plugin_rows = [(p.plugin, p.distribution or "-", p.version or "-") for p in list_plugins()]
     out += _table(("plugin", "distribution", "version"), plugin_rows) if plugin_rows else ["(none)"]
-    for registry in _REGISTRIES.values():
+    for kind, registry in _REGISTRIES.items():
+        if kind == "option":
+            continue  # shown with the configuration, owner beside each key
         out += ["", f"{registry.kind}s:"]
         rows = [(name, origin.describe(), getattr(spec, "description", "") or "")
                 for name, spec, origin in registry.items()]
@@ -29,9 +31,10 @@ def render_info() -> str:
                  for name, origins in registry.conflicts().items()]
         out += _table(("name", "from", "description"), rows) if rows else ["  (none installed)"]
     cfg = config.get_config()
+    owners = config.option_table().owners
     out += ["", "configuration"]
-    out += _table(("key", "value", "source"),
-                  [(key, _show(cfg[key]), cfg.source(key)) for key in sorted(cfg)])
+    out += _table(("key", "value", "source", "declared by"),
+                  [(key, _show(cfg[key]), cfg.source(key), owners.get(key, "-")) for key in sorted(cfg)])
     return "\n".join(out)
 
 

@@ -179,7 +179,7 @@ class PlotMetrics:
 
     def draw(self, name: str) -> str:
         """Write the PNG of metric ``name`` now; returns its path."""
-        from mxkit.memplan.picture import matplotlib_figure
+        from mxkit.core.plotting import matplotlib_figure
 
         series = self.series(name)
         figure = matplotlib_figure("mx.callback.PlotMetrics", extra="mxkit-train[plot]")
