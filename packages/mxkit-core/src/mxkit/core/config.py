@@ -238,7 +238,8 @@ def check_environment(environ: Mapping[str, str] | None = None) -> None:
     known = {spec.env_var for spec in options.values()}
     for name in (environ if environ is not None else os.environ):
         if name.startswith("MXKIT_") and name not in known and name not in NON_CONFIG_VARIABLES:
-            close = closest_names(name, known | NON_CONFIG_VARIABLES)
+            # compared without the common MXKIT_ prefix, which would make every name look close
+            close = ["MXKIT_" + c for c in closest_names(name[6:], [k[6:] for k in known | NON_CONFIG_VARIABLES])]
             hint = f"did you mean {' or '.join(close)}?" if close else "it is not a configuration key"
             raise ConfigError(
                 f"{name}: {hint} (environment variable {name} is set, but no installed mxkit component "

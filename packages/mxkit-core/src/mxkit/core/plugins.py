@@ -48,9 +48,10 @@ ENTRY_POINT_GROUP = "mxkit"
 BUILTIN_PLUGIN_MODULES: tuple[tuple[str, str], ...] = (
     ("mxkit.engine.plugin", "mxkit-engine"),
     ("mxkit.memplan.plugin", "mxkit-memplan"),
-    ("mxkit.ndarray.plugin", "mxkit-ndarray"),
-    ("mxkit.io.plugin", "mxkit-io"),
-    ("mxkit.symbol.plugin", "mxkit-symbol"),
+    # ndarray, io and symbol import numpy on import: their plugins sit beside them, cheap
+    ("mxkit.ndarray_plugin", "mxkit-ndarray"),
+    ("mxkit.io_plugin", "mxkit-io"),
+    ("mxkit.symbol_plugin", "mxkit-symbol"),
     ("mxkit.kvstore.plugin", "mxkit-kvstore"),
     ("mxkit.train.plugin", "mxkit-train"),
 )

@@ -1,6 +1,9 @@
 """mxkit-symbol's plugin: the configuration keys of the executor and the graph passes.
 
-Registered by mxkit-core's plugin manager as a built-in; imports nothing but core.
+Registered by mxkit-core's plugin manager as a built-in. It sits beside ``mxkit.symbol``, not
+inside it, because importing ``mxkit.symbol`` loads numpy and its operators, and building the
+plugin manager (which any configuration read does) must stay cheap: a memplan-only
+program never pays for the array layer.
 """
 
 from __future__ import annotations

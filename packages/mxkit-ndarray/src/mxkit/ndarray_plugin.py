@@ -1,7 +1,9 @@
 """mxkit-ndarray's plugin: the configuration keys the array layer reads.
 
-Registered by mxkit-core's plugin manager as a built-in; cheap to import (the option
-specs only).
+Registered by mxkit-core's plugin manager as a built-in. It sits beside ``mxkit.ndarray``, not
+inside it, because importing ``mxkit.ndarray`` loads numpy and its operators, and building the
+plugin manager (which any configuration read does) must stay cheap: a memplan-only
+program never pays for the array layer.
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """mxkit-io's plugin: the configuration keys of the data pipeline.
 
-Registered by mxkit-core's plugin manager as a built-in; imports nothing but core.
+Registered by mxkit-core's plugin manager as a built-in. It sits beside ``mxkit.io``, not
+inside it, because importing ``mxkit.io`` loads numpy and the iterators, and building the
+plugin manager (which any configuration read does) must stay cheap: a memplan-only
+program never pays for the array layer.
 """
 
 from __future__ import annotations
