@@ -226,8 +226,11 @@ def _option(key: str, source: str, options: Mapping[str, OptionSpec] | None = No
 _env_checked: tuple[int, int] | None = None
 
 
-def check_environment(environ: Mapping[str, str] | None = None) -> None:
+def check_environment(names: Iterable[str] | None = None) -> None:
     """Fail on an ``MXKIT_*`` variable that is neither a declared key nor a non-config variable.
+
+    ``names`` are the variable names to check (an environment mapping will do; default:
+    ``os.environ``).
 
     Raises
     ------
@@ -236,7 +239,7 @@ def check_environment(environ: Mapping[str, str] | None = None) -> None:
     """
     options = _options()
     known = {spec.env_var for spec in options.values()}
-    for name in (environ if environ is not None else os.environ):
+    for name in (names if names is not None else os.environ):
         if name.startswith("MXKIT_") and name not in known and name not in NON_CONFIG_VARIABLES:
             # compared without the common MXKIT_ prefix, which would make every name look close
             close = ["MXKIT_" + c for c in closest_names(name[6:], [k[6:] for k in known | NON_CONFIG_VARIABLES])]
