@@ -174,11 +174,15 @@ def _file_layer(directory: Path) -> tuple[dict[str, Any], str]:
             continue
         cached = _file_cache.get(path)
         if cached is not None and cached[0] == mtime:
+            if not cached[2]:
+                continue  # a pyproject.toml without [tool.mxkit], as last read
             return cached[1], cached[2]
         table: Any = _read_toml(path)
         for part in table_path:
             table = table.get(part, {}) if isinstance(table, dict) else {}
         if table_path and not table:
+            # remembered too: parsing a project's pyproject.toml on every read costs milliseconds
+            _file_cache[path] = (mtime, {}, "")
             continue
         label = f"{path}" + (" [tool.mxkit]" if table_path else "")
         values = dict(table)
@@ -285,6 +289,55 @@ class Config(Mapping[str, Any]):
         return f"Config({body})"
 
 
+def _check_process_environment(table: OptionTable) -> None:
+    """:func:`check_environment` on ``os.environ``, and every MXKIT_* value converted, redone
+    only when the number of variables or the option table changed (see ``_env_checked``)."""
+    global _env_checked
+    stamp = (id(table), len(os.environ))
+    if stamp == _env_checked:
+        return
+    check_environment(os.environ)
+    for opt in table.specs.values():
+        raw = os.environ.get(opt.env_var)
+        if raw is not None:
+            opt.convert(raw, f"environment {opt.env_var}")
+    _env_checked = stamp
+
+
+# Converted values of the config file, per (path, mtime, option table): a file is
+# validated once, not at every read.
+_file_values_cache: dict[tuple[str, int, int], dict[str, Any]] = {}
+
+
+def _file_values(directory: Path, table: OptionTable, bootstrap: bool) -> tuple[dict[str, Any], str]:
+    """The config file's values, converted and validated, and its label (``""``: no file)."""
+    raw_values, label = _file_layer(directory)
+    if not label:
+        return {}, ""
+    cache_key = (label, _file_cache_mtime(label), id(table))
+    if not bootstrap:
+        cached = _file_values_cache.get(cache_key)
+        if cached is not None:
+            return cached, label
+    source = f"file {label}"
+    values = {}
+    for key, raw in raw_values.items():
+        if bootstrap and key not in table.specs:
+            continue  # checked once every component's keys are known
+        values[key] = _option(key, source, table.specs).convert(raw, source)
+    if not bootstrap:
+        if len(_file_values_cache) > 64:
+            _file_values_cache.clear()
+        _file_values_cache[cache_key] = values
+    return values, label
+
+
+def _file_cache_mtime(label: str) -> int:
+    path = Path(label.removesuffix(" [tool.mxkit]"))
+    cached = _file_cache.get(path)
+    return cached[0] if cached is not None else -1
+
+
 def load(directory: str | os.PathLike[str] | None = None,
          environ: Mapping[str, str] | None = None) -> Config:
     """Merge every layer (except explicit arguments) into a validated :class:`Config`.
@@ -295,29 +348,22 @@ def load(directory: str | os.PathLike[str] | None = None,
         A value is invalid for its key, or a file or ``MXKIT_*`` variable names a key no
         installed component declares (with the closest known names).
     """
-    global _env_checked
     bootstrap = getattr(_building, "active", False)
     table = option_table()
     options = table.specs
     if environ is None:
         environ = os.environ
         if not bootstrap:
-            stamp = (id(table), len(environ))
-            if stamp != _env_checked:
-                check_environment(environ)
-                _env_checked = stamp
+            _check_process_environment(table)
     elif not bootstrap:
         check_environment(environ)
     values = {key: opt.default for key, opt in options.items()}
     sources = dict.fromkeys(options, "default")
 
-    table_values, label = _file_layer(Path(directory) if directory is not None else Path.cwd())
-    for key, raw in table_values.items():
-        source = f"file {label}"
-        if bootstrap and key not in options:
-            continue  # checked once every component's keys are known
-        values[key] = _option(key, source, options).convert(raw, source)
-        sources[key] = source
+    file_values, label = _file_values(Path(directory) if directory is not None else Path.cwd(), table, bootstrap)
+    for key, value in file_values.items():
+        values[key] = value
+        sources[key] = f"file {label}"
 
     for key, opt in options.items():
         raw_env = environ.get(opt.env_var)
@@ -355,11 +401,29 @@ def get(key: str, explicit: Any = None) -> Any:
 
 def resolve(key: str, explicit: Any = None) -> tuple[Any, str]:
     """``(value, source)`` of ``key``, an explicit call argument winning over all layers."""
-    opt = _option(key, "a call")
+    bootstrap = getattr(_building, "active", False)
+    table = option_table()
+    opt = _option(key, "a call", table.specs)
     if explicit is not None:
         return opt.convert(explicit, "argument"), "argument"
-    cfg = load()
-    return cfg[key], cfg.source(key)
+    # One key through the layers, highest first: hot paths (an array created without a dtype
+    # reads default_dtype) must not pay for every key. The whole file and the names and
+    # values of the MXKIT_* variables are still checked, once per change.
+    if not bootstrap:
+        _check_process_environment(table)
+    with _override_lock:
+        layers = list(_override_stack)
+    for layer in reversed(layers):
+        if key in layer:
+            return layer[key], "override()"
+    file_values, label = _file_values(Path.cwd(), table, bootstrap)  # validated even when env wins
+    raw_env = os.environ.get(opt.env_var)
+    if raw_env is not None:
+        source = f"environment {opt.env_var}"
+        return opt.convert(raw_env, source), source
+    if key in file_values:
+        return file_values[key], f"file {label}"
+    return opt.default, "default"
 
 
 __all__ = [
