@@ -110,3 +110,27 @@ def test_a_bad_value_of_a_plugin_declared_key_names_key_value_source_and_choices
     assert result.returncode != 0
     assert "config key 'io_batch_type' = 'tensor' (from file" in result.stderr
     assert "choices: auto, numpy, ndarray" in result.stderr
+
+
+def test_every_mxkit_variable_the_project_reads_is_a_key_or_a_listed_non_config_variable():
+    # a name used for another purpose that is not on NON_CONFIG_VARIABLES would make every
+    # process that sets it fail as a misspelled key
+    import re
+    from pathlib import Path
+
+    from mxkit.core import config
+
+    root = Path(__file__).resolve().parents[1]
+    files = [*root.glob("packages/*/src/**/*"), *root.glob("plugins/*/src/**/*"), *root.glob("benchmarks/**/*"),
+             *root.glob("examples/**/*"), *root.glob("docs/**/*"), *root.glob("packages/*/README.md"),
+             *root.glob("plugins/*/README.md"), root / "README.md", root / "noxfile.py", root / "tox.ini"]
+    used = set()
+    for path in files:
+        if path.is_file() and path.suffix in (".py", ".md", ".toml", ".ini", ".cfg", ".sh", ".yml", ".yaml"):
+            used |= set(re.findall(r"\bMXKIT_[A-Z][A-Z0-9_]*[A-Z0-9]\b", path.read_text(errors="replace")))
+    declared = {spec.env_var for spec in config.option_table().specs.values()}
+    assert used, "the scan found no MXKIT_ names at all"
+    # names the docs use as examples: the misspelling of the error message, and the key of the
+    # imaginary OpenCL plugin in the mxkit_options hookspec
+    examples = {"MXKIT_ENGNE", "MXKIT_OPENCL_PLATFORM"}
+    assert sorted(used - declared - config.NON_CONFIG_VARIABLES - examples) == []

@@ -94,9 +94,10 @@ _table_lock = threading.RLock()
 def forget_options() -> None:
     """Drop the collected option table (the plugin manager calls this when plugins change)."""
     global _table, _env_checked
-    with _table_lock:
-        _table = None
-        _env_checked = None
+    # no lock: the manager calls this while it is being built, and a thread collecting the
+    # options holds _table_lock while it waits for the manager (taking it here could deadlock)
+    _table = None
+    _env_checked = None
 
 
 def option_table() -> OptionTable:
@@ -281,7 +282,7 @@ class Config(Mapping[str, Any]):
             raise AttributeError(key) from None
 
     def source(self, key: str) -> str:
-        """Where the value of ``key`` came from (``"default"``, a file, ``MXKIT_X``...)."""
+        """Where the value of ``key`` came from (``"default"``, a file, ``environment MXKIT_ENGINE``...)."""
         return self._sources[key]
 
     def __repr__(self) -> str:

@@ -86,6 +86,14 @@ def _distribution_version(distribution: str) -> str | None:
 
 
 def _make_manager() -> pluggy.PluginManager:
+    # Until the manager is built only mxkit-core's keys are known (the manager reads some of
+    # them); a plugin that reads configuration while it is imported sees those alone, and the
+    # other components' keys are checked once collect_options() has run.
+    with config.bootstrapping():
+        return _make_manager_bootstrapping()
+
+
+def _make_manager_bootstrapping() -> pluggy.PluginManager:
     import pluggy
     from mxkit.core import hookspecs
 
@@ -93,9 +101,7 @@ def _make_manager() -> pluggy.PluginManager:
     pm.add_hookspecs(hookspecs)
     _plugin_info.clear()
     config.forget_options()
-    # Only mxkit-core's keys are known until the plugins are in; the rest are checked after.
-    with config.bootstrapping():
-        cfg = config.get_config()
+    cfg = config.get_config()
     if cfg.trace_plugins:
         pm.trace.root.setwriter(lambda message: sys.stderr.write(message))
         pm.enable_tracing()
