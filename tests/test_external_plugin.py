@@ -2,6 +2,7 @@
 entry point alone: a backend that holds and computes arrays, a kernel override, a memory
 planner and a consistency model, using only the published interfaces."""
 
+import os
 import subprocess
 import sys
 from importlib import metadata
@@ -29,13 +30,29 @@ def test_recorder_backend_planner_and_consistency_resolve(fresh_plugins):
     assert origin.distribution == "mxkit-recorder-plugin"
 
 
-def test_autoload_off_hides_the_outside_plugin(fresh_plugins, monkeypatch):
+def test_autoload_off_hides_the_outside_plugin_and_keeps_our_own(fresh_plugins, monkeypatch):
     from mxkit.core.errors import DeviceError
 
     monkeypatch.setenv("MXKIT_DISABLE_PLUGIN_AUTOLOAD", "1")
     fresh_plugins.reset_plugin_manager()
     with pytest.raises(DeviceError, match="recorder"):
         _ = Context("recorder", 0).backend
+    assert fresh_plugins.get_backend("cpu").name == "numpy"  # mxkit-cpu is ours: it stays
+    assert "recorder" not in {p.plugin for p in fresh_plugins.list_plugins()}
+
+
+def test_autoload_off_loads_the_plugins_the_config_names(fresh_plugins, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mxkit.toml").write_text('disable_plugin_autoload = true\nplugins = ["recorder"]\n')
+    fresh_plugins.reset_plugin_manager()
+    assert Context("recorder", 1).backend.device_id == 1
+    assert fresh_plugins.get_planner("recorder_apart").name == "recorder_apart"
+
+
+def test_a_fresh_process_with_autoload_off_computes_on_the_cpu():
+    code = "from mxkit import mx; assert (mx.nd.ones((2,)) * 3).asnumpy().tolist() == [3.0, 3.0]"
+    env = {**os.environ, "MXKIT_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=120)
 
 
 def test_mxkit_info_lists_it_with_its_distribution():

@@ -1,8 +1,9 @@
 """Configuration layering and validation (DESIGN §3)."""
 
 import pytest
-from mxkit.core import config
-from mxkit.core.errors import ConfigError
+from mxkit.core import config, hookimpl, plugins
+from mxkit.core.errors import ConfigError, DuplicatePluginError
+from mxkit.core.specs import OptionSpec
 
 
 def test_defaults_have_default_source():
@@ -140,15 +141,80 @@ def test_file_changes_are_seen(tmp_path):
 
 
 def test_choices_are_enforced_for_options_with_choices():
-    option = config.Option("layout_test", "str", "nchw", "test", choices=("nchw", "nhwc"))
+    option = OptionSpec("layout_test", "str", "nchw", "test", choices=("nchw", "nhwc"))
     assert option.convert("NHWC", "here") == "nhwc"
     with pytest.raises(ConfigError, match=r"choices: nchw, nhwc"):
         option.convert("ncw", "here")
 
 
-def test_register_option_conflict_is_an_error():
-    config.register_option(config.Option("test_only_key", "int", 1, "doc"))
-    config.register_option(config.Option("test_only_key", "int", 1, "doc"))  # identical: fine
-    with pytest.raises(ConfigError, match="already defined"):
-        config.register_option(config.Option("test_only_key", "int", 2, "doc"))
-    del config.OPTIONS["test_only_key"]
+class _DeclaresKeys:
+    """A plugin declaring configuration keys through the hook, as a component does."""
+
+    def __init__(self, *specs):
+        self.specs = specs
+
+    @hookimpl
+    def mxkit_options(self):
+        yield from self.specs
+
+
+def test_a_plugin_declared_key_works_in_every_layer(tmp_path, monkeypatch):
+    plugins.register_plugin(_DeclaresKeys(OptionSpec("widget_size", "int", 3, "doc", minimum=1)), name="widgets")
+    assert config.get("widget_size") == 3
+    assert config.owner("widget_size") == "widgets"
+    (tmp_path / "mxkit.toml").write_text("widget_size = 5\n")
+    assert config.resolve("widget_size") == (5, f"file {tmp_path / 'mxkit.toml'}")
+    monkeypatch.setenv("MXKIT_WIDGET_SIZE", "7")
+    assert config.get("widget_size") == 7
+    with config.override(widget_size=9):
+        assert config.get("widget_size") == 9
+    monkeypatch.setenv("MXKIT_WIDGET_SIZE", "0")
+    with pytest.raises(ConfigError, match=r"'widget_size' = '0' \(from environment MXKIT_WIDGET_SIZE\).*>= 1"):
+        config.get_config()
+
+
+def test_a_key_declared_twice_is_an_error_naming_both():
+    plugins.register_plugin(_DeclaresKeys(OptionSpec("widget_size", "int", 3, "doc")), name="widgets")
+    plugins.register_plugin(_DeclaresKeys(OptionSpec("widget_size", "int", 4, "doc")), name="gadgets")
+    with pytest.raises(DuplicatePluginError, match=r"widget_size.*widgets.*gadgets"):
+        config.get("engine")
+
+
+def test_a_key_unknown_until_its_plugin_is_registered(tmp_path):
+    (tmp_path / "mxkit.toml").write_text("widget_size = 5\n")
+    with pytest.raises(ConfigError, match="unknown config key 'widget_size'"):
+        config.get("engine")
+    plugins.register_plugin(_DeclaresKeys(OptionSpec("widget_size", "int", 3, "doc")), name="widgets")
+    assert config.get("widget_size") == 5
+
+
+def test_misspelled_key_in_file_suggests_the_closest(tmp_path):
+    (tmp_path / "mxkit.toml").write_text('memplna = "greedy"\n')
+    with pytest.raises(ConfigError, match=r"unknown config key 'memplna' .*did you mean 'memplan'\?"):
+        config.get_config()
+
+
+def test_misspelled_environment_variable_suggests_the_closest(monkeypatch):
+    monkeypatch.setenv("MXKIT_ENGNE", "naive")
+    with pytest.raises(ConfigError, match=r"^MXKIT_ENGNE: did you mean MXKIT_ENGINE\?"):
+        config.get("engine")
+    monkeypatch.delenv("MXKIT_ENGNE")
+    assert config.get("engine") == "threaded_per_device"
+
+
+def test_unrelated_mxkit_variable_is_an_error_listing_the_known_ones(monkeypatch):
+    monkeypatch.setenv("MXKIT_ZZZ_QQQ", "1")
+    with pytest.raises(ConfigError, match=r"MXKIT_ZZZ_QQQ: it is not a configuration key.*MXKIT_ENGINE"):
+        config.get_config()
+
+
+@pytest.mark.parametrize("name", sorted(config.NON_CONFIG_VARIABLES))
+def test_non_config_variables_are_left_alone(monkeypatch, name):
+    monkeypatch.setenv(name, "anything")
+    assert config.get("engine") == "threaded_per_device"
+
+
+def test_misspelled_override_suggests_the_closest():
+    with pytest.raises(ConfigError, match=r"unknown config key 'cpu_worker' \(from override\(\)\); "
+                                          r"did you mean 'cpu_workers'\?"), config.override(cpu_worker=2):
+        pass

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 from mxkit.core import config, hookimpl, plugins
-from mxkit.core.errors import DuplicatePluginError, PluginError, UnknownPluginError
+from mxkit.core.errors import ConfigError, DuplicatePluginError, PluginError, UnknownPluginError
 from mxkit.core.specs import BackendSpec, ConsistencySpec, EngineSpec, PlannerSpec
 
 
@@ -155,6 +155,53 @@ def test_autoload_disabled_skips_entry_points(monkeypatch):
         assert plugins.get_engine_spec("good").name == "good"
     finally:
         del sys.modules["mxkit_test_good_plugin"]
+
+
+class _Distribution:
+    def __init__(self, name):
+        self.name, self.version = name, "9.9"
+
+
+def _entry_point_of(distribution, name, module):
+    """An entry point as an installed distribution ``distribution`` would declare it."""
+    return metadata.EntryPoint(name, module, "mxkit")._for(_Distribution(distribution))
+
+
+def test_autoload_disabled_keeps_first_party_plugins_and_loads_the_named_ones(monkeypatch):
+    sys.modules["mxkit_test_first_party"] = _engine_plugin("ours")  # type: ignore[assignment]
+    sys.modules["mxkit_test_outside_a"] = _engine_plugin("outside_a")  # type: ignore[assignment]
+    sys.modules["mxkit_test_outside_b"] = _engine_plugin("outside_b")  # type: ignore[assignment]
+    try:
+        _fake_entry_points(
+            monkeypatch,
+            _entry_point_of("mxkit_cpu", "ours", "mxkit_test_first_party"),  # spelled as a wheel spells it
+            _entry_point_of("someone-elses", "outside_a", "mxkit_test_outside_a"),
+            _entry_point_of("someone-elses", "outside_b", "mxkit_test_outside_b"),
+        )
+        monkeypatch.setenv("MXKIT_DISABLE_PLUGIN_AUTOLOAD", "1")
+        assert plugins.get_engine_spec("ours").name == "ours"
+        with pytest.raises(UnknownPluginError, match="outside_a"):
+            plugins.get_engine_spec("outside_a")
+        monkeypatch.setenv("MXKIT_PLUGINS", "Outside_B")
+        plugins.reset_plugin_manager()
+        assert plugins.get_engine_spec("outside_b").name == "outside_b"
+        assert plugins.get_engine_spec("ours").name == "ours"
+        with pytest.raises(UnknownPluginError):
+            plugins.get_engine_spec("outside_a")
+        loaded = {p.plugin: p.distribution for p in plugins.list_plugins()}
+        assert loaded["outside_b"] == "someone-elses" and "outside_a" not in loaded
+    finally:
+        for name in ("mxkit_test_first_party", "mxkit_test_outside_a", "mxkit_test_outside_b"):
+            del sys.modules[name]
+
+
+def test_plugins_key_naming_no_installed_plugin_is_an_error(monkeypatch):
+    _fake_entry_points(monkeypatch, _entry_point_of("someone-elses", "present", "mxkit_test_absent_module"))
+    monkeypatch.setenv("MXKIT_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.setenv("MXKIT_PLUGINS", "recordr")
+    with pytest.raises(ConfigError, match=r"'plugins' \(from environment MXKIT_PLUGINS\) names 'recordr'.*"
+                                          r"installed: present"):
+        plugins.get_plugin_manager()
 
 
 def test_misspelt_hook_fails_loudly_when_registered_by_hand():

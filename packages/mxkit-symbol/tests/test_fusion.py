@@ -131,7 +131,7 @@ def test_fuse_is_a_real_pass_now_and_mirror_is_too():
     from mxkit.symbol import passes
 
     assert "fuse" not in passes._PLANNED and "mirror" not in passes._PLANNED
-    assert "fuse" in config.OPTIONS["graph_passes"].default
+    assert "fuse" in config.option_table().specs["graph_passes"].default
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         bind(sym.Variable("a") * 2 + 1, FUSE, grad_req="null", a=(2,))

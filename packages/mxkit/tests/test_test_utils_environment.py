@@ -14,7 +14,8 @@ from mxkit.core import config
 from mxkit.core.errors import ConfigError, FormatError, MXKitError
 from mxkit.mx import test_utils as tu
 
-VARIABLE = "MXKIT_TEST_UTILS_PROBE"
+# not MXKIT_*: an unknown MXKIT_ variable is a configuration error (a misspelled key)
+VARIABLE = "TEST_UTILS_PROBE_OF_MXKIT"
 
 
 def test_environment_sets_and_restores(monkeypatch):
@@ -29,6 +30,14 @@ def test_environment_sets_and_restores(monkeypatch):
     with pytest.raises(RuntimeError), tu.environment(VARIABLE, "during an error"):
         raise RuntimeError("restored anyway")
     assert os.environ[VARIABLE] == "before"
+
+
+def test_a_misspelled_mxkit_variable_fails_before_anything_changes(monkeypatch):
+    monkeypatch.delenv("MXKIT_ENGNE", raising=False)
+    with pytest.raises(ConfigError, match=r"MXKIT_ENGNE: did you mean MXKIT_ENGINE\?"), \
+            tu.environment({"MXKIT_ENGNE": "naive"}):
+        pass
+    assert "MXKIT_ENGNE" not in os.environ
 
 
 def test_config_keys_take_effect_inside(monkeypatch):

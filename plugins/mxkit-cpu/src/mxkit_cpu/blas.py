@@ -26,15 +26,6 @@ _lock = threading.Lock()
 _applied = False
 
 
-def register_option() -> None:
-    """Declare the ``cpu_blas_threads`` configuration key (idempotent)."""
-    from mxkit.core import config
-
-    config.register_option(config.Option(
-        _OPTION_KEY, "int", 1, "threads of numpy's BLAS once mxkit uses the CPU (0: leave the library's own "
-        "setting); big products are split across cpu_kernel_threads instead", minimum=0))
-
-
 def limit_blas_threads() -> None:
     """Apply config ``cpu_blas_threads`` to numpy's BLAS, once per process (later calls do nothing)."""
     global _applied
@@ -45,7 +36,6 @@ def limit_blas_threads() -> None:
             return
         from mxkit.core import config
 
-        register_option()
         wanted = int(config.get(_OPTION_KEY))
         if wanted > 0:
             from threadpoolctl import threadpool_limits
@@ -68,4 +58,4 @@ def product(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     parallel.run_split(block, rows, rows * a.shape[1] * b.shape[1], uses_blas=True)
 
 
-__all__ = ["limit_blas_threads", "product", "register_option"]
+__all__ = ["limit_blas_threads", "product"]

@@ -134,15 +134,13 @@ def _compiled_kernels() -> dict:
 
 def register(registry: Any) -> None:
     """Register every kernel of :data:`KERNELS` (and the Cython ones) for backend ``numpy``."""
-    from mxkit_cpu import blas, dense, parallel
+    from mxkit_cpu import dense
 
-    parallel.register_option()
-    blas.register_option()
     for name, kernel in {**KERNELS, **dense.KERNELS, **_compiled_kernels()}.items():
         registry.register_kernel(name, backend="numpy", kernel=kernel)
     try:
         from mxkit_cpu import update
     except ImportError:  # built without the extensions
         return
-    for name, kernel in update.KERNELS.items():  # operators of mxkit-train, defined when it is imported
-        registry.register_kernel(name, backend="numpy", kernel=kernel, when_defined=True)
+    for name, kernel in update.KERNELS.items():  # the optimizer updates of mxkit.ndarray.ops.optimizer_update
+        registry.register_kernel(name, backend="numpy", kernel=kernel)

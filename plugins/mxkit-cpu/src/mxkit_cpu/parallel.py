@@ -40,15 +40,6 @@ _local = threading.local()
 _blas: list | None = None
 
 
-def register_option() -> None:
-    """Declare the ``cpu_kernel_threads`` configuration key (idempotent)."""
-    from mxkit.core import config
-
-    config.register_option(config.Option(
-        _OPTION_KEY, "int", 0, "threads one CPU convolution, pooling or activation kernel splits its work across "
-        "(0: one per core)", minimum=0))
-
-
 def _cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -62,7 +53,6 @@ def kernel_threads() -> int:
     if _threads is None:
         from mxkit.core import config
 
-        register_option()
         wanted = int(config.get(_OPTION_KEY))
         _threads = wanted if wanted > 0 else _cores()
     return _threads
@@ -197,5 +187,5 @@ def clear_scratch() -> None:
     _local.buffers = OrderedDict()
 
 
-__all__ = ["MIN_PARALLEL_WORK", "blas_threads", "clear_scratch", "kernel_threads", "plan_blocks", "register_option",
+__all__ = ["MIN_PARALLEL_WORK", "blas_threads", "clear_scratch", "kernel_threads", "plan_blocks",
            "reset", "run_blocks", "run_split", "scratch", "split"]

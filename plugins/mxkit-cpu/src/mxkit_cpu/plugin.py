@@ -1,7 +1,7 @@
 """Registers device type ``cpu`` through the public hook, as any third party would."""
 
 from mxkit.core import hookimpl
-from mxkit.core.specs import BackendSpec
+from mxkit.core.specs import BackendSpec, OptionSpec
 
 
 def _make_cpu_backend(device_id: int):
@@ -23,3 +23,14 @@ def mxkit_kernels(registry):
     from mxkit_cpu.kernels import register
 
     register(registry)
+
+
+@hookimpl
+def mxkit_options():
+    """The thread counts of the CPU kernels (mxkit_cpu.parallel) and of numpy's BLAS (mxkit_cpu.blas)."""
+    yield OptionSpec("cpu_kernel_threads", "int", 0,
+                     "threads one CPU convolution, pooling or activation kernel splits its work across "
+                     "(0: one per core)", minimum=0)
+    yield OptionSpec("cpu_blas_threads", "int", 1,
+                     "threads of numpy's BLAS once mxkit uses the CPU (0: leave the library's own setting); "
+                     "big products are split across cpu_kernel_threads instead", minimum=0)

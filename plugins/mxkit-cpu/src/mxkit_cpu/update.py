@@ -1,8 +1,8 @@
 """``sgd_update``, ``sgd_mom_update`` and ``adam_update`` in one pass over memory (:mod:`mxkit_cpu._update`).
 
-These operators are defined by mxkit-train when its optimizers are imported, after the
-registry has asked the plugins for kernels, so they are registered with
-``when_defined=True``. The results equal the generic kernels' to the bit; arrays the loops
+The operators are mxkit-ndarray's (:mod:`mxkit.ndarray.ops.optimizer_update`); these
+kernels override its generic ones for backend ``numpy``. The results equal the generic
+kernels' to the bit; arrays the loops
 do not cover (mixed or non-float dtypes, non-contiguous) go to the generic kernels.
 """
 

@@ -21,11 +21,7 @@ import threading
 from typing import Any
 
 from mxkit.core import config
-from mxkit.core.config import Option, register_option
 from mxkit.core.errors import DeviceError
-
-register_option(Option("cuda_tf32", "bool", True,
-                       "let cuDNN run float32 convolutions on TF32 tensor cores (faster, ~1e-3 relative error)"))
 
 _DATA_TYPES = {"float32": 0, "float64": 1, "float16": 2}
 _CROSS_CORRELATION = 1

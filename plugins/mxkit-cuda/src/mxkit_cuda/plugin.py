@@ -2,7 +2,7 @@
 exactly as an outside package would."""
 
 from mxkit.core import hookimpl
-from mxkit.core.specs import BackendSpec
+from mxkit.core.specs import BackendSpec, OptionSpec
 
 
 def _make_gpu_backend(device_id: int):
@@ -45,3 +45,10 @@ def mxkit_kernels(registry):
     from mxkit_cuda.kernels import register
 
     register(registry)
+
+
+@hookimpl
+def mxkit_options():
+    """``cuda_tf32`` (mxkit_cuda.cudnn)."""
+    yield OptionSpec("cuda_tf32", "bool", True,
+                     "let cuDNN run float32 convolutions on TF32 tensor cores (faster, ~1e-3 relative error)")

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import pluggy
-from mxkit.core.specs import BackendSpec, CompressorSpec, ConsistencySpec, EngineSpec, PlannerSpec
+from mxkit.core.specs import BackendSpec, CompressorSpec, ConsistencySpec, EngineSpec, OptionSpec, PlannerSpec
 
 PROJECT_NAME = "mxkit"
 
@@ -144,13 +144,41 @@ def mxkit_gradient_compressors() -> Iterable[CompressorSpec]:  # type: ignore[em
 
 
 @hookspec
+def mxkit_options() -> Iterable[OptionSpec]:  # type: ignore[empty-body]
+    """Yield the configuration keys this plugin reads.
+
+    Every key a component or plugin reads with ``mxkit.core.config.get`` is declared
+    here, next to the plugin's other hooks, never as a side effect of importing the
+    module that reads it: mxkit collects the keys of every installed plugin before it
+    validates ``mxkit.toml``, ``[tool.mxkit]``, ``MXKIT_*`` and ``override()``, so a key
+    works whatever was imported first, and a misspelled one fails with the closest names.
+    ``mxkit info`` shows which plugin declared each key. Two plugins declaring one key is
+    an error naming both.
+
+    Example
+    -------
+    ::
+
+        from mxkit.core import hookimpl
+        from mxkit.core.specs import OptionSpec
+
+        @hookimpl
+        def mxkit_options():
+            yield OptionSpec("opencl_platform", "int", 0, "which OpenCL platform to use", minimum=0)
+
+    Then ``opencl_platform = 1`` in ``mxkit.toml``, ``MXKIT_OPENCL_PLATFORM=1`` or
+    ``config.override(opencl_platform=1)`` sets it, and ``config.get("opencl_platform")``
+    reads it.
+    """
+
+
+@hookspec
 def mxkit_kernels(registry: Any) -> None:
     """Register backend-specific kernels into the operator registry.
 
-    Called once when mxkit-ndarray builds its operator registry. A backend overrides
-    only the kernels it can do better than the generic ``xp`` kernel. Operators that a
-    package defines when it is imported (mxkit-train's optimizer updates) may not exist
-    yet: ``register_kernel(..., when_defined=True)`` attaches the kernel once they do.
+    Called once when mxkit-ndarray builds its operator registry, after every operator is
+    defined. A backend overrides only the kernels it can do better than the generic ``xp``
+    kernel.
 
     Example
     -------
@@ -172,5 +200,6 @@ HOOK_NAMES = (
     "mxkit_memory_planners",
     "mxkit_consistency_models",
     "mxkit_gradient_compressors",
+    "mxkit_options",
     "mxkit_kernels",
 )

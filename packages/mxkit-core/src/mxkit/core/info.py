@@ -21,16 +21,19 @@ def render_info() -> str:
     out: list[str] = ["mxkit plugins", ""]
     plugin_rows = [(p.plugin, p.distribution or "-", p.version or "-") for p in list_plugins()]
     out += _table(("plugin", "distribution", "version"), plugin_rows) if plugin_rows else ["(none)"]
-    for registry in _REGISTRIES.values():
+    for kind, registry in _REGISTRIES.items():
+        if kind == "option":
+            continue  # shown with the configuration, owner beside each key
         out += ["", f"{_plural(registry.kind)}:"]
         rows = [(name, origin.describe(), _describe(spec)) for name, spec, origin in registry.items()]
         rows += [(name, "CONFLICT: " + " and ".join(o.describe() for o in origins), "")
                  for name, origins in registry.conflicts().items()]
         out += _table(("name", "from", "description"), rows) if rows else ["  (none installed)"]
     cfg = config.get_config()
+    owners = config.option_table().owners
     out += ["", "configuration"]
-    out += _table(("key", "value", "source"),
-                  [(key, _show(cfg[key]), cfg.source(key)) for key in sorted(cfg)])
+    out += _table(("key", "value", "source", "declared by"),
+                  [(key, _show(cfg[key]), cfg.source(key), owners.get(key, "-")) for key in sorted(cfg)])
     return "\n".join(out)
 
 

@@ -2,16 +2,22 @@
 
 The manager is built on first use by :func:`get_plugin_manager` (cached; tests call
 :func:`reset_plugin_manager` to rebuild it) and never at import time. Built-in plugins,
-the plugin modules of mxkit's own components that are installed, register first; then,
-unless ``MXKIT_DISABLE_PLUGIN_AUTOLOAD`` is set, every entry point of group ``mxkit``,
-each in its own ``try`` so that a broken plugin becomes a :class:`PluginLoadWarning`
-naming it, and the framework keeps working.
+mxkit-core's own and the plugin modules of mxkit's components that are installed,
+register first; then every entry point of group ``mxkit``, each in its own ``try`` so
+that a broken plugin becomes a :class:`PluginLoadWarning` naming it, and the framework
+keeps working. With ``disable_plugin_autoload`` set, only the entry points of mxkit's
+own distributions (:data:`FIRST_PARTY_DISTRIBUTIONS`: the CPU and CUDA backends) and
+those the config key ``plugins`` names are loaded (pytest's ``-p name``).
+
+Configuration keys are declared through the ``mxkit_options`` hook and collected once
+the plugins are (:func:`collect_options`); until then only mxkit-core's keys are known.
 """
 
 from __future__ import annotations
 
 import functools
 import importlib
+import re
 import sys
 import threading
 import warnings
@@ -20,12 +26,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from mxkit.core import config
-from mxkit.core.errors import DuplicatePluginError, PluginError, UnknownPluginError
+from mxkit.core.errors import ConfigError, DuplicatePluginError, PluginError, UnknownPluginError
 from mxkit.core.specs import (
     BackendSpec,
     CompressorSpec,
     ConsistencySpec,
     EngineSpec,
+    OptionSpec,
     PlannerSpec,
     PluginInfo,
     normalize_name,
@@ -41,8 +48,24 @@ ENTRY_POINT_GROUP = "mxkit"
 BUILTIN_PLUGIN_MODULES: tuple[tuple[str, str], ...] = (
     ("mxkit.engine.plugin", "mxkit-engine"),
     ("mxkit.memplan.plugin", "mxkit-memplan"),
+    # ndarray, io and symbol import numpy on import: their plugins sit beside them, cheap
+    ("mxkit.ndarray_plugin", "mxkit-ndarray"),
+    ("mxkit.io_plugin", "mxkit-io"),
+    ("mxkit.symbol_plugin", "mxkit-symbol"),
     ("mxkit.kvstore.plugin", "mxkit-kvstore"),
+    ("mxkit.train.plugin", "mxkit-train"),
 )
+
+#: mxkit-core's own plugin (its configuration keys); always registered first.
+CORE_PLUGIN_MODULE = "mxkit.core.plugin"
+
+#: Distributions of mxkit itself: their entry points (the first-party backends, which are
+#: registered through entry points exactly as an outside plugin would be) load even when
+#: ``disable_plugin_autoload`` is set.
+FIRST_PARTY_DISTRIBUTIONS: frozenset[str] = frozenset({
+    "mxkit", "mxkit-core", "mxkit-engine", "mxkit-ndarray", "mxkit-memplan", "mxkit-symbol",
+    "mxkit-kvstore", "mxkit-io", "mxkit-train", "mxkit-cpu", "mxkit-cuda",
+})
 
 
 class PluginLoadWarning(UserWarning):
@@ -63,17 +86,30 @@ def _distribution_version(distribution: str) -> str | None:
 
 
 def _make_manager() -> pluggy.PluginManager:
+    # Until the manager is built only mxkit-core's keys are known (the manager reads some of
+    # them); a plugin that reads configuration while it is imported sees those alone, and the
+    # other components' keys are checked once collect_options() has run.
+    with config.bootstrapping():
+        return _make_manager_bootstrapping()
+
+
+def _make_manager_bootstrapping() -> pluggy.PluginManager:
     import pluggy
     from mxkit.core import hookspecs
 
     pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
     pm.add_hookspecs(hookspecs)
     _plugin_info.clear()
+    config.forget_options()
     cfg = config.get_config()
     if cfg.trace_plugins:
         pm.trace.root.setwriter(lambda message: sys.stderr.write(message))
         pm.enable_tracing()
 
+    core_plugin = importlib.import_module(CORE_PLUGIN_MODULE)
+    pm.register(core_plugin, name=CORE_PLUGIN_MODULE)
+    _plugin_info[CORE_PLUGIN_MODULE] = PluginInfo(CORE_PLUGIN_MODULE, "mxkit-core",
+                                                  _distribution_version("mxkit-core"))
     for module_name, distribution in BUILTIN_PLUGIN_MODULES:
         try:
             module = importlib.import_module(module_name)
@@ -85,18 +121,34 @@ def _make_manager() -> pluggy.PluginManager:
         _plugin_info[module_name] = PluginInfo(module_name, distribution, _distribution_version(distribution))
     _check_pending_or_raise(pm)
 
-    if not cfg.disable_plugin_autoload:
-        _load_entry_points(pm)
+    _load_entry_points(pm, autoload=not cfg.disable_plugin_autoload, wanted=cfg.plugins,
+                       wanted_source=cfg.source("plugins"))
     return pm
 
 
-def _load_entry_points(pm: pluggy.PluginManager) -> None:
+def _canonical_distribution(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _load_entry_points(pm: pluggy.PluginManager, autoload: bool = True, wanted: tuple[str, ...] = (),
+                       wanted_source: str = "default") -> None:
     from importlib import metadata
 
-    for entry_point in metadata.entry_points(group=ENTRY_POINT_GROUP):
+    entry_points = list(metadata.entry_points(group=ENTRY_POINT_GROUP))
+    missing = sorted(set(wanted) - {normalize_name(ep.name) for ep in entry_points})
+    if missing:
+        available = ", ".join(sorted(ep.name for ep in entry_points)) or "none"
+        raise ConfigError(
+            f"config key 'plugins' (from {wanted_source}) names {', '.join(map(repr, missing))}, but no "
+            f"installed package has an mxkit entry point of that name; installed: {available}"
+        )
+    for entry_point in entry_points:
         if pm.has_plugin(entry_point.name) or pm.is_blocked(entry_point.name):
             continue
         dist = getattr(entry_point, "dist", None)
+        first_party = dist is not None and _canonical_distribution(dist.name) in FIRST_PARTY_DISTRIBUTIONS
+        if not (autoload or first_party or normalize_name(entry_point.name) in wanted):
+            continue
         info = PluginInfo(entry_point.name, dist.name if dist else None, dist.version if dist else None)
         try:
             plugin = entry_point.load()
@@ -149,6 +201,7 @@ def reset_plugin_manager() -> None:
         _cached_manager.cache_clear()
         for registry in _REGISTRIES.values():
             registry.clear()
+        config.forget_options()
 
 
 def check_pending() -> None:
@@ -171,6 +224,7 @@ def register_plugin(plugin: object, name: str | None = None) -> str:
         _plugin_info[registered] = PluginInfo(registered)
         for registry in _REGISTRIES.values():
             registry.clear()
+        config.forget_options()
         return registered
 
 
@@ -181,6 +235,7 @@ def unregister_plugin(name: str) -> None:
         _plugin_info.pop(name, None)
         for registry in _REGISTRIES.values():
             registry.clear()
+        config.forget_options()
 
 
 def plugin_info(plugin_name: str) -> PluginInfo:
@@ -322,11 +377,38 @@ _REGISTRIES: dict[str, PluginRegistry[Any]] = {
                                   "The built-in models come with mxkit-kvstore (pip install mxkit-kvstore)."),
     "compressor": PluginRegistry("gradient compressor", "mxkit_gradient_compressors", CompressorSpec,
                                  "The built-in compressors come with mxkit-kvstore (pip install mxkit-kvstore)."),
+    "option": PluginRegistry("config key", "mxkit_options", OptionSpec,
+                             "A key is declared by the component that reads it; install that component."),
 }
 
 
+def collect_options() -> tuple[dict[str, OptionSpec], dict[str, str]]:
+    """Every configuration key declared through ``mxkit_options``, and who declared each.
+
+    Raises
+    ------
+    DuplicatePluginError
+        Two plugins declare one key (the message names both).
+    """
+    option_registry = registry("option")
+    conflicts = option_registry.conflicts()
+    if conflicts:
+        key, origins = next(iter(sorted(conflicts.items())))
+        raise DuplicatePluginError(
+            f"config key {key!r} is declared by more than one plugin: "
+            f"{' and '.join(origin.describe() for origin in origins)}"
+        )
+    specs: dict[str, OptionSpec] = {}
+    owners: dict[str, str] = {}
+    for name, spec, origin in option_registry.items():
+        specs[name] = spec
+        owners[name] = origin.distribution or origin.plugin
+    return specs, owners
+
+
 def registry(kind: str) -> PluginRegistry[Any]:
-    """The registry of one kind: ``backend``, ``engine``, ``planner``, ``consistency``, ``compressor``."""
+    """The registry of one kind: ``backend``, ``engine``, ``planner``, ``consistency``, ``compressor``,
+    ``option``."""
     try:
         return _REGISTRIES[kind]
     except KeyError:
@@ -375,11 +457,14 @@ def call_kernel_hooks(kernel_registry: Any) -> None:
 
 __all__ = [
     "BUILTIN_PLUGIN_MODULES",
+    "CORE_PLUGIN_MODULE",
     "ENTRY_POINT_GROUP",
+    "FIRST_PARTY_DISTRIBUTIONS",
     "PluginLoadWarning",
     "PluginRegistry",
     "call_kernel_hooks",
     "check_pending",
+    "collect_options",
     "get_backend",
     "get_compressor",
     "get_consistency_model",

@@ -12,7 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mxkit.core.errors import PluginError
+from mxkit.core.errors import ConfigError, PluginError
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off", ""})
+OPTION_TYPES = ("str", "int", "float", "bool", "list")
 
 
 def normalize_name(name: object) -> str:
@@ -102,10 +106,25 @@ class EngineSpec(_NamedSpec):
 
 @dataclass(frozen=True)
 class PlannerSpec(_NamedSpec):
-    """A memory-planning strategy: ``planner(graph, **options) -> MemoryPlan``."""
+    """A memory-planning strategy: ``planner(graph, **options) -> MemoryPlan``.
+
+    Parameters
+    ----------
+    planner : callable
+        ``planner(graph, **options) -> MemoryPlan`` over mxkit-memplan's graph description.
+    description : str
+        One line for ``mxkit info``.
+    select_checkpoints : callable, optional
+        Set for a *recomputing* planner (``sublinear``): the client rewrites its graph
+        first so that backward recomputes the forward results this selection does not
+        keep, ``select_checkpoints(candidates, policy, segment_bytes) -> frozenset of
+        names`` (see :func:`mxkit.memplan.select_checkpoints`), then passes the planner
+        ``recompute=`` the names of the recomputing nodes. None for an ordinary planner.
+    """
 
     planner: Callable[..., Any] | None = None
     description: str = ""
+    select_checkpoints: Callable[..., frozenset[str]] | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -143,6 +162,114 @@ class CompressorSpec(_NamedSpec):
 
 
 @dataclass(frozen=True)
+class OptionSpec(_NamedSpec):
+    """A configuration key a component declares (hook ``mxkit_options``).
+
+    The key is read from ``mxkit.toml`` / ``[tool.mxkit]``, from ``MXKIT_<NAME>`` and
+    from ``config.override(name=...)``; core records which plugin declared it (shown by
+    ``mxkit info``).
+
+    Parameters
+    ----------
+    name : str
+        The key, lower-case (``"exec_bulk_size"``); its variable is ``MXKIT_EXEC_BULK_SIZE``.
+    type : {"str", "int", "float", "bool", "list"}
+        What values convert to (``list``: a tuple of lower-case strings; a comma-separated
+        string in the environment).
+    default : object
+        The value when no layer sets the key.
+    help : str
+        One line for ``mxkit info`` and error messages.
+    choices : tuple of str, optional
+        The only allowed values (strings are lower-cased before the check).
+    minimum : float, optional
+        The smallest allowed value of an ``int`` or ``float`` key.
+    plugin_kind : str, optional
+        The plugin registry whose names the value selects (``"engine"``): the value is
+        normalised like a plugin name and checked against the registry when it is used.
+    """
+
+    type: str = "str"
+    default: Any = None
+    help: str = ""
+    choices: tuple[str, ...] | None = None
+    minimum: float | None = None
+    plugin_kind: str | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.type not in OPTION_TYPES:
+            raise PluginError(f"option {self.name!r} has type {self.type!r}; types: {', '.join(OPTION_TYPES)}")
+        if self.choices is not None:
+            object.__setattr__(self, "choices", tuple(self.choices))
+
+    @property
+    def env_var(self) -> str:
+        """The environment variable of this key (``MXKIT_`` + upper-case name)."""
+        return "MXKIT_" + self.name.upper()
+
+    def convert(self, value: Any, source: str) -> Any:
+        """Return ``value`` converted to this option's type.
+
+        Raises
+        ------
+        ConfigError
+            Naming the key, the value, ``source`` and what would be right.
+        """
+        try:
+            converted = self._convert(value)
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f"config key {self.name!r} = {value!r} (from {source}) is not a valid {self.type}"
+                + self._hint()
+            ) from None
+        if self.choices is not None:
+            bad = [v for v in (converted if self.type == "list" else [converted]) if v not in self.choices]
+            if bad:
+                raise ConfigError(
+                    f"config key {self.name!r} = {value!r} (from {source}) is not allowed" + self._hint()
+                )
+        if self.minimum is not None and converted < self.minimum:
+            raise ConfigError(
+                f"config key {self.name!r} = {value!r} (from {source}) must be >= {self.minimum}"
+            )
+        return converted
+
+    def _hint(self) -> str:
+        if self.choices is not None:
+            return f"; choices: {', '.join(self.choices)}"
+        return f"; expected a {self.type}, e.g. {self.default!r}"
+
+    def _convert(self, value: Any) -> Any:
+        if self.type == "bool":
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+                return value.strip().lower() in _TRUE
+            if isinstance(value, int) and value in (0, 1):
+                return bool(value)
+            raise ValueError(value)
+        if self.type == "int":
+            if isinstance(value, bool) or isinstance(value, float):
+                raise TypeError(value)
+            return int(value)
+        if self.type == "float":
+            if isinstance(value, bool):
+                raise TypeError(value)
+            return float(value)
+        if self.type == "list":
+            if isinstance(value, str):
+                return tuple(p.strip().lower() for p in value.split(",") if p.strip())
+            if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+                return tuple(v.strip().lower() for v in value)
+            raise TypeError(value)
+        if not isinstance(value, str):
+            raise TypeError(value)
+        value = value.strip()
+        return value.lower() if self.plugin_kind or self.choices else value
+
+
+@dataclass(frozen=True)
 class PluginInfo:
     """Where a registered spec came from (for errors and ``mxkit info``)."""
 
@@ -163,6 +290,7 @@ __all__ = [
     "CompressorSpec",
     "ConsistencySpec",
     "EngineSpec",
+    "OptionSpec",
     "PlannerSpec",
     "PluginInfo",
     "normalize_name",

@@ -21,14 +21,6 @@ import os
 import threading
 from typing import Any
 
-from mxkit.core.config import OPTIONS, Option, register_option
-
-if "engine_exit_timeout" not in OPTIONS:
-    register_option(Option(
-        "engine_exit_timeout", "float", 10.0,
-        "seconds the threaded engines wait at interpreter exit for pending operations", minimum=0.0,
-    ))
-
 _lock = threading.Lock()
 _process_engine: Any = None
 # In a child process made by os.fork(): the type of the parent's engine, for a fresh one.

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from mxkit.core import hookimpl
-from mxkit.core.specs import EngineSpec
+from mxkit.core.specs import EngineSpec, OptionSpec
 
 
 def _make_naive(**options: Any) -> Any:
@@ -40,3 +40,13 @@ def mxkit_engines() -> Iterator[EngineSpec]:
                      description="one shared pool of worker threads for every device")
     yield EngineSpec(name="threaded_per_device", factory=_make_threaded_per_device,
                      description="a worker pool per device plus a priority pool (default)")
+
+
+@hookimpl
+def mxkit_options() -> Iterator[OptionSpec]:
+    """The engine's and the profiler's configuration keys."""
+    yield OptionSpec("engine_exit_timeout", "float", 10.0,
+                     "seconds the threaded engines wait at interpreter exit for pending operations", minimum=0.0)
+    yield OptionSpec("profiler_autostart", "bool", False, "start the profiler at import")
+    yield OptionSpec("profiler_filename", "str", "profile.json",
+                     "where the profiler started by profiler_autostart writes its trace at exit")

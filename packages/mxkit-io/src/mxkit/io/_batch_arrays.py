@@ -12,16 +12,7 @@ from typing import Any
 
 import numpy as np
 from mxkit.core import config
-from mxkit.core.config import Option, register_option
 from mxkit.core.errors import ConfigError, MissingComponentError
-
-register_option(
-    Option(
-        "io_batch_type", "str", "auto",
-        "array type of data-iterator batches (auto: NDArray when mxkit-ndarray is installed)",
-        choices=("auto", "numpy", "ndarray"),
-    )
-)
 
 
 @functools.cache

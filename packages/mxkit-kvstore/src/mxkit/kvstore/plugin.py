@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from mxkit.core.hookspecs import hookimpl
-from mxkit.core.specs import CompressorSpec, ConsistencySpec
+from mxkit.core.specs import CompressorSpec, ConsistencySpec, OptionSpec
 
 
 @hookimpl(tryfirst=True)
@@ -40,3 +40,15 @@ def mxkit_gradient_compressors() -> Iterator[CompressorSpec]:
                          description="float16 with error feedback")
     yield CompressorSpec(name="topk", factory=compression.TopKCompression,
                          description="largest-magnitude fraction (ratio) with error feedback")
+
+
+@hookimpl
+def mxkit_options() -> Iterator[OptionSpec]:
+    """The distributed store's configuration keys."""
+    yield OptionSpec("kvstore_bigarray_bound", "int", 1_000_000,
+                     "arrays with at least this many elements are split across servers", minimum=1)
+    yield OptionSpec("staleness", "int", 1,
+                     "dist_ssp's bound: no pull reads a value more than this many rounds stale", minimum=0)
+    yield OptionSpec("kvstore_timeout", "float", 300.0,
+                     "seconds a dist_* round, pull or barrier waits for missing workers before failing",
+                     minimum=0.001)

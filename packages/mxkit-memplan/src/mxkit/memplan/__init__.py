@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from mxkit.core.specs import PlannerSpec
 from mxkit.memplan.builder import GraphBuilder
 from mxkit.memplan.errors import GraphError, PlanError
 from mxkit.memplan.graph import Entry, Graph, InplaceOption, Node
@@ -22,16 +23,17 @@ from mxkit.memplan.plan import MemoryPlan, Pool, Storage, format_comparison
 from mxkit.memplan.sublinear import RecomputeCandidate, recompute_selector, select_checkpoints
 
 
-def plan_memory(graph: Graph, strategy: str | None = None, **options: Any) -> MemoryPlan:
+def plan_memory(graph: Graph, strategy: str | PlannerSpec | None = None, **options: Any) -> MemoryPlan:
     """Plan the memory of ``graph`` with a strategy chosen by name.
 
     Parameters
     ----------
     graph : Graph
         The graph description.
-    strategy : str, optional
-        A planner name registered through ``mxkit_memory_planners``; ``None`` uses the
-        configuration key ``memplan`` (``MXKIT_MEMPLAN``, default ``"auto"``).
+    strategy : str or PlannerSpec, optional
+        A planner name registered through ``mxkit_memory_planners`` (``None``: the
+        configuration key ``memplan``, ``MXKIT_MEMPLAN``, default ``"auto"``), or a planner
+        already resolved (``mxkit.core.plugins.get_planner``), used as it is.
     **options
         Passed to the planner (e.g. ``max_colours`` for ``coshare``).
 
@@ -54,7 +56,7 @@ def plan_memory(graph: Graph, strategy: str | None = None, **options: Any) -> Me
             f"plan_memory needs a mxkit.memplan.Graph, got {type(graph).__name__}; "
             f"build one with Graph(nodes, entries) or GraphBuilder"
         )
-    spec = get_planner(strategy)
+    spec = strategy if isinstance(strategy, PlannerSpec) else get_planner(strategy)
     planner: Callable[..., Any] = spec.planner  # type: ignore[assignment]  # a PlannerSpec checks callable
     plan = planner(graph, **options)
     if not isinstance(plan, MemoryPlan):

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from mxkit.core.errors import MissingComponentError
+from mxkit.core.plotting import matplotlib_figure
 from mxkit.memplan.errors import PlanError
 from mxkit.memplan.graph import Graph
 from mxkit.memplan.plan import MemoryPlan
@@ -135,30 +135,10 @@ def byte_unit(largest: float) -> tuple[str, int]:
     return chosen
 
 
-def matplotlib_figure(purpose: str, extra: str = "mxkit-memplan[plot]") -> Any:
-    """A new matplotlib ``Figure`` on the Agg canvas, or a clear error when matplotlib is missing.
-
-    No pyplot: a figure not registered with pyplot needs no display, leaks no global state
-    and is freed with its last reference.
-    """
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError as exc:
-        if (exc.name or "").split(".")[0] != "matplotlib":
-            raise
-        raise MissingComponentError(
-            f"{purpose} needs matplotlib, which is not installed; install it with pip install '{extra}'"
-        ) from None
-    figure = Figure(figsize=(9, 4.8), layout="constrained")
-    FigureCanvasAgg(figure)
-    return figure
-
-
 def draw_memory_picture(picture: MemoryPicture, ax: Any = None) -> Any:
     """Draw ``picture`` into ``ax`` (a new Agg figure's axes when None) and return the axes."""
     if ax is None:
-        ax = matplotlib_figure("MemoryPlan.plot").add_subplot()
+        ax = matplotlib_figure("MemoryPlan.plot", extra="mxkit-memplan[plot]").add_subplot()
     everything = [*picture.live_bytes, *(a.total_bytes for a in picture.arenas)]
     for _, curve in picture.other_curves:
         everything.extend(curve)
@@ -207,4 +187,4 @@ def _short(name: str, limit: int = 24) -> str:
     return name[: keep - keep // 2] + "\N{HORIZONTAL ELLIPSIS}" + name[len(name) - keep // 2:]
 
 
-__all__ = ["Arena", "MemoryPicture", "byte_unit", "draw_memory_picture", "matplotlib_figure", "memory_picture"]
+__all__ = ["Arena", "MemoryPicture", "byte_unit", "draw_memory_picture", "memory_picture"]

@@ -46,8 +46,6 @@ def _select_checkpoints(candidates: Any, policy: str = "sqrt", segment_bytes: fl
     return select_checkpoints(candidates, policy, segment_bytes)
 
 
-# the recompute protocol (mxkit.memplan.sublinear.recompute_selector): clients rewrite the graph first
-plan_sublinear.select_checkpoints = _select_checkpoints  # type: ignore[attr-defined]
 _SUBLINEAR_DESCRIPTION = "Chen et al. 2016: keep ~sqrt(n) forward results, recompute the rest in backward; then auto"
 
 
@@ -56,4 +54,6 @@ def mxkit_memory_planners() -> Iterator[PlannerSpec]:
     """Yield the built-in strategies: none, inplace, coshare, mxnet, greedy, auto, sublinear."""
     for name, description in _DESCRIPTIONS.items():
         yield PlannerSpec(name=name, planner=_lazy(name), description=description)
-    yield PlannerSpec(name="sublinear", planner=plan_sublinear, description=_SUBLINEAR_DESCRIPTION)
+    # a recomputing planner: clients rewrite the graph with its checkpoint selection first
+    yield PlannerSpec(name="sublinear", planner=plan_sublinear, description=_SUBLINEAR_DESCRIPTION,
+                      select_checkpoints=_select_checkpoints)

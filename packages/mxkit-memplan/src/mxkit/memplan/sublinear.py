@@ -16,8 +16,8 @@ package knows nothing of operators, so the work is split:
 3. :func:`plan_sublinear` plans the rewritten graph with the best ordinary strategy
    (``auto`` by default) and records which nodes recompute (``MemoryPlan.recompute``).
 
-A client learns that a planner wants step 2 from :func:`recompute_selector`: a planner
-callable with a ``select_checkpoints`` attribute is a recomputation strategy, whatever its
+A client learns that a planner wants step 2 from its :class:`~mxkit.core.specs.PlannerSpec`
+(or :func:`recompute_selector`): a spec with ``select_checkpoints`` set is a recomputation strategy, whatever its
 name, so a third-party plugin can bring its own selection.
 """
 
@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from mxkit.core.specs import PlannerSpec
 from mxkit.memplan.errors import PlanError
 from mxkit.memplan.graph import Graph
 from mxkit.memplan.plan import MemoryPlan
@@ -212,7 +213,7 @@ def plan_sublinear(graph: Graph, recompute: Iterable[str] = (), base: str = BASE
     if unknown:
         raise PlanError(f"sublinear planner: recompute names {unknown[:5]} are not nodes of the graph; give the "
                         f"names of the nodes that recompute forward results")
-    if recompute_selector(get_planner(base).planner) is not None:
+    if get_planner(base).select_checkpoints is not None:
         raise PlanError(f"sublinear planner: base {base!r} is itself a recomputing strategy; use an ordinary one "
                         f"such as auto, greedy or mxnet")
     plan = plan_memory(graph, base, **options)
@@ -221,16 +222,13 @@ def plan_sublinear(graph: Graph, recompute: Iterable[str] = (), base: str = BASE
                    planning_seconds=time.perf_counter() - started)
 
 
-plan_sublinear.select_checkpoints = select_checkpoints  # type: ignore[attr-defined]  # the recompute protocol
-
-
-def recompute_selector(planner: Callable[..., Any] | str | None) -> Callable[..., frozenset[str]] | None:
+def recompute_selector(planner: PlannerSpec | str | None) -> Callable[..., frozenset[str]] | None:
     """The checkpoint selection of a recomputing planner, or None for an ordinary one.
 
     Parameters
     ----------
-    planner : callable, str or None
-        A planner callable, or a planner name (None: config ``memplan``).
+    planner : PlannerSpec, str or None
+        A resolved planner, or a planner name (None: config ``memplan``).
 
     Returns
     -------
@@ -242,8 +240,8 @@ def recompute_selector(planner: Callable[..., Any] | str | None) -> Callable[...
     if planner is None or isinstance(planner, str):
         from mxkit.core.plugins import get_planner
 
-        planner = get_planner(planner).planner
-    return getattr(planner, "select_checkpoints", None)
+        planner = get_planner(planner)
+    return planner.select_checkpoints
 
 
 __all__ = ["BASE_STRATEGY", "POLICIES", "RecomputeCandidate", "plan_sublinear", "recompute_selector",

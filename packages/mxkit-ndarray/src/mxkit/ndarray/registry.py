@@ -203,7 +203,6 @@ class OperatorRegistry:
         self._ops: dict[str, OpDef] = {}
         self._canonical: list[str] = []
         self._lock = threading.Lock()
-        self._waiting: dict[str, dict[str, Kernel]] = {}  # kernels of operators not defined yet
 
     def register(self, op: OpDef) -> OpDef:
         """Add ``op`` under its name and aliases (a second definition of a name is an error)."""
@@ -215,7 +214,6 @@ class OperatorRegistry:
             for key in (op.name, *op.aliases):
                 self._ops[key] = op
             self._canonical.append(op.name)
-            op.kernels.update(self._waiting.pop(op.name, {}))  # a plugin's kernel overrides, as always
         return op
 
     def get(self, name: str) -> OpDef:
@@ -240,29 +238,25 @@ class OperatorRegistry:
         """Registered operator names (canonical ones, or every name and alias)."""
         return sorted(self._ops) if include_aliases else list(self._canonical)
 
-    def register_kernel(self, name: str, backend: str, kernel: Kernel, when_defined: bool = False) -> None:
+    def register_kernel(self, name: str, backend: str, kernel: Kernel) -> None:
         """Make ``kernel`` the implementation of operator ``name`` on backend ``backend``.
 
-        An unknown ``name`` is an error, unless ``when_defined`` is true: then the kernel
-        waits for the operator, which another package defines when it is imported
-        (mxkit-train's optimizer updates), and is attached when it is registered.
+        Raises
+        ------
+        UnknownOperatorError
+            ``name`` is not an operator (every operator is defined before the plugins'
+            kernel hooks run); the message lists the closest names.
         """
         if not callable(kernel):
             raise MXKitError(f"kernel for operator {name!r} on backend {backend!r} must be callable, "
                              f"got {kernel!r}")
-        with self._lock:
-            op = self._ops.get(name)
-            if op is None and when_defined:
-                self._waiting.setdefault(name, {})[backend] = kernel
-                return
         self.get(name).kernels[backend] = kernel
 
     def clear_kernels(self) -> None:
-        """Drop every backend kernel (and those waiting for their operator)."""
+        """Drop every backend kernel."""
         with self._lock:
             for op in self._ops.values():
                 op.kernels.clear()
-            self._waiting.clear()
 
 
 _REGISTRY = OperatorRegistry()

@@ -79,7 +79,7 @@ def bind(symbol: Any, ctx: Any, args: Any, args_grad: Any = None, grad_req: Any 
     for name, grad, array in zip(arguments, grad_list, arg_list):
         if grad is not None and tuple(grad.shape) != tuple(array.shape):
             raise ShapeError(f"bind: gradient of {name!r} has shape {grad.shape}, the argument has {array.shape}")
-    return Executor(symbol, ctx, graph, arg_list, grad_list, aux_list, memplan, shared_exec)
+    return Executor(symbol, ctx, graph, arg_list, grad_list, aux_list, shared_exec)
 
 
 def simple_bind(symbol: Any, ctx: Any, grad_req: Any = "write", type_dict: Mapping[str, Any] | None = None,
@@ -104,7 +104,7 @@ def simple_bind(symbol: Any, ctx: Any, grad_req: Any = "write", type_dict: Mappi
     for node in graph.aux_nodes:
         k = (id(node), 0)
         aux.append(_new_array(ctx, graph.shapes[k], graph.dtypes[k]))
-    return Executor(symbol, ctx, graph, args, grads, aux, memplan, shared_exec)
+    return Executor(symbol, ctx, graph, args, grads, aux, shared_exec)
 
 
 def plan_memory(symbol: Any, for_training: bool = True, memplan: str | None = None,
@@ -116,7 +116,7 @@ def plan_memory(symbol: Any, for_training: bool = True, memplan: str | None = No
     """
     graph = build_exec_graph(symbol, shapes or {}, type_dict or {}, "write", for_training=for_training,
                              memplan=memplan)
-    return graph.plan_memory(memplan)[1]
+    return graph.plan_memory()[1]
 
 
 @dataclass(frozen=True)
@@ -160,7 +160,7 @@ def training_memory(symbol: Any, memplan: str | None = None, grad_req: Any = "wr
     """
     graph = build_exec_graph(symbol, shapes or {}, type_dict or {}, grad_req, for_training=for_training,
                              memplan=memplan)
-    plan = graph.plan_memory(memplan)[1]
+    plan = graph.plan_memory()[1]
     arguments = sum(graph.nbytes((id(n), 0)) for n in graph.arg_nodes)
     gradients = sum(graph.nbytes((id(n), 0)) for n in graph.arg_nodes if graph.grad_req[n.name] != "null")
     auxiliary = sum(graph.nbytes((id(n), 0)) for n in graph.aux_nodes)

@@ -56,6 +56,9 @@ class ExecGraph:
         Nodes the graph passes replaced (kept alive: ``shapes`` still has their keys).
     recomputed_ids : set of int
         Ids of the backward nodes that recompute forward results (the ``mirror`` pass).
+    planner : PlannerSpec or None
+        The memory planner of this bind, resolved once by :func:`build_exec_graph`: the
+        graph passes and the plan use the same one even if the configuration changes.
     """
 
     heads: list[Entry]
@@ -71,6 +74,7 @@ class ExecGraph:
     dtypes: dict[Any, str] = field(default_factory=dict)
     retired: list[Node] = field(default_factory=list)
     recomputed_ids: set[int] = field(default_factory=set)
+    planner: Any = None
 
     def nbytes(self, entry_key: Any) -> int:
         from mxkit.core.dtypes import itemsize
@@ -112,16 +116,12 @@ class ExecGraph:
                                  ignored_inputs=node.op.reads_shape_only))
         return Graph(nodes, entries)
 
-    def plan_memory(self, strategy: str | None = None, device: str = "cpu(0)") -> tuple[Any, Any]:
-        """The memory graph (:meth:`memory_graph`) and its verified plan by ``strategy``.
+    def plan_memory(self, device: str = "cpu(0)") -> tuple[Any, Any]:
+        """The memory graph (:meth:`memory_graph`) and its verified plan by the bind's planner.
 
-        Parameters
-        ----------
-        strategy : str, optional
-            A memory planner's name (default: config ``memplan``). A recomputing planner
-            (``sublinear``) is told which nodes recompute forward results; the graph must
-            have been built with it (:func:`build_exec_graph`'s ``memplan``), so that its
-            ``mirror`` pass chose them.
+        The planner is :attr:`planner`, the one :func:`build_exec_graph` resolved; a
+        recomputing planner (``sublinear``) is told which nodes recompute forward results,
+        which its checkpoint selection chose in the ``mirror`` pass.
 
         Returns
         -------
@@ -132,15 +132,15 @@ class ExecGraph:
         mxkit.memplan.PlanError
             When the plan does not verify.
         """
-        from mxkit.memplan import plan_memory, recompute_selector
+        from mxkit.memplan import plan_memory
 
         memory_graph = self.memory_graph(device)
         options: dict[str, Any] = {}
-        if recompute_selector(strategy) is not None:
+        if self.planner.select_checkpoints is not None:
             executed = self.forward_nodes + self.backward_nodes
             options["recompute"] = [planned.name for node, planned in zip(executed, memory_graph.nodes)
                                     if id(node) in self.recomputed_ids]
-        plan = plan_memory(memory_graph, strategy, **options)
+        plan = plan_memory(memory_graph, self.planner, **options)
         plan.verify(memory_graph)
         return memory_graph, plan
 
@@ -169,12 +169,14 @@ def normalize_grad_req(grad_req: Any, arguments: list[str]) -> dict[str, str]:
 
 
 def build_exec_graph(symbol: Any, shapes: Mapping[str, Any], dtypes: Mapping[str, Any], grad_req: Any,
-                     for_training: bool = True, memplan: str | None = None) -> ExecGraph:
+                     for_training: bool = True, memplan: Any = None) -> ExecGraph:
     """Forward and (when needed) backward nodes of ``symbol`` with every shape and dtype.
 
-    The graph passes run over them (config ``graph_passes``); when ``memplan`` (default:
-    config ``memplan``) names a recomputing planner such as ``sublinear`` and there is a
-    backward pass, the ``mirror`` pass runs too, with that planner's checkpoint selection.
+    ``memplan`` (a planner name, None for config ``memplan``, or a resolved
+    :class:`~mxkit.core.specs.PlannerSpec`) is resolved here, once per bind, and kept as
+    :attr:`ExecGraph.planner`. The graph passes run over the nodes (config
+    ``graph_passes``); when the planner is a recomputing one such as ``sublinear`` and there
+    is a backward pass, the ``mirror`` pass runs too, with that planner's checkpoint selection.
 
     Raises
     ------
@@ -182,8 +184,11 @@ def build_exec_graph(symbol: Any, shapes: Mapping[str, Any], dtypes: Mapping[str
         When the given shapes do not determine every entry (naming the arguments still
         unknown) or an operator rejects them.
     """
+    from mxkit.core.plugins import get_planner
+    from mxkit.core.specs import PlannerSpec
     from mxkit.symbol.passes import PassGraph, configured_passes, optimize_graph
 
+    planner = memplan if isinstance(memplan, PlannerSpec) else get_planner(memplan)
     heads = list(symbol._outputs)
     order = topo_order(heads)
     aux_ids = aux_variables(order)
@@ -194,6 +199,7 @@ def build_exec_graph(symbol: Any, shapes: Mapping[str, Any], dtypes: Mapping[str
     if not for_training:
         reqs = dict.fromkeys(reqs, "null")
     graph = ExecGraph(heads, arg_nodes, aux_nodes, reqs)
+    graph.planner = planner
     graph.forward_nodes = [n for n in order if n.op is not None]
 
     known_shapes = variable_shapes(order, shapes)
@@ -208,11 +214,7 @@ def build_exec_graph(symbol: Any, shapes: Mapping[str, Any], dtypes: Mapping[str
         _add_backward(graph, wrt)
     # passes see forward and backward nodes together, rooted at the outputs and gradient writers
     forward_ids = {id(n) for n in graph.forward_nodes}
-    select = None
-    if graph.backward_nodes:
-        from mxkit.memplan import recompute_selector
-
-        select = recompute_selector(memplan)
+    select = planner.select_checkpoints if graph.backward_nodes else None
     passes = PassGraph(graph.forward_nodes + graph.backward_nodes, heads + list(graph.grad_writers.values()),
                        graph.shapes, graph.dtypes, forward_ids, shared_ids={id(n) for n in order},
                        select_checkpoints=select)

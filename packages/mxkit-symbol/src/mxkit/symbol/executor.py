@@ -17,15 +17,10 @@ from typing import Any
 
 import numpy as np
 from mxkit.core import config
-from mxkit.core.config import Option, register_option
 from mxkit.core.errors import MXKitError, ShapeError
 from mxkit.symbol.exec_graph import ExecGraph, build_exec_graph
 from mxkit.symbol.graph import Entry, Node
 from mxkit.symbol.infer import key
-
-register_option(Option("exec_bulk_size", "int", 15,
-                       "nodes per engine push when an executor runs (MXNet's MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN)",
-                       minimum=1))
 
 
 class ExecutorError(MXKitError):
@@ -77,7 +72,7 @@ class Executor:
     """
 
     def __init__(self, symbol: Any, ctx: Any, graph: ExecGraph, args: list, grads: list, aux: list,
-                 memplan: str | None, shared_exec: Executor | None = None) -> None:
+                 shared_exec: Executor | None = None) -> None:
         invoke, _ = _nd()
         self._symbol = symbol
         self._ctx = ctx
@@ -94,7 +89,6 @@ class Executor:
         self._grad_req = dict(graph.grad_req)
         self._monitor = None
         self._monitor_all = False
-        self._memplan_name = memplan
         # read once at bind, as MXNet reads MXNET_EXEC_BULK_*: a config lookup per forward costs more
         # than a small network's kernels
         self._bulk_size = config.get("exec_bulk_size")
@@ -103,14 +97,15 @@ class Executor:
         # beside another's on the same memory (a Module bound with shared_module got
         # corrupted outputs that way)
         self._internal_var = shared_exec._internal_var if shared_exec is not None else self._engine.new_var()
-        self._plan_and_allocate(memplan, shared_exec)
+        self._plan_and_allocate(shared_exec)
         self._compile()
 
     # -- binding --------------------------------------------------------------------------
 
-    def _plan_and_allocate(self, memplan: str | None, shared_exec: Executor | None) -> None:
+    def _plan_and_allocate(self, shared_exec: Executor | None) -> None:
         graph = self._graph
-        self._memory_graph, self.memory_plan = graph.plan_memory(memplan, str(self._ctx))
+        # the planner the graph was built for (resolved once, at bind)
+        self._memory_graph, self.memory_plan = graph.plan_memory(str(self._ctx))
         shared = shared_exec._pools if shared_exec is not None else []
         self._pools = []
         for pool in self.memory_plan.pools:
@@ -384,7 +379,7 @@ class Executor:
         given = {n: tuple(a.shape) for n, a in self.arg_dict.items()}
         given.update({n: tuple(s) for n, s in shapes.items()})
         graph = build_exec_graph(self._symbol, given, {n: str(a.dtype.__name__) for n, a in self.arg_dict.items()},
-                                 self._grad_req, for_training=True, memplan=self._memplan_name)
+                                 self._grad_req, for_training=True, memplan=self._graph.planner)
         args, grads, aux = [], [], []
         for node, old in zip(graph.arg_nodes, self.arg_arrays):
             new_shape = graph.shapes[(id(node), 0)]
@@ -394,7 +389,7 @@ class Executor:
                          self._fit(old_grad, new_shape, node.name, allow_up_sizing, True))
         for node, old in zip(graph.aux_nodes, self.aux_arrays):
             aux.append(self._fit(old, graph.shapes[(id(node), 0)], node.name, allow_up_sizing, True))
-        return Executor(self._symbol, self._ctx, graph, args, grads, aux, self._memplan_name, shared_exec=self)
+        return Executor(self._symbol, self._ctx, graph, args, grads, aux, shared_exec=self)
 
     def _fit(self, old: Any, shape: tuple, name: str, allow_up_sizing: bool, may_change: bool) -> Any:
         _, NDArray = _nd()

@@ -24,20 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mxkit.core.config import Option, register_option
 from mxkit.core.errors import ConfigError
 from mxkit.symbol.graph import Entry, Node, topo_order
-
-register_option(Option("backward_do_mirror", "bool", False,
-                       "recompute cheap forward results in backward instead of keeping them (the graph pass "
-                       "'mirror'; MXNet's MXNET_BACKWARD_DO_MIRROR)"))
-register_option(Option("mirror_policy", "str", "sqrt",
-                       "which forward results the mirror pass keeps: 'sqrt' (Chen et al.'s segments) or 'cheap' "
-                       "(MXNet's: keep convolution/fully-connected outputs, recompute the rest)",
-                       choices=("sqrt", "cheap")))
-register_option(Option("mirror_segment_mb", "float", 0.0,
-                       "megabytes of forward results per recomputed segment under mirror_policy 'sqrt' "
-                       "(0: searched, minimising the bytes kept plus the largest segment)", minimum=0))
 
 GraphPass = Callable[[list[Entry], list[Node]], list[Node]]
 _PASSES: dict[str, GraphPass] = {}

@@ -118,7 +118,7 @@ def check_input_names(symbol: Any, shapes: dict[str, tuple[int, ...]], path: str
 
 def check_plot_path(path: str) -> None:
     """Refuse a ``--plot`` path that cannot become a PNG, or a missing matplotlib, before planning."""
-    from mxkit.memplan.picture import matplotlib_figure
+    from mxkit.core.plotting import matplotlib_figure
 
     if not path.lower().endswith(".png"):
         raise ConfigError(f"--plot {path!r}: the picture is a PNG; give a file name ending in .png")

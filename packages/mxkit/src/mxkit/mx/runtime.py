@@ -78,9 +78,9 @@ def _cuda_features() -> list[Feature]:
 
 
 def _plugin_features() -> list[Feature]:
-    from mxkit.core.plugins import BUILTIN_PLUGIN_MODULES, list_plugins
+    from mxkit.core.plugins import BUILTIN_PLUGIN_MODULES, CORE_PLUGIN_MODULE, list_plugins
 
-    builtin = {module for module, _ in BUILTIN_PLUGIN_MODULES}
+    builtin = {CORE_PLUGIN_MODULE, *(module for module, _ in BUILTIN_PLUGIN_MODULES)}
     features = []
     for info in list_plugins():
         if info.plugin in builtin:

@@ -130,7 +130,7 @@ def _metric_plotter(directory: str | None) -> Any:
     if directory is None:
         return None
     import mxkit.mx as mx
-    from mxkit.memplan.picture import matplotlib_figure
+    from mxkit.core.plotting import matplotlib_figure
 
     matplotlib_figure("mxkit train --plot-dir", extra="mxkit[plot]")
     return mx.callback.PlotMetrics(directory)

@@ -33,15 +33,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from mxkit.core.config import OPTIONS, Option, register_option
 from mxkit.core.errors import ConfigError
 from mxkit.engine.profiler import _memory, _stats, _trace
 from mxkit.engine.profiler._memory import memory_state, track_buffer, track_ndarray
 from mxkit.engine.profiler._objects import Counter, Domain, Event, Frame, Marker, Task
-
-if "profiler_filename" not in OPTIONS:
-    register_option(Option("profiler_filename", "str", "profile.json",
-                           "where the profiler started by profiler_autostart writes its trace at exit"))
 
 _DEFAULTS: dict[str, Any] = {
     "filename": "profile.json", "profile_all": False, "profile_symbolic": True, "profile_imperative": True,

@@ -33,7 +33,6 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any
 
-from mxkit.core.config import Option, register_option
 from mxkit.ndarray.ops._fused_program import (
     PRIMITIVES,
     FusedProgramError,
@@ -47,9 +46,6 @@ from mxkit.ndarray.registry import OpDef, define
 from mxkit.ndarray.shapes import broadcast_shape
 
 NUMEXPR_MODES = ("auto", "always", "never")
-register_option(Option("fused_numexpr", "str", "auto",
-                       "when fused elementwise nodes run through numexpr on CPU: auto (large arithmetic programs "
-                       "without broadcasting, on 4 or more cores), always, never", choices=NUMEXPR_MODES))
 NUMEXPR_MIN_ELEMENTS = 1 << 16
 NUMEXPR_MIN_CORES = 4
 # primitives numexpr computes in its vectorised virtual machine; the others call libm per element

@@ -184,7 +184,7 @@ class PlotMetrics:
 
     def draw(self, name: str) -> str:
         """Write the PNG of metric ``name`` now; returns its path."""
-        from mxkit.memplan.picture import matplotlib_figure
+        from mxkit.core.plotting import matplotlib_figure
 
         figure = matplotlib_figure("mx.callback.PlotMetrics", extra="mxkit-train[plot]")
         figure.set_size_inches(6.4, 4.0)

@@ -29,11 +29,16 @@ def _is_kvstore(value: Any) -> bool:
 
 
 def _update_on_kvstore_default() -> bool:
-    raw = os.environ.get("MXKIT_UPDATE_ON_KVSTORE", os.environ.get("MXNET_UPDATE_ON_KVSTORE", "1"))
-    try:
-        return bool(int(raw))
-    except ValueError:
-        raise ConfigError(f"MXKIT_UPDATE_ON_KVSTORE must be 0 or 1, got {raw!r}") from None
+    from mxkit.core import config
+
+    value, source = config.resolve("update_on_kvstore")
+    if source == "default" and "MXNET_UPDATE_ON_KVSTORE" in os.environ:
+        raw = os.environ["MXNET_UPDATE_ON_KVSTORE"]  # MXNet's name, for scripts written for it
+        try:
+            return bool(int(raw))
+        except ValueError:
+            raise ConfigError(f"MXNET_UPDATE_ON_KVSTORE must be 0 or 1, got {raw!r}") from None
+    return bool(value)
 
 
 def _create_kvstore(kvstore: Any, num_device: int, arg_params: dict) -> tuple[Any, bool]:

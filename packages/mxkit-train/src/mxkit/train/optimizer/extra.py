@@ -12,116 +12,13 @@ import math
 from typing import Any
 
 from mxkit.ndarray.creation import zeros
-from mxkit.ndarray.params import Param
 from mxkit.train._registry import check_number
 from mxkit.train.optimizer.base import Optimizer, register
 from mxkit.train.optimizer.fused import FusedOptimizer, Plan
-from mxkit.train.optimizer.update_ops import _clip, register_update_ops
 
 
 def _zeros_like(weight: Any) -> Any:
     return zeros(weight.shape, weight.context, dtype=weight.dtype)
-
-
-def _grad_with_wd(xp: Any, weight: Any, grad: Any, params: dict) -> Any:
-    """``clip(rescale_grad * grad + wd * weight, clip_gradient)`` in a fresh array."""
-    values = grad * params["rescale_grad"]
-    if params["wd"]:
-        values += weight * params["wd"]
-    return _clip(xp, values, params["clip_gradient"])
-
-
-def _adamax_update(xp, inputs, outputs, params):
-    weight, grad, mean, norm = inputs
-    step = _grad_with_wd(xp, weight, grad, params)
-    beta1 = params["beta1"]
-    mean *= beta1
-    mean += step * (1.0 - beta1)
-    norm *= params["beta2"]
-    xp.maximum(norm, xp.abs(step), out=norm)
-    # lr already divided by 1 - beta1^t
-    xp.subtract(weight, mean * params["lr"] / norm, out=outputs[0])
-
-
-def _nadam_update(xp, inputs, outputs, params):
-    weight, grad, mean, var = inputs
-    step = _grad_with_wd(xp, weight, grad, params)
-    beta1, beta2 = params["beta1"], params["beta2"]
-    mean *= beta1
-    mean += step * (1.0 - beta1)
-    var *= beta2
-    var += (step * step) * (1.0 - beta2)
-    momentum_t, momentum_next = params["momentum_t"], params["momentum_t_1"]
-    m_bar = step * ((1.0 - momentum_t) / (1.0 - params["m_schedule"]))
-    m_bar += mean * (momentum_next / (1.0 - params["m_schedule_next"]))
-    denom = xp.sqrt(var / (1.0 - params["beta2_power"]))
-    denom += params["epsilon"]
-    m_bar /= denom
-    m_bar *= params["lr"]
-    xp.subtract(weight, m_bar, out=outputs[0])
-
-
-def _ftml_update(xp, inputs, outputs, params):
-    weight, grad, d, v, z = inputs
-    step = _grad_with_wd(xp, weight, grad, params)
-    beta1, beta2, t = params["beta1"], params["beta2"], params["t"]
-    v *= beta2
-    v += (step * step) * (1.0 - beta2)
-    d_t = xp.sqrt(v / (1.0 - beta2 ** t))
-    d_t += params["epsilon"]
-    d_t *= (1.0 - beta1 ** t) / params["lr"]
-    z *= beta1
-    z += step * (1.0 - beta1)
-    z -= (d_t - d * beta1) * weight
-    d[...] = d_t
-    xp.divide(-z, d_t, out=outputs[0])
-
-
-def _dcasgd_step(xp: Any, weight: Any, grad: Any, previous: Any, params: dict) -> Any:
-    """``-lr * (g' + wd * w + lamda * g'^2 * (w - previous))``, with g' = clip(rescale_grad * g)."""
-    scaled = _clip(xp, grad * params["rescale_grad"], params["clip_gradient"])
-    step = scaled * scaled
-    step *= params["lamda"]
-    step *= weight - previous
-    step += scaled
-    if params["wd"]:
-        step += weight * params["wd"]
-    step *= -params["lr"]
-    return step
-
-
-def _dcasgd_update(xp, inputs, outputs, params):
-    weight, grad, previous = inputs
-    step = _dcasgd_step(xp, weight, grad, previous, params)
-    previous[...] = weight
-    xp.add(weight, step, out=outputs[0])
-
-
-def _dcasgd_mom_update(xp, inputs, outputs, params):
-    weight, grad, mom, previous = inputs
-    step = _dcasgd_step(xp, weight, grad, previous, params)
-    mom *= params["momentum"]
-    mom += step
-    previous[...] = weight
-    xp.add(weight, mom, out=outputs[0])
-
-
-_F = "float"
-register_update_ops([
-    ("_adamax_update", _adamax_update, ("mean", "norm"), [Param("beta1", _F, 0.9), Param("beta2", _F, 0.999)],
-     "AdaMax: m = beta1*m + (1-beta1)*g'; u = max(beta2*u, |g'|); w -= lr*m/u (lr bias-corrected)."),
-    ("_nadam_update", _nadam_update, ("mean", "var"),
-     [Param("beta1", _F, 0.9), Param("beta2", _F, 0.999), Param("epsilon", _F, 1e-8), Param("momentum_t", _F),
-      Param("momentum_t_1", _F), Param("m_schedule", _F), Param("m_schedule_next", _F), Param("beta2_power", _F)],
-     "Nesterov Adam (Dozat 2015) with MXNet's momentum schedule."),
-    ("ftml_update", _ftml_update, ("d", "v", "z"),
-     [Param("beta1", _F, 0.6), Param("beta2", _F, 0.999), Param("epsilon", _F, 1e-8), Param("t", "int")],
-     "FTML (Zheng and Kwok 2017)."),
-    ("_dcasgd_update", _dcasgd_update, ("previous_weight",), [Param("lamda", _F, 0.04)],
-     "Delay-compensated SGD without momentum."),
-    ("_dcasgd_mom_update", _dcasgd_mom_update, ("mom", "previous_weight"),
-     [Param("lamda", _F, 0.04), Param("momentum", _F, 0.0)], "Delay-compensated SGD with momentum."),
-])
 
 
 def _decay(owner: str, name: str, value: float) -> float:

@@ -18,9 +18,9 @@ import numpy as np
 from mxkit.core.errors import DeviceError, ShapeError
 from mxkit.ndarray.backend import backend_of
 from mxkit.ndarray.invoke import OperatorError, invoke, push_raw
+from mxkit.ndarray.ops.optimizer_update import UPDATE_OPS
 from mxkit.train._registry import TrainingValueError
 from mxkit.train.optimizer.base import Optimizer, cast_to
-from mxkit.train.optimizer.update_ops import UPDATE_OPS
 
 Plan = tuple[str, list[Any], dict[str, Any]]
 

@@ -9,11 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from mxkit.ndarray.creation import zeros
-from mxkit.ndarray.params import Param
 from mxkit.train._registry import check_number
 from mxkit.train.optimizer.base import register
 from mxkit.train.optimizer.fused import FusedOptimizer, Plan
-from mxkit.train.optimizer.update_ops import _clip, _sgd_mom_update, _sgd_update, register_update_ops
 
 
 def _zeros_like(weight: Any) -> Any:
@@ -22,74 +20,6 @@ def _zeros_like(weight: Any) -> Any:
 
 def _decay(owner: str, name: str, value: float) -> float:
     return check_number(owner, name, value, low=0.0, high=1.0, high_open=True)
-
-
-def _lamb_update(xp, inputs, outputs, params):
-    weight, grad, mean, var = inputs
-    step = _clip(xp, grad * params["rescale_grad"], params["clip_gradient"])
-    beta1, beta2, t = params["beta1"], params["beta2"], params["t"]
-    mean *= beta1
-    mean += step * (1.0 - beta1)
-    var *= beta2
-    var += (step * step) * (1.0 - beta2)
-    if params["bias_correction"]:
-        direction = mean / (1.0 - beta1 ** t)
-        denom = xp.sqrt(var / (1.0 - beta2 ** t))
-    else:
-        direction = mean.copy()
-        denom = xp.sqrt(var)
-    denom += params["epsilon"]
-    direction /= denom
-    if params["wd"]:
-        direction += weight * params["wd"]
-    # the layer-wise trust ratio ||w|| / ||direction||, ||w|| bounded when bounds are given
-    weight_norm = float(xp.linalg.norm(weight.astype(xp.float32).ravel()))
-    if params["lower_bound"] >= 0:
-        weight_norm = max(weight_norm, params["lower_bound"])
-    if params["upper_bound"] >= 0:
-        weight_norm = min(weight_norm, params["upper_bound"])
-    direction_norm = float(xp.linalg.norm(direction.astype(xp.float32).ravel()))
-    ratio = weight_norm / direction_norm if weight_norm > 0 and direction_norm > 0 else 1.0
-    direction *= params["lr"] * ratio
-    xp.subtract(weight, direction, out=outputs[0])
-
-
-def _lars_lr(xp: Any, weight: Any, grad: Any, params: dict) -> float:
-    """MXNet's ``multi_lars``: ``lr * eta * ||w|| / (||g|| * rescale_grad + wd * ||w|| + eps)``,
-    or ``lr`` when either norm is 0 or the layer is exempt (biases, BatchNorm's gamma/beta)."""
-    lr = params["lr"]
-    if not params["apply_lars"]:
-        return lr
-    weight_norm = float(xp.linalg.norm(weight.astype(xp.float32).ravel()))
-    grad_norm = float(xp.linalg.norm(grad.astype(xp.float32).ravel()))
-    if weight_norm > 0 and grad_norm > 0:
-        lr = lr * params["eta"] * weight_norm / (grad_norm * params["rescale_grad"] + params["wd"] * weight_norm
-                                                 + params["eps"])
-    return lr
-
-
-def _lars_sgd_update(xp, inputs, outputs, params):
-    weight, grad = inputs[0], inputs[1]
-    scaled = dict(params, lr=_lars_lr(xp, weight, grad, params))
-    if len(inputs) == 3:
-        _sgd_mom_update(xp, inputs, outputs, scaled)
-    else:
-        _sgd_update(xp, inputs, outputs, scaled)
-
-
-_F = "float"
-_LARS_PARAMS = [Param("eta", _F, 0.001), Param("eps", _F, 0.0), Param("apply_lars", "bool", True),
-                Param("lazy_update", "bool", True)]
-register_update_ops([
-    ("_lamb_update", _lamb_update, ("mean", "var"),
-     [Param("beta1", _F, 0.9), Param("beta2", _F, 0.999), Param("epsilon", _F, 1e-6), Param("t", "int"),
-      Param("bias_correction", "bool", True), Param("lower_bound", _F, -1.0), Param("upper_bound", _F, -1.0)],
-     "LAMB (You et al. 2019): Adam's direction plus wd*w, scaled by the trust ratio ||w|| / ||direction||."),
-    ("_lars_sgd_update", _lars_sgd_update, (), _LARS_PARAMS,
-     "LARS: SGD with the layer-wise learning rate lr * eta * ||w|| / (||g'|| + wd*||w|| + eps)."),
-    ("_lars_sgd_mom_update", _lars_sgd_update, ("mom",), [*_LARS_PARAMS, Param("momentum", _F, 0.0)],
-     "LARS with momentum (MXNet's multi_lars then sgd_mom_update)."),
-])
 
 
 @register

@@ -72,9 +72,10 @@ def _with_mxkit_equivalents(variables: dict[str, str | None]) -> dict[str, str |
 
 def _validate_config_values(variables: Mapping[str, str | None]) -> None:
     """Fail before changing anything when an ``MXKIT_<KEY>`` value is invalid for its key."""
-    from mxkit.core.config import OPTIONS
+    from mxkit.core import config
 
-    by_variable = {option.env_var: option for option in OPTIONS.values()}
+    by_variable = {option.env_var: option for option in config.option_table().specs.values()}
+    config.check_environment([name for name, value in variables.items() if value is not None])
     for name, value in variables.items():
         option = by_variable.get(name)
         if option is not None and value is not None:

@@ -12,8 +12,9 @@ term, including where weight decay enters and that clipping applies to
 (Adam, RMSProp). ``clip_gradient < 0`` means no clipping, as in MXNet. ``_adagrad_update``
 and ``_adadelta_update`` fuse what MXNet 1.x did with several NDArray calls in Python.
 
-Calling one imperatively: ``mx.nd.sgd_mom_update(w, g, mom, lr=0.1, momentum=0.9, out=w)``
-(available once :mod:`mxkit.train.optimizer` is imported).
+Calling one imperatively: ``mx.nd.sgd_mom_update(w, g, mom, lr=0.1, momentum=0.9, out=w)``.
+mxkit-train's optimizers call them through the registry; the CPU plugin overrides the
+hottest ones (SGD, SGD with momentum, Adam) with one-pass loops.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 
 from mxkit.core.errors import ShapeError
 from mxkit.ndarray.params import Param, schema
-from mxkit.ndarray.registry import OpDef, get_registry
+from mxkit.ndarray.registry import OpDef, define
 
 _COMMON = [
     Param("lr", "float", doc="Learning rate."),
@@ -280,39 +281,23 @@ _SPECS: list[tuple[str, Any, tuple[str, ...], list[Param], str]] = [
 ]
 
 
-def register_update_ops(specs: list[tuple[str, Any, tuple[str, ...], list[Param], str]]) -> dict[str, OpDef]:
-    """Register update operators ``(name, kernel, state names, extra parameters, doc)``:
+def define_update_ops(specs: list[tuple[str, Any, tuple[str, ...], list[Param], str]]) -> dict[str, OpDef]:
+    """Define update operators ``(name, kernel, state names, extra parameters, doc)``:
     inputs ``weight, grad``, the states as auxiliary (written) inputs, the common
-    parameters (``lr``, ``wd``, ``rescale_grad``, ``clip_gradient``) plus the extra ones.
-    Registering a name twice keeps the first definition (modules can be reloaded)."""
-    registry = get_registry()
+    parameters (``lr``, ``wd``, ``rescale_grad``, ``clip_gradient``) plus the extra ones."""
     ops = {}
     for name, kernel, states, extra, doc in specs:
-        if name in registry:
-            ops[name] = registry.get(name)
-            continue
         op = OpDef(name=name, kernel=kernel, infer_shape=_same_shapes(name), num_inputs=2,
                    input_names=("weight", "grad"), aux_names=states, params=schema([*_COMMON, *extra]),
                    doc=doc)
-        ops[name] = registry.register(op)
-    _expose_in_nd(ops)
+        ops[name] = define(op)
     UPDATE_OPS.update(ops)
     return ops
 
 
-def _expose_in_nd(ops: dict[str, OpDef]) -> None:
-    """Add ``mx.nd.<name>`` for the update operators (``mx.nd`` was generated before they existed)."""
-    import mxkit.ndarray as nd
-    from mxkit.ndarray.op_functions import make_function
-
-    for name, op in ops.items():
-        if name not in nd.__dict__:
-            setattr(nd, name, make_function(name, op))
-
-
-#: every update operator by name (extended by :func:`register_update_ops`)
+#: every update operator by name (this module's and :mod:`.optimizer_update_extra`'s)
 UPDATE_OPS: dict[str, OpDef] = {}
-register_update_ops(_SPECS)
+define_update_ops(_SPECS)
 
 
 def default_params(name: str) -> dict[str, Any]:
@@ -320,4 +305,4 @@ def default_params(name: str) -> dict[str, Any]:
     return {p.name: p.default for p in UPDATE_OPS[name].params if not p.required}
 
 
-__all__ = ["UPDATE_OPS", "default_params", "register_update_ops"]
+__all__ = ["UPDATE_OPS", "default_params", "define_update_ops"]

@@ -1,0 +1,32 @@
+"""mxkit-symbol's plugin: the configuration keys of the executor and the graph passes.
+
+Registered by mxkit-core's plugin manager as a built-in. It sits beside ``mxkit.symbol``, not
+inside it, because importing ``mxkit.symbol`` loads numpy and its operators, and building the
+plugin manager (which any configuration read does) must stay cheap: a memplan-only
+program never pays for the array layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from mxkit.core.hookspecs import hookimpl
+from mxkit.core.specs import OptionSpec
+
+
+@hookimpl
+def mxkit_options() -> Iterator[OptionSpec]:
+    """``exec_bulk_size`` (executor) and the mirror pass's keys (passes, mirror)."""
+    yield OptionSpec("exec_bulk_size", "int", 15,
+                     "nodes per engine push when an executor runs (MXNet's MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN)",
+                     minimum=1)
+    yield OptionSpec("backward_do_mirror", "bool", False,
+                     "recompute cheap forward results in backward instead of keeping them (the graph pass "
+                     "'mirror'; MXNet's MXNET_BACKWARD_DO_MIRROR)")
+    yield OptionSpec("mirror_policy", "str", "sqrt",
+                     "which forward results the mirror pass keeps: 'sqrt' (Chen et al.'s segments) or 'cheap' "
+                     "(MXNet's: keep convolution/fully-connected outputs, recompute the rest)",
+                     choices=("sqrt", "cheap"))
+    yield OptionSpec("mirror_segment_mb", "float", 0.0,
+                     "megabytes of forward results per recomputed segment under mirror_policy 'sqrt' "
+                     "(0: searched, minimising the bytes kept plus the largest segment)", minimum=0)
