@@ -195,7 +195,7 @@ class PlotMetrics:
     def draw_all(self) -> str:
         """Write ``all-metrics.png``: every recorded metric side by side on one figure (accuracy
         and loss together, say); returns its path."""
-        from mxkit.memplan.picture import matplotlib_figure
+        from mxkit.core.plotting import matplotlib_figure
 
         names = sorted({name for kind in self.history.values() for name in kind})
         figure = matplotlib_figure("mx.callback.PlotMetrics", extra="mxkit-train[plot]")
