@@ -116,6 +116,9 @@ def start_job(num_workers: int, num_servers: int, *, namespace: str | None = Non
     if not ray.is_initialized():
         raise KVStoreError("start_job needs a Ray cluster: call mxkit.kvstore.dist.runtime.init_ray() first")
     namespace = namespace or f"mxkit-{uuid.uuid4().hex[:12]}"
+    from mxkit.kvstore.dist.auth import new_secret
+
+    secret = new_secret()  # the data channel's (see mxkit.kvstore.dist.auth); travels only through Ray
     from mxkit.kvstore.dist.coordinator import Coordinator
     from mxkit.kvstore.dist.server import ParameterServer
 
@@ -126,9 +129,9 @@ def start_job(num_workers: int, num_servers: int, *, namespace: str | None = Non
     coordinator_class = ray.remote(num_cpus=0, max_concurrency=COORDINATOR_THREADS)(Coordinator)
     try:
         coordinator = coordinator_class.options(name=COORDINATOR_NAME, namespace=namespace).remote(
-            num_workers, num_servers, names, int(bound), replicate)
+            num_workers, num_servers, names, int(bound), replicate, secret)
         servers = [server_class.options(name=name, namespace=namespace, scheduling_strategy="SPREAD").remote(
-            index, num_workers, num_servers, replicate, namespace) for index, name in enumerate(names)]
+            index, num_workers, num_servers, replicate, namespace, secret) for index, name in enumerate(names)]
     except ValueError as exc:  # a name already taken in the namespace
         raise KVStoreError(f"cannot start a job in namespace {namespace!r}: {exc}; choose another namespace "
                            f"or stop the job that runs there") from None

@@ -26,6 +26,12 @@ from mxkit.kvstore.dist import wire
 from mxkit.kvstore.dist.rounds import Shard, ShardId, ShardTable
 
 
+#: bytes a request may carry beyond twice the server's shards (headers, small keys, compression)
+FRAME_SLACK_BYTES = 1 << 20
+#: header bytes per shard a request may name besides its key (part and round, its array's spec)
+HEADER_BYTES_PER_SHARD = 256
+
+
 def _resolve(payloads: list[Any]) -> list[Any]:
     """Payloads with object-store references (large values) fetched, also inside tuples
     (compressed payloads)."""
@@ -58,10 +64,13 @@ class ParameterServer:
         Keep a copy of every shard on the next server (chain replication).
     namespace : str, optional
         The job's Ray namespace, where the other servers are found by name.
+    secret : str
+        The job's data-channel secret (:mod:`.auth`); without it the channel does not open.
     """
 
     def __init__(self, index: int, num_workers: int, num_servers: int = 1, replicate: bool = False,
-                 namespace: str | None = None):
+                 namespace: str | None = None, secret: str = ""):
+        self._secret = secret
         self.index = index
         self.num_servers = num_servers
         self.namespace = namespace  # of the job's actors (not this process's own Ray namespace)
@@ -199,8 +208,18 @@ class ParameterServer:
             if self._channel is None:
                 from mxkit.kvstore.dist.channel import ChannelServer
 
-                self._channel = ChannelServer(self, _bind_host())
+                self._channel = ChannelServer(self, _bind_host(), self._secret)
             return self._channel.address
+
+    def frame_limits(self) -> tuple[int, int]:
+        """``(header bytes, body bytes)`` a data-channel request may have: enough for one
+        push of every shard this server holds (twice over, plus room for small keys), so a
+        peer's size claim is checked against what the job really stores."""
+        shards = list(self.table.shards.values())
+        body = 2 * sum(shard.value.nbytes for shard in shards) + FRAME_SLACK_BYTES
+        # JSON writes a non-ASCII character of a str key as 6 bytes (\\uXXXX)
+        header = FRAME_SLACK_BYTES + 2 * sum(HEADER_BYTES_PER_SHARD + 6 * len(str(shard.key)) for shard in shards)
+        return header, body
 
     def pushpull(self, rank: int, epoch: int, rounds: list[tuple[ShardId, int]], packed: wire.Packed,
                  items: list[tuple[ShardId, int]], timeout: float) -> tuple[wire.Packed, list[tuple[int, int]]]:

@@ -103,7 +103,7 @@ class DistKVStore:
         self._plan = ShardPlan(len(self._servers), int(info["bigarray_bound"]))
         # the data path: one persistent connection per server (Ray carries only control calls)
         self._channels = [channel.Connection(index, self._address_of(server, index),
-                                             self._timeout + remote.ANSWER_MARGIN)
+                                             self._timeout + remote.ANSWER_MARGIN, str(info.get("secret", "")))
                           for index, server in enumerate(self._servers)]
         self._wait_all([server.configure.remote(self._rank, consistency, model_options) for server in self._servers],
                        "configuring the servers")
