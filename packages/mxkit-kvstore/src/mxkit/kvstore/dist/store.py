@@ -17,7 +17,9 @@ finish an epoch without deadlock.
 from __future__ import annotations
 
 import atexit
+import functools
 import os
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -38,9 +40,21 @@ def _flush_at_exit(store_ref: Any) -> None:
     store = store_ref()
     if store is not None and store._deferred:
         try:
-            store._flush()
+            with store._lock:
+                store._flush()
         except Exception:  # noqa: BLE001 - the cluster may be gone at exit; nothing to report to
             pass
+
+
+def _serialized(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Run ``method`` holding the store's lock (see "Threads" in :class:`DistKVStore`)."""
+
+    @functools.wraps(method)
+    def locked(self: DistKVStore, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return locked
 
 
 class DistKVStore:
@@ -49,6 +63,15 @@ class DistKVStore:
     Made by ``mx.kv.create("dist_sync")`` (see :func:`mxkit.kvstore.dist.create` for the
     options); the API is the local store's: :meth:`init`, :meth:`push`, :meth:`pull`,
     :meth:`pushpull`, :meth:`broadcast`, :meth:`set_optimizer`, :meth:`barrier`...
+
+    Threads
+    -------
+    Every method is thread-safe: calls from several threads run one at a time, in the
+    order they take the store's lock, as if one thread had made them in that order (a
+    store keeps one connection per server, its round counters and its deferred push,
+    which a request must see and change together). A pull that waits for other workers
+    holds the lock while it waits, so the other threads of this worker wait too: that is
+    the serial order, and it keeps this worker's rounds in step with the job's.
     """
 
     OPTIMIZER = "optimizer"
@@ -62,6 +85,7 @@ class DistKVStore:
         from mxkit.core import config
         from mxkit.kvstore.consistency import make_model
 
+        self._lock = threading.RLock()
         self._type = kvtype
         self._rank = int_setting("rank", rank, 0)
         model_options: dict[str, Any] = {}
@@ -235,6 +259,7 @@ class DistKVStore:
 
     # -- init -------------------------------------------------------------------------
 
+    @_serialized
     def init(self, key: Any, value: Any) -> None:
         """Initialise ``key`` (or each key of a list) on the servers with ``value``.
 
@@ -289,6 +314,7 @@ class DistKVStore:
             residual = self._residuals[(entry.key, part.index)] = np.zeros(part.size, dtype=entry.dtype)
         return tuple(np.asarray(item) for item in self._compressor.compress(np, flat, residual))
 
+    @_serialized
     def push(self, key: Any, value: Any, priority: int = 0) -> None:
         """Push ``value`` into ``key``: one round of this worker (a list of arrays is summed first).
 
@@ -338,6 +364,7 @@ class DistKVStore:
 
     # -- pull -------------------------------------------------------------------------
 
+    @_serialized
     def pull(self, key: Any, out: Any = None, priority: int = 0, ignore_sparse: bool = True) -> None:
         """Copy the value of ``key`` into ``out`` (an NDArray, or one per device).
 
@@ -401,6 +428,7 @@ class DistKVStore:
             flat[part.start:part.stop] = found[(entry.key, part.index)]
         return flat.reshape(entry.shape)
 
+    @_serialized
     def pushpull(self, key: Any, value: Any, out: Any = None, priority: int = 0) -> None:
         """Push ``value`` then pull into ``out`` (into ``value`` itself when ``out`` is None).
 
@@ -411,6 +439,7 @@ class DistKVStore:
         self.push(key, value, priority)
         self.pull(key, out=value if out is None else out, priority=priority)
 
+    @_serialized
     def broadcast(self, key: Any, value: Any, out: Any, priority: int = 0) -> None:
         """Initialise ``key`` with ``value`` (rank 0's) and pull it into ``out``."""
         self.init(key, value)
@@ -422,6 +451,7 @@ class DistKVStore:
 
     # -- barrier ----------------------------------------------------------------------
 
+    @_serialized
     def barrier(self) -> None:
         """Wait until every worker reaches this barrier; it ends an epoch.
 
@@ -449,6 +479,7 @@ class DistKVStore:
 
     # -- updaters, compression --------------------------------------------------------
 
+    @_serialized
     def set_optimizer(self, optimizer: Any) -> None:
         """Run ``optimizer`` on the servers, sent by registry name and JSON parameters.
 
@@ -472,6 +503,7 @@ class DistKVStore:
         self._wait_all([server.set_optimizer.remote(self._rank, description) for server in self._servers],
                        "set_optimizer")
 
+    @_serialized
     def set_updater(self, updater: Callable[[Any, Any, Any], None]) -> None:
         """Run ``updater(key, grad, weight)`` on the servers (needs ``allow_remote_code=True``).
 
@@ -493,6 +525,7 @@ class DistKVStore:
 
     _set_updater = set_updater
 
+    @_serialized
     def set_gradient_compression(self, compression_params: dict[str, Any]) -> None:
         """Compress this worker's pushes, e.g. ``{'type': '2bit', 'threshold': 0.5}``.
 
@@ -521,6 +554,7 @@ class DistKVStore:
 
     # -- optimizer states -------------------------------------------------------------
 
+    @_serialized
     def save_optimizer_states(self, fname: Any, dump_optimizer: bool = False) -> None:
         """Save the servers' optimizer states to ``fname`` (``.npz`` + JSON manifest, no pickle).
 
@@ -532,6 +566,7 @@ class DistKVStore:
         write_states(fname, gather_states(self._keys, self._wait_all(
             [server.states.remote() for server in self._servers], "save_optimizer_states")))
 
+    @_serialized
     def load_optimizer_states(self, fname: Any) -> None:
         """Load states written by :meth:`save_optimizer_states` onto the servers.
 
