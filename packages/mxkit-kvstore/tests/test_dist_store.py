@@ -92,7 +92,7 @@ def test_eight_threads_on_one_store_match_a_serial_replay(start_job):
 
     import mxkit.kvstore as kvstore
 
-    job = start_job(1, 2, bigarray_bound=50)
+    job = start_job(1, 2, bigarray_bound=50, allow_remote_code=True)
     kv = kvstore.create("dist_sync", rank=0, num_workers=1, namespace=job.namespace, timeout=30.0,
                         allow_remote_code=True)
     kv.set_updater(_add_into)

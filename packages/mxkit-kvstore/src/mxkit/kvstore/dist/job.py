@@ -88,7 +88,9 @@ def start_job(num_workers: int, num_servers: int, *, namespace: str | None = Non
         ``bigarray_bound=`` (default config ``kvstore_bigarray_bound``),
         ``max_restarts=`` of the servers (default 4), ``replicate=True`` to keep every
         server's shards on the next server too (chain replication: a killed server is
-        restarted by Ray and recovers from its backup; needs 2 servers or more).
+        restarted by Ray and recovers from its backup; needs 2 servers or more),
+        ``allow_remote_code=True`` to let workers install a function on the servers with
+        ``kv.set_updater`` (default False: the servers refuse it before deserialising it).
 
     Returns
     -------
@@ -106,10 +108,11 @@ def start_job(num_workers: int, num_servers: int, *, namespace: str | None = Non
     ray = _import_ray()
     num_workers = _positive_int("num_workers", num_workers)
     num_servers = _positive_int("num_servers", num_servers)
-    unknown = sorted(set(options) - {"bigarray_bound", "max_restarts", "replicate"})
+    unknown = sorted(set(options) - {"bigarray_bound", "max_restarts", "replicate", "allow_remote_code"})
     if unknown:
         raise KVStoreError(f"start_job got unknown options {unknown}; it takes bigarray_bound=, max_restarts=, "
-                           f"replicate=")
+                           f"replicate=, allow_remote_code=")
+    allow_remote_code = bool(options.get("allow_remote_code", False))
     replicate = bool(options.get("replicate", False))
     bound, _ = config.resolve("kvstore_bigarray_bound", options.get("bigarray_bound"))
     max_restarts = options.get("max_restarts", SERVER_MAX_RESTARTS)
@@ -131,7 +134,7 @@ def start_job(num_workers: int, num_servers: int, *, namespace: str | None = Non
         coordinator = coordinator_class.options(name=COORDINATOR_NAME, namespace=namespace).remote(
             num_workers, num_servers, names, int(bound), replicate, secret)
         servers = [server_class.options(name=name, namespace=namespace, scheduling_strategy="SPREAD").remote(
-            index, num_workers, num_servers, replicate, namespace, secret) for index, name in enumerate(names)]
+            index, num_workers, num_servers, replicate, namespace, secret, allow_remote_code) for index, name in enumerate(names)]
     except ValueError as exc:  # a name already taken in the namespace
         raise KVStoreError(f"cannot start a job in namespace {namespace!r}: {exc}; choose another namespace "
                            f"or stop the job that runs there") from None

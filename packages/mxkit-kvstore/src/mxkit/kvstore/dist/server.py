@@ -66,11 +66,15 @@ class ParameterServer:
         The job's Ray namespace, where the other servers are found by name.
     secret : str
         The job's data-channel secret (:mod:`.auth`); without it the channel does not open.
+    allow_remote_code : bool
+        Whether this job's servers accept :meth:`set_updater` (a serialised function, run
+        here); the job decides, not the worker that sends it.
     """
 
     def __init__(self, index: int, num_workers: int, num_servers: int = 1, replicate: bool = False,
-                 namespace: str | None = None, secret: str = ""):
+                 namespace: str | None = None, secret: str = "", allow_remote_code: bool = False):
         self._secret = secret
+        self._allow_remote_code = bool(allow_remote_code)
         self.index = index
         self.num_servers = num_servers
         self.namespace = namespace  # of the job's actors (not this process's own Ray namespace)
@@ -133,12 +137,32 @@ class ParameterServer:
             self._settings["optimizer"] = description
             self._settings.pop("updater", None)
 
-    def set_updater(self, rank: int, updater: Callable[[Any, Any, Any], None]) -> None:
-        """Run ``updater(key, grad, weight)`` (NDArrays) on every round."""
+    def set_updater(self, rank: int, serialized: bytes) -> None:
+        """Run ``updater(key, grad, weight)`` (NDArrays, its function serialised by Ray's
+        cloudpickle) on every round, if the job allows remote code.
+
+        The bytes are checked before they are deserialised (deserialising is what runs code).
+
+        Raises
+        ------
+        KVStoreError
+            If the job was not started with ``allow_remote_code=True``, or ``serialized``
+            is not bytes.
+        """
+        if not self._allow_remote_code:
+            raise KVStoreError("this job's servers do not run functions sent to them: start the job with "
+                               "allow_remote_code=True (mxkit launch --allow-remote-code) to allow set_updater, "
+                               "or use set_optimizer")
+        if not isinstance(serialized, bytes):
+            raise KVStoreError(f"set_updater on a server takes the function serialised to bytes, got "
+                               f"{type(serialized).__name__}")
+        from ray import cloudpickle
+
+        updater = cloudpickle.loads(serialized)
         with self.table.condition:
             self._config.pop("optimizer", None)
             self._set_update(updater)
-            self._settings["updater"] = updater
+            self._settings["updater"] = serialized
             self._settings.pop("optimizer", None)
 
     def _set_update(self, updater: Any) -> None:

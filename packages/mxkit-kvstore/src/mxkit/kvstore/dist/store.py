@@ -505,7 +505,8 @@ class DistKVStore:
 
     @_serialized
     def set_updater(self, updater: Callable[[Any, Any, Any], None]) -> None:
-        """Run ``updater(key, grad, weight)`` on the servers (needs ``allow_remote_code=True``).
+        """Run ``updater(key, grad, weight)`` on the servers (needs ``allow_remote_code=True``
+        here, and a job started with ``allow_remote_code=True``: the servers check too).
 
         Raises
         ------
@@ -520,8 +521,12 @@ class DistKVStore:
                                "there; create the store with mx.kv.create(..., allow_remote_code=True) to allow "
                                "that, or use set_optimizer(mx.optimizer.create(name, ...)), which sends only a "
                                "name and parameters")
+        from ray import cloudpickle
+
+        serialized = cloudpickle.dumps(updater)  # the servers check that the job allows it before loading it
         self._flush()
-        self._wait_all([server.set_updater.remote(self._rank, updater) for server in self._servers], "set_updater")
+        self._wait_all([server.set_updater.remote(self._rank, serialized) for server in self._servers],
+                       "set_updater")
 
     _set_updater = set_updater
 
