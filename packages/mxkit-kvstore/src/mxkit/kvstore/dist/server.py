@@ -6,7 +6,8 @@ with many threads, so that pulls blocked on a round do not keep pushes out). It 
 
 - no updater: the round's sum replaces the value (MXNet's server without an updater);
 - ``set_optimizer``: the optimizer described by JSON (``Optimizer.dumps()``: a registry
-  name and its parameters) is rebuilt here with ``mx.optimizer`` and run on mxkit
+  name and its parameters) is rebuilt here through the optimizer registry (hook
+  ``mxkit_optimizers``, served by mxkit-train) and run on mxkit
   NDArrays by :class:`mxkit.kvstore.updater.OptimizerUpdater`; nothing is unpickled;
 - ``set_updater``: a user function shipped by Ray's serialisation, accepted only when the
   worker opted in with ``allow_remote_code=True`` (it runs code on the servers);
@@ -124,16 +125,9 @@ class ParameterServer:
         with self.table.condition:
             if not self._agree("optimizer", description, rank):
                 return
-            try:
-                from mxkit.train.optimizer import loads
-            except ModuleNotFoundError:
-                from mxkit.core.errors import MissingComponentError
-
-                raise MissingComponentError("set_optimizer on a distributed store needs mxkit-train on the "
-                                            "servers' machines (pip install mxkit-train)") from None
             from mxkit.kvstore.updater import OptimizerUpdater
 
-            self._set_update(OptimizerUpdater(loads(description)))
+            self._set_update(OptimizerUpdater(_optimizer_from(description)))
             self._settings["optimizer"] = description
             self._settings.pop("updater", None)
 
@@ -350,6 +344,28 @@ class ParameterServer:
         for snap in snapshots:
             if "state" in snap:
                 states[snap["id"][0]] = _from_numpy(snap["state"], nd)
+
+
+def _optimizer_from(description: str) -> Any:
+    """The optimizer ``Optimizer.dumps()`` JSON describes, built through the optimizer
+    registry (hook ``mxkit_optimizers``, which mxkit-train serves): no import of train."""
+    from mxkit.core.errors import MissingComponentError, UnknownPluginError
+    from mxkit.core.plugins import get_optimizer
+
+    try:
+        params = json.loads(description)
+    except (TypeError, ValueError) as exc:
+        raise KVStoreError(f"an optimizer description must be JSON text, got {description!r:.80}: {exc}") from None
+    if not isinstance(params, dict) or not isinstance(params.get("name"), str):
+        raise KVStoreError(f"an optimizer description is a JSON object with a 'name', got {description!r:.80}")
+    name = params.pop("name")
+    try:
+        spec = get_optimizer(name)
+    except UnknownPluginError as exc:
+        raise MissingComponentError(f"set_optimizer on a distributed store: the servers have no optimizer {name!r} "
+                                    f"({exc}); install mxkit-train (or the plugin that registers it) on the "
+                                    f"servers' machines") from None
+    return spec.factory(**params)
 
 
 def _restarted() -> bool:

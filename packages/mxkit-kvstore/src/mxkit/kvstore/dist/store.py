@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from mxkit.core.errors import KVStoreError, MXKitError, ShapeError
 from mxkit.kvstore import merge
+from mxkit.kvstore.base import KVStoreBase
 from mxkit.kvstore.dist import channel, recovery, remote, transfer
 from mxkit.kvstore.dist.transfer import Key, int_setting
 from mxkit.kvstore.dist.sharding import Part, ShardPlan
@@ -57,7 +58,7 @@ def _serialized(method: Callable[..., Any]) -> Callable[..., Any]:
     return locked
 
 
-class DistKVStore:
+class DistKVStore(KVStoreBase):
     """A worker's handle on a distributed KVStore (MXNet's ``KVStoreDist``).
 
     Made by ``mx.kv.create("dist_sync")`` (see :func:`mxkit.kvstore.dist.create` for the
@@ -73,8 +74,6 @@ class DistKVStore:
     holds the lock while it waits, so the other threads of this worker wait too: that is
     the serial order, and it keeps this worker's rounds in step with the job's.
     """
-
-    OPTIMIZER = "optimizer"
 
     def __init__(self, kvtype: str, consistency: str, *, rank: Any = None, num_workers: Any = None,
                  namespace: str | None = None, address: str | None = None, tau: Any = None,
@@ -150,11 +149,6 @@ class DistKVStore:
     # -- description ------------------------------------------------------------------
 
     @property
-    def type(self) -> str:
-        """``"dist_sync"``, ``"dist_async"`` or ``"dist_ssp"``."""
-        return self._type
-
-    @property
     def rank(self) -> int:
         """This worker's rank, ``0..num_workers-1``."""
         return self._rank
@@ -170,18 +164,9 @@ class DistKVStore:
         return len(self._servers)
 
     @property
-    def consistency_model(self) -> Any:
-        """The consistency model the servers run (an instance of it)."""
-        return self._model
-
-    @property
     def namespace(self) -> str:
         """The job's Ray namespace."""
         return self._namespace
-
-    def is_capable(self, capability: str) -> bool:
-        """Whether the store supports ``capability`` (:attr:`OPTIMIZER`: yes, on the servers)."""
-        return capability.lower() == self.OPTIMIZER
 
     def __repr__(self) -> str:
         return (f"<DistKVStore {self._type} rank={self._rank}/{self._num_workers} servers={len(self._servers)} "
@@ -223,12 +208,6 @@ class DistKVStore:
     def _ask(self, send: Callable[[], list[Any]], what: str) -> list[Any]:
         """Wait for the calls ``send()`` makes (see :func:`.recovery.ask`)."""
         return recovery.ask(self, send, what)
-
-    def _check_kind(self, key: Any, what: str) -> None:
-        kind = key_kind(key)
-        if self._key_kind is not None and kind is not self._key_kind:
-            raise KVStoreError(f"{what} of key {key!r} ({kind.__name__}): this store's keys are "
-                               f"{self._key_kind.__name__}s; keys must be all ints or all strs")
 
     def _entry(self, key: Any, what: str) -> Key:
         entry = self._keys.get(key)
@@ -439,15 +418,7 @@ class DistKVStore:
         self.push(key, value, priority)
         self.pull(key, out=value if out is None else out, priority=priority)
 
-    @_serialized
-    def broadcast(self, key: Any, value: Any, out: Any, priority: int = 0) -> None:
-        """Initialise ``key`` with ``value`` (rank 0's) and pull it into ``out``."""
-        self.init(key, value)
-        self.pull(key, out=out, priority=priority)
-
-    def row_sparse_pull(self, key: Any, out: Any = None, priority: int = 0, row_ids: Any = None) -> None:
-        """Not available: mxkit arrays are dense; use :meth:`pull`."""
-        raise KVStoreError("row_sparse_pull needs row_sparse arrays, which mxkit does not have; use pull()")
+    broadcast = _serialized(KVStoreBase.broadcast)  # rank 0's value is the one stored
 
     # -- barrier ----------------------------------------------------------------------
 
@@ -474,8 +445,6 @@ class DistKVStore:
         self._epoch += 1
         self._rounds.clear()
         self._unconfirmed.clear()  # every round of the epoch is merged and replicated
-
-    _barrier = barrier
 
     # -- updaters, compression --------------------------------------------------------
 
@@ -528,8 +497,6 @@ class DistKVStore:
         self._wait_all([server.set_updater.remote(self._rank, serialized) for server in self._servers],
                        "set_updater")
 
-    _set_updater = set_updater
-
     @_serialized
     def set_gradient_compression(self, compression_params: dict[str, Any]) -> None:
         """Compress this worker's pushes, e.g. ``{'type': '2bit', 'threshold': 0.5}``.
@@ -551,11 +518,6 @@ class DistKVStore:
                         for server in self._servers], "set_gradient_compression")
         self._compressor = None if compressor.type == "none" else compressor
         self._residuals.clear()
-
-    @property
-    def gradient_compression(self) -> Any:
-        """The compressor in force (``None`` without compression)."""
-        return self._compressor
 
     # -- optimizer states -------------------------------------------------------------
 
