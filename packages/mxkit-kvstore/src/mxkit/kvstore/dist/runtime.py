@@ -174,18 +174,22 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None,
         return str(_state["address"])
 
 
-#: attempts at starting a local cluster: Ray gives its raylet a fixed 30 s to register,
-#: which a machine busy with other work can miss once
+#: attempts at starting a local cluster: Ray gives its raylet a fixed 30 s to register (and
+#: waits a fixed time for the GCS to write its port file), which a busy machine can miss once
 LOCAL_START_ATTEMPTS = 2
 
 
 def _start_local(ray: Any, num_cpus: int | None, object_store_memory: int | None, options: dict[str, Any]) -> None:
     """Start a loopback-only cluster in a private temporary directory and HOME."""
     for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
-        # a short private directory for sockets and logs, and a private HOME for the token
-        temp_dir = tempfile.mkdtemp(prefix="mxray", dir="/tmp" if os.path.isdir("/tmp") else None)
-        home = tempfile.mkdtemp(prefix="mxhome", dir=os.path.dirname(temp_dir))
-        _state["dirs"].extend([temp_dir, home])
+        # a short private directory for sockets and logs, and a private HOME for the token.
+        # Every Ray process that starts makes its temporary directory world-writable (0777,
+        # no sticky bit), so that directory is a child of a 0700 one nobody else can enter
+        private = tempfile.mkdtemp(prefix="mxray", dir="/tmp" if os.path.isdir("/tmp") else None)
+        temp_dir = os.path.join(private, "r")
+        os.mkdir(temp_dir, 0o700)
+        home = tempfile.mkdtemp(prefix="mxhome", dir=os.path.dirname(private))
+        _state["dirs"].extend([private, home])
         _set_env("RAY_TMPDIR", temp_dir)
         _set_env("HOME", home)  # (the caller's HOME is saved by the first attempt, restored at shutdown)
         try:
@@ -194,15 +198,12 @@ def _start_local(ray: Any, num_cpus: int | None, object_store_memory: int | None
                      _node_ip_address=LOOPBACK, _temp_dir=temp_dir, **options)
         except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception when its raylet is slow
             ray.shutdown()  # the processes this attempt started
-            if attempt == LOCAL_START_ATTEMPTS or "timed out during startup" not in str(exc):
+            slow = "timed out during startup" in str(exc) or "Timed out waiting for file" in str(exc)
+            if attempt == LOCAL_START_ATTEMPTS or not slow:
                 raise KVStoreError(f"could not start a local Ray cluster: {exc}; if the machine is busy, "
                                    f"try again, or start one with 'ray start --head' and pass its address")\
                     from None
             continue
-        # Ray makes its temporary directory world-writable (0777, no sticky bit): ours are
-        # the private parents of its sockets, logs and cluster token, so they stay 0700
-        for directory in (temp_dir, home):
-            os.chmod(directory, 0o700)
         _state["started"] = True
         return
 
