@@ -228,3 +228,14 @@ def test_the_accept_loop_survives_any_exception(monkeypatch, server):
 def test_a_server_without_the_jobs_secret_opens_no_channel():
     with pytest.raises(KVStoreError, match="secret"):
         ParameterServer(0, num_workers=1).channel_address()
+
+
+def test_the_size_limit_follows_keys_initialised_after_a_connection_opened(server):
+    worker = honest(server)
+    worker.pull(0, 0, [(("w", 0), 0)], 5.0).result()  # connected, waiting for its next frame
+    big = np.arange(1 << 20, dtype=np.float32)  # 4 MiB: over the limit the server had a moment ago
+    assert big.nbytes > server.frame_limits()[1]
+    server.init([(("big", 0), np.zeros_like(big))])
+    values, _ = worker.pull(0, 0, [(("big", 0), 1)], 5.0, rounds=[(("big", 0), 0)], payloads=[big]).result()
+    np.testing.assert_array_equal(values[0], big)
+    worker.close()

@@ -247,9 +247,8 @@ class ChannelServer:
 
     def _serve_frames(self, sock: socket.socket) -> None:
         while True:
-            max_header, max_body = self.server.frame_limits()
             try:
-                header, arrays = receive_frame(sock, max_header, max_body, within=self.frame_timeout)
+                header, arrays = receive_frame(sock, within=self.frame_timeout, limits=self.server.frame_limits)
             except (EOFError, OSError):
                 return
             except (ChannelError, MemoryError, RecursionError) as exc:  # the stream is lost: say why, close it

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import socket
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -146,7 +147,8 @@ def _check_array_specs(specs: Any, max_body: int = MAX_BODY_BYTES) -> list[tuple
 
 
 def receive_frame(sock: socket.socket, max_header: int = MAX_HEADER_BYTES, max_body: int = MAX_BODY_BYTES,
-                  within: float | None = None) -> tuple[dict[str, Any], list[np.ndarray]]:
+                  within: float | None = None, limits: Callable[[], tuple[int, int]] | None = None
+                  ) -> tuple[dict[str, Any], list[np.ndarray]]:
     """Read one frame: its header and its arrays (views of one fresh buffer).
 
     Parameters
@@ -158,6 +160,10 @@ def receive_frame(sock: socket.socket, max_header: int = MAX_HEADER_BYTES, max_b
         allocated for it.
     within : float, optional
         Seconds the rest of the frame may take once its first bytes arrived.
+    limits : callable, optional
+        ``limits() -> (max_header, max_body)``, asked once the frame's prefix has arrived
+        (a server's limits grow with the keys it holds, perhaps while it waited); it
+        replaces ``max_header`` and ``max_body``.
 
     Raises
     ------
@@ -172,6 +178,8 @@ def receive_frame(sock: socket.socket, max_header: int = MAX_HEADER_BYTES, max_b
     prefix = bytearray(PREFIX.size)
     _receive_into(sock, memoryview(prefix), "prefix", within)
     try:
+        if limits is not None:
+            max_header, max_body = limits()
         magic, version, flags, header_bytes, body_bytes = PREFIX.unpack(prefix)
         if magic != MAGIC:
             raise ChannelError(f"malformed frame: it starts with {bytes(prefix[:4])!r}, not {MAGIC!r} (is the peer "
