@@ -87,6 +87,7 @@ class ParameterServer:
         self._replicas = Replicas()
         self._channel: Any = None
         self._channel_lock = threading.Lock()
+        self._frame_limits: tuple[int, int, int] | None = None  # (shards, header, body) of the last count
         if self.table.replicating and _restarted():
             self._recover()
 
@@ -234,9 +235,13 @@ class ParameterServer:
         push of every shard this server holds (twice over, plus room for small keys), so a
         peer's size claim is checked against what the job really stores."""
         shards = list(self.table.shards.values())
+        cached = self._frame_limits
+        if cached is not None and cached[0] == len(shards):  # shards are only added, never resized
+            return cached[1], cached[2]
         body = 2 * sum(shard.value.nbytes for shard in shards) + FRAME_SLACK_BYTES
         # JSON writes a non-ASCII character of a str key as 6 bytes (\\uXXXX)
         header = FRAME_SLACK_BYTES + 2 * sum(HEADER_BYTES_PER_SHARD + 6 * len(str(shard.key)) for shard in shards)
+        self._frame_limits = (len(shards), header, body)
         return header, body
 
     def pushpull(self, rank: int, epoch: int, rounds: list[tuple[ShardId, int]], packed: wire.Packed,
