@@ -15,9 +15,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: kvstore moves to the public accessors in its own change
-EXCLUDED = {"mxkit-kvstore"}
-
 #: NDArray's private fields and constructor, which only mxkit-ndarray may touch
 NDARRAY_PRIVATE_ATTRIBUTES = {"_data", "_var", "_ctx", "_from_data"}
 
@@ -117,7 +114,7 @@ def ndarray_private_reads(paths: list[Path], root: Path = ROOT) -> list[str]:
 
 
 def checked_distributions() -> dict[str, Path]:
-    return {dist: src for dist, src in distributions().items() if dist not in EXCLUDED}
+    return distributions()
 
 
 def test_the_check_sees_every_distribution():

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mxkit.core.errors import KVStoreError
-from mxkit.kvstore.dist import frames
+from mxkit.kvstore.dist import auth, frames
 from mxkit.kvstore.dist.channel import ChannelLost, Connection
 from mxkit.kvstore.dist.server import ParameterServer
 
@@ -25,19 +25,24 @@ DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, 
 @pytest.fixture
 def plain_server():
     """A ParameterServer without Ray (one worker, dist_sync), serving its data channel on loopback."""
-    server = ParameterServer(0, num_workers=1)
+    server = ParameterServer(0, num_workers=1, secret=SECRET)
     server.configure(0, "sequential", {})
     yield server
     if server._channel is not None:
         server._channel.close()
 
 
+SECRET = auth.new_secret()
+
+
 def connect(server, timeout=10.0):
-    return Connection(0, server.channel_address, timeout)
+    return Connection(0, server.channel_address, timeout, SECRET)
 
 
 def raw_socket(server):
+    """A socket past the handshake: what it sends next is read as frames."""
     sock = socket.create_connection(server.channel_address(), timeout=10.0)
+    auth.respond(sock, SECRET)
     return sock
 
 
@@ -146,7 +151,13 @@ def test_a_job_server_listens_on_the_host_ray_is_bound_to_and_survives_garbage(s
     job = shared_job(2, 1)
     host, port = ray.get(job.servers[0].channel_address.remote())
     assert host == "127.0.0.1"
-    with socket.create_connection((host, port), timeout=10.0) as bad:
+    with socket.create_connection((host, port), timeout=10.0) as bad:  # not of the job: closed unanswered
+        bad.recv(auth.CHALLENGE_BYTES)
+        bad.sendall(struct.pack("!4s", b"JUNK") + bytes(40))
+        assert _read_to_end(bad) == b""
+    secret = ray.get(job.coordinator.join.remote(0, "dist_sync", ("sequential", {})))["secret"]
+    with socket.create_connection((host, port), timeout=10.0) as bad:  # of the job, but garbage
+        auth.respond(bad, secret)
         bad.sendall(struct.pack("!4s", b"JUNK") + bytes(40))
         header, _ = frames.receive_frame(bad)
         assert header["error"] == "ChannelError" and "b'JUNK'" in header["message"]
@@ -200,6 +211,16 @@ def _wait_until_ray_reports_dead(actor, within):
             return
         time.sleep(0.05)
     raise AssertionError(f"Ray still reports the killed server alive {within} s after ray.kill")
+
+
+def _read_to_end(sock):
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    except ConnectionResetError:  # closed with our bytes unread
+        pass
+    return data
 
 
 def _wait_until_nothing_listens(address, within):

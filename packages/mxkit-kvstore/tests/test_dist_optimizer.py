@@ -74,7 +74,7 @@ def test_dist_sync_training_equals_serial_training_on_the_union_of_batches(optim
     np.testing.assert_allclose(states["fc_weight"], expected_mom, rtol=1e-4, atol=1e-5)
 
 
-def test_a_custom_updater_needs_the_opt_in_and_then_runs_on_the_servers(optimizer_job, workers):
+def test_a_custom_updater_needs_the_opt_in_and_then_runs_on_the_servers(optimizer_job, start_job, workers):
     def double_step(key, grad, weight):
         weight[:] = weight + 2 * grad
 
@@ -95,5 +95,14 @@ def test_a_custom_updater_needs_the_opt_in_and_then_runs_on_the_servers(optimize
         kv.pull("custom", out=out)
         return out.asnumpy()
 
-    for value in workers(optimizer_job, allowed, allow_remote_code=True):
+    # the worker's opt-in is not enough: the job's servers must allow remote code too
+    # (they refuse before deserialising anything)
+    with pytest.raises(KVStoreError, match="do not run functions sent to them"):
+        workers(optimizer_job, allowed, allow_remote_code=True)
+    import ray
+
+    with pytest.raises(ray.exceptions.RayTaskError, match="do not run functions sent to them"):
+        ray.get(optimizer_job.servers[0].set_updater.remote(0, b"not even a pickle"))
+    for value in workers(start_job(WORKERS, 2, bigarray_bound=4, allow_remote_code=True), allowed,
+                         allow_remote_code=True):
         np.testing.assert_array_equal(value, np.full(3, 1 + 2 * 3))

@@ -67,3 +67,69 @@ def test_a_subprocess_joins_with_the_worker_environment(ray_cluster):
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=90)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == [ray_cluster, "127.0.0.1"]
+
+
+def test_the_local_clusters_directories_are_private(ray_cluster):
+    import stat
+
+    from mxkit.kvstore.dist import runtime
+
+    if not runtime.is_started_here():
+        pytest.skip("the session's cluster was not started by this process")
+    # Ray makes RAY_TMPDIR itself 0777 whenever a process joins: its parent is what keeps others out
+    for directory in (os.path.dirname(os.environ["RAY_TMPDIR"]), os.environ["HOME"]):
+        assert stat.S_IMODE(os.stat(directory).st_mode) == 0o700, directory
+
+
+def _closed_port():
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_an_unreachable_cluster_is_given_up_on_after_the_timeout():
+    import time
+
+    pytest.importorskip("ray")
+    from mxkit.kvstore.dist import runtime
+
+    started = time.monotonic()
+    with pytest.raises(KVStoreError, match=r"no Ray cluster answers at '127\.0\.0\.1:\d+'.*gave up after 1 s"):
+        runtime.wait_reachable(f"127.0.0.1:{_closed_port()}", 1.0)
+    assert time.monotonic() - started < 10
+
+
+def _launch(port, timeout):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MXKIT_KVSTORE_TIMEOUT": str(timeout)}
+    code = "import sys; from mxkit.mx.cli import main; sys.exit(main())"
+    return subprocess.Popen([sys.executable, "-c", code, "launch", "-n", "1", "--address", f"127.0.0.1:{port}",
+                             "--", sys.executable, "-c", "print('hi')"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_mxkit_launch_to_an_unreachable_address_fails_clearly_after_kvstore_timeout():
+    pytest.importorskip("ray")
+    pytest.importorskip("mxkit.mx")
+    process = _launch(_closed_port(), 2)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode != 0
+    assert "no Ray cluster answers" in err and "kvstore_timeout" in err and "hi" not in out
+
+
+def test_mxkit_launch_honours_ctrl_c_and_sigterm_while_waiting_for_a_cluster():
+    import signal
+    import time
+
+    pytest.importorskip("ray")
+    pytest.importorskip("mxkit.mx")
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        process = _launch(_closed_port(), 600)
+        time.sleep(4)  # well into the wait (the interpreter and mxkit start first)
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=30)
+        assert process.returncode not in (0, None) and "hi" not in out, (signum, err[-2000:])

@@ -78,3 +78,43 @@ def test_pushpull_broadcast_and_string_keys(shared_job, workers):
     for first, summed in workers(job, worker):
         np.testing.assert_array_equal(first, np.full((2, 2), 7))
         np.testing.assert_array_equal(summed, np.full((2, 2), 3))
+
+
+def _add_into(key, grad, weight):
+    weight[:] = weight + grad
+
+
+def test_eight_threads_on_one_store_match_a_serial_replay(start_job):
+    """8 threads push and pull their own keys through one store: every update arrives and
+    each pull sees its thread's own pushes so far, exactly as one thread making the calls
+    in any interleaving would (integer values: the sums are exact)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import mxkit.kvstore as kvstore
+
+    job = start_job(1, 2, bigarray_bound=50, allow_remote_code=True)
+    kv = kvstore.create("dist_sync", rank=0, num_workers=1, namespace=job.namespace, timeout=30.0,
+                        allow_remote_code=True)
+    kv.set_updater(_add_into)
+    threads, steps = 8, 12
+    shapes = [(3,), (4, 5), (60,), (2,), (7,), (11, 7), (1,), (5, 5)]  # some split across the servers
+    grads = [np.random.default_rng(t).integers(-9, 9, size=(steps, *shapes[t])).astype(np.float32)
+             for t in range(threads)]
+    kv.init([f"thread{t}" for t in range(threads)], [nd.zeros(shape) for shape in shapes])
+
+    def run(t):
+        seen = []
+        for step in range(steps):
+            out = nd.zeros(shapes[t])
+            if step % 3 == 2:
+                kv.pushpull(f"thread{t}", nd.array(grads[t][step]), out=out)
+            else:
+                kv.push(f"thread{t}", nd.array(grads[t][step]))
+                kv.pull(f"thread{t}", out=out)
+            seen.append(out.asnumpy())
+        return seen
+
+    with ThreadPoolExecutor(threads) as pool:
+        results = list(pool.map(run, range(threads)))
+    for t, seen in enumerate(results):
+        np.testing.assert_array_equal(np.stack(seen), np.cumsum(grads[t], axis=0))  # the serial replay

@@ -99,7 +99,8 @@ def test_unknown_consistency_model():
 
 
 def test_unknown_and_distributed_types(monkeypatch):
-    with pytest.raises(KVStoreError, match=r"unknown KVStore type 'locall'; choose one of local"):
+    with pytest.raises(KVStoreError, match=r"unknown KVStore type 'locall'; choose one of device, dist_async, "
+                                           r"dist_ssp, dist_sync, local"):
         create("locall")
     monkeypatch.setitem(sys.modules, "ray", None)  # as if the dist extra were not installed
     with pytest.raises(MissingComponentError, match=r"the distributed KVStore needs Ray; install it with "

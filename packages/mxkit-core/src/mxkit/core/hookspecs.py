@@ -19,7 +19,16 @@ from collections.abc import Iterable
 from typing import Any
 
 import pluggy
-from mxkit.core.specs import BackendSpec, CompressorSpec, ConsistencySpec, EngineSpec, OptionSpec, PlannerSpec
+from mxkit.core.specs import (
+    BackendSpec,
+    CompressorSpec,
+    ConsistencySpec,
+    EngineSpec,
+    KVStoreSpec,
+    OptimizerSpec,
+    OptionSpec,
+    PlannerSpec,
+)
 
 PROJECT_NAME = "mxkit"
 
@@ -144,6 +153,51 @@ def mxkit_gradient_compressors() -> Iterable[CompressorSpec]:  # type: ignore[em
 
 
 @hookspec
+def mxkit_kvstores() -> Iterable[KVStoreSpec]:  # type: ignore[empty-body]
+    """Yield KVStore types (``mx.kv.create(name)`` looks them up here).
+
+    mxkit-kvstore registers ``local``, ``device``, ``dist_sync``, ``dist_async`` and
+    ``dist_ssp`` (with MXNet's aliases) this way; an outside store (MXNet 1.x plugged
+    Horovod and BytePS in like this) subclasses ``mxkit.kvstore.KVStoreBase``.
+
+    Example
+    -------
+    ::
+
+        from mxkit.core import hookimpl
+        from mxkit.core.specs import KVStoreSpec
+
+        def make_store(name, **options):
+            from my_package.store import MyStore   # a KVStoreBase
+            return MyStore(name, **options)
+
+        @hookimpl
+        def mxkit_kvstores():
+            yield KVStoreSpec(name="mine", factory=make_store)
+    """
+
+
+@hookspec
+def mxkit_optimizers() -> Iterable[OptimizerSpec]:  # type: ignore[empty-body]
+    """Yield optimizers by registry name, for components that cannot import mxkit-train
+    (a KVStore server rebuilds the optimizer a worker sent as ``Optimizer.dumps()`` JSON).
+
+    mxkit-train registers every optimizer of ``mx.optimizer`` this way.
+
+    Example
+    -------
+    ::
+
+        from mxkit.core import hookimpl
+        from mxkit.core.specs import OptimizerSpec
+
+        @hookimpl
+        def mxkit_optimizers():
+            yield OptimizerSpec(name="my_sgd", factory=MySGD)
+    """
+
+
+@hookspec
 def mxkit_options() -> Iterable[OptionSpec]:  # type: ignore[empty-body]
     """Yield the configuration keys this plugin reads.
 
@@ -200,6 +254,8 @@ HOOK_NAMES = (
     "mxkit_memory_planners",
     "mxkit_consistency_models",
     "mxkit_gradient_compressors",
+    "mxkit_kvstores",
+    "mxkit_optimizers",
     "mxkit_options",
     "mxkit_kernels",
 )

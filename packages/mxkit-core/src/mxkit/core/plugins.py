@@ -32,6 +32,8 @@ from mxkit.core.specs import (
     CompressorSpec,
     ConsistencySpec,
     EngineSpec,
+    KVStoreSpec,
+    OptimizerSpec,
     OptionSpec,
     PlannerSpec,
     PluginInfo,
@@ -379,6 +381,11 @@ _REGISTRIES: dict[str, PluginRegistry[Any]] = {
                                  "The built-in compressors come with mxkit-kvstore (pip install mxkit-kvstore)."),
     "option": PluginRegistry("config key", "mxkit_options", OptionSpec,
                              "A key is declared by the component that reads it; install that component."),
+    "kvstore": PluginRegistry("KVStore type", "mxkit_kvstores", KVStoreSpec,
+                              "The built-in types come with mxkit-kvstore (pip install mxkit-kvstore; the dist_* "
+                              "types need pip install 'mxkit-kvstore[dist]')."),
+    "optimizer": PluginRegistry("optimizer", "mxkit_optimizers", OptimizerSpec,
+                                "The built-in optimizers come with mxkit-train (pip install mxkit-train)."),
 }
 
 
@@ -450,6 +457,18 @@ def get_compressor(name: str) -> CompressorSpec:
     return spec
 
 
+def get_kvstore(name: str) -> KVStoreSpec:
+    """The KVStore type named ``name`` (or one of its aliases)."""
+    spec: KVStoreSpec = registry("kvstore").get(name)
+    return spec
+
+
+def get_optimizer(name: str) -> OptimizerSpec:
+    """The optimizer registered under ``name``."""
+    spec: OptimizerSpec = registry("optimizer").get(name)
+    return spec
+
+
 def call_kernel_hooks(kernel_registry: Any) -> None:
     """Let every plugin register its kernels into ``kernel_registry`` (mxkit-ndarray)."""
     get_plugin_manager().hook.mxkit_kernels(registry=kernel_registry)
@@ -469,6 +488,8 @@ __all__ = [
     "get_compressor",
     "get_consistency_model",
     "get_engine_spec",
+    "get_kvstore",
+    "get_optimizer",
     "get_planner",
     "get_plugin_manager",
     "list_plugins",

@@ -162,6 +162,63 @@ class CompressorSpec(_NamedSpec):
 
 
 @dataclass(frozen=True)
+class KVStoreSpec(_NamedSpec):
+    """A KVStore type, as ``mx.kv.create(name)`` makes it.
+
+    Parameters
+    ----------
+    name : str
+        The type's name (``"local"``, ``"dist_sync"``...).
+    factory : callable
+        ``factory(name, **options) -> store``: called with the name asked for (so that one
+        factory can serve several aliases) and the options given to ``mx.kv.create``; the
+        store should subclass ``mxkit.kvstore.KVStoreBase``.
+    aliases : tuple of str
+        Other names of the same type (MXNet's ``local_update_cpu``, ``dist_sync_device``...).
+    description : str
+        One line for ``mxkit info`` and error messages.
+    """
+
+    factory: Callable[..., Any] | None = None
+    aliases: tuple[str, ...] = ()
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not callable(self.factory):
+            raise PluginError(f"KVStore type {self.name!r} needs a callable factory, got {self.factory!r}")
+        object.__setattr__(self, "aliases", tuple(normalize_name(alias) for alias in self.aliases))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The name, then the aliases."""
+        return (self.name, *self.aliases)
+
+
+@dataclass(frozen=True)
+class OptimizerSpec(_NamedSpec):
+    """An optimizer that components below mxkit-train can build by name (a KVStore server
+    rebuilding the optimizer a worker described as JSON).
+
+    Parameters
+    ----------
+    name : str
+        The optimizer's registry name (``"sgd"``, ``"adam"``...).
+    factory : callable
+        ``factory(**params) -> optimizer`` with MXNet's optimizer protocol
+        (``create_state(index, weight)``, ``update(index, weight, grad, state)``).
+    """
+
+    factory: Callable[..., Any] | None = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not callable(self.factory):
+            raise PluginError(f"optimizer {self.name!r} needs a callable factory, got {self.factory!r}")
+
+
+@dataclass(frozen=True)
 class OptionSpec(_NamedSpec):
     """A configuration key a component declares (hook ``mxkit_options``).
 
@@ -290,6 +347,8 @@ __all__ = [
     "CompressorSpec",
     "ConsistencySpec",
     "EngineSpec",
+    "KVStoreSpec",
+    "OptimizerSpec",
     "OptionSpec",
     "PlannerSpec",
     "PluginInfo",

@@ -17,10 +17,9 @@ extra. Consistency models and gradient compressors are plugins
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
-from mxkit.core.errors import KVStoreError, MissingComponentError
+from mxkit.core.errors import KVStoreError
 
 #: MXNet's names of the single-machine stores and the kind each one is
 LOCAL_TYPES = {
@@ -30,49 +29,57 @@ LOCAL_TYPES = {
     "device": "device",
     "local_allreduce_device": "device",
 }
-DIST_MODULE = "mxkit.kvstore.dist"
 
 
 def create(name: str = "local", **options: Any) -> Any:
-    """Make a KVStore (MXNet's ``mx.kv.create``).
+    """Make a KVStore (MXNet's ``mx.kv.create``), of a type registered through the hook
+    ``mxkit_kvstores`` (see :class:`~mxkit.kvstore.base.KVStoreBase`).
 
     Parameters
     ----------
     name : str
         ``"local"`` (sums on the CPU) or ``"device"`` (sums on the values' devices), or
-        MXNet's aliases of them; ``"dist_sync"``, ``"dist_async"``... need the distributed
-        store (``pip install 'mxkit-kvstore[dist]'``).
+        MXNet's aliases of them; ``"dist_sync"``, ``"dist_async"``, ``"dist_ssp"`` need the
+        distributed store (``pip install 'mxkit-kvstore[dist]'``); or a type a plugin adds.
     **options
-        ``consistency=`` (a consistency model name; default config ``consistency``) and
-        the model's options (``tau=`` for ``bounded_delay``).
+        The type's options: for ``local``/``device``, ``consistency=`` (a consistency model
+        name; default config ``consistency``) and the model's options (``tau=`` for
+        ``bounded_delay``); for the distributed types see :func:`mxkit.kvstore.dist.create`.
 
     Raises
     ------
     KVStoreError
-        If ``name`` is not a KVStore type.
+        If ``name`` is not a registered KVStore type (the message lists them).
     MissingComponentError
         If a distributed type is asked for without the distributed store installed.
     UnknownPluginError
         If the consistency model is unknown; the message lists the available ones.
     """
+    from mxkit.core.errors import UnknownPluginError
+    from mxkit.core.plugins import registry
+
     if not isinstance(name, str):
         raise KVStoreError(f"a KVStore type is a string like 'local' or 'device', got {name!r}")
     kind = name.strip().lower()
-    if kind in LOCAL_TYPES:
-        from mxkit.kvstore.store import KVStore
+    try:
+        spec = registry("kvstore").get(kind)
+    except UnknownPluginError as exc:
+        if type(exc) is not UnknownPluginError:  # (e.g. a name two plugins register)
+            raise
+        choices = ", ".join(spec.name for spec in _specs())
+        raise KVStoreError(f"unknown KVStore type {name!r}; choose one of {choices} (or MXNet's aliases of "
+                           f"them)") from None
+    return spec.factory(kind, **options)
 
-        return KVStore(LOCAL_TYPES[kind], **options)
-    if kind.startswith("dist"):
-        try:
-            dist = importlib.import_module(DIST_MODULE)
-        except ModuleNotFoundError as exc:
-            raise MissingComponentError(
-                f"KVStore type {name!r} needs the distributed store, which is not installed ({exc.name} is "
-                f"missing); install it with pip install 'mxkit-kvstore[dist]'"
-            ) from None
-        return dist.create(kind, **options)
-    raise KVStoreError(f"unknown KVStore type {name!r}; choose one of {', '.join(LOCAL_TYPES)} or a dist_* "
-                       f"type (dist_sync, dist_async, dist_ssp)")
+
+def _specs() -> list[Any]:
+    """The registered KVStore types (each once, whatever its aliases)."""
+    from mxkit.core.plugins import registry
+
+    seen: dict[str, Any] = {}
+    for _, spec, _ in registry("kvstore").items():
+        seen.setdefault(spec.name, spec)
+    return [seen[name] for name in sorted(seen)]
 
 
 def __getattr__(name: str) -> Any:
@@ -82,7 +89,11 @@ def __getattr__(name: str) -> Any:
         from mxkit.kvstore.store import KVStore
 
         return KVStore
+    if name == "KVStoreBase":
+        from mxkit.kvstore.base import KVStoreBase
+
+        return KVStoreBase
     raise AttributeError(f"module 'mxkit.kvstore' has no attribute {name!r}")
 
 
-__all__ = ["KVStore", "create"]
+__all__ = ["KVStore", "KVStoreBase", "create"]

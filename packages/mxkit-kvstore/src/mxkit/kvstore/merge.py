@@ -140,10 +140,10 @@ def all_readable_from(arrays: Sequence[Any], ctx: Any) -> bool:
     """Whether a kernel on ``ctx`` can read every NDArray of ``arrays`` where it is."""
     if ctx.device_type in _HOST_TYPES:
         for array in arrays:
-            if array._ctx.device_type not in _HOST_TYPES:
+            if array.context.device_type not in _HOST_TYPES:
                 return False
         return True
-    return all(array._ctx is ctx or array._ctx == ctx for array in arrays)
+    return all(array.context is ctx or array.context == ctx for array in arrays)
 
 
 def transfer(data: Any, source_ctx: Any, target_ctx: Any) -> Any:

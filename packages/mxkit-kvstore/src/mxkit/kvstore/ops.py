@@ -25,7 +25,7 @@ def engine() -> Any:
 
 def unique_vars(arrays: Sequence[Any], exclude: Sequence[Any] = ()) -> list[Any]:
     """The engine vars of ``arrays``, each once, in order, without those in ``exclude``."""
-    found = dict.fromkeys(array._var for array in arrays)  # vars hash by identity: linear, ordered
+    found = dict.fromkeys(array.var for array in arrays)  # vars hash by identity: linear, ordered
     for var in exclude:
         found.pop(var, None)
     return list(found)
@@ -53,8 +53,8 @@ class Entry:
     def __init__(self, key: Any, value: Any, home: Context | None):
         self.key = key
         self.shape = tuple(value.shape)
-        self.dtype = value._data.dtype
-        self.nbytes = int(value._data.nbytes)
+        self.dtype = value.storage.dtype
+        self.nbytes = int(value.storage.nbytes)
         self.home = home  # where sums run and the value lives; None: not placed yet (device)
         self.value = new_array(self.shape, self.dtype, home or value.context)
         value.copyto(self.value)
@@ -90,7 +90,7 @@ class Payload:
 
 def stage_sources(entry: Entry, arrays: list[Any], priority: int) -> list[Any]:
     """The pushed arrays, each copied to the home device if the sum cannot read it there."""
-    home = entry.value._ctx
+    home = entry.value.context
     if merge.all_readable_from(arrays, home):
         return arrays  # the common case: the sum reads every array where it is
     sources = []
@@ -99,12 +99,12 @@ def stage_sources(entry: Entry, arrays: list[Any], priority: int) -> list[Any]:
             sources.append(array)
             continue
         staging = entry.staging_for(index, array.context)
-        src_data, dst_data, src_ctx = array._data, staging._data, array.context
+        src_data, dst_data, src_ctx = array.storage, staging.storage, array.context
 
         def copy_in(src_data: Any = src_data, dst_data: Any = dst_data, src_ctx: Any = src_ctx) -> None:
             dst_data[...] = merge.transfer(src_data, src_ctx, home)
 
-        engine().push(copy_in, [array._var], [staging._var], array.context, priority,
+        engine().push(copy_in, [array.var], [staging.var], array.context, priority,
                        op_name("copy", [entry.key]), True)
         sources.append(staging)
     return sources
@@ -118,7 +118,7 @@ SumJob = tuple[Any, list[Any], bool, list[Any]]
 def push_sum(home: Context, jobs: list[SumJob], priority: int, name: str) -> None:
     """One operation on ``home`` that runs every job (see :data:`SumJob`)."""
     xp = home.backend.xp
-    work = [(target._data, [s._data for s in sources], accumulate, [c._data for c in copies])
+    work = [(target.storage, [s.storage for s in sources], accumulate, [c.storage for c in copies])
             for target, sources, accumulate, copies in jobs]
 
     def run() -> None:
@@ -148,20 +148,20 @@ def push_compressed(entry: Entry, compressor: Any, sources: list[Any], target: A
         if payload is None:
             payload = entry.payloads[index] = Payload(engine().new_var())
         xp = ctx.backend.xp
-        grad_data = array._data
-        residual_data = residual._data if residual is not None else None
+        grad_data = array.storage
+        residual_data = residual.storage if residual is not None else None
 
         def compress(payload: Payload = payload, xp: Any = xp, grad_data: Any = grad_data,
                      residual_data: Any = residual_data) -> None:
             flat_residual = residual_data.reshape(-1) if residual_data is not None else None
             payload.data = compressor.compress(xp, grad_data.reshape(-1), flat_residual)
 
-        writes = [payload.var] + ([residual._var] if residual is not None else [])
-        engine().push(compress, [array._var], writes, ctx, priority, op_name("compress", [entry.key]))
+        writes = [payload.var] + ([residual.var] if residual is not None else [])
+        engine().push(compress, [array.var], writes, ctx, priority, op_name("compress", [entry.key]))
         payloads.append((payload, ctx))
     home = target.context
     home_xp = home.backend.xp
-    out_data = target._data
+    out_data = target.storage
 
     def decompress_and_sum() -> None:
         flat_out = out_data.reshape(-1)
@@ -170,7 +170,7 @@ def push_compressed(entry: Entry, compressor: Any, sources: list[Any], target: A
             compressor.decompress(home_xp, data, flat_out, accumulate or position > 0)
 
     reads = list(dict.fromkeys(payload.var for payload, _ in payloads))
-    engine().push(decompress_and_sum, reads, [target._var], home, priority, op_name("merge", [entry.key]))
+    engine().push(decompress_and_sum, reads, [target.var], home, priority, op_name("merge", [entry.key]))
 
 
 def push_copies(entry: Entry, source: Any, outs: list[Any], priority: int, what: str) -> None:
@@ -183,19 +183,19 @@ def push_copies(entry: Entry, source: Any, outs: list[Any], priority: int, what:
     for out in outs:
         if merge.shares_memory_space(out.context, home):
             continue
-        src_data, dst_data, dst_ctx = source._data, out._data, out.context
+        src_data, dst_data, dst_ctx = source.storage, out.storage, out.context
 
         def copy_out(src_data: Any = src_data, dst_data: Any = dst_data, dst_ctx: Any = dst_ctx) -> None:
             dst_data[...] = merge.transfer(src_data, home, dst_ctx)
 
-        engine().push(copy_out, [source._var], [out._var], out.context, priority,
+        engine().push(copy_out, [source.var], [out.var], out.context, priority,
                        op_name(what, [entry.key]), True)
 
 
 def push_broadcast(home: Context, jobs: list[tuple[Any, list[Any]]], priority: int, name: str) -> None:
     """One operation on ``home`` that copies each ``source`` into its ``outs`` (all readable there)."""
     xp = home.backend.xp
-    work = [(source._data, [o._data for o in outs]) for source, outs in jobs]
+    work = [(source.storage, [o.storage for o in outs]) for source, outs in jobs]
 
     def run() -> None:
         for source_data, out_data in work:

@@ -1,4 +1,4 @@
-"""The KVStore plugin: registers the built-in consistency models and gradient compressors.
+"""The KVStore plugin: registers the built-in KVStore types, consistency models and gradient compressors.
 
 mxkit-core's plugin manager registers this module first (``tryfirst``); third-party
 models and compressors come through entry points of group ``mxkit`` the same way.
@@ -9,9 +9,10 @@ Python classes (numpy is imported by mxkit-core's dependencies anyway).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from mxkit.core.hookspecs import hookimpl
-from mxkit.core.specs import CompressorSpec, ConsistencySpec, OptionSpec
+from mxkit.core.specs import CompressorSpec, ConsistencySpec, KVStoreSpec, OptionSpec
 
 
 @hookimpl(tryfirst=True)
@@ -52,3 +53,40 @@ def mxkit_options() -> Iterator[OptionSpec]:
     yield OptionSpec("kvstore_timeout", "float", 300.0,
                      "seconds a dist_* round, pull or barrier waits for missing workers before failing",
                      minimum=0.001)
+
+
+def _local_store(name: str, **options: Any) -> Any:
+    from mxkit.kvstore import LOCAL_TYPES
+    from mxkit.kvstore.store import KVStore
+
+    return KVStore(LOCAL_TYPES[name], **options)
+
+
+def _dist_store(name: str, **options: Any) -> Any:
+    import importlib
+
+    try:
+        dist = importlib.import_module("mxkit.kvstore.dist")  # (without Ray, its create() says how to install it)
+    except ModuleNotFoundError as exc:
+        from mxkit.core.errors import MissingComponentError
+
+        raise MissingComponentError(
+            f"KVStore type {name!r} needs the distributed store, which is not installed ({exc.name} is "
+            f"missing); install it with pip install 'mxkit-kvstore[dist]'"
+        ) from None
+    return dist.create(name, **options)
+
+
+@hookimpl(tryfirst=True)
+def mxkit_kvstores() -> Iterator[KVStoreSpec]:
+    """Yield ``local``, ``device``, ``dist_sync``, ``dist_async`` and ``dist_ssp`` (and MXNet's aliases)."""
+    yield KVStoreSpec(name="local", factory=_local_store, aliases=("local_update_cpu", "local_allreduce_cpu"),
+                      description="one machine; sums on the CPU")
+    yield KVStoreSpec(name="device", factory=_local_store, aliases=("local_allreduce_device",),
+                      description="one machine; sums on the devices of the pushed values")
+    yield KVStoreSpec(name="dist_sync", factory=_dist_store, aliases=("dist_sync_device", "dist_device_sync", "dist"),
+                      description="parameter servers on Ray; every worker's push of a round merged (sequential)")
+    yield KVStoreSpec(name="dist_async", factory=_dist_store, aliases=("dist_async_device", "dist_device_async"),
+                      description="parameter servers on Ray; every push applied on arrival (eventual)")
+    yield KVStoreSpec(name="dist_ssp", factory=_dist_store, aliases=("dist_ssp_device", "dist_device_ssp"),
+                      description="parameter servers on Ray; no pull more than tau rounds stale (bounded delay)")

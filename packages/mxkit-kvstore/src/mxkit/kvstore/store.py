@@ -21,6 +21,7 @@ from typing import Any
 from mxkit.core.context import Context
 from mxkit.core.errors import KVStoreError, ShapeError
 from mxkit.kvstore import merge, ops
+from mxkit.kvstore.base import KVStoreBase
 from mxkit.kvstore.keys import group, key_kind
 from mxkit.kvstore.updater import OptimizerUpdater
 
@@ -29,7 +30,7 @@ BATCH_MAX_BYTES = 64 * 1024
 _CPU0 = Context("cpu", 0)
 
 
-class KVStore:
+class KVStore(KVStoreBase):
     """A key-value store of NDArrays for data-parallel training on one machine.
 
     Make one with :func:`mxkit.kvstore.create` (``mx.kv.create("local")``).
@@ -44,9 +45,6 @@ class KVStore:
         Options of the model (``tau=2`` for ``bounded_delay``).
     """
 
-    #: the capability of running an optimizer on pushes (MXNet's ``KVStoreBase.OPTIMIZER``)
-    OPTIMIZER = "optimizer"
-
     def __init__(self, kvtype: str = "local", consistency: str | None = None, **consistency_options: Any):
         from mxkit.kvstore.consistency import make_model
 
@@ -60,36 +58,7 @@ class KVStore:
         self._compressor: Any = None
         self._placer = merge.DevicePlacer()
 
-    # -- description ------------------------------------------------------------------
-
-    @property
-    def type(self) -> str:
-        """The store's type: ``"local"`` or ``"device"``."""
-        return self._type
-
-    @property
-    def rank(self) -> int:
-        """This worker's rank (always 0 on one machine)."""
-        return 0
-
-    @property
-    def num_workers(self) -> int:
-        """The number of workers (always 1 on one machine)."""
-        return 1
-
-    @property
-    def consistency_model(self) -> Any:
-        """The consistency model instance in force."""
-        return self._model
-
-    def is_capable(self, capability: str) -> bool:
-        """Whether the store supports ``capability`` (:attr:`OPTIMIZER`: yes)."""
-        return capability.lower() == self.OPTIMIZER
-
-    def barrier(self) -> None:
-        """Wait for every worker (one, here: returns at once, as MXNet's local store does)."""
-
-    _barrier = barrier
+    # -- description (the rest is KVStoreBase's) ----------------------------------------
 
     def __repr__(self) -> str:
         return f"<KVStore {self._type} keys={len(self._entries)} consistency={type(self._model).__name__}>"
@@ -116,12 +85,6 @@ class KVStore:
             home = _CPU0 if self._type == "local" else None
             self._entries[k] = ops.Entry(k, values[0], home)
 
-    def _check_kind(self, key: Any, what: str) -> None:
-        kind = key_kind(key)
-        if self._key_kind is not None and kind is not self._key_kind:
-            raise KVStoreError(f"{what} of key {key!r} ({kind.__name__}): this store's keys are "
-                               f"{self._key_kind.__name__}s; keys must be all ints or all strs")
-
     def _entry(self, key: Any, what: str) -> ops.Entry:
         self._check_kind(key, what)
         entry = self._entries.get(key)
@@ -138,7 +101,7 @@ class KVStore:
                 entry = self._entry(key, what)
             shape = entry.shape
             for array in arrays:
-                if array._data.shape != shape:
+                if array.storage.shape != shape:
                     raise ShapeError(f"{what} of key {key!r}: an array has shape {tuple(array.shape)}, the key "
                                      f"was initialised with shape {entry.shape}")
             checked.append((entry, arrays))
@@ -182,7 +145,7 @@ class KVStore:
             accumulate = not direct and entry.pending > 0
             outs = outs_of.get(id(entry), [])
             # a pushpull's targets are written by the sum's own operation when it can reach them
-            fused = outs if direct and self._compressor is None and merge.all_readable_from(outs, target._ctx) \
+            fused = outs if direct and self._compressor is None and merge.all_readable_from(outs, target.context) \
                 else []
             if outs and not fused:
                 pulls_after.append((entry, outs))
@@ -190,7 +153,7 @@ class KVStore:
                 ops.push_compressed(entry, self._compressor, arrays, target, accumulate, priority)
             elif direct and entry.nbytes <= BATCH_MAX_BYTES:
                 # only direct sums batch: an updater must be called after its key's sum is pushed
-                home = target._ctx
+                home = target.context
                 batch = batches.get(id(home))
                 if batch is None:
                     batch = batches[id(home)] = (home, [], [])
@@ -268,7 +231,7 @@ class KVStore:
             if entry.pending:
                 self._check_pull_ready(entry)
             value = entry.value
-            home = value._ctx
+            home = value.context
             if entry.nbytes <= BATCH_MAX_BYTES and readable(outs, home):
                 batch = batches.get(id(home))
                 if batch is None:
@@ -303,15 +266,6 @@ class KVStore:
         for entry, outs in self._push_checked(pushed, priority, outs_of):
             self._pull_checked([(entry, outs)], priority)
 
-    def broadcast(self, key: Any, value: Any, out: Any, priority: int = 0) -> None:
-        """Initialise ``key`` with ``value`` and pull it into ``out``."""
-        self.init(key, value)
-        self.pull(key, out=out, priority=priority)
-
-    def row_sparse_pull(self, key: Any, out: Any = None, priority: int = 0, row_ids: Any = None) -> None:
-        """Not available: mxkit arrays are dense; use :meth:`pull`."""
-        raise KVStoreError("row_sparse_pull needs row_sparse arrays, which mxkit does not have; use pull()")
-
     # -- updaters and compression ------------------------------------------------------
 
     def set_updater(self, updater: Callable[[Any, Any, Any], None]) -> None:
@@ -319,12 +273,6 @@ class KVStore:
         if not callable(updater):
             raise KVStoreError(f"set_updater needs a callable updater(key, grad, weight), got {updater!r}")
         self._updater = updater
-
-    _set_updater = set_updater
-
-    def set_optimizer(self, optimizer: Any) -> None:
-        """Run ``optimizer`` on each push (``create_state``/``update`` per key)."""
-        self.set_updater(OptimizerUpdater(optimizer))
 
     def set_gradient_compression(self, compression_params: dict[str, Any]) -> None:
         """Compress pushed gradients, e.g. ``{'type': '2bit', 'threshold': 0.5}``.
@@ -345,11 +293,6 @@ class KVStore:
         self._compressor = None if compressor.type == "none" else compressor
         for entry in self._entries.values():
             entry.residuals.clear()
-
-    @property
-    def gradient_compression(self) -> Any:
-        """The compressor in force (``None`` without compression)."""
-        return self._compressor
 
     def _optimizer_updater(self, what: str) -> OptimizerUpdater:
         if not isinstance(self._updater, OptimizerUpdater):

@@ -25,6 +25,9 @@ def add_launch_command(subparsers: Any) -> None:
                              "(default: %(default)s)")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                         help="an extra environment variable for every worker (repeatable)")
+    parser.add_argument("--allow-remote-code", action="store_true",
+                        help="let workers install a Python function on the servers with kv.set_updater "
+                             "(it runs there; default: the servers refuse it)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the worker command, after '--'")
     parser.set_defaults(run=run_launch)
 
@@ -48,7 +51,8 @@ def run_launch(args: argparse.Namespace) -> int:
     if command[:1] == ["--"]:
         command = command[1:]
     spec = LaunchSpec(command=command, num_workers=args.num_workers, num_servers=args.num_servers,
-                      address=args.address, placement=args.placement, extra_env=parse_env(args.env))
+                      address=args.address, placement=args.placement, extra_env=parse_env(args.env),
+                      allow_remote_code=args.allow_remote_code)
     # `kill` of the launcher tears the job down like Ctrl-C does
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:

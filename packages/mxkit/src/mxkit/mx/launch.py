@@ -45,6 +45,8 @@ class LaunchSpec:
     address: str | None = None
     placement: str = "local"
     extra_env: dict[str, str] = field(default_factory=dict)
+    #: whether the job's servers accept kv.set_updater (a function sent to them and run there)
+    allow_remote_code: bool = False
 
     def check(self) -> None:
         """Raise :class:`ConfigError` for a request that cannot run, saying what would."""
@@ -234,12 +236,17 @@ def launch(spec: LaunchSpec, stream: TextIO | None = None, log: Callable[[str], 
     say = log if log is not None else (lambda text: print(f"mxkit launch: {text}", file=sys.stderr, flush=True))
     printer = _PrefixedPrinter(out)
     started = time.perf_counter()
-    address = runtime.init_ray(spec.address)
+    try:
+        address = runtime.init_ray(spec.address)  # gives up after config kvstore_timeout
+    except KeyboardInterrupt:
+        say("interrupted while connecting to the Ray cluster")
+        runtime.shutdown_ray()
+        return 130
     job = None
     workers: list[Any] = []
     relay: _QueueRelay | None = None
     try:
-        job = job_module.start_job(spec.num_workers, spec.num_servers)
+        job = job_module.start_job(spec.num_workers, spec.num_servers, allow_remote_code=spec.allow_remote_code)
         say(f"job {job.namespace}: {spec.num_servers} server(s) on Ray at {address}, "
             f"{spec.num_workers} worker(s) ({spec.placement}) after {time.perf_counter() - started:.1f} s")
         cores = os.cpu_count() if spec.placement == "local" else None

@@ -8,9 +8,13 @@ once per server and keeps the connection; a request is one frame (:mod:`.frames`
 server answers each request with one frame, in order, so a worker can send its pushes
 without waiting and read their acknowledgements later.
 
-A server serves each connection in its own thread and runs the same methods the Ray
-entry points run (``push_values``, ``pull_values``). A malformed frame is answered with an
-error frame and that connection is closed; the other connections are not affected.
+Every connection first proves that it belongs to the job (an HMAC challenge-response on
+the job's secret, :mod:`.auth`); a peer that cannot is closed before any of its bytes is
+read as a frame. A server serves each authenticated connection in its own thread (their
+number, the time a frame may take and a frame's size are bounded, see
+:class:`ChannelServer`) and runs the same methods the Ray entry points run
+(``push_values``, ``pull_values``). A malformed frame is answered with an error frame and
+that connection is closed; the other connections are not affected.
 
 When a connection drops (the server died; Ray may restart it at a new port), every
 request waiting on it fails with :class:`ChannelLost`, a :class:`~.remote.ActorLost`, so
@@ -31,12 +35,17 @@ from typing import Any
 import numpy as np
 from mxkit.core import errors
 from mxkit.core.errors import KVStoreError, MXKitError
+from mxkit.kvstore.dist import auth
 from mxkit.kvstore.dist.frames import ChannelError, receive_frame, send_frame
 from mxkit.kvstore.dist.remote import ActorLost
 from mxkit.kvstore.dist.rounds import ResendRequest
 
 #: requests a server's listening socket queues before it accepts them
 BACKLOG = 128
+#: connections a server keeps open at once (workers hold one each; more are closed on arrival)
+MAX_CONNECTIONS = 256
+#: connections that may be proving themselves at once (each is closed after auth.HANDSHAKE_TIMEOUT)
+MAX_HANDSHAKES = 32
 #: value layouts in a push: a plain array, or a tuple of arrays (a compressed payload)
 SINGLE = -1
 
@@ -140,53 +149,126 @@ def error_from(header: dict[str, Any], what: str) -> MXKitError:
 
 
 class ChannelServer:
-    """A server's listening socket and one thread per connection.
+    """A server's listening socket and one thread per connection, with bounds.
+
+    A connection first proves that it belongs to the job (:mod:`.auth`); until then not a
+    byte of it is read as a frame, and a peer that fails or is late is closed without an
+    answer. At most :data:`MAX_HANDSHAKES` connections may be proving themselves and
+    :data:`MAX_CONNECTIONS` be open at once (more are closed as they arrive); a frame,
+    once begun, must arrive within ``frame_timeout`` seconds; its header and body may be
+    no larger than ``limits()`` says (derived from the keys the server holds), checked
+    before anything is allocated. No exception ends the accept loop, and none escapes a
+    connection's thread.
 
     Parameters
     ----------
     server : ParameterServer
-        Whose ``push_values``/``pull_values`` requests run.
+        Whose ``push_values``/``pull_values`` requests run (and whose ``frame_limits()``
+        bounds a request).
     host : str
-        The address to bind (the host Ray is bound to).
+        The address to bind (the host Ray is bound to: 127.0.0.1 for a local cluster).
+    secret : str
+        The job's secret (see :mod:`.auth`).
+    frame_timeout : float
+        Seconds a frame may take once its first bytes arrived.
     """
 
-    def __init__(self, server: Any, host: str):
+    def __init__(self, server: Any, host: str, secret: str, frame_timeout: float = 60.0):
+        if not secret:
+            raise KVStoreError("a data channel needs the job's secret (start the job with start_job)")
         self.server = server
+        self.secret = secret
+        self.frame_timeout = frame_timeout
         self.listener = socket.create_server((host, 0), backlog=BACKLOG)
         self.address = (host, self.listener.getsockname()[1])
+        self._lock = threading.Lock()
+        self.handshaking = 0
+        self.open = 0
+        #: seconds a new connection has to prove itself
+        self.handshake_timeout = auth.HANDSHAKE_TIMEOUT
         threading.Thread(target=self._accept, name="mxkit-channel-accept", daemon=True).start()
 
     def _accept(self) -> None:
         while True:
             try:
                 sock, _ = self.listener.accept()
-            except OSError:  # closed
+            except OSError as exc:
+                if self.listener.fileno() == -1:  # closed
+                    return
+                if isinstance(exc, TimeoutError | InterruptedError | ConnectionAbortedError):
+                    continue
+                time.sleep(0.05)  # e.g. out of file descriptors: let connections end, then go on
+                continue
+            except Exception:  # noqa: BLE001 - nothing may end the accept loop
+                time.sleep(0.05)
+                continue
+            try:
+                self._admit(sock)
+            except Exception:  # noqa: BLE001 - e.g. no thread could be started: drop this one, go on
+                sock.close()
+
+    def _admit(self, sock: socket.socket) -> None:
+        with self._lock:
+            if self.handshaking >= MAX_HANDSHAKES or self.open >= MAX_CONNECTIONS:
+                sock.close()
                 return
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self.handshaking += 1
+            self.open += 1
+        try:
             threading.Thread(target=self._serve, args=(sock,), name="mxkit-channel", daemon=True).start()
+        except BaseException:
+            self._release(handshaking=True)
+            raise
+
+    def _release(self, handshaking: bool) -> None:
+        with self._lock:
+            self.open -= 1
+            if handshaking:
+                self.handshaking -= 1
 
     def _serve(self, sock: socket.socket) -> None:
-        with sock:
-            while True:
+        handshaking = True
+        try:
+            with sock:
                 try:
-                    header, arrays = receive_frame(sock)
-                except (EOFError, OSError):
-                    return
-                except ChannelError as exc:  # the stream is lost: say why, then close it
-                    try:
-                        send_frame(sock, _error_header(exc), [])
-                        _close_gracefully(sock)
-                    except OSError:
-                        pass
-                    return
+                    auth.challenge(sock, self.secret, self.handshake_timeout)
+                except (OSError, auth.AuthenticationError):
+                    return  # not of this job, or too slow: closed without a word
+                with self._lock:
+                    self.handshaking -= 1
+                handshaking = False
+                sock.settimeout(None)  # a worker may wait long between requests, not inside one
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                self._serve_frames(sock)
+        except Exception:  # noqa: BLE001 - a thread's last resort (MemoryError included): the connection ends
+            pass
+        finally:
+            self._release(handshaking)
+
+    def _serve_frames(self, sock: socket.socket) -> None:
+        while True:
+            try:
+                header, arrays = receive_frame(sock, within=self.frame_timeout, limits=self.server.frame_limits)
+            except (EOFError, OSError):
+                return
+            except (ChannelError, MemoryError, RecursionError) as exc:  # the stream is lost: say why, close it
+                if not isinstance(exc, ChannelError):
+                    exc = ChannelError(f"the server could not read a frame ({type(exc).__name__})")
                 try:
-                    answer, values = handle_request(self.server, header, arrays)
-                except Exception as exc:  # noqa: BLE001 - every error goes back to the worker that asked
-                    answer, values = _error_header(exc), []
-                try:
-                    send_frame(sock, answer, values)
+                    send_frame(sock, _error_header(exc), [])
+                    _close_gracefully(sock)
                 except OSError:
-                    return
+                    pass
+                return
+            try:
+                answer, values = handle_request(self.server, header, arrays)
+            except Exception as exc:  # noqa: BLE001 - every error goes back to the worker that asked
+                answer, values = _error_header(exc), []
+            del header, arrays
+            try:
+                send_frame(sock, answer, values)
+            except OSError:
+                return
 
     def close(self) -> None:
         """Stop accepting connections."""
@@ -244,10 +326,12 @@ class Connection:
         ``resolve() -> (host, port)``: asks the server, through Ray, where it listens.
     timeout : float
         Seconds to wait for an answer (a pull blocked on other workers waits this long).
+    secret : str
+        The job's secret, to answer the server's challenge (:mod:`.auth`).
     """
 
-    def __init__(self, index: int, resolve: Callable[[], tuple[str, int]], timeout: float):
-        self.index, self.resolve, self.timeout = index, resolve, timeout
+    def __init__(self, index: int, resolve: Callable[[], tuple[str, int]], timeout: float, secret: str):
+        self.index, self.resolve, self.timeout, self.secret = index, resolve, timeout, secret
         self.sock: socket.socket | None = None
         self.address: tuple[str, int] | None = None
         self.waiting: deque[Pending] = deque()
@@ -259,6 +343,17 @@ class Connection:
         except OSError as exc:
             raise ChannelLost(f"server {self.index}: cannot connect to its data channel at "
                               f"{self.address[0]}:{self.address[1]} ({exc})") from None
+        try:
+            auth.respond(sock, self.secret)
+        except auth.AuthenticationError as exc:
+            sock.close()
+            if "refused" in str(exc):
+                raise KVStoreError(f"server {self.index} at {self.address[0]}:{self.address[1]}: {exc}") from None
+            # closed before its challenge: the server is busy (connection limit) or restarting
+            raise ChannelLost(f"server {self.index}: its data channel closed the connection ({exc})") from None
+        except OSError as exc:
+            sock.close()
+            raise ChannelLost(f"server {self.index}: no handshake with its data channel ({exc})") from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock = sock
         return sock

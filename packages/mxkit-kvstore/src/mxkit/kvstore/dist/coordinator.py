@@ -29,10 +29,14 @@ class Coordinator:
         Arrays at least this large are split across all servers.
     replicated : bool
         Whether the servers replicate their shards (workers then keep unconfirmed pushes).
+    secret : str
+        The job's data-channel secret, handed to each worker that joins (never in
+        :meth:`describe`).
     """
 
     def __init__(self, num_workers: int, num_servers: int, server_names: list[str], bigarray_bound: int,
-                 replicated: bool = False):
+                 replicated: bool = False, secret: str = ""):
+        self._secret = secret
         self.info = {"num_workers": num_workers, "num_servers": num_servers, "servers": list(server_names),
                      "bigarray_bound": bigarray_bound, "replicated": bool(replicated) and num_servers > 1}
         self._condition = threading.Condition()
@@ -55,7 +59,8 @@ class Coordinator:
     def join(self, rank: int, kind: str, model: Any) -> dict[str, Any]:
         """Register ``rank`` running store type ``kind`` with consistency ``model``.
 
-        Returns the job's info and the current ``epoch`` (barriers every rank passed).
+        Returns the job's info, the current ``epoch`` (barriers every rank passed) and the
+        data channel's ``secret``.
 
         Raises
         ------
@@ -72,7 +77,7 @@ class Coordinator:
             self._joined[rank] = (kind, model)
             # a store made later in a job (a restarted worker, a new store in a test) starts
             # at the epoch after the last barrier every rank passed
-            return {**self.info, "epoch": self._released + 1}
+            return {**self.info, "epoch": self._released + 1, "secret": self._secret}
 
     def barrier(self, rank: int, generation: int, timeout: float) -> None:
         """Wait until every rank reached barrier ``generation``.

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import socket
 import struct
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -84,7 +85,9 @@ def send_frame(sock: socket.socket, header: dict[str, Any], arrays: list[np.ndar
                 sent = 0
 
 
-def _receive_into(sock: socket.socket, view: memoryview, what: str) -> None:
+def _receive_into(sock: socket.socket, view: memoryview, what: str, within: float | None = None) -> None:
+    """Fill ``view``; with ``within``, the socket's timeout becomes ``within`` once the first
+    bytes arrived (a peer may wait long between frames, not inside one)."""
     received = 0
     while received < view.nbytes:
         count = sock.recv_into(view[received:])
@@ -93,10 +96,25 @@ def _receive_into(sock: socket.socket, view: memoryview, what: str) -> None:
                 raise EOFError("the peer closed the connection")
             raise ChannelError(f"truncated frame: the connection closed after {received} of the {view.nbytes} "
                                f"bytes of the frame's {what}")
+        if received == 0 and within is not None:
+            sock.settimeout(within)
         received += count
 
 
-def _check_array_specs(specs: Any) -> list[tuple[np.dtype, tuple[int, ...], int]]:
+def _receive_growing(sock: socket.socket, size: int, what: str) -> bytearray:
+    """``size`` bytes, the buffer grown as they arrive (a size claimed by a peer is not
+    allocated before the bytes are there)."""
+    data = bytearray()
+    while len(data) < size:
+        chunk = sock.recv(min(size - len(data), 1 << 20))
+        if not chunk:
+            raise ChannelError(f"truncated frame: the connection closed after {len(data)} of the {size} bytes of "
+                               f"the frame's {what}")
+        data += chunk
+    return data
+
+
+def _check_array_specs(specs: Any, max_body: int = MAX_BODY_BYTES) -> list[tuple[np.dtype, tuple[int, ...], int]]:
     """``[(dtype, shape, offset)]`` of a header's "arrays", and their checks."""
     if not isinstance(specs, list):
         raise ChannelError(f"malformed frame: 'arrays' must be a list of [dtype, shape], got {specs!r:.200}")
@@ -122,50 +140,78 @@ def _check_array_specs(specs: Any) -> list[tuple[np.dtype, tuple[int, ...], int]
         for n in shape:
             size *= n
         offset += size
-        if offset > MAX_BODY_BYTES:
-            raise ChannelError(f"malformed frame: its arrays add up to more than {MAX_BODY_BYTES} bytes")
+        if offset > max_body:
+            raise ChannelError(f"frame too large: its arrays add up to more than {max_body} bytes, the most this "
+                               f"side accepts")
     return layout
 
 
-def receive_frame(sock: socket.socket) -> tuple[dict[str, Any], list[np.ndarray]]:
+def receive_frame(sock: socket.socket, max_header: int = MAX_HEADER_BYTES, max_body: int = MAX_BODY_BYTES,
+                  within: float | None = None, limits: Callable[[], tuple[int, int]] | None = None
+                  ) -> tuple[dict[str, Any], list[np.ndarray]]:
     """Read one frame: its header and its arrays (views of one fresh buffer).
+
+    Parameters
+    ----------
+    sock : socket.socket
+        The connection (its timeout applies while waiting for the frame to begin).
+    max_header, max_body : int
+        The most header and body bytes accepted: a larger claim fails before anything is
+        allocated for it.
+    within : float, optional
+        Seconds the rest of the frame may take once its first bytes arrived.
+    limits : callable, optional
+        ``limits() -> (max_header, max_body)``, asked once the frame's prefix has arrived
+        (a server's limits grow with the keys it holds, perhaps while it waited); it
+        replaces ``max_header`` and ``max_body``.
 
     Raises
     ------
     EOFError
         If the peer closed the connection between frames.
     ChannelError
-        If the frame is malformed or truncated.
+        If the frame is malformed, truncated or over the limits.
     OSError
         On a socket error or timeout.
     """
+    idle = sock.gettimeout()
     prefix = bytearray(PREFIX.size)
-    _receive_into(sock, memoryview(prefix), "prefix")
-    magic, version, flags, header_bytes, body_bytes = PREFIX.unpack(prefix)
-    if magic != MAGIC:
-        raise ChannelError(f"malformed frame: it starts with {bytes(prefix[:4])!r}, not {MAGIC!r} (is the peer an "
-                           f"mxkit KVStore worker or server?)")
-    if version != VERSION or flags != 0:
-        raise ChannelError(f"frame version {version} (flags {flags}); this side speaks version {VERSION}, flags 0")
-    if header_bytes > MAX_HEADER_BYTES:
-        raise ChannelError(f"malformed frame: a header of {header_bytes} bytes (at most {MAX_HEADER_BYTES})")
-    head = bytearray(header_bytes)
-    _receive_into(sock, memoryview(head), "header")
+    _receive_into(sock, memoryview(prefix), "prefix", within)
     try:
-        header = json.loads(head.decode())
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ChannelError(f"malformed frame: its header is not UTF-8 JSON ({exc})") from None
-    if not isinstance(header, dict):
-        raise ChannelError(f"malformed frame: its header is a JSON object, got {type(header).__name__}")
-    layout = _check_array_specs(header.get("arrays", []))
-    expected = 0
-    if layout:
-        dtype, shape, offset = layout[-1]
-        expected = offset + dtype.itemsize * int(np.prod(shape, dtype=np.int64))
-    if body_bytes != expected:
-        raise ChannelError(f"malformed frame: its body has {body_bytes} bytes, its arrays need {expected}")
-    body = np.empty(body_bytes, dtype=np.uint8)
-    _receive_into(sock, memoryview(body), "body")
+        if limits is not None:
+            max_header, max_body = limits()
+        magic, version, flags, header_bytes, body_bytes = PREFIX.unpack(prefix)
+        if magic != MAGIC:
+            raise ChannelError(f"malformed frame: it starts with {bytes(prefix[:4])!r}, not {MAGIC!r} (is the peer "
+                               f"an mxkit KVStore worker or server?)")
+        if version != VERSION or flags != 0:
+            raise ChannelError(f"frame version {version} (flags {flags}); this side speaks version {VERSION}, flags 0")
+        if header_bytes > max_header:
+            raise ChannelError(f"frame too large: a header of {header_bytes} bytes (this side accepts at most "
+                               f"{max_header})")
+        if body_bytes > max_body:
+            raise ChannelError(f"frame too large: a body of {body_bytes} bytes (this side accepts at most {max_body})")
+        head = _receive_growing(sock, header_bytes, "header")
+        try:
+            header = json.loads(head.decode())
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise ChannelError(f"malformed frame: its header is not UTF-8 JSON ({exc})") from None
+        except RecursionError:
+            raise ChannelError("malformed frame: its header nests JSON too deeply") from None
+        if not isinstance(header, dict):
+            raise ChannelError(f"malformed frame: its header is a JSON object, got {type(header).__name__}")
+        layout = _check_array_specs(header.get("arrays", []), max_body)
+        expected = 0
+        if layout:
+            dtype, shape, offset = layout[-1]
+            expected = offset + dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+        if body_bytes != expected:
+            raise ChannelError(f"malformed frame: its body has {body_bytes} bytes, its arrays need {expected}")
+        body = np.empty(body_bytes, dtype=np.uint8)
+        _receive_into(sock, memoryview(body), "body")
+    finally:
+        if within is not None:
+            sock.settimeout(idle)
     arrays = []
     for dtype, shape, offset in layout:
         size = dtype.itemsize * int(np.prod(shape, dtype=np.int64))

@@ -88,7 +88,9 @@ def start_job(num_workers: int, num_servers: int, *, namespace: str | None = Non
         ``bigarray_bound=`` (default config ``kvstore_bigarray_bound``),
         ``max_restarts=`` of the servers (default 4), ``replicate=True`` to keep every
         server's shards on the next server too (chain replication: a killed server is
-        restarted by Ray and recovers from its backup; needs 2 servers or more).
+        restarted by Ray and recovers from its backup; needs 2 servers or more),
+        ``allow_remote_code=True`` to let workers install a function on the servers with
+        ``kv.set_updater`` (default False: the servers refuse it before deserialising it).
 
     Returns
     -------
@@ -106,16 +108,20 @@ def start_job(num_workers: int, num_servers: int, *, namespace: str | None = Non
     ray = _import_ray()
     num_workers = _positive_int("num_workers", num_workers)
     num_servers = _positive_int("num_servers", num_servers)
-    unknown = sorted(set(options) - {"bigarray_bound", "max_restarts", "replicate"})
+    unknown = sorted(set(options) - {"bigarray_bound", "max_restarts", "replicate", "allow_remote_code"})
     if unknown:
         raise KVStoreError(f"start_job got unknown options {unknown}; it takes bigarray_bound=, max_restarts=, "
-                           f"replicate=")
+                           f"replicate=, allow_remote_code=")
+    allow_remote_code = bool(options.get("allow_remote_code", False))
     replicate = bool(options.get("replicate", False))
     bound, _ = config.resolve("kvstore_bigarray_bound", options.get("bigarray_bound"))
     max_restarts = options.get("max_restarts", SERVER_MAX_RESTARTS)
     if not ray.is_initialized():
         raise KVStoreError("start_job needs a Ray cluster: call mxkit.kvstore.dist.runtime.init_ray() first")
     namespace = namespace or f"mxkit-{uuid.uuid4().hex[:12]}"
+    from mxkit.kvstore.dist.auth import new_secret
+
+    secret = new_secret()  # the data channel's (see mxkit.kvstore.dist.auth); travels only through Ray
     from mxkit.kvstore.dist.coordinator import Coordinator
     from mxkit.kvstore.dist.server import ParameterServer
 
@@ -126,9 +132,9 @@ def start_job(num_workers: int, num_servers: int, *, namespace: str | None = Non
     coordinator_class = ray.remote(num_cpus=0, max_concurrency=COORDINATOR_THREADS)(Coordinator)
     try:
         coordinator = coordinator_class.options(name=COORDINATOR_NAME, namespace=namespace).remote(
-            num_workers, num_servers, names, int(bound), replicate)
+            num_workers, num_servers, names, int(bound), replicate, secret)
         servers = [server_class.options(name=name, namespace=namespace, scheduling_strategy="SPREAD").remote(
-            index, num_workers, num_servers, replicate, namespace) for index, name in enumerate(names)]
+            index, num_workers, num_servers, replicate, namespace, secret, allow_remote_code) for index, name in enumerate(names)]
     except ValueError as exc:  # a name already taken in the namespace
         raise KVStoreError(f"cannot start a job in namespace {namespace!r}: {exc}; choose another namespace "
                            f"or stop the job that runs there") from None

@@ -112,8 +112,8 @@ class ShardTable:
 
     def _advance(self, rank: int, epoch: int) -> None:
         if epoch < self.epoch:
-            raise KVStoreError(f"rank {rank} sent a request of epoch {epoch}, but this server is at epoch "
-                               f"{self.epoch}: every worker must call barrier() the same number of times")
+            raise KVStoreError(f"rank {rank} sent a request of epoch {epoch}, an epoch this server has already "
+                               f"ended: every worker must call barrier() the same number of times")
         while self.epoch < epoch:
             missing = sorted(set(range(self.num_workers)) - set(self.ended))
             if missing:

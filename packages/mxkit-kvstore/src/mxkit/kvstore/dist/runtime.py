@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import tempfile
 import threading
+import time
 from typing import Any
 
 from mxkit.core.errors import KVStoreError
@@ -83,8 +85,36 @@ def _current_address(ray: Any) -> str:
     return str(ray.get_runtime_context().gcs_address)
 
 
+def wait_reachable(address: str, timeout: float) -> None:
+    """Wait until something accepts TCP connections at ``address`` (``HOST:PORT``).
+
+    Ray's own connect retries an unreachable head forever, deaf to Ctrl-C and SIGTERM
+    while it waits in C++; this check runs first, in Python, and gives up in time.
+
+    Raises
+    ------
+    KVStoreError
+        If nothing answers within ``timeout`` seconds.
+    """
+    host, _, port = address.rpartition(":")
+    host = host.strip("[]")
+    deadline = time.monotonic() + timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            socket.create_connection((host, int(port)), timeout=max(0.1, min(2.0, remaining))).close()
+            return
+        except OSError as exc:
+            if time.monotonic() + 0.5 >= deadline:
+                raise KVStoreError(f"no Ray cluster answers at {address!r} ({exc}); gave up after {timeout:g} s "
+                                   f"(config kvstore_timeout). Check the address (the head's GCS address, "
+                                   f"which 'ray start --head' prints) and that the head is running") from None
+            time.sleep(0.5)
+
+
 def init_ray(address: str | None = None, *, num_cpus: int | None = None,
-             object_store_memory: int | None = None, namespace: str | None = None) -> str:
+             object_store_memory: int | None = None, namespace: str | None = None,
+             timeout: float | None = None) -> str:
     """Connect to a Ray cluster, or start a local one on 127.0.0.1; return its GCS address.
 
     Parameters
@@ -98,6 +128,9 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None,
         Bytes of a local cluster's object store (default 256 MiB).
     namespace : str, optional
         The Ray namespace of this process (named actors are looked up in it).
+    timeout : float, optional
+        Seconds to wait for the cluster at ``address`` to answer (default config
+        ``kvstore_timeout``).
 
     Returns
     -------
@@ -107,12 +140,17 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None,
     Raises
     ------
     KVStoreError
-        If ``address`` is not ``HOST:PORT`` or ``"auto"``, or the cluster cannot be reached.
+        If ``address`` is not ``HOST:PORT`` or ``"auto"``, or the cluster cannot be reached
+        within ``timeout``.
     """
     ray = _import_ray()
     if address is not None:
         address = _check_address(address)
     with _lock:
+        if address not in (None, "auto") and not address.startswith("ray://") and not ray.is_initialized():
+            from mxkit.core import config
+
+            wait_reachable(address, float(config.get("kvstore_timeout", timeout)))
         if ray.is_initialized():
             # already connected (by us or by the user): reuse that cluster
             _state["address"] = _state["address"] or _current_address(ray)
@@ -136,18 +174,22 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None,
         return str(_state["address"])
 
 
-#: attempts at starting a local cluster: Ray gives its raylet a fixed 30 s to register,
-#: which a machine busy with other work can miss once
+#: attempts at starting a local cluster: Ray gives its raylet a fixed 30 s to register (and
+#: waits a fixed time for the GCS to write its port file), which a busy machine can miss once
 LOCAL_START_ATTEMPTS = 2
 
 
 def _start_local(ray: Any, num_cpus: int | None, object_store_memory: int | None, options: dict[str, Any]) -> None:
     """Start a loopback-only cluster in a private temporary directory and HOME."""
     for attempt in range(1, LOCAL_START_ATTEMPTS + 1):
-        # a short private directory for sockets and logs, and a private HOME for the token
-        temp_dir = tempfile.mkdtemp(prefix="mxray", dir="/tmp" if os.path.isdir("/tmp") else None)
-        home = tempfile.mkdtemp(prefix="mxhome", dir=os.path.dirname(temp_dir))
-        _state["dirs"].extend([temp_dir, home])
+        # a short private directory for sockets and logs, and a private HOME for the token.
+        # Every Ray process that starts makes its temporary directory world-writable (0777,
+        # no sticky bit), so that directory is a child of a 0700 one nobody else can enter
+        private = tempfile.mkdtemp(prefix="mxray", dir="/tmp" if os.path.isdir("/tmp") else None)
+        temp_dir = os.path.join(private, "r")
+        os.mkdir(temp_dir, 0o700)
+        home = tempfile.mkdtemp(prefix="mxhome", dir=os.path.dirname(private))
+        _state["dirs"].extend([private, home])
         _set_env("RAY_TMPDIR", temp_dir)
         _set_env("HOME", home)  # (the caller's HOME is saved by the first attempt, restored at shutdown)
         try:
@@ -156,7 +198,8 @@ def _start_local(ray: Any, num_cpus: int | None, object_store_memory: int | None
                      _node_ip_address=LOOPBACK, _temp_dir=temp_dir, **options)
         except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception when its raylet is slow
             ray.shutdown()  # the processes this attempt started
-            if attempt == LOCAL_START_ATTEMPTS or "timed out during startup" not in str(exc):
+            slow = "timed out during startup" in str(exc) or "Timed out waiting for file" in str(exc)
+            if attempt == LOCAL_START_ATTEMPTS or not slow:
                 raise KVStoreError(f"could not start a local Ray cluster: {exc}; if the machine is busy, "
                                    f"try again, or start one with 'ray start --head' and pass its address")\
                     from None
@@ -231,4 +274,4 @@ def is_started_here() -> bool:
     return bool(_state["started"])
 
 
-__all__ = ["ADDRESS_ENV", "connect", "init_ray", "shutdown_ray", "worker_environment"]
+__all__ = ["ADDRESS_ENV", "connect", "init_ray", "shutdown_ray", "wait_reachable", "worker_environment"]

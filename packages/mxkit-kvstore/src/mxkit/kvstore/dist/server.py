@@ -6,7 +6,8 @@ with many threads, so that pulls blocked on a round do not keep pushes out). It 
 
 - no updater: the round's sum replaces the value (MXNet's server without an updater);
 - ``set_optimizer``: the optimizer described by JSON (``Optimizer.dumps()``: a registry
-  name and its parameters) is rebuilt here with ``mx.optimizer`` and run on mxkit
+  name and its parameters) is rebuilt here through the optimizer registry (hook
+  ``mxkit_optimizers``, served by mxkit-train) and run on mxkit
   NDArrays by :class:`mxkit.kvstore.updater.OptimizerUpdater`; nothing is unpickled;
 - ``set_updater``: a user function shipped by Ray's serialisation, accepted only when the
   worker opted in with ``allow_remote_code=True`` (it runs code on the servers);
@@ -24,6 +25,12 @@ import numpy as np
 from mxkit.core.errors import KVStoreError
 from mxkit.kvstore.dist import wire
 from mxkit.kvstore.dist.rounds import Shard, ShardId, ShardTable
+
+
+#: bytes a request may carry beyond twice the server's shards (headers, small keys, compression)
+FRAME_SLACK_BYTES = 1 << 20
+#: header bytes per shard a request may name besides its key (part and round, its array's spec)
+HEADER_BYTES_PER_SHARD = 256
 
 
 def _resolve(payloads: list[Any]) -> list[Any]:
@@ -58,10 +65,17 @@ class ParameterServer:
         Keep a copy of every shard on the next server (chain replication).
     namespace : str, optional
         The job's Ray namespace, where the other servers are found by name.
+    secret : str
+        The job's data-channel secret (:mod:`.auth`); without it the channel does not open.
+    allow_remote_code : bool
+        Whether this job's servers accept :meth:`set_updater` (a serialised function, run
+        here); the job decides, not the worker that sends it.
     """
 
     def __init__(self, index: int, num_workers: int, num_servers: int = 1, replicate: bool = False,
-                 namespace: str | None = None):
+                 namespace: str | None = None, secret: str = "", allow_remote_code: bool = False):
+        self._secret = secret
+        self._allow_remote_code = bool(allow_remote_code)
         self.index = index
         self.num_servers = num_servers
         self.namespace = namespace  # of the job's actors (not this process's own Ray namespace)
@@ -73,6 +87,7 @@ class ParameterServer:
         self._replicas = Replicas()
         self._channel: Any = None
         self._channel_lock = threading.Lock()
+        self._frame_limits: tuple[int, int, int] | None = None  # (shards, header, body) of the last count
         if self.table.replicating and _restarted():
             self._recover()
 
@@ -111,25 +126,38 @@ class ParameterServer:
         with self.table.condition:
             if not self._agree("optimizer", description, rank):
                 return
-            try:
-                from mxkit.train.optimizer import loads
-            except ModuleNotFoundError:
-                from mxkit.core.errors import MissingComponentError
-
-                raise MissingComponentError("set_optimizer on a distributed store needs mxkit-train on the "
-                                            "servers' machines (pip install mxkit-train)") from None
             from mxkit.kvstore.updater import OptimizerUpdater
 
-            self._set_update(OptimizerUpdater(loads(description)))
+            self._set_update(OptimizerUpdater(_optimizer_from(description)))
             self._settings["optimizer"] = description
             self._settings.pop("updater", None)
 
-    def set_updater(self, rank: int, updater: Callable[[Any, Any, Any], None]) -> None:
-        """Run ``updater(key, grad, weight)`` (NDArrays) on every round."""
+    def set_updater(self, rank: int, serialized: bytes) -> None:
+        """Run ``updater(key, grad, weight)`` (NDArrays, its function serialised by Ray's
+        cloudpickle) on every round, if the job allows remote code.
+
+        The bytes are checked before they are deserialised (deserialising is what runs code).
+
+        Raises
+        ------
+        KVStoreError
+            If the job was not started with ``allow_remote_code=True``, or ``serialized``
+            is not bytes.
+        """
+        if not self._allow_remote_code:
+            raise KVStoreError("this job's servers do not run functions sent to them: start the job with "
+                               "allow_remote_code=True (mxkit launch --allow-remote-code) to allow set_updater, "
+                               "or use set_optimizer")
+        if not isinstance(serialized, bytes):
+            raise KVStoreError(f"set_updater on a server takes the function serialised to bytes, got "
+                               f"{type(serialized).__name__}")
+        from ray import cloudpickle
+
+        updater = cloudpickle.loads(serialized)
         with self.table.condition:
             self._config.pop("optimizer", None)
             self._set_update(updater)
-            self._settings["updater"] = updater
+            self._settings["updater"] = serialized
             self._settings.pop("optimizer", None)
 
     def _set_update(self, updater: Any) -> None:
@@ -199,8 +227,22 @@ class ParameterServer:
             if self._channel is None:
                 from mxkit.kvstore.dist.channel import ChannelServer
 
-                self._channel = ChannelServer(self, _bind_host())
+                self._channel = ChannelServer(self, _bind_host(), self._secret)
             return self._channel.address
+
+    def frame_limits(self) -> tuple[int, int]:
+        """``(header bytes, body bytes)`` a data-channel request may have: enough for one
+        push of every shard this server holds (twice over, plus room for small keys), so a
+        peer's size claim is checked against what the job really stores."""
+        shards = list(self.table.shards.values())
+        cached = self._frame_limits
+        if cached is not None and cached[0] == len(shards):  # shards are only added, never resized
+            return cached[1], cached[2]
+        body = 2 * sum(shard.value.nbytes for shard in shards) + FRAME_SLACK_BYTES
+        # JSON writes a non-ASCII character of a str key as 6 bytes (\\uXXXX)
+        header = FRAME_SLACK_BYTES + 2 * sum(HEADER_BYTES_PER_SHARD + 6 * len(str(shard.key)) for shard in shards)
+        self._frame_limits = (len(shards), header, body)
+        return header, body
 
     def pushpull(self, rank: int, epoch: int, rounds: list[tuple[ShardId, int]], packed: wire.Packed,
                  items: list[tuple[ShardId, int]], timeout: float) -> tuple[wire.Packed, list[tuple[int, int]]]:
@@ -307,6 +349,28 @@ class ParameterServer:
         for snap in snapshots:
             if "state" in snap:
                 states[snap["id"][0]] = _from_numpy(snap["state"], nd)
+
+
+def _optimizer_from(description: str) -> Any:
+    """The optimizer ``Optimizer.dumps()`` JSON describes, built through the optimizer
+    registry (hook ``mxkit_optimizers``, which mxkit-train serves): no import of train."""
+    from mxkit.core.errors import MissingComponentError, UnknownPluginError
+    from mxkit.core.plugins import get_optimizer
+
+    try:
+        params = json.loads(description)
+    except (TypeError, ValueError) as exc:
+        raise KVStoreError(f"an optimizer description must be JSON text, got {description!r:.80}: {exc}") from None
+    if not isinstance(params, dict) or not isinstance(params.get("name"), str):
+        raise KVStoreError(f"an optimizer description is a JSON object with a 'name', got {description!r:.80}")
+    name = params.pop("name")
+    try:
+        spec = get_optimizer(name)
+    except UnknownPluginError as exc:
+        raise MissingComponentError(f"set_optimizer on a distributed store: the servers have no optimizer {name!r} "
+                                    f"({exc}); install mxkit-train (or the plugin that registers it) on the "
+                                    f"servers' machines") from None
+    return spec.factory(**params)
 
 
 def _restarted() -> bool:

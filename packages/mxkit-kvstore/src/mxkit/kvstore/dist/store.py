@@ -17,7 +17,9 @@ finish an epoch without deadlock.
 from __future__ import annotations
 
 import atexit
+import functools
 import os
+import threading
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +27,7 @@ from typing import Any
 import numpy as np
 from mxkit.core.errors import KVStoreError, MXKitError, ShapeError
 from mxkit.kvstore import merge
+from mxkit.kvstore.base import KVStoreBase
 from mxkit.kvstore.dist import channel, recovery, remote, transfer
 from mxkit.kvstore.dist.transfer import Key, int_setting
 from mxkit.kvstore.dist.sharding import Part, ShardPlan
@@ -38,20 +41,39 @@ def _flush_at_exit(store_ref: Any) -> None:
     store = store_ref()
     if store is not None and store._deferred:
         try:
-            store._flush()
+            with store._lock:
+                store._flush()
         except Exception:  # noqa: BLE001 - the cluster may be gone at exit; nothing to report to
             pass
 
 
-class DistKVStore:
+def _serialized(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Run ``method`` holding the store's lock (see "Threads" in :class:`DistKVStore`)."""
+
+    @functools.wraps(method)
+    def locked(self: DistKVStore, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return locked
+
+
+class DistKVStore(KVStoreBase):
     """A worker's handle on a distributed KVStore (MXNet's ``KVStoreDist``).
 
     Made by ``mx.kv.create("dist_sync")`` (see :func:`mxkit.kvstore.dist.create` for the
     options); the API is the local store's: :meth:`init`, :meth:`push`, :meth:`pull`,
     :meth:`pushpull`, :meth:`broadcast`, :meth:`set_optimizer`, :meth:`barrier`...
-    """
 
-    OPTIMIZER = "optimizer"
+    Threads
+    -------
+    Every method is thread-safe: calls from several threads run one at a time, in the
+    order they take the store's lock, as if one thread had made them in that order (a
+    store keeps one connection per server, its round counters and its deferred push,
+    which a request must see and change together). A pull that waits for other workers
+    holds the lock while it waits, so the other threads of this worker wait too: that is
+    the serial order, and it keeps this worker's rounds in step with the job's.
+    """
 
     def __init__(self, kvtype: str, consistency: str, *, rank: Any = None, num_workers: Any = None,
                  namespace: str | None = None, address: str | None = None, tau: Any = None,
@@ -62,6 +84,7 @@ class DistKVStore:
         from mxkit.core import config
         from mxkit.kvstore.consistency import make_model
 
+        self._lock = threading.RLock()
         self._type = kvtype
         self._rank = int_setting("rank", rank, 0)
         model_options: dict[str, Any] = {}
@@ -103,7 +126,7 @@ class DistKVStore:
         self._plan = ShardPlan(len(self._servers), int(info["bigarray_bound"]))
         # the data path: one persistent connection per server (Ray carries only control calls)
         self._channels = [channel.Connection(index, self._address_of(server, index),
-                                             self._timeout + remote.ANSWER_MARGIN)
+                                             self._timeout + remote.ANSWER_MARGIN, str(info.get("secret", "")))
                           for index, server in enumerate(self._servers)]
         self._wait_all([server.configure.remote(self._rank, consistency, model_options) for server in self._servers],
                        "configuring the servers")
@@ -126,11 +149,6 @@ class DistKVStore:
     # -- description ------------------------------------------------------------------
 
     @property
-    def type(self) -> str:
-        """``"dist_sync"``, ``"dist_async"`` or ``"dist_ssp"``."""
-        return self._type
-
-    @property
     def rank(self) -> int:
         """This worker's rank, ``0..num_workers-1``."""
         return self._rank
@@ -146,18 +164,9 @@ class DistKVStore:
         return len(self._servers)
 
     @property
-    def consistency_model(self) -> Any:
-        """The consistency model the servers run (an instance of it)."""
-        return self._model
-
-    @property
     def namespace(self) -> str:
         """The job's Ray namespace."""
         return self._namespace
-
-    def is_capable(self, capability: str) -> bool:
-        """Whether the store supports ``capability`` (:attr:`OPTIMIZER`: yes, on the servers)."""
-        return capability.lower() == self.OPTIMIZER
 
     def __repr__(self) -> str:
         return (f"<DistKVStore {self._type} rank={self._rank}/{self._num_workers} servers={len(self._servers)} "
@@ -200,12 +209,6 @@ class DistKVStore:
         """Wait for the calls ``send()`` makes (see :func:`.recovery.ask`)."""
         return recovery.ask(self, send, what)
 
-    def _check_kind(self, key: Any, what: str) -> None:
-        kind = key_kind(key)
-        if self._key_kind is not None and kind is not self._key_kind:
-            raise KVStoreError(f"{what} of key {key!r} ({kind.__name__}): this store's keys are "
-                               f"{self._key_kind.__name__}s; keys must be all ints or all strs")
-
     def _entry(self, key: Any, what: str) -> Key:
         entry = self._keys.get(key)
         if entry is None:
@@ -235,6 +238,7 @@ class DistKVStore:
 
     # -- init -------------------------------------------------------------------------
 
+    @_serialized
     def init(self, key: Any, value: Any) -> None:
         """Initialise ``key`` (or each key of a list) on the servers with ``value``.
 
@@ -289,6 +293,7 @@ class DistKVStore:
             residual = self._residuals[(entry.key, part.index)] = np.zeros(part.size, dtype=entry.dtype)
         return tuple(np.asarray(item) for item in self._compressor.compress(np, flat, residual))
 
+    @_serialized
     def push(self, key: Any, value: Any, priority: int = 0) -> None:
         """Push ``value`` into ``key``: one round of this worker (a list of arrays is summed first).
 
@@ -338,6 +343,7 @@ class DistKVStore:
 
     # -- pull -------------------------------------------------------------------------
 
+    @_serialized
     def pull(self, key: Any, out: Any = None, priority: int = 0, ignore_sparse: bool = True) -> None:
         """Copy the value of ``key`` into ``out`` (an NDArray, or one per device).
 
@@ -401,6 +407,7 @@ class DistKVStore:
             flat[part.start:part.stop] = found[(entry.key, part.index)]
         return flat.reshape(entry.shape)
 
+    @_serialized
     def pushpull(self, key: Any, value: Any, out: Any = None, priority: int = 0) -> None:
         """Push ``value`` then pull into ``out`` (into ``value`` itself when ``out`` is None).
 
@@ -411,17 +418,11 @@ class DistKVStore:
         self.push(key, value, priority)
         self.pull(key, out=value if out is None else out, priority=priority)
 
-    def broadcast(self, key: Any, value: Any, out: Any, priority: int = 0) -> None:
-        """Initialise ``key`` with ``value`` (rank 0's) and pull it into ``out``."""
-        self.init(key, value)
-        self.pull(key, out=out, priority=priority)
-
-    def row_sparse_pull(self, key: Any, out: Any = None, priority: int = 0, row_ids: Any = None) -> None:
-        """Not available: mxkit arrays are dense; use :meth:`pull`."""
-        raise KVStoreError("row_sparse_pull needs row_sparse arrays, which mxkit does not have; use pull()")
+    broadcast = _serialized(KVStoreBase.broadcast)  # rank 0's value is the one stored
 
     # -- barrier ----------------------------------------------------------------------
 
+    @_serialized
     def barrier(self) -> None:
         """Wait until every worker reaches this barrier; it ends an epoch.
 
@@ -445,10 +446,9 @@ class DistKVStore:
         self._rounds.clear()
         self._unconfirmed.clear()  # every round of the epoch is merged and replicated
 
-    _barrier = barrier
-
     # -- updaters, compression --------------------------------------------------------
 
+    @_serialized
     def set_optimizer(self, optimizer: Any) -> None:
         """Run ``optimizer`` on the servers, sent by registry name and JSON parameters.
 
@@ -472,8 +472,10 @@ class DistKVStore:
         self._wait_all([server.set_optimizer.remote(self._rank, description) for server in self._servers],
                        "set_optimizer")
 
+    @_serialized
     def set_updater(self, updater: Callable[[Any, Any, Any], None]) -> None:
-        """Run ``updater(key, grad, weight)`` on the servers (needs ``allow_remote_code=True``).
+        """Run ``updater(key, grad, weight)`` on the servers (needs ``allow_remote_code=True``
+        here, and a job started with ``allow_remote_code=True``: the servers check too).
 
         Raises
         ------
@@ -488,11 +490,14 @@ class DistKVStore:
                                "there; create the store with mx.kv.create(..., allow_remote_code=True) to allow "
                                "that, or use set_optimizer(mx.optimizer.create(name, ...)), which sends only a "
                                "name and parameters")
+        from ray import cloudpickle
+
+        serialized = cloudpickle.dumps(updater)  # the servers check that the job allows it before loading it
         self._flush()
-        self._wait_all([server.set_updater.remote(self._rank, updater) for server in self._servers], "set_updater")
+        self._wait_all([server.set_updater.remote(self._rank, serialized) for server in self._servers],
+                       "set_updater")
 
-    _set_updater = set_updater
-
+    @_serialized
     def set_gradient_compression(self, compression_params: dict[str, Any]) -> None:
         """Compress this worker's pushes, e.g. ``{'type': '2bit', 'threshold': 0.5}``.
 
@@ -514,13 +519,9 @@ class DistKVStore:
         self._compressor = None if compressor.type == "none" else compressor
         self._residuals.clear()
 
-    @property
-    def gradient_compression(self) -> Any:
-        """The compressor in force (``None`` without compression)."""
-        return self._compressor
-
     # -- optimizer states -------------------------------------------------------------
 
+    @_serialized
     def save_optimizer_states(self, fname: Any, dump_optimizer: bool = False) -> None:
         """Save the servers' optimizer states to ``fname`` (``.npz`` + JSON manifest, no pickle).
 
@@ -532,6 +533,7 @@ class DistKVStore:
         write_states(fname, gather_states(self._keys, self._wait_all(
             [server.states.remote() for server in self._servers], "save_optimizer_states")))
 
+    @_serialized
     def load_optimizer_states(self, fname: Any) -> None:
         """Load states written by :meth:`save_optimizer_states` onto the servers.
 

@@ -44,7 +44,7 @@ def int_setting(name: str, value: Any, minimum: int) -> int:
 def host_data(array: Any) -> np.ndarray:
     """The NDArray's data on the host, once its pending writes are done (CPU: its own storage)."""
     array.wait_to_read()
-    data = array._data
+    data = array.storage
     return data if isinstance(data, np.ndarray) else array.asnumpy()
 
 
@@ -53,9 +53,9 @@ def write_all(jobs: list[tuple[np.ndarray, list[Any]]]) -> None:
     from mxkit.ndarray.invoke import push_raw
 
     cpu_targets = [(value, target) for value, outs in jobs for target in outs
-                   if target.context.device_type == "cpu" and isinstance(target._data, np.ndarray)]
+                   if target.context.device_type == "cpu" and isinstance(target.storage, np.ndarray)]
     if cpu_targets:
-        work = [(value, target._data) for value, target in cpu_targets]
+        work = [(value, target.storage) for value, target in cpu_targets]
 
         def copy_all() -> None:
             for value, data in work:
@@ -64,7 +64,7 @@ def write_all(jobs: list[tuple[np.ndarray, list[Any]]]) -> None:
         push_raw(copy_all, [], [target for _, target in cpu_targets], cpu_targets[0][1].context, "kvstore.pull")
     for value, outs in jobs:
         for target in outs:
-            if not (target.context.device_type == "cpu" and isinstance(target._data, np.ndarray)):
+            if not (target.context.device_type == "cpu" and isinstance(target.storage, np.ndarray)):
                 target[:] = value
 
 

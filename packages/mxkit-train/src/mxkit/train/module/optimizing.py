@@ -29,7 +29,8 @@ class OptimizingMixin:
 
     def init_optimizer(self, kvstore: Any = "local", optimizer: Any = "sgd",
                        optimizer_params: Any = (("learning_rate", 0.01),), force_init: bool = False) -> None:
-        """Create the optimizer (``rescale_grad = 1 / batch_size``) and the KVStore, if any.
+        """Create the optimizer (``rescale_grad = 1 / batch_size``, over every worker of a
+        distributed store) and the KVStore, if any.
 
         Parameters
         ----------
@@ -52,8 +53,12 @@ class OptimizingMixin:
         assert self._exec_group is not None
         kvstore, update_on_kvstore = _create_kvstore(kvstore, len(self._context), self._arg_params)  # type: ignore[arg-type]
         batch_size = self._exec_group.batch_size
-        if kvstore is not None and "dist" in str(getattr(kvstore, "type", "")) and \
-                "_sync" in str(getattr(kvstore, "type", "")):
+        if kvstore is not None and "dist" in str(getattr(kvstore, "type", "")):
+            # every distributed type, not only dist_sync (MXNet 1.x scales only dist_sync): an
+            # asynchronous server applies each worker's push on its own, so with 1/batch_size
+            # N workers would take N full steps for each step of dist_sync, on stale weights,
+            # and with momentum 0.9 that diverges (dist_ssp at lr 0.1 stayed at chance). With
+            # 1/(batch_size*N) the N pushes of a round add up to one dist_sync step.
             batch_size *= kvstore.num_workers
         rescale_grad = 1.0 / batch_size
         param_names = self._exec_group.param_names
