@@ -59,7 +59,7 @@ class HybridRunner:
 
         inputs, sym = self.block._get_graph(*args)
         all_params = self.block.collect_params()
-        if any(p._data is None for p in all_params.values()):
+        if not all(p.is_initialized for p in all_params.values()):
             self.block._deferred_infer_shape(*args)
             for param in all_params.values():
                 param._finish_deferred_init()

@@ -230,6 +230,11 @@ class Parameter:
             return data[0]
         return data[self._ctx_index(ctx)]
 
+    @property
+    def is_initialized(self) -> bool:
+        """Whether the values exist (False before ``initialize`` and while a deferred shape is unknown)."""
+        return self._data is not None
+
     def list_data(self) -> list[Any]:
         """The values on every context."""
         return list(self._check_initialized())

@@ -1,4 +1,4 @@
-mxkit-train's plugin: the configuration keys of the training loop, and its optimizers by
+"""mxkit-train's plugin: the configuration keys of the training loop, and its optimizers by
 registry name for components below it.
 
 Registered by mxkit-core's plugin manager as a built-in (``BUILTIN_PLUGIN_MODULES``);
