@@ -36,5 +36,5 @@ def test_missing_opencv_is_a_clear_error(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_cv2)
-    with pytest.raises(MissingComponentError, match=r"pip install mxkit-io\[image\]"):
+    with pytest.raises(MissingComponentError, match=r"pip install 'mxkit\[image\]'.*'mxkit-io\[image\]'"):
         recordio.pack_img(recordio.IRHeader(0, 0, 0, 0), np.zeros((2, 2, 3), np.uint8))
