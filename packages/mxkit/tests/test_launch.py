@@ -68,7 +68,7 @@ def worker_script(tmp_path):
     return write
 
 
-def test_two_workers_sum_through_the_servers_and_everything_is_torn_down(worker_script):
+def test_two_workers_sum_through_the_servers_and_everything_is_torn_down(worker_script, tmp_path):
     script = worker_script("""
         import os
         import numpy as np
@@ -84,13 +84,17 @@ def test_two_workers_sum_through_the_servers_and_everything_is_torn_down(worker_
         kv.barrier()
         """)
     tag = uuid.uuid4().hex
-    launcher = _launch(["-n", "2", "-s", "2", "--", sys.executable, script], tag)
+    launcher = _launch(["-n", "2", "-s", "2", "--", sys.executable, script], tag, cache=tmp_path / "cache")
     out, err = launcher.communicate(timeout=200)
     assert launcher.returncode == 0, err
     # both workers see the sum of both pushes, and each line carries its worker's rank
     assert "[0] rank 0 sees [3.0, 3.0, 3.0]" in out, out
     assert "[1] rank 1 sees [3.0, 3.0, 3.0]" in out, out
-    assert "2 server(s)" in err
+    # the wait for Ray is announced; Ray's own notices go to a file that the launcher names
+    assert err.index("starting a local Ray cluster") < err.index("2 servers on Ray")
+    assert "Started a local Ray instance" not in err and "Token authentication" not in err, err
+    (log,) = (tmp_path / "cache" / "mxkit" / "logs").glob("launch-*.log")
+    assert str(log) in err and "Started a local Ray instance" in log.read_text()
     _assert_nothing_left(tag)
 
 

@@ -28,6 +28,9 @@ def add_launch_command(subparsers: Any) -> None:
     parser.add_argument("--allow-remote-code", action="store_true",
                         help="let workers install a Python function on the servers with kv.set_updater "
                              "(it runs there; default: the servers refuse it)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="show Ray's own log lines on the console (default: they go to a file under "
+                             "$XDG_CACHE_HOME/mxkit/logs, named when the job starts)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the worker command, after '--'")
     parser.set_defaults(run=run_launch)
 
@@ -52,13 +55,23 @@ def run_launch(args: argparse.Namespace) -> int:
         command = command[1:]
     spec = LaunchSpec(command=command, num_workers=args.num_workers, num_servers=args.num_servers,
                       address=args.address, placement=args.placement, extra_env=parse_env(args.env),
-                      allow_remote_code=args.allow_remote_code)
+                      allow_remote_code=args.allow_remote_code,
+                      ray_log=None if args.verbose else _ray_log_path())
     # `kill` of the launcher tears the job down like Ctrl-C does
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         return launch(spec)
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def _ray_log_path() -> str:
+    import os
+    import time
+
+    from mxkit.mx.train_data import cache_directory
+
+    return os.path.join(str(cache_directory()), "logs", f"launch-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
 
 
 def _interrupt(signum: int, frame: Any) -> None:

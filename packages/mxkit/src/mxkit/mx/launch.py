@@ -47,6 +47,8 @@ class LaunchSpec:
     extra_env: dict[str, str] = field(default_factory=dict)
     #: whether the job's servers accept kv.set_updater (a function sent to them and run there)
     allow_remote_code: bool = False
+    #: a file for Ray's own log lines (its INFO lines and token notices); None: the console
+    ray_log: str | None = None
 
     def check(self) -> None:
         """Raise :class:`ConfigError` for a request that cannot run, saying what would."""
@@ -236,6 +238,10 @@ def launch(spec: LaunchSpec, stream: TextIO | None = None, log: Callable[[str], 
     say = log if log is not None else (lambda text: print(f"mxkit launch: {text}", file=sys.stderr, flush=True))
     printer = _PrefixedPrinter(out)
     started = time.perf_counter()
+    if spec.ray_log is not None:
+        route_ray_logging(spec.ray_log)
+    say("starting a local Ray cluster on 127.0.0.1 (a few seconds)..." if spec.address is None
+        else f"connecting to the Ray cluster at {spec.address}...")
     try:
         address = runtime.init_ray(spec.address)  # gives up after config kvstore_timeout
     except KeyboardInterrupt:
@@ -247,8 +253,9 @@ def launch(spec: LaunchSpec, stream: TextIO | None = None, log: Callable[[str], 
     relay: _QueueRelay | None = None
     try:
         job = job_module.start_job(spec.num_workers, spec.num_servers, allow_remote_code=spec.allow_remote_code)
-        say(f"job {job.namespace}: {spec.num_servers} server(s) on Ray at {address}, "
-            f"{spec.num_workers} worker(s) ({spec.placement}) after {time.perf_counter() - started:.1f} s")
+        say(f"job {job.namespace}: {_count(spec.num_servers, 'server')} on Ray at {address}, "
+            f"{_count(spec.num_workers, 'worker')} ({spec.placement}) after {time.perf_counter() - started:.1f} s"
+            + (f"; Ray's own log: {spec.ray_log}" if spec.ray_log is not None else ""))
         cores = os.cpu_count() if spec.placement == "local" else None
         # --env joins the launcher's own environment: it can size the thread pools, not change a rank
         envs = worker_environments({**os.environ, **spec.extra_env}, runtime.worker_environment(), job.env(),
@@ -270,6 +277,28 @@ def launch(spec: LaunchSpec, stream: TextIO | None = None, log: Callable[[str], 
         if job is not None:
             job.stop()
         runtime.shutdown_ray()
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
+def route_ray_logging(path: str) -> None:
+    """Send the log lines of Ray's Python logger (``ray`` and its children) to ``path``
+    instead of the console: a user of ``mxkit launch`` reads the job's output, not Ray's
+    start-up notices. ``--verbose`` keeps them on the console."""
+    import logging
+
+    import ray  # noqa: F401  (Ray attaches its console handler on import: replace it after)
+
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    logger = logging.getLogger("ray")
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger.addHandler(handler)
+    logger.propagate = False
 
 
 def _wait_for(workers: list[Any], say: Callable[[str], None]) -> int:
