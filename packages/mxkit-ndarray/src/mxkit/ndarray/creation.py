@@ -116,12 +116,10 @@ def concatenate(arrays: list[NDArray], axis: int = 0, always_copy: bool = True) 
 
 def waitall() -> None:
     """Wait for every pending operation (MXNet's ``mx.nd.waitall``)."""
-    from mxkit.ndarray.invoke import raise_deferred
     from mxkit.ndarray.operator import refuse_inside_custom_op
 
     refuse_inside_custom_op("mx.nd.waitall()")
     engine().wait_all()
-    raise_deferred()
 
 
 __all__ = ["arange", "array", "concatenate", "empty", "eye", "full", "moveaxis", "ones", "waitall", "zeros"]

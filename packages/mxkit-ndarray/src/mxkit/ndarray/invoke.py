@@ -122,6 +122,12 @@ def _load_ndarray() -> Any:
     return _from_data
 
 
+def covers_its_var(array: Any) -> bool:
+    """True if ``array`` is known to be all of the storage its engine var orders (not a view
+    of part of it): only then does writing all of ``array`` overwrite the var whole."""
+    return getattr(array._data, "base", True) is None
+
+
 def _var_list(arrays: Sequence[Any], exclude: list[Any]) -> list[Any]:
     out: list[Any] = []
     for array in arrays:
@@ -139,7 +145,7 @@ class _InFlight:
     :attr:`limit` bytes (or three outputs of the current size, if more) the pushing thread
     waits for the oldest outputs, which lets the backend recycle their buffers while they
     are warm (MXNet leaves this to its memory pool). Outputs under 64 KiB are not counted.
-    An error met while waiting is kept and raised at the user's next sync point on that array.
+    An error met while waiting stays on its var and is raised at the user's next read of it.
     """
 
     limit = 4 * 1024 * 1024
@@ -173,26 +179,9 @@ class _InFlight:
         for old_engine, old_var, _ in oldest:
             try:
                 old_engine.wait_for_var(old_var)
-            except MXKitError as exc:
-                # the engine reports an error once: keep it for the user's own wait on this array
-                deferred_errors[old_var] = exc
-
-
-#: errors that the in-flight limiter caught while waiting, by var; raised at the next sync point
-deferred_errors: dict[Any, BaseException] = {}
-
-
-def raise_deferred(var: Any = None) -> None:
-    """Raise the error kept for ``var`` (or, with ``None``, any kept error) and forget it."""
-    if var is None:
-        if deferred_errors:
-            _, exc = deferred_errors.popitem()
-            deferred_errors.clear()
-            raise exc
-        return
-    exc = deferred_errors.pop(var, None)
-    if exc is not None:
-        raise exc
+            except MXKitError:
+                # the error stays on the var: the user's own read of that array raises it
+                pass
 
 
 in_flight = _InFlight()
@@ -302,8 +291,11 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
     reads = []
     for array in inputs:
         var = array._var
-        if var not in reads and var not in writes:
-            reads.append(var)
+        if var not in reads:
+            reads.append(var)  # an input also written is an in-place update: it inherits errors
+    for target in outputs if out is not None else ():
+        if target._var not in reads and not covers_its_var(target):
+            reads.append(target._var)  # writes part of its var: the rest keeps any error
     kernel = op.kernels.get(backend.name) or op.kernel or op.kernel_for(backend.name)
     xp = backend.xp
     run_params = params
@@ -350,13 +342,20 @@ def invoke_by_name(name: str, *inputs: Any, out: Any = None, ctx: Any = None, **
 
 
 def push_raw(fn: Any, reads: Sequence[Any], writes: Sequence[Any], ctx: Context, name: str,
-             copy: bool = False) -> None:
+             copy: bool = False, overwrites: bool = False) -> None:
     """Push a plain function reading and writing the given NDArrays (indexing, copies).
 
     ``copy=True`` marks a transfer between devices: it runs on the device's copy workers.
+    ``overwrites=True`` says that ``fn`` writes every element of ``writes``: a target
+    that is all of its var's storage then loses an error it held (a failed op's output
+    becomes usable again); otherwise the targets count as read too, and an error on one
+    skips ``fn`` and stays.
     """
     write_vars = _var_list(writes, [])
-    read_vars = _var_list(reads, write_vars)
+    read_vars = _var_list(reads, [])
+    for array in writes:
+        if (not overwrites or not covers_its_var(array)) and array._var not in read_vars:
+            read_vars.append(array._var)
     engine().push(on_device(ctx, fast_backend(ctx), fn), read_vars, write_vars, ctx, 0, name, copy)
 
 

@@ -34,9 +34,9 @@ def copy_into(target: Any, source: Any) -> None:
 
             # a transfer runs on the copy workers of the accelerator it involves
             device_ctx = target._ctx if target._ctx.device_type != "cpu" else source._ctx
-            push_raw(run, [source], [target], device_ctx, "_copyto", copy=True)
+            push_raw(run, [source], [target], device_ctx, "_copyto", copy=True, overwrites=True)
             return
-        push_raw(run, [source], [target], target._ctx, "_copyto")
+        push_raw(run, [source], [target], target._ctx, "_copyto", overwrites=True)
         return
     if _is_scalar(source):
         value = source
@@ -45,7 +45,7 @@ def copy_into(target: Any, source: Any) -> None:
         def fill() -> None:
             data[...] = value
 
-        push_raw(fill, [], [target], target._ctx, "_set_value")
+        push_raw(fill, [], [target], target._ctx, "_set_value", overwrites=True)
         return
     try:
         host = np.asarray(source)
@@ -65,7 +65,8 @@ def copy_into(target: Any, source: Any) -> None:
         snapshot = np.array(np.broadcast_to(host, target.shape), dtype=target._data.dtype)
         write_host = _host_writer(ctx, ctx.backend)
         data = target._data
-        push_raw(lambda: write_host(data, snapshot), [], [target], ctx, "_copy_from_host", copy=True)
+        push_raw(lambda: write_host(data, snapshot), [], [target], ctx, "_copy_from_host", copy=True,
+                 overwrites=True)
         return
     device_value = ctx.backend.from_host(np.ascontiguousarray(np.broadcast_to(host, target.shape),
                                                               dtype=target._data.dtype))
@@ -74,7 +75,7 @@ def copy_into(target: Any, source: Any) -> None:
     def copy_host() -> None:
         data[...] = device_value
 
-    push_raw(copy_host, [], [target], ctx, "_copy_from_host")
+    push_raw(copy_host, [], [target], ctx, "_copy_from_host", overwrites=True)
 
 
 def _host_writer(ctx: Any, backend: Any) -> Any:
