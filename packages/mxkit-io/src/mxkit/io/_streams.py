@@ -47,6 +47,36 @@ def open_binary(path: str | os.PathLike[str], mode: str, buffering: int = -1) ->
     return open(text, mode, buffering=buffering)  # the caller owns the handle
 
 
+def open_binary_durably(path: str | os.PathLike[str], buffering: int = -1) -> Any:
+    """Open ``path`` for writing so that it is replaced only when the handle is closed.
+
+    A local path gets a :class:`mxkit.core.files.AtomicFile` (a temporary next to it,
+    fsync-ed and renamed over it at ``close()``; ``discard()`` drops it); a URI is
+    opened through fsspec as by :func:`open_binary` (its store decides what a partial
+    write leaves).
+    """
+    text = os.fspath(path)
+    if is_uri(text) and not text.startswith("file://"):
+        return open_binary(text, "wb", buffering=buffering)
+    if text.startswith("file://"):
+        text = text[len("file://"):]
+    from mxkit.core.files import AtomicFile
+
+    return AtomicFile(text, "wb", buffering=buffering)
+
+
+def open_text_durably(path: str | os.PathLike[str]) -> Any:
+    """:func:`open_binary_durably` for UTF-8 text (index and list files)."""
+    text = os.fspath(path)
+    if is_uri(text) and not text.startswith("file://"):
+        return open_text(text, "w")
+    if text.startswith("file://"):
+        text = text[len("file://"):]
+    from mxkit.core.files import AtomicFile
+
+    return AtomicFile(text, "w", encoding="utf-8")
+
+
 def open_text(path: str | os.PathLike[str], mode: str) -> IO[str]:
     """Open ``path`` as UTF-8 text (index and list files), local or through fsspec."""
     text = os.fspath(path)

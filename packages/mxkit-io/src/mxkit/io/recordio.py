@@ -18,7 +18,7 @@ from typing import IO, Any, NamedTuple
 import numpy as np
 from mxkit.core.errors import ConfigError, FormatError, MXKitError
 from mxkit.io._format import READ_BUFFER_BYTES, RecordReader, encode_record
-from mxkit.io._streams import file_size, open_binary, open_text
+from mxkit.io._streams import file_size, open_binary, open_binary_durably, open_text, open_text_durably
 
 __all__ = [
     "IRHeader",
@@ -91,7 +91,9 @@ class MXRecordIO:
     def open(self) -> None:
         """Open the file (called by the constructor, ``reset`` and after a fork)."""
         if self.writable:
-            self._file = open_binary(self.uri, "wb", buffering=WRITE_BUFFER_BYTES)
+            # a local file is written to a temporary and renamed over the target at close
+            # (mxkit.core.files): a full disk or a kill mid-write leaves the old file whole
+            self._file = open_binary_durably(self.uri, buffering=WRITE_BUFFER_BYTES)
         else:
             self._file = open_binary(self.uri, "rb", buffering=READ_BUFFER_BYTES)
         self._reader = None if self.writable else RecordReader(self._file, self.uri)
@@ -102,13 +104,26 @@ class MXRecordIO:
             _fast_readers.add(self)
 
     def close(self) -> None:
-        """Close the file; a closed reader or writer can be re-opened with ``open``."""
+        """Close the file; a closed reader or writer can be re-opened with ``open``.
+
+        A writer's file replaces the target only now (until then the old file, if any,
+        is what readers see)."""
+        self._release(commit=True)
+
+    def discard(self) -> None:
+        """Close a writer without replacing the target: what was written is dropped."""
+        self._release(commit=False)
+
+    def _release(self, commit: bool) -> None:
         if not self.is_open:
             return
         assert self._file is not None
         self.__dict__.pop("read", None)
         _fast_readers.discard(self)
-        self._file.close()
+        if not commit and hasattr(self._file, "discard"):
+            self._file.discard()
+        else:
+            self._file.close()
         self._file = None
         self._reader = None
         self.is_open = False
@@ -122,12 +137,26 @@ class MXRecordIO:
     def __enter__(self) -> MXRecordIO:
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc_info: object) -> None:
+        # a writer whose block raised keeps the old file rather than a partial one
+        if exc_type is not None and self.writable:
+            self.discard()
+        else:
+            self.close()
 
     def __del__(self) -> None:
+        # A reader only lets go of its file: ``MXRecordIO(path, "r").read()`` drops the
+        # object while its fast ``read`` (the RecordReader's) still runs, and the file
+        # closes when that reader goes. A writer dropped without close() commits.
         try:
-            self.close()
+            if self.writable:
+                self.close()
+            else:
+                self.__dict__.pop("read", None)
+                _fast_readers.discard(self)
+                self._file = None
+                self._reader = None
+                self.is_open = False
         except Exception:  # interpreter shutdown may have torn down modules
             pass
 
@@ -229,9 +258,10 @@ class MXIndexedRecordIO(MXRecordIO):
         super().open()
         self.idx = {}
         self.keys = []
-        self.fidx = open_text(self.idx_path, self.flag)
         if self.writable:
+            self.fidx = open_text_durably(self.idx_path)
             return
+        self.fidx = open_text(self.idx_path, self.flag)
         self._size = file_size(self.uri)
         for line_number, line in enumerate(self.fidx, start=1):
             if not line.strip():
@@ -248,13 +278,16 @@ class MXIndexedRecordIO(MXRecordIO):
             self.idx[key] = offset
             self.keys.append(key)
 
-    def close(self) -> None:
-        """Close the record file and the index."""
+    def _release(self, commit: bool) -> None:
+        # the record file is put in place first: an index never names a missing file
         if not self.is_open:
             return
-        super().close()
+        super()._release(commit)
         if self.fidx is not None:
-            self.fidx.close()
+            if not commit and hasattr(self.fidx, "discard"):
+                self.fidx.discard()
+            else:
+                self.fidx.close()
             self.fidx = None
 
     def __getstate__(self) -> dict[str, Any]:

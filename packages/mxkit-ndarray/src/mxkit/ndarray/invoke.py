@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -122,10 +123,21 @@ def _load_ndarray() -> Any:
     return _from_data
 
 
+#: var -> elements of the whole array it orders, for the vars that have smaller views
+_viewed_sizes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def note_view(var: Any, whole_size: int, view_size: int) -> None:
+    """Record that ``var`` orders a view of ``view_size`` of its ``whole_size`` elements."""
+    if view_size < whole_size and _viewed_sizes.get(var, 0) < whole_size:
+        _viewed_sizes[var] = whole_size
+
+
 def covers_its_var(array: Any) -> bool:
-    """True if ``array`` is known to be all of the storage its engine var orders (not a view
-    of part of it): only then does writing all of ``array`` overwrite the var whole."""
-    return getattr(array._data, "base", True) is None
+    """True if ``array`` is all of the storage its engine var orders (not a view of part
+    of it): only then does writing all of ``array`` overwrite the var whole."""
+    whole = _viewed_sizes.get(array._var)
+    return whole is None or array._data.size >= whole
 
 
 def _var_list(arrays: Sequence[Any], exclude: list[Any]) -> list[Any]:

@@ -133,6 +133,7 @@ class NDArray:
 
     def _view(self, data: Any) -> NDArray:
         """An NDArray over ``data`` (a view of this array's storage) sharing its var."""
+        _invoke_module.note_view(self._var, self._data.size, data.size)
         return NDArray._from_data(data, self._ctx, self._var)
 
     # ---- properties --------------------------------------------------------------------

@@ -695,14 +695,10 @@ def save_arrays(fname_or_file: Any, data: Any, *, version: int | None = None) ->
     if isinstance(fname_or_file, str | os.PathLike):
         path = os.fspath(fname_or_file)
         prepared = _prepare(data, version)  # fail on bad input before touching the disk
-        tmp = f"{path}.tmp{os.getpid()}"
-        try:
-            with open(tmp, "wb") as out:
-                _write_file(out, *prepared)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+        from mxkit.core.files import atomic_open
+
+        with atomic_open(path, "wb") as out:  # the old file survives a failed or killed write
+            _write_file(out, *prepared)
     elif hasattr(fname_or_file, "write"):
         _write_file(fname_or_file, *_prepare(data, version))
     else:

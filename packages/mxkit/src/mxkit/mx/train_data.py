@@ -56,15 +56,12 @@ def _split(count: int) -> tuple[np.ndarray, np.ndarray]:
 def _write_records(path: Path, images: np.ndarray, labels: np.ndarray) -> None:
     from mxkit.io import IRHeader, MXRecordIO, pack
 
-    # one partial file per process: the workers of a launched job may pack the same cache at once
-    partial = path.with_suffix(f".rec.{os.getpid()}.partial")
-    writer = MXRecordIO(str(partial), "w")
-    try:
+    # the writer writes a temporary and renames it over `path` at close: a run killed while
+    # packing leaves no half-written .rec behind, and workers packing the same cache at once
+    # each replace it whole
+    with MXRecordIO(str(path), "w") as writer:
         for index, (image, label) in enumerate(zip(images, labels)):
             writer.write(pack(IRHeader(0, float(label), index, 0), image.astype(np.uint8).tobytes()))
-    finally:
-        writer.close()
-    os.replace(partial, path)  # a run killed while packing leaves no half-written .rec behind
 
 
 def pack_digits(directory: Path | None = None) -> tuple[Path, Path]:

@@ -188,9 +188,10 @@ class PlotMetrics:
         draw_metric_series(series, ax)
         os.makedirs(self.directory, exist_ok=True)
         path = os.path.join(self.directory, file_name_of(name))
-        partial = path + ".partial"
-        figure.savefig(partial, format="png", dpi=100)
-        os.replace(partial, path)
+        from mxkit.core.files import atomic_open
+
+        with atomic_open(path, "wb") as handle:
+            figure.savefig(handle, format="png", dpi=100)
         self.paths[name] = path
         return path
 
