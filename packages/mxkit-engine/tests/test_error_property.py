@@ -32,7 +32,7 @@ def random_program(seed, num_vars, num_steps):
             split = rng.randint(0, len(touched) - 1)  # at least one write
             reads, writes = touched[:split], touched[split:]
             if rng.random() < 0.2:
-                reads = reads + [writes[0]]  # an in-place update: read and written
+                reads = [*reads, writes[0]]  # an in-place update: read and written
             steps.append(("op", reads, writes, rng.random() < 0.05))
     return steps
 

@@ -120,14 +120,16 @@ class MXRecordIO:
         assert self._file is not None
         self.__dict__.pop("read", None)
         _fast_readers.discard(self)
-        if not commit and hasattr(self._file, "discard"):
-            self._file.discard()
-        else:
-            self._file.close()
-        self._file = None
+        # closed from here on even if the commit fails (a full disk): a second close,
+        # e.g. from __del__, must not put anything in place
+        handle, self._file = self._file, None
         self._reader = None
         self.is_open = False
         self.pid = None
+        if not commit and hasattr(handle, "discard"):
+            handle.discard()
+        else:
+            handle.close()
 
     def reset(self) -> None:
         """Go back to the first record (a writer starts the file over)."""
@@ -282,13 +284,18 @@ class MXIndexedRecordIO(MXRecordIO):
         # the record file is put in place first: an index never names a missing file
         if not self.is_open:
             return
-        super()._release(commit)
-        if self.fidx is not None:
-            if not commit and hasattr(self.fidx, "discard"):
-                self.fidx.discard()
+        index, self.fidx = self.fidx, None
+        try:
+            super()._release(commit)
+        except BaseException:
+            if index is not None and hasattr(index, "discard"):
+                index.discard()  # the records were not put in place: neither is their index
+            raise
+        if index is not None:
+            if not commit and hasattr(index, "discard"):
+                index.discard()
             else:
-                self.fidx.close()
-            self.fidx = None
+                index.close()
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
