@@ -15,8 +15,9 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from mxkit.core.context import Context, current_context
-from mxkit.core.errors import DeviceError, DTypeError, MXKitError, ShapeError
+from mxkit.core.errors import DeviceError, DTypeError, MXKitError, OutOfMemoryError, ShapeError
 from mxkit.ndarray import autograd
 from mxkit.ndarray.registry import OpDef, get_registry
 
@@ -131,6 +132,34 @@ def note_view(var: Any, whole_size: int, view_size: int) -> None:
     """Record that ``var`` orders a view of ``view_size`` of its ``whole_size`` elements."""
     if view_size < whole_size and _viewed_sizes.get(var, 0) < whole_size:
         _viewed_sizes[var] = whole_size
+
+
+def _format_bytes(nbytes: int) -> str:
+    size = float(nbytes)
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if size < 1024 or unit == "EiB":
+            return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{nbytes} bytes"  # pragma: no cover
+
+
+def allocate(backend: Any, shape: Sequence[int], dtype: Any, ctx: Any, what: str = "an array") -> Any:
+    """``backend.empty(shape, dtype)``, with a clear :class:`OutOfMemoryError` when the
+    array cannot exist (more bytes than the device has, or than an address can span)."""
+    shape = tuple(shape)
+    try:
+        return backend.empty(shape, dtype)
+    except (MemoryError, ValueError, OverflowError) as exc:
+        count = 1
+        for extent in shape:
+            count *= int(extent)
+        nbytes = count * np.dtype(dtype).itemsize
+        if not isinstance(exc, MemoryError) and nbytes < 2**62:
+            raise  # not about the size (the size of an address space is 2**63 bytes at most)
+        raise OutOfMemoryError(
+            f"cannot allocate {what} of shape {shape} and dtype {np.dtype(dtype).name} on {ctx}: it needs "
+            f"{_format_bytes(nbytes)}, more than the device can allocate ({type(exc).__name__}: {exc}); "
+            f"use a smaller shape or batch size") from None
 
 
 def covers_its_var(array: Any) -> bool:
@@ -282,7 +311,8 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
     eng = _engine_get()
     if out is None:
         make = _from_data or _load_ndarray()
-        outputs = [make(backend.empty(shape, _numpy_dtypes.get(dtype) or numpy_dtype(dtype)), ctx, eng.new_var())
+        outputs = [make(allocate(backend, shape, _numpy_dtypes.get(dtype) or numpy_dtype(dtype), ctx,
+                                 f"the output of {op.name}"), ctx, eng.new_var())
                    for shape, dtype in zip(out_shapes, out_dtypes)]
     else:
         outputs = list(out) if isinstance(out, (list, tuple)) else [out]

@@ -41,7 +41,7 @@ def _nd():
 def _new_array(ctx: Any, shape: tuple, dtype: str, zero: bool = True) -> Any:
     invoke, NDArray = _nd()
     backend = invoke.backend_of(ctx)
-    data = backend.empty(tuple(shape), invoke.numpy_dtype(dtype))
+    data = invoke.allocate(backend, tuple(shape), invoke.numpy_dtype(dtype), ctx, "a bound array")
     if zero:
         data[...] = 0
     return NDArray._from_data(data, ctx, invoke.engine().new_var())
@@ -165,8 +165,9 @@ class Executor:
 
     def _new_pool(self, nbytes: int) -> Any:
         from mxkit.engine.profiler import memory_state, track_buffer
+        from mxkit.ndarray.invoke import allocate
 
-        pool = self._backend.empty((nbytes,), np.uint8)
+        pool = allocate(self._backend, (nbytes,), np.uint8, self._ctx, "the executor's memory pool")
         if memory_state.on:  # profile_memory: bytes in use until the pool is collected
             track_buffer(pool, nbytes, str(self._ctx), "executor_pool")
         return pool

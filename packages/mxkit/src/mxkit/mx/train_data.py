@@ -121,7 +121,12 @@ def read_records(path: Path | str) -> tuple[np.ndarray, np.ndarray]:
 def _decode(payload: bytes, path: Path | str, index: int) -> np.ndarray:
     if payload[:4] == b"\x89PNG" or payload[:2] == b"\xff\xd8":
         from mxkit.io.image import cv2_module
+        from mxkit.io.image_header import check_image_pixels
 
+        try:
+            check_image_pixels(payload)
+        except FormatError as exc:
+            raise FormatError(f"record {index} of {str(path)!r}: {exc}") from None
         cv2 = cv2_module()
         image = cv2.imdecode(np.frombuffer(payload, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
         if image.ndim == 2:
