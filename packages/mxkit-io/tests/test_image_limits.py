@@ -47,7 +47,7 @@ def test_a_pixel_bomb_is_refused_before_any_decoding(monkeypatch):
 
 
 def test_the_limit_is_configurable():
-    ok, buf = cv2.imencode(".jpg", np.zeros((30, 40, 3), np.uint8))
+    _, buf = cv2.imencode(".jpg", np.zeros((30, 40, 3), np.uint8))
     assert image.imdecode(buf.tobytes()).shape == (30, 40, 3)
     with config.override(image_max_pixels=1000):
         with pytest.raises(FormatError, match="40x30 = 1200 pixels"):
