@@ -527,3 +527,30 @@ def test_bad_things_to_load(tmp_path):
         loads_arrays("not bytes")
     with pytest.raises(ConfigError, match=r"sparse='csr' is not a choice; expected one of dense, keep"):
         loads_arrays(dumps_arrays([]), sparse="csr")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_hypothesis_mutations_of_params_only_raise_format_errors(data):
+    # dense, named, several dtypes, and the sparse fixture: mutate, cut, then load both ways
+    source = data.draw(st.sampled_from([
+        dumps_arrays({"w": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.array([1, 2], np.int64)}),
+        (FIXTURES / "sparse.params").read_bytes(),
+    ]))
+    raw = bytearray(source)
+    for _ in range(data.draw(st.integers(1, 4))):
+        raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
+    if data.draw(st.booleans()):
+        raw = raw[:data.draw(st.integers(0, len(raw)))]
+    for mode in ("keep", "dense"):
+        try:
+            loads_arrays(bytes(raw), sparse=mode)
+        except FormatError:
+            pass
+
+
+def test_load_names_the_file_of_a_malformed_params(tmp_path):
+    path = tmp_path / "broken.params"
+    path.write_bytes(dumps_arrays({"w": np.ones(3, np.float32)})[:-5])
+    with pytest.raises(FormatError, match=r"broken.params: at byte offset \d+: truncated"):
+        load_arrays(str(path))

@@ -8,9 +8,10 @@ fsspec (the optional extra ``mxkit-io[fsspec]``) and its drivers.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import IO, Any
 
-from mxkit.core.errors import MissingComponentError
+from mxkit.core.errors import FormatError, MissingComponentError
 
 #: Bytes read per refill during sequential scans (the size dmlc-core's InputSplit uses).
 SEQUENTIAL_CHUNK_BYTES = 8 << 20
@@ -75,6 +76,27 @@ def open_text_durably(path: str | os.PathLike[str]) -> Any:
     from mxkit.core.files import AtomicFile
 
     return AtomicFile(text, "w", encoding="utf-8")
+
+
+def index_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of each line of an index or list file, decoded as UTF-8.
+
+    Raises
+    ------
+    FormatError
+        For a line that is not UTF-8, naming the file, the line and its byte offset.
+    """
+    offset = 0
+    with open_binary(path, "rb") as handle:
+        for line_number, raw in enumerate(handle, start=1):
+            try:
+                yield line_number, raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise FormatError(
+                    f"{os.fspath(path)!r} line {line_number} (byte offset {offset + exc.start}) is not UTF-8 "
+                    f"text ({exc.reason}); an index holds 'key<TAB>offset' lines (rebuild it with "
+                    f"`mxkit rec index`)") from None
+            offset += len(raw)
 
 
 def open_text(path: str | os.PathLike[str], mode: str) -> IO[str]:

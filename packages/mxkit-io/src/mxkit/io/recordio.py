@@ -18,7 +18,7 @@ from typing import IO, Any, NamedTuple
 import numpy as np
 from mxkit.core.errors import ConfigError, FormatError, MXKitError
 from mxkit.io._format import READ_BUFFER_BYTES, RecordReader, encode_record
-from mxkit.io._streams import file_size, open_binary, open_binary_durably, open_text, open_text_durably
+from mxkit.io._streams import file_size, index_lines, open_binary, open_binary_durably, open_text_durably
 
 __all__ = [
     "IRHeader",
@@ -263,9 +263,9 @@ class MXIndexedRecordIO(MXRecordIO):
         if self.writable:
             self.fidx = open_text_durably(self.idx_path)
             return
-        self.fidx = open_text(self.idx_path, self.flag)
+        self.fidx = None
         self._size = file_size(self.uri)
-        for line_number, line in enumerate(self.fidx, start=1):
+        for line_number, line in index_lines(self.idx_path):
             if not line.strip():
                 continue
             fields = line.strip().split("\t")
