@@ -59,3 +59,17 @@ def test_the_limit_is_configurable():
 def test_a_cut_header_is_a_format_error(data):
     with pytest.raises(FormatError):
         check_image_pixels(data)
+
+
+def test_image_record_iter_refuses_a_bomb_naming_the_record(tmp_path):
+    from mxkit.io import ImageRecordIter, IRHeader, MXRecordIO, pack
+
+    path = tmp_path / "bomb.rec"
+    with MXRecordIO(str(path), "w") as writer:
+        writer.write(pack(IRHeader(0, 1.0, 7, 0), png_header(20000, 20000) + b"\x00" * 64))
+    data_iter = ImageRecordIter(str(path), (3, 8, 8), 1)
+    try:
+        with pytest.raises(FormatError, match=r"record id 7 of .*bomb.rec'.*20000x20000.*image_max_pixels"):
+            next(data_iter)
+    finally:
+        data_iter.close()
