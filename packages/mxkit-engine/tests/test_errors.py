@@ -172,3 +172,49 @@ def test_a_dropped_on_complete_fails_the_op_instead_of_hanging(any_engine):
     with pytest.raises(EngineError, match=message):
         eng.wait_for_var(var)  # but it stays on the var
     assert after == []  # skipped: it read the failed op's output
+
+
+def test_a_reader_and_a_wait_all_racing_never_lose_the_error(any_engine):
+    eng = any_engine
+    for round_number in range(100):
+        var = eng.new_var()
+        gate = threading.Event()
+        if eng.name == "naive":
+            gate.set()  # the op runs at its push, on this thread
+        name = f"fails{round_number}"
+        try:
+            # threaded: the op fails while both threads wait; naive: it fails at its push
+            eng.push(lambda gate=gate: (gate.wait(5), fail()()), writes=(var,), name=name)
+        except EngineError:
+            assert eng.name == "naive"
+        start = threading.Barrier(3)
+        seen = {}
+
+        def reader(var=var, start=start, seen=seen):
+            start.wait()
+            try:
+                eng.wait_for_var(var)
+                seen["reader"] = None
+            except EngineError as exc:
+                seen["reader"] = exc.op_name
+
+        def waiter(start=start, seen=seen):
+            start.wait()
+            try:
+                eng.wait_all()
+                seen["wait_all"] = None
+            except EngineError as exc:
+                seen["wait_all"] = exc.op_name
+
+        threads = [threading.Thread(target=reader), threading.Thread(target=waiter)]
+        for thread in threads:
+            thread.start()
+        start.wait()
+        gate.set()
+        for thread in threads:
+            thread.join(10)
+        assert seen["reader"] == name  # whichever thread reported first
+        assert seen["wait_all"] in (None, name)  # at most once, and only this failure
+        eng.wait_all()
+        with pytest.raises(EngineError, match=f"'{name}' failed"):
+            eng.wait_for_var(var)  # still poisoned
