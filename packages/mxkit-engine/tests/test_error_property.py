@@ -1,10 +1,11 @@
 """Random programs with failing operations and waits interleaved with the pushes: which
 ops run, and which error each wait raises, must match a serial model on every engine.
 
-The model: a failing op stores its error on the vars it writes; an op touching a var
-with an error is skipped and passes that error on to the vars it writes;
-``wait_for_var(v)`` raises v's error and hides it from the ops pushed on v afterwards;
-``wait_all()`` raises a failure no wait reported yet, then clears every error.
+The model: a failing op stores its error on the vars it writes; an op reading a var
+with an error (or updating it in place: read and written) is skipped and passes that
+error on to the vars it writes; an op that runs overwrites the errors of its writes;
+``wait_for_var(v)`` raises v's error every time; ``wait_all()`` raises a failure no wait
+reported yet and leaves the vars' errors as they are.
 """
 
 import random
@@ -29,39 +30,38 @@ def random_program(seed, num_vars, num_steps):
         else:
             touched = rng.sample(range(num_vars), rng.randint(1, min(3, num_vars)))
             split = rng.randint(0, len(touched) - 1)  # at least one write
-            steps.append(("op", touched[:split], touched[split:], rng.random() < 0.05))
+            reads, writes = touched[:split], touched[split:]
+            if rng.random() < 0.2:
+                reads = [*reads, writes[0]]  # an in-place update: read and written
+            steps.append(("op", reads, writes, rng.random() < 0.05))
     return steps
 
 
 class SerialModel:
     def __init__(self, num_vars):
         self.error = [None] * num_vars  # origin op id of each var's error
-        self.failed = []                # failures not yet cleared by wait_all, in order
-        self.reported = set()
+        self.failed = []                # failures no wait reported yet
         self.ran = []
 
     def op(self, op_id, reads, writes, fails):
-        inherited = next((self.error[v] for v in writes + reads if self.error[v] is not None), None)
-        origin = inherited
-        if inherited is None:
+        # the engine looks at the vars only read first, then at those read and written
+        looked_at = [v for v in reads if v not in writes] + [v for v in reads if v in writes]
+        origin = next((self.error[v] for v in looked_at if self.error[v] is not None), None)
+        if origin is None:
             self.ran.append(op_id)
             if fails:
                 origin = op_id
                 self.failed.append(op_id)
-        if origin is not None:
-            for v in writes:
-                self.error[v] = origin
+        for v in writes:
+            self.error[v] = origin  # None: overwritten by an op that ran
 
     def wait(self, v):
-        origin, self.error[v] = self.error[v], None
-        if origin is not None:
-            self.reported.add(origin)
-        return origin
+        if self.error[v] in self.failed:
+            self.failed.remove(self.error[v])
+        return self.error[v]
 
     def wait_all(self):
-        unreported = {o for o in self.failed if o not in self.reported}
-        self.error = [None] * len(self.error)
-        self.failed = []
+        unreported, self.failed = set(self.failed), []
         return unreported
 
 
@@ -110,8 +110,13 @@ def test_failures_skip_and_propagate_like_the_serial_model(engine_name, seed, nu
                 eng.wait_all()
             assert info.value.op_name in {f"op{o}" for o in unreported}
         eng.wait_all()  # reported once
-        for var in vars_:
-            eng.wait_for_var(var)  # and cleared everywhere
+        for v, var in enumerate(vars_):  # but the failed outputs keep their errors
+            origin = model.wait(v)
+            if origin is None:
+                eng.wait_for_var(var)
+            else:
+                with pytest.raises(EngineError, match=rf"'op{origin}' failed"):
+                    eng.wait_for_var(var)
         assert sorted(ran) == model.ran
     finally:
         _close(eng)

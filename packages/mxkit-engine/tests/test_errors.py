@@ -1,4 +1,5 @@
-"""Errors: stored on written vars, inherited by later ops, reported once, engine survives."""
+"""Errors: stored on written vars until overwritten, inherited by later ops, raised by
+every wait, reported once by wait_all, and the engine survives."""
 
 import threading
 
@@ -22,8 +23,9 @@ def test_error_is_raised_by_wait_for_var_with_name_and_cause(threaded_engine):
     assert isinstance(info.value.__cause__, ValueError)
     assert info.value.__cause__.__traceback__ is not None  # the original traceback is kept
     assert info.value.op_name == "conv1"
-    # reported once: the var works again
-    eng.wait_for_var(var)
+    # every later wait raises it again, until an op overwrites the var
+    with pytest.raises(EngineError, match="'conv1' failed"):
+        eng.wait_for_var(var)
     eng.push(lambda: None, writes=(var,))
     eng.wait_for_var(var)
 
@@ -45,18 +47,27 @@ def test_error_propagates_through_a_chain_and_skips_the_ops(threaded_engine):
     assert (a.version, b.version, c.version) == (1, 1, 1)
 
 
-def test_a_write_to_an_errored_var_inherits_rather_than_clearing_it(threaded_engine):
-    eng = threaded_engine
+def test_an_in_place_update_of_an_errored_var_inherits_and_an_overwrite_clears(any_engine):
+    eng = any_engine
     var = eng.new_var()
     ran = []
-    eng.push(fail(), writes=(var,), name="first")
-    eng.push(lambda: ran.append(1), writes=(var,), name="overwrite")
+    try:
+        eng.push(fail(), writes=(var,), name="first")
+    except EngineError:
+        assert eng.name == "naive"  # the naive engine raises at the push
+    try:  # read and written: an update of the failed data is skipped
+        eng.push(lambda: ran.append("update"), reads=(var,), writes=(var,), name="update")
+    except EngineError as exc:
+        assert eng.name == "naive" and "'first' failed" in str(exc)
     with pytest.raises(EngineError, match="'first' failed"):
         eng.wait_for_var(var)
     assert ran == []
+    eng.push(lambda: ran.append("overwrite"), writes=(var,), name="overwrite")  # written, not read
+    eng.wait_for_var(var)
+    assert ran == ["overwrite"]
 
 
-def test_wait_all_raises_the_first_error_once_and_clears(threaded_engine):
+def test_wait_all_raises_the_first_error_once_and_the_vars_keep_theirs(threaded_engine):
     eng = threaded_engine
     a, b = eng.new_var(), eng.new_var()
     gate = threading.Event()
@@ -66,15 +77,24 @@ def test_wait_all_raises_the_first_error_once_and_clears(threaded_engine):
     while a.version == 0:  # 'one' has failed; only now let 'two' run
         threading.Event().wait(0.001)
     gate.set()
-    with pytest.raises(EngineError, match="'one' failed: ValueError: first"):
+    with pytest.raises(EngineError, match=r"'one' failed: ValueError: first \(and 1 more failed operation\(s\): "
+                                          r"'two'\)") as info:
         eng.wait_all()
-    eng.wait_all()  # cleared
-    eng.wait_for_var(a)
-    eng.wait_for_var(b)  # wait_all cleared the vars' errors too
+    assert [name for name, _ in info.value.others] == ["two"]
+    eng.wait_all()  # each failure is reported once
+    with pytest.raises(EngineError, match="'one' failed"):
+        eng.wait_for_var(a)  # but the failed outputs stay poisoned
+    with pytest.raises(EngineError, match="'two' failed"):
+        eng.wait_for_var(b)
     done = []
-    eng.push(lambda: done.append(1), reads=(a,), writes=(b,))
+    eng.push(lambda: done.append(1), reads=(a,), writes=(b,))  # reads a failed output: skipped
+    eng.wait_all()  # an inherited error is no new failure
+    assert done == []
+    eng.push(lambda: done.append(2), writes=(a,))
+    eng.push(lambda: done.append(3), reads=(a,), writes=(b,))
     eng.wait_all()
-    assert done == [1]
+    eng.wait_for_var(b)
+    assert done == [2, 3]
 
 
 @pytest.mark.parametrize("raised", [KeyboardInterrupt, SystemExit, MemoryError])
@@ -148,5 +168,53 @@ def test_a_dropped_on_complete_fails_the_op_instead_of_hanging(any_engine):
     eng.push(lambda: after.append(1), reads=(var,))
     with pytest.raises(EngineError, match=message):
         eng.wait_for_var(var)
-    eng.wait_all()
+    eng.wait_all()  # wait_for_var reported it
+    with pytest.raises(EngineError, match=message):
+        eng.wait_for_var(var)  # but it stays on the var
     assert after == []  # skipped: it read the failed op's output
+
+
+def test_a_reader_and_a_wait_all_racing_never_lose_the_error(any_engine):
+    eng = any_engine
+    for round_number in range(100):
+        var = eng.new_var()
+        gate = threading.Event()
+        if eng.name == "naive":
+            gate.set()  # the op runs at its push, on this thread
+        name = f"fails{round_number}"
+        try:
+            # threaded: the op fails while both threads wait; naive: it fails at its push
+            eng.push(lambda gate=gate: (gate.wait(5), fail()()), writes=(var,), name=name)
+        except EngineError:
+            assert eng.name == "naive"
+        start = threading.Barrier(3)
+        seen = {}
+
+        def reader(var=var, start=start, seen=seen):
+            start.wait()
+            try:
+                eng.wait_for_var(var)
+                seen["reader"] = None
+            except EngineError as exc:
+                seen["reader"] = exc.op_name
+
+        def waiter(start=start, seen=seen):
+            start.wait()
+            try:
+                eng.wait_all()
+                seen["wait_all"] = None
+            except EngineError as exc:
+                seen["wait_all"] = exc.op_name
+
+        threads = [threading.Thread(target=reader), threading.Thread(target=waiter)]
+        for thread in threads:
+            thread.start()
+        start.wait()
+        gate.set()
+        for thread in threads:
+            thread.join(10)
+        assert seen["reader"] == name  # whichever thread reported first
+        assert seen["wait_all"] in (None, name)  # at most once, and only this failure
+        eng.wait_all()
+        with pytest.raises(EngineError, match=f"'{name}' failed"):
+            eng.wait_for_var(var)  # still poisoned

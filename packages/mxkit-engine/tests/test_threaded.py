@@ -160,15 +160,17 @@ def test_cpu_workers_config_sets_the_pool_size(monkeypatch):
 
 def test_waiting_inside_an_operation_is_refused(threaded_engine):
     eng = threaded_engine
-    var, other = eng.new_var(), eng.new_var()
+    var, var_all, other = eng.new_var(), eng.new_var(), eng.new_var()
     gate = threading.Event()
     eng.push(lambda: gate.wait(5), writes=(other,))
     eng.push(lambda: eng.wait_for_var(other), writes=(var,), name="nested")
-    eng.push(eng.wait_all, writes=(var,), name="nested_all")
+    eng.push(eng.wait_all, writes=(var_all,), name="nested_all")
     with pytest.raises(EngineError, match="wait_for_var\\(\\) inside an operation"):
         eng.wait_for_var(var)
+    with pytest.raises(EngineError, match="wait_all\\(\\) inside an operation"):
+        eng.wait_for_var(var_all)
     gate.set()
-    eng.wait_all()
+    eng.wait_all()  # both failures were reported by the waits above
 
 
 def test_keyboard_interrupt_during_a_wait_returns_control(threaded_engine):

@@ -102,7 +102,10 @@ def test_verify_lists_every_damaged_record_and_resynchronises(plain_file):
     report = verify_record_file(str(path))
     assert [p.offset for p in report.problems] == [offsets[2], offsets[10]]
     assert all("bad magic" in p.reason for p in report.problems)
-    assert report.records == len(offsets) - 2
+    # a record followed by a damaged header is not counted intact: its own length field
+    # may be what is wrong (see test_a_short_length_field_is_caught)
+    assert f"after the record at byte offset {offsets[1]}" in report.problems[0].reason
+    assert report.records == len(offsets) - 4
 
 
 def test_verify_checks_the_index(plain_file, tmp_path):

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from mxkit.core import config
 from mxkit.core.errors import ConfigError, DTypeError, FormatError, MXKitError, ShapeError
 from mxkit.ndarray import serialization
 from mxkit.ndarray.serialization import (
@@ -352,10 +353,11 @@ def test_flipped_bytes_never_escape_as_other_errors():
     for pos in range(len(data)):
         for value in (0x00, 0x7F, 0xFF):
             corrupt = data[:pos] + bytes([value]) + data[pos + 1:]
-            try:
-                loads_arrays(corrupt, sparse="keep")  # densifying a huge logical shape is the caller's choice
-            except FormatError:
-                pass
+            for mode in ("keep", "dense"):  # densifying is bounded by what the file stores
+                try:
+                    loads_arrays(corrupt, sparse=mode)
+                except FormatError:
+                    pass
 
 
 def test_densifying_too_large_a_sparse_array_says_so(monkeypatch):
@@ -365,8 +367,38 @@ def test_densifying_too_large_a_sparse_array_says_so(monkeypatch):
         raise MemoryError
 
     monkeypatch.setattr(np, "zeros", no_memory)
-    with pytest.raises(MXKitError, match=r"shape \(1099511627776, 4\) needs 17592186044416 bytes.*sparse='keep'"):
-        rsp.todense()
+    with config.override(sparse_max_expansion=2**50):  # past the proportion check: memory itself runs out
+        with pytest.raises(MXKitError, match=r"shape \(1099511627776, 4\) needs 17592186044416 bytes.*sparse='keep'"):
+            rsp.todense()
+
+
+def test_a_tiny_file_cannot_claim_a_huge_dense_array(tmp_path):
+    # 117 bytes of file, a row_sparse array of logical shape (1, 2**28) with no stored rows:
+    # densifying it would take 1 GiB
+    empty = SparseArray("row_sparse", (1, 2**28), np.zeros((0, 2**28), np.float32), np.zeros((0,), np.int64))
+    path = tmp_path / "tiny.params"
+    save_arrays(str(path), {"w": empty})
+    assert path.stat().st_size < 200
+    with pytest.raises(FormatError, match=r"tiny.params: array 'w': a row_sparse array of logical shape "
+                                          r"\(1, 268435456\) stores 0 bytes but its dense form needs 1073741824 "
+                                          r"bytes.*sparse_max_expansion = 1024.*MXKIT_SPARSE_MAX_EXPANSION"):
+        load_arrays(str(path))
+    kept = load_arrays(str(path), sparse="keep")["w"]  # sparse, it costs what it stores
+    assert kept.shape == (1, 2**28) and kept.data.size == 0
+
+
+def test_a_sparse_array_within_proportion_densifies():
+    rows = SparseArray("row_sparse", (10_000, 8), np.ones((2, 8), np.float32), np.array([3, 9000]))
+    dense = loads_arrays(dumps_arrays([rows]))[0]
+    expected = np.zeros((10_000, 8), np.float32)
+    expected[[3, 9000]] = 1
+    np.testing.assert_array_equal(dense, expected)
+    with config.override(sparse_max_expansion=1):
+        small = SparseArray("row_sparse", (2**22, 1), np.ones((1, 1), np.float32), np.array([0]))
+        assert small.todense().shape == (2**22, 1)  # 16 MiB: far over the ratio, but under the 64 MiB floor
+        large = SparseArray("row_sparse", (2**25, 1), np.ones((1, 1), np.float32), np.array([0]))
+        with pytest.raises(FormatError, match="needs 134217728 bytes"):
+            large.todense()
 
 
 def patched(data: bytes, offset: int, fmt: str, value: int) -> bytes:
@@ -495,3 +527,30 @@ def test_bad_things_to_load(tmp_path):
         loads_arrays("not bytes")
     with pytest.raises(ConfigError, match=r"sparse='csr' is not a choice; expected one of dense, keep"):
         loads_arrays(dumps_arrays([]), sparse="csr")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_hypothesis_mutations_of_params_only_raise_format_errors(data):
+    # dense, named, several dtypes, and the sparse fixture: mutate, cut, then load both ways
+    source = data.draw(st.sampled_from([
+        dumps_arrays({"w": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.array([1, 2], np.int64)}),
+        (FIXTURES / "sparse.params").read_bytes(),
+    ]))
+    raw = bytearray(source)
+    for _ in range(data.draw(st.integers(1, 4))):
+        raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
+    if data.draw(st.booleans()):
+        raw = raw[:data.draw(st.integers(0, len(raw)))]
+    for mode in ("keep", "dense"):
+        try:
+            loads_arrays(bytes(raw), sparse=mode)
+        except FormatError:
+            pass
+
+
+def test_load_names_the_file_of_a_malformed_params(tmp_path):
+    path = tmp_path / "broken.params"
+    path.write_bytes(dumps_arrays({"w": np.ones(3, np.float32)})[:-5])
+    with pytest.raises(FormatError, match=r"broken.params: at byte offset \d+: truncated"):
+        load_arrays(str(path))

@@ -61,3 +61,14 @@ def test_gradients_are_the_same_when_the_storage_of_shape_only_inputs_is_reused(
         grads[memplan] = {name: g.asnumpy() for name, g in exe.grad_dict.items()}
     for name, reference in grads["none"].items():
         np.testing.assert_array_equal(grads[strategy][name], reference, err_msg=name)
+
+
+def test_binding_a_graph_larger_than_memory_is_an_mxkit_error():
+    from mxkit.core.errors import OutOfMemoryError
+    from mxkit.symbol import FullyConnected, Variable
+
+    # (sizes past what any address space holds: the allocation fails on every machine,
+    # whatever its memory overcommit policy)
+    net = FullyConnected(Variable("data"), num_hidden=2**31, name="fc")
+    with pytest.raises(OutOfMemoryError, match=r"cannot allocate .* it needs [0-9.]+ EiB"):
+        net.simple_bind(data=(2**31, 2**31))

@@ -44,6 +44,37 @@ def test_float32_tanh_and_sigmoid_are_within_3_ulp_of_float64(name):
     assert error.max() <= MAX_ULP, f"{name}({x[error.argmax()]!r}) is {error.max():.2f} ulp off"
 
 
+@pytest.mark.parametrize("variant", ["scalar", "x86-64", "x86-64-v3"])
+@pytest.mark.parametrize("name", ["tanh", "sigmoid"])
+def test_every_code_path_is_within_the_bound(name, variant):
+    # The dispatcher picks one code path per machine (AVX2+FMA where the CPU has it, the
+    # baseline SSE2 one elsewhere); FMA contraction rounds differently, so each path is
+    # checked here on its own rather than only the one this machine happens to run.
+    if variant not in _fastmath.runnable_variants():
+        pytest.skip(f"this CPU cannot run the {variant} code path")
+    x = _inputs()
+    exact = np.tanh(x.astype(np.float64)) if name == "tanh" else 1 / (1 + np.exp(-x.astype(np.float64)))
+    out = np.empty_like(x)
+    getattr(_fastmath, f"{name}_variant")(variant, x, out)
+    error = _ulp_error(out, exact)
+    if name == "sigmoid":
+        tiny = x <= -87
+        assert (out[tiny] == 0).all()
+        error, x = error[~tiny], x[~tiny]
+    assert error.max() <= MAX_ULP, f"{variant} {name}({x[error.argmax()]!r}) is {error.max():.2f} ulp off"
+
+
+@pytest.mark.parametrize("name", ["tanh", "sigmoid"])
+def test_the_dispatched_path_is_the_one_tested(name):
+    x = _inputs()
+    dispatched, chosen = np.empty_like(x), np.empty_like(x)
+    getattr(_fastmath, name)(x, dispatched)
+    getattr(_fastmath, f"{name}_variant")(_fastmath.dispatched_variant(), x, chosen)
+    np.testing.assert_array_equal(dispatched, chosen)
+    with pytest.raises(ValueError, match="unknown code path 'avx9'"):
+        _fastmath.tanh_variant("avx9", x, chosen)
+
+
 def test_special_values_and_signs():
     x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 100.0, -100.0], np.float32)
     out = np.empty_like(x)

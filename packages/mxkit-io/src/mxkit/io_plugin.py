@@ -16,7 +16,10 @@ from mxkit.core.specs import OptionSpec
 
 @hookimpl
 def mxkit_options() -> Iterator[OptionSpec]:
-    """``io_batch_type`` (mxkit.io._batch_arrays)."""
+    """``io_batch_type`` (mxkit.io._batch_arrays) and ``image_max_pixels`` (mxkit.io.image_header)."""
     yield OptionSpec("io_batch_type", "str", "auto",
                      "array type of data-iterator batches (auto: NDArray when mxkit-ndarray is installed)",
                      choices=("auto", "numpy", "ndarray"))
+    yield OptionSpec("image_max_pixels", "int", 1 << 26,
+                     "largest width x height an image decode accepts (read from the header before decoding)",
+                     minimum=1)

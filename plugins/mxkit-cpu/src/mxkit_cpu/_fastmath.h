@@ -90,9 +90,70 @@ static inline float mxk_sigmoid(float x) {
 }
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && __GNUC__ >= 12 && defined(__linux__)
+#define MXK_HAVE_CLONES 1
 #define MXK_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
+#define MXK_HAVE_CLONES 0
 #define MXK_CLONES
+#endif
+
+/* Each code path of the tanh and sigmoid loops on its own, so that tests check every one
+ * the dispatcher may pick (their rounding differs: x86-64-v3 contracts multiply-adds into
+ * FMA), not only the one of the machine they run on:
+ *   variant 0: the loop with vectorization turned off (a scalar reference);
+ *   variant 1: the "default" clone's code (baseline x86-64: SSE2 vectors, no FMA);
+ *   variant 2: the "arch=x86-64-v3" clone's code (AVX2 and FMA), where the CPU has it.
+ * mxk_dispatched_variant() says which of 1 and 2 mxk_tanh_array runs here. */
+__attribute__((optimize("no-tree-vectorize"))) static void mxk_tanh_array_scalar(const float *x, float *out,
+                                                                                 ptrdiff_t size) {
+    for (ptrdiff_t i = 0; i < size; i++) out[i] = mxk_tanh(x[i]);
+}
+
+__attribute__((optimize("no-tree-vectorize"))) static void mxk_sigmoid_array_scalar(const float *x, float *out,
+                                                                                    ptrdiff_t size) {
+    for (ptrdiff_t i = 0; i < size; i++) out[i] = mxk_sigmoid(x[i]);
+}
+
+#if MXK_HAVE_CLONES
+__attribute__((target("arch=x86-64"))) static void mxk_tanh_array_baseline(const float *x, float *out, ptrdiff_t size) {
+    for (ptrdiff_t i = 0; i < size; i++) out[i] = mxk_tanh(x[i]);
+}
+
+__attribute__((target("arch=x86-64"))) static void mxk_sigmoid_array_baseline(const float *x, float *out,
+                                                                              ptrdiff_t size) {
+    for (ptrdiff_t i = 0; i < size; i++) out[i] = mxk_sigmoid(x[i]);
+}
+
+__attribute__((target("arch=x86-64-v3"))) static void mxk_tanh_array_v3(const float *x, float *out, ptrdiff_t size) {
+    for (ptrdiff_t i = 0; i < size; i++) out[i] = mxk_tanh(x[i]);
+}
+
+__attribute__((target("arch=x86-64-v3"))) static void mxk_sigmoid_array_v3(const float *x, float *out,
+                                                                           ptrdiff_t size) {
+    for (ptrdiff_t i = 0; i < size; i++) out[i] = mxk_sigmoid(x[i]);
+}
+
+static int mxk_can_run_variant(int variant) {
+    if (variant == 2) return __builtin_cpu_supports("x86-64-v3");
+    return variant == 0 || variant == 1;
+}
+
+static int mxk_dispatched_variant(void) { return __builtin_cpu_supports("x86-64-v3") ? 2 : 1; }
+#else
+static void mxk_tanh_array_baseline(const float *x, float *out, ptrdiff_t size) {
+    for (ptrdiff_t i = 0; i < size; i++) out[i] = mxk_tanh(x[i]);
+}
+
+static void mxk_sigmoid_array_baseline(const float *x, float *out, ptrdiff_t size) {
+    for (ptrdiff_t i = 0; i < size; i++) out[i] = mxk_sigmoid(x[i]);
+}
+
+#define mxk_tanh_array_v3 mxk_tanh_array_baseline
+#define mxk_sigmoid_array_v3 mxk_sigmoid_array_baseline
+
+static int mxk_can_run_variant(int variant) { return variant == 0 || variant == 1; }
+
+static int mxk_dispatched_variant(void) { return 1; }
 #endif
 
 /* x and out may be the same array */

@@ -9,10 +9,69 @@ overlap, which its loops assume) and the loops run without the GIL.
 cdef extern from "_fastmath.h" nogil:
     void mxk_tanh_array(const float *x, float *out, Py_ssize_t size)
     void mxk_sigmoid_array(const float *x, float *out, Py_ssize_t size)
+    void mxk_tanh_array_scalar(const float *x, float *out, Py_ssize_t size)
+    void mxk_sigmoid_array_scalar(const float *x, float *out, Py_ssize_t size)
+    void mxk_tanh_array_baseline(const float *x, float *out, Py_ssize_t size)
+    void mxk_sigmoid_array_baseline(const float *x, float *out, Py_ssize_t size)
+    void mxk_tanh_array_v3(const float *x, float *out, Py_ssize_t size)
+    void mxk_sigmoid_array_v3(const float *x, float *out, Py_ssize_t size)
+    int mxk_can_run_variant(int variant)
+    int mxk_dispatched_variant()
     void mxk_lstm_forward(const float *pre, const float *c_prev, float *gates, float *cells, float *tanh_cells,
                           float *h, Py_ssize_t batch, Py_ssize_t hidden)
     void mxk_lstm_backward(const float *d_h, float *d_c, const float *gates, const float *tanh_cells,
                            const float *c_prev, float *d_pre, Py_ssize_t batch, Py_ssize_t hidden)
+
+
+#: the code paths of tanh and sigmoid, by name (see _fastmath.h); for tests
+VARIANTS = {"scalar": 0, "x86-64": 1, "x86-64-v3": 2}
+
+
+def runnable_variants():
+    """The names of the code paths this CPU can run."""
+    return [name for name, number in VARIANTS.items() if mxk_can_run_variant(number)]
+
+
+def dispatched_variant():
+    """The name of the code path that :func:`tanh` and :func:`sigmoid` run on this CPU."""
+    number = mxk_dispatched_variant()
+    return next(name for name, value in VARIANTS.items() if value == number)
+
+
+def tanh_variant(str variant, const float[::1] x, float[::1] out):
+    """:func:`tanh` through one named code path (``VARIANTS``), for tests of each."""
+    _same_size(x.shape[0], out.shape[0], "tanh")
+    cdef int number = _runnable(variant)
+    if out.shape[0]:
+        with nogil:
+            if number == 0:
+                mxk_tanh_array_scalar(&x[0], &out[0], out.shape[0])
+            elif number == 1:
+                mxk_tanh_array_baseline(&x[0], &out[0], out.shape[0])
+            else:
+                mxk_tanh_array_v3(&x[0], &out[0], out.shape[0])
+
+
+def sigmoid_variant(str variant, const float[::1] x, float[::1] out):
+    """:func:`sigmoid` through one named code path (``VARIANTS``), for tests of each."""
+    _same_size(x.shape[0], out.shape[0], "sigmoid")
+    cdef int number = _runnable(variant)
+    if out.shape[0]:
+        with nogil:
+            if number == 0:
+                mxk_sigmoid_array_scalar(&x[0], &out[0], out.shape[0])
+            elif number == 1:
+                mxk_sigmoid_array_baseline(&x[0], &out[0], out.shape[0])
+            else:
+                mxk_sigmoid_array_v3(&x[0], &out[0], out.shape[0])
+
+
+cdef int _runnable(str variant) except -1:
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown code path {variant!r}; choose one of {sorted(VARIANTS)}")
+    if not mxk_can_run_variant(VARIANTS[variant]):
+        raise ValueError(f"this CPU cannot run the {variant!r} code path")
+    return VARIANTS[variant]
 
 
 def _same_size(Py_ssize_t a, Py_ssize_t b, str what):

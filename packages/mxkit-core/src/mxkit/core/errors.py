@@ -61,6 +61,10 @@ class KVStoreError(MXKitError):
     """A KVStore was misused: a key pushed or pulled before init, mixed key types, a bad value."""
 
 
+class OutOfMemoryError(MXKitError, MemoryError):
+    """An array (or a bound graph's memory) is larger than the device can allocate."""
+
+
 __all__ = [
     "ConfigError",
     "DTypeError",
@@ -71,6 +75,7 @@ __all__ = [
     "KVStoreError",
     "MXKitError",
     "MissingComponentError",
+    "OutOfMemoryError",
     "PluginError",
     "ShapeError",
     "UnknownPluginError",

@@ -31,6 +31,7 @@ cdef extern from "_engine_core.h" nogil:
         vector[PyObject*] reads
         vector[PyObject*] writes
         int priority
+        int n_rw
         long long seq
         int pool
         int kind
@@ -74,7 +75,6 @@ cdef class Var:
     cdef MxVarState* state
     cdef EngineCore core
     cdef object error          # an ErrorBox shared with the failing op's other vars, or None
-    cdef long long error_hidden_from  # -1, or: ops pushed at/after this seq ignore `error`
     cdef readonly object name
     cdef readonly long long id
     cdef bint deleted
@@ -84,8 +84,7 @@ cdef class Var:
 cdef class ErrorBox:
     cdef public object exc     # the original exception
     cdef public object op_name
-    cdef public bint reported  # raised by some wait_for_var: wait_all skips it
-    cdef public bint cleared   # wait_all cleared it: no var carries it any more
+    cdef public bint reported  # raised by some wait: wait_all skips it (the vars keep it)
 
 
 
@@ -103,7 +102,7 @@ cdef class EngineCore:
     cdef object __weakref__
 
     cdef int submit(self, object fn, vector[PyObject*]& write_vars, vector[PyObject*]& read_vars,
-                    int pool, int priority, object name, int kind) except -1
+                    int n_rw, int pool, int priority, object name, int kind) except -1
     cdef int register(self, MxOpr* op) except -1
     cdef int wait_var(self, Var var) except -1
     cdef bint in_this_process(self) noexcept
@@ -114,4 +113,4 @@ cdef class EngineCore:
     cdef int stop_pools(self) except -1
     cdef ErrorBox record_error(self, MxOpr* op, exc)
     cdef int record_op(self, MxOpr* op, ErrorBox box) except -1
-    cdef object report_var_error(self, Var var)
+    cdef object var_error(self, Var var)

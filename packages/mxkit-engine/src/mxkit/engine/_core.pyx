@@ -88,8 +88,11 @@ def _set_spin_rounds(int rounds):
 
 cdef class ErrorBox:
     """The error of a failed operation, shared by every var it (or an op that inherited
-    it) wrote. ``wait_for_var`` reports it for one var (and hides it from the ops pushed
-    on that var afterwards); ``wait_all`` reports the first unreported one and clears all."""
+    it) wrote. It stays on those vars until a later operation overwrites them: every
+    ``wait_for_var`` on them raises it, and every operation reading them is skipped and
+    passes it on. ``wait_all`` raises a box no wait raised yet (``reported``), once, and
+    leaves the vars as they are: no thread's wait can hide a failure from another
+    thread's read."""
 
     def __init__(self, exc, op_name):
         self.exc = exc
@@ -112,7 +115,6 @@ cdef class Var:
 
     def __cinit__(self, EngineCore core, name=None):
         self.state = new MxVarState()
-        self.error_hidden_from = -1
         self.core = core
         self.name = name
         self.id = core.next_var_id
@@ -174,16 +176,21 @@ cdef class AsyncCompletion:
         return self.done
 
 
-cdef inline object _visible_error(Var var, long long seq):
-    # The error an op pushed at `seq` inherits from `var`: errors reported by a
-    # wait_for_var stay visible to the ops pushed before that wait, so what is skipped
-    # never depends on when the wait happened to run.
-    box = var.error
-    if box is None or (<ErrorBox>box).cleared:
-        return None
-    if var.error_hidden_from >= 0 and seq >= var.error_hidden_from:
-        return None
-    return box
+cdef inline object _inherited_error(MxOpr* op):
+    # The error an op inherits: that of a var it reads, or of one it reads and writes.
+    # Vars it only writes are overwritten whole, so their old error does not matter.
+    # (The engine runs an op only once every earlier write of its vars is complete and
+    # before any later one starts, so `error` read here is the one in push order.)
+    cdef size_t i
+    for i in range(op.reads.size()):
+        box = (<Var>op.reads[i]).error
+        if box is not None:
+            return box
+    for i in range(<size_t>op.n_rw):
+        box = (<Var>op.writes[i]).error
+        if box is not None:
+            return box
+    return None
 
 
 cdef object _op_label(MxOpr* op):
@@ -262,8 +269,9 @@ cdef class EngineCore:
     # -- registering -------------------------------------------------------------------
 
     cdef int submit(self, object fn, vector[PyObject*]& write_vars, vector[PyObject*]& read_vars,
-                    int pool, int priority, object name, int kind) except -1:
-        """Register an operation on its (checked, de-duplicated) vars; dispatch it if ready."""
+                    int n_rw, int pool, int priority, object name, int kind) except -1:
+        """Register an operation on its (checked, de-duplicated) vars; dispatch it if ready.
+        ``write_vars[:n_rw]`` are the writes the op also reads."""
         cdef MxOpr* op = new MxOpr()
         cdef size_t i
         if _profiling:
@@ -278,6 +286,7 @@ cdef class EngineCore:
         op.kind = kind
         op.pool = pool
         op.priority = priority
+        op.n_rw = n_rw
         Py_INCREF(fn)
         op.fn = <PyObject*>fn
         Py_INCREF(name)
@@ -404,15 +413,7 @@ cdef class EngineCore:
             op.prof.t_start = mx_now_ns()
             op.prof.tid = PyThread_get_thread_ident()
         if op.kind != MX_OPR_DELETE:
-            for i in range(op.writes.size()):
-                inherited = _visible_error(<Var>op.writes[i], op.seq)
-                if inherited is not None:
-                    break
-            if inherited is None:
-                for i in range(op.reads.size()):
-                    inherited = _visible_error(<Var>op.reads[i], op.seq)
-                    if inherited is not None:
-                        break
+            inherited = _inherited_error(op)
             if inherited is not None:
                 # skipped: its outputs would be computed from a failed input
                 return self.complete(op, inherited, current_pool)
@@ -444,9 +445,10 @@ cdef class EngineCore:
             (<Var>op.reads[i]).state.complete_read(ready)
         for i in range(op.writes.size()):
             var = <Var>op.writes[i]
-            if box is not None and kind != MX_OPR_DELETE:
+            if kind != MX_OPR_DELETE:
+                # a failure (or an inherited one) poisons the outputs; a success
+                # overwrote them, which clears an error they held
                 var.error = box
-                var.error_hidden_from = -1
             granted_before = ready.size()
             var.state.complete_write(ready)
             if profiled:
@@ -492,26 +494,23 @@ cdef class EngineCore:
                 return False
             PyErr_CheckSignals()
 
-    def take_first_error(self):
-        """Clear every recorded error (on every var); return (op name, exception) of the
-        first one no wait_for_var reported, or None."""
+    def take_unreported_errors(self):
+        """The failures no wait has reported yet, in failure order, as a list of (op name,
+        exception); they count as reported from now on. Vars keep their errors."""
         errors, self.errors = self.errors, []
-        first = None
+        out = []
         for box in errors:
-            if not (<ErrorBox>box).reported and first is None:
-                first = ((<ErrorBox>box).op_name, (<ErrorBox>box).exc)
-            (<ErrorBox>box).cleared = True
-            (<ErrorBox>box).exc = None  # drop the traceback's frames
-        return first
+            if not (<ErrorBox>box).reported:
+                (<ErrorBox>box).reported = True
+                out.append(((<ErrorBox>box).op_name, (<ErrorBox>box).exc))
+        return out
 
-    cdef object report_var_error(self, Var var):
-        """The error ``var`` holds for a wait now, or None; it is then hidden from every
-        op pushed on ``var`` from here on (the ops pushed before still inherit it)."""
-        box = _visible_error(var, self.next_seq)
-        if box is None:
-            return None
-        var.error_hidden_from = self.next_seq
-        (<ErrorBox>box).reported = True
+    cdef object var_error(self, Var var):
+        """The ErrorBox ``var`` holds (its last write failed), or None; it counts as
+        reported from now on (``wait_all`` will not raise it again)."""
+        box = var.error
+        if box is not None:
+            (<ErrorBox>box).reported = True
         return box
 
     @property

@@ -81,6 +81,9 @@ struct MxOpr {
   std::vector<PyObject*> reads;  // owned references to Var objects
   std::vector<PyObject*> writes; // owned references to Var objects
   int priority = 0;
+  // writes[0:n_rw] were also listed in reads (read-modify-write): the op inherits their
+  // errors; the other writes are overwritten whole, so a success clears their errors.
+  int n_rw = 0;                  // (sits in the padding after `priority`)
   long long seq = 0;             // push order: FIFO among equal priorities
   int pool = 0;
   int kind = MX_OPR_SYNC;

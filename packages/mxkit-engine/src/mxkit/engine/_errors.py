@@ -29,6 +29,19 @@ def operation_failed(op_name: object, original: BaseException) -> EngineError:
     return error
 
 
+def first_of_failures(failures: list[tuple[object, BaseException]]) -> EngineError:
+    """The :class:`EngineError` ``wait_all`` raises for ``failures`` ((op name, exception)
+    pairs in failure order): the first one, with the others counted and named."""
+    op_name, original = failures[0]
+    error = operation_failed(op_name, original)
+    if len(failures) > 1:
+        others = [repr(name) if name is not None else "<unnamed>" for name, _ in failures[1:]]
+        shown = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
+        error.args = (f"{error.args[0]} (and {len(others)} more failed operation(s): {shown})",)
+    error.others = failures[1:]  # type: ignore[attr-defined]
+    return error
+
+
 def raise_operation_error(op_name: object, original: BaseException) -> None:
     """Raise :func:`operation_failed` chained to ``original``."""
     raise operation_failed(op_name, original) from original

@@ -123,6 +123,7 @@ cdef class NaiveVar:
     cdef readonly object name
     cdef readonly long long id
     cdef object engine
+    cdef object error          # (op name, exception) of the failed last write, or None
     cdef bint deleted
     cdef object __weakref__
 
@@ -219,12 +220,14 @@ cdef class NaiveEngine:
         if not PyCallable_Check(fn):
             raise _errors.bad_callable(fn, "push")
         self._check_args(reads, writes, ctx, priority)
+        self._raise_inherited(reads, writes)
         if _profiling:
             self._run_profiled(fn, name, ctx, reads, writes)
             return
         try:
             fn()
         except Exception as exc:
+            self._fail_writes(writes, name, exc)
             _errors.raise_operation_error(name, exc)
         self._count_writes(writes)
 
@@ -234,6 +237,7 @@ cdef class NaiveEngine:
         if not PyCallable_Check(fn):
             raise _errors.bad_callable(fn, "push_async")
         self._check_args(reads, writes, ctx, priority)
+        self._raise_inherited(reads, writes)
         cdef long long t_start = mx_now_ns() if _profiling else 0
         outcome = _AsyncOutcome()
         completion = _AsyncCompletion(name, outcome)
@@ -255,6 +259,7 @@ cdef class NaiveEngine:
         if t_start:
             _record(fn, name, ctx, reads, writes, t_start, outcome.error is not None, 1)
         if outcome.error is not None:
+            self._fail_writes(writes, name, outcome.error)
             _errors.raise_operation_error(name, outcome.error)
         self._count_writes(writes)
 
@@ -265,6 +270,7 @@ cdef class NaiveEngine:
             fn()
         except Exception as exc:
             _record(fn, name, ctx, reads, writes, t_start, True, 0)
+            self._fail_writes(writes, name, exc)
             _errors.raise_operation_error(name, exc)
         _record(fn, name, ctx, reads, writes, t_start, False, 0)
         self._count_writes(writes)
@@ -273,11 +279,15 @@ cdef class NaiveEngine:
     # -- waiting -----------------------------------------------------------------------
 
     def wait_for_var(self, var):
-        """Nothing is ever pending on the naive engine: checks ``var`` and returns."""
-        self._checked(var)
+        """Nothing is ever pending on the naive engine: checks ``var``, and raises the
+        error of its last write if that failed (until an operation overwrites ``var``)."""
+        cdef NaiveVar checked = self._checked(var)
+        if checked.error is not None:
+            _errors.raise_operation_error(checked.error[0], checked.error[1])
 
     def wait_all(self):
-        """Nothing is ever pending on the naive engine: returns at once."""
+        """Nothing is ever pending on the naive engine: returns at once (each failure was
+        raised by its push; the failed outputs keep their errors)."""
 
     def shutdown(self, timeout=None):
         """Nothing to stop; later pushes still work (kept for interface symmetry)."""
@@ -315,7 +325,7 @@ cdef class NaiveEngine:
         return 0
 
     cdef int _count_writes(self, writes) except -1:
-        # a var listed twice is written once
+        # a var listed twice is written once; a successful write overwrote an old error
         cdef Py_ssize_t i, j, n = len(writes)
         cdef bint seen
         for i in range(n):
@@ -326,4 +336,23 @@ cdef class NaiveEngine:
                     break
             if not seen:
                 (<NaiveVar>writes[i]).version += 1
+                (<NaiveVar>writes[i]).error = None
+        return 0
+
+    cdef int _fail_writes(self, writes, name, exc) except -1:
+        # the outputs of a failed op hold its error: reading them raises it again
+        for var in writes:
+            (<NaiveVar>var).error = (name, exc)
+        return 0
+
+    cdef int _raise_inherited(self, reads, writes) except -1:
+        # An op reading a failed output (or updating one in place: listed in reads and
+        # writes) is not run: its outputs take over the error, raised here as at its push.
+        for var in reads:
+            error = (<NaiveVar>var).error
+            if error is not None:
+                self._count_writes(writes)
+                for out in writes:
+                    (<NaiveVar>out).error = error
+                _errors.raise_operation_error(error[0], error[1])
         return 0

@@ -159,6 +159,7 @@ cdef class ThreadedEngine:
         cdef PyObject* ptr
         cdef Var var
         cdef size_t i, j
+        cdef size_t n_rw = 0
         cdef bint seen
         if core.closed or not core.in_this_process():
             self._check_usable()
@@ -188,9 +189,13 @@ cdef class ThreadedEngine:
                 raise _errors.deleted_var(obj)
             ptr = <PyObject*>obj
             seen = False
-            for j in range(write_vars.size()):  # read and written: a write
+            for j in range(write_vars.size()):  # read and written: a write that inherits errors
                 if write_vars[j] == ptr:
                     seen = True
+                    if j >= n_rw:  # keep the read-and-written vars first
+                        write_vars[j] = write_vars[n_rw]
+                        write_vars[n_rw] = ptr
+                        n_rw += 1
                     break
             if not seen:
                 for j in range(read_vars.size()):
@@ -200,7 +205,7 @@ cdef class ThreadedEngine:
             if not seen:
                 read_vars.push_back(ptr)
 
-        core.submit(fn, write_vars, read_vars, pool, priority, name, kind)
+        core.submit(fn, write_vars, read_vars, <int>n_rw, pool, priority, name, kind)
         return 0
 
     # -- waiting -----------------------------------------------------------------------
@@ -211,15 +216,16 @@ cdef class ThreadedEngine:
         Raises
         ------
         EngineError
-            If a write of ``var`` failed (or inherited a failure): the message names the
-            failing operation and the original exception is chained. Once reported, the
-            error no longer affects operations pushed on ``var`` afterwards.
+            If the last write of ``var`` failed (or inherited a failure): the message names
+            the failing operation and the original exception is chained. The error stays
+            on ``var`` (every wait raises it again, every op reading it is skipped) until
+            an operation overwrites ``var`` (writes it without reading it).
         KeyboardInterrupt
             On Ctrl-C; the operations keep running.
         """
         cdef Var var = _checked_var(self, var_obj)
         self._core.wait_var(var)
-        box = self._core.report_var_error(var)
+        box = self._core.var_error(var)
         if box is not None:
             exc = (<ErrorBox>box).exc
             raise _errors.operation_failed((<ErrorBox>box).op_name, exc) from exc
@@ -230,17 +236,19 @@ cdef class ThreadedEngine:
         Raises
         ------
         EngineError
-            For the first failed operation that no wait reported yet; then every
-            recorded error is cleared, from every var.
+            For the first failed operation that no wait reported yet (the message counts
+            and names the others); each failure is raised once by ``wait_all``, and not
+            at all if a ``wait_for_var`` raised it first. The vars keep their errors:
+            reading a failed op's output still raises.
         """
         if self._core.on_own_worker():
             raise EngineError(
                 "wait_all() inside an operation running on this engine would wait for itself; "
                 "push the follow-up work with the right reads/writes instead")
         self._core.wait_pending_zero()
-        first = self._core.take_first_error()
-        if first is not None:
-            raise _errors.operation_failed(first[0], first[1]) from first[1]
+        failures = self._core.take_unreported_errors()
+        if failures:
+            raise _errors.first_of_failures(failures) from failures[0][1]
 
     def shutdown(self, timeout=None):
         """Refuse new pushes, wait up to ``timeout`` s (None: forever) for the pending

@@ -144,6 +144,29 @@ class RecordReader:
             got += len(more)
         return b"".join(pieces)
 
+    def _check_framing(self, header_offset: int, length: int) -> None:
+        """The bytes after a record must be the next header's magic, or the end of the
+        file: a length field shorter than the truth would otherwise pass unnoticed. Which
+        of the two is damaged (this record's length or the next header) cannot be told
+        apart, so the error names both and this record is not returned."""
+        peek = getattr(self.handle, "peek", None)
+        following = peek(8)[:8] if peek is not None else b""
+        if len(following) < 8:  # no peek, or a buffer boundary: read and step back
+            following = self._read_exact(8)
+            if following:
+                self.handle.seek(self._position)
+        if not following or (len(following) == 8 and following[:4] == MAGIC_BYTES):
+            return
+        after = (f"after the record at byte offset {header_offset}, which declares {length} payload bytes: if "
+                 f"that length is wrong, that record is damaged too")
+        head = following[:4]
+        if (len(head) == 4 and head != MAGIC_BYTES) or not MAGIC_BYTES.startswith(head):
+            found = int.from_bytes(following[:4].ljust(4, b"\0"), "little")
+            raise self._corrupt(
+                self._position, f"bad magic 0x{found:08X} where a record header 0x{MAGIC:08X} should be ({after})")
+        raise self._corrupt(
+            self._position, f"truncated record header ({len(following)} of 8 bytes before the end) ({after})")
+
     def _corrupt(self, offset: int, what: str) -> FormatError:
         error = FormatError(
             f"corrupt RecordIO file {self.name!r} at byte offset {offset}: {what}; "
@@ -167,7 +190,9 @@ class RecordReader:
                 payload = read(lrec)
                 padding = -lrec & 3
                 if len(payload) == lrec and (not padding or len(read(padding)) == padding):
+                    start = self._position
                     self._position += 8 + lrec + padding
+                    self._check_framing(start, lrec)
                     return payload
         # Anything else (end of file, split record, damage, short read): start over carefully.
         self.handle.seek(self._position)
@@ -213,6 +238,7 @@ class RecordReader:
             if cflag == WHOLE:
                 if parts is not None:
                     raise self._corrupt(header_offset, f"a whole record inside the split record at {record_start}")
+                self._check_framing(header_offset, length)
                 return payload
             if cflag == FIRST:
                 if parts is not None:
@@ -228,6 +254,7 @@ class RecordReader:
             else:
                 parts.append(payload)
                 if cflag == LAST:
+                    self._check_framing(header_offset, length)
                     return MAGIC_BYTES.join(parts)
 
 

@@ -8,9 +8,10 @@ fsspec (the optional extra ``mxkit-io[fsspec]``) and its drivers.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import IO, Any
 
-from mxkit.core.errors import MissingComponentError
+from mxkit.core.errors import FormatError, MissingComponentError
 
 #: Bytes read per refill during sequential scans (the size dmlc-core's InputSplit uses).
 SEQUENTIAL_CHUNK_BYTES = 8 << 20
@@ -45,6 +46,57 @@ def open_binary(path: str | os.PathLike[str], mode: str, buffering: int = -1) ->
         fs_file = _fsspec().open(text, mode)
         return fs_file.open()  # type: ignore[no-any-return]
     return open(text, mode, buffering=buffering)  # the caller owns the handle
+
+
+def open_binary_durably(path: str | os.PathLike[str], buffering: int = -1) -> Any:
+    """Open ``path`` for writing so that it is replaced only when the handle is closed.
+
+    A local path gets a :class:`mxkit.core.files.AtomicFile` (a temporary next to it,
+    fsync-ed and renamed over it at ``close()``; ``discard()`` drops it); a URI is
+    opened through fsspec as by :func:`open_binary` (its store decides what a partial
+    write leaves).
+    """
+    text = os.fspath(path)
+    if is_uri(text) and not text.startswith("file://"):
+        return open_binary(text, "wb", buffering=buffering)
+    if text.startswith("file://"):
+        text = text[len("file://"):]
+    from mxkit.core.files import AtomicFile
+
+    return AtomicFile(text, "wb", buffering=buffering)
+
+
+def open_text_durably(path: str | os.PathLike[str]) -> Any:
+    """:func:`open_binary_durably` for UTF-8 text (index and list files)."""
+    text = os.fspath(path)
+    if is_uri(text) and not text.startswith("file://"):
+        return open_text(text, "w")
+    if text.startswith("file://"):
+        text = text[len("file://"):]
+    from mxkit.core.files import AtomicFile
+
+    return AtomicFile(text, "w", encoding="utf-8")
+
+
+def index_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of each line of an index or list file, decoded as UTF-8.
+
+    Raises
+    ------
+    FormatError
+        For a line that is not UTF-8, naming the file, the line and its byte offset.
+    """
+    offset = 0
+    with open_binary(path, "rb") as handle:
+        for line_number, raw in enumerate(handle, start=1):
+            try:
+                yield line_number, raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise FormatError(
+                    f"{os.fspath(path)!r} line {line_number} (byte offset {offset + exc.start}) is not UTF-8 "
+                    f"text ({exc.reason}); an index holds 'key<TAB>offset' lines (rebuild it with "
+                    f"`mxkit rec index`)") from None
+            offset += len(raw)
 
 
 def open_text(path: str | os.PathLike[str], mode: str) -> IO[str]:

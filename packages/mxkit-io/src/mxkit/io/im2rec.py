@@ -62,8 +62,10 @@ def list_images(root: str, recursive: bool = False, exts: Sequence[str] = DEFAUL
 
 
 def write_list(path: str, items: Sequence[ListItem]) -> None:
-    """Write ``items`` as a ``.lst`` file (labels printed with ``%f``, as MXNet)."""
-    with open(path, "w", encoding="utf-8") as handle:
+    """Write ``items`` as a ``.lst`` file (labels printed with ``%f``, as MXNet), durably."""
+    from mxkit.core.files import atomic_open
+
+    with atomic_open(path, "w") as handle:
         for item in items:
             labels = "".join(f"{label:f}\t" for label in item.labels)
             handle.write(f"{item.index}\t{labels}{item.path}\n")

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 from mxkit.core.errors import ConfigError, FormatError, MissingComponentError, ShapeError
+from mxkit.io.image_header import check_image_pixels
 
 __all__ = ["center_crop", "crop_at", "imdecode", "imencode", "random_crop", "resize_short"]
 
@@ -62,9 +63,16 @@ def imdecode(buf: bytes | np.ndarray, iscolor: int = -1) -> np.ndarray:
     """Decode JPEG/PNG bytes into a BGR (or grayscale) uint8 array.
 
     ``iscolor``: 1 forces 3 channels, 0 forces grayscale, -1 keeps the file's channels.
+
+    Raises
+    ------
+    FormatError
+        If the data is not an image, or its header claims more pixels than config
+        ``image_max_pixels`` (checked before decoding).
     """
     cv2 = cv2_module()
     data = np.frombuffer(buf, dtype=np.uint8) if not isinstance(buf, np.ndarray) else buf
+    check_image_pixels(memoryview(np.ascontiguousarray(data[:65536]).reshape(-1)))  # before any pixel is decoded
     img = cv2.imdecode(data, iscolor) if data.size else None
     if img is None:
         head = bytes(data[:8])

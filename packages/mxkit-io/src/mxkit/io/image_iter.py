@@ -29,6 +29,7 @@ from mxkit.io._format import READ_BUFFER_BYTES, RecordReader
 from mxkit.io._streams import open_binary
 from mxkit.io.databatch import DataBatch, DataDesc, DataIter
 from mxkit.io.image import center_crop, crop_at, cv2_module, resize_short
+from mxkit.io.image_header import check_image_pixels
 from mxkit.io.recordio import unpack
 from mxkit.io.sharding import part_byte_range, part_record_offsets
 
@@ -238,6 +239,10 @@ class ImageRecordIter(DataIter):
                 )
             label_out[:] = header.label
         channels, height, width = self.data_shape
+        try:
+            check_image_pixels(image_bytes)  # from the header: a bomb is refused before it is decoded
+        except FormatError as exc:
+            raise FormatError(f"record id {header.id} of {self.path_imgrec!r}: {exc}") from None
         img = cv2.imdecode(np.frombuffer(image_bytes, dtype=np.uint8), 1 if channels == 3 else 0)
         if img is None:
             raise FormatError(f"record id {header.id} of {self.path_imgrec!r} is not a decodable image")

@@ -18,7 +18,7 @@ from typing import IO, Any, NamedTuple
 import numpy as np
 from mxkit.core.errors import ConfigError, FormatError, MXKitError
 from mxkit.io._format import READ_BUFFER_BYTES, RecordReader, encode_record
-from mxkit.io._streams import file_size, open_binary, open_text
+from mxkit.io._streams import file_size, index_lines, open_binary, open_binary_durably, open_text_durably
 
 __all__ = [
     "IRHeader",
@@ -91,7 +91,9 @@ class MXRecordIO:
     def open(self) -> None:
         """Open the file (called by the constructor, ``reset`` and after a fork)."""
         if self.writable:
-            self._file = open_binary(self.uri, "wb", buffering=WRITE_BUFFER_BYTES)
+            # a local file is written to a temporary and renamed over the target at close
+            # (mxkit.core.files): a full disk or a kill mid-write leaves the old file whole
+            self._file = open_binary_durably(self.uri, buffering=WRITE_BUFFER_BYTES)
         else:
             self._file = open_binary(self.uri, "rb", buffering=READ_BUFFER_BYTES)
         self._reader = None if self.writable else RecordReader(self._file, self.uri)
@@ -102,17 +104,32 @@ class MXRecordIO:
             _fast_readers.add(self)
 
     def close(self) -> None:
-        """Close the file; a closed reader or writer can be re-opened with ``open``."""
+        """Close the file; a closed reader or writer can be re-opened with ``open``.
+
+        A writer's file replaces the target only now (until then the old file, if any,
+        is what readers see)."""
+        self._release(commit=True)
+
+    def discard(self) -> None:
+        """Close a writer without replacing the target: what was written is dropped."""
+        self._release(commit=False)
+
+    def _release(self, commit: bool) -> None:
         if not self.is_open:
             return
         assert self._file is not None
         self.__dict__.pop("read", None)
         _fast_readers.discard(self)
-        self._file.close()
-        self._file = None
+        # closed from here on even if the commit fails (a full disk): a second close,
+        # e.g. from __del__, must not put anything in place
+        handle, self._file = self._file, None
         self._reader = None
         self.is_open = False
         self.pid = None
+        if not commit and hasattr(handle, "discard"):
+            handle.discard()
+        else:
+            handle.close()
 
     def reset(self) -> None:
         """Go back to the first record (a writer starts the file over)."""
@@ -122,12 +139,26 @@ class MXRecordIO:
     def __enter__(self) -> MXRecordIO:
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc_info: object) -> None:
+        # a writer whose block raised keeps the old file rather than a partial one
+        if exc_type is not None and self.writable:
+            self.discard()
+        else:
+            self.close()
 
     def __del__(self) -> None:
+        # A reader only lets go of its file: ``MXRecordIO(path, "r").read()`` drops the
+        # object while its fast ``read`` (the RecordReader's) still runs, and the file
+        # closes when that reader goes. A writer dropped without close() commits.
         try:
-            self.close()
+            if self.writable:
+                self.close()
+            else:
+                self.__dict__.pop("read", None)
+                _fast_readers.discard(self)
+                self._file = None
+                self._reader = None
+                self.is_open = False
         except Exception:  # interpreter shutdown may have torn down modules
             pass
 
@@ -229,11 +260,12 @@ class MXIndexedRecordIO(MXRecordIO):
         super().open()
         self.idx = {}
         self.keys = []
-        self.fidx = open_text(self.idx_path, self.flag)
         if self.writable:
+            self.fidx = open_text_durably(self.idx_path)
             return
+        self.fidx = None
         self._size = file_size(self.uri)
-        for line_number, line in enumerate(self.fidx, start=1):
+        for line_number, line in index_lines(self.idx_path):
             if not line.strip():
                 continue
             fields = line.strip().split("\t")
@@ -248,14 +280,22 @@ class MXIndexedRecordIO(MXRecordIO):
             self.idx[key] = offset
             self.keys.append(key)
 
-    def close(self) -> None:
-        """Close the record file and the index."""
+    def _release(self, commit: bool) -> None:
+        # the record file is put in place first: an index never names a missing file
         if not self.is_open:
             return
-        super().close()
-        if self.fidx is not None:
-            self.fidx.close()
-            self.fidx = None
+        index, self.fidx = self.fidx, None
+        try:
+            super()._release(commit)
+        except BaseException:
+            if index is not None and hasattr(index, "discard"):
+                index.discard()  # the records were not put in place: neither is their index
+            raise
+        if index is not None:
+            if not commit and hasattr(index, "discard"):
+                index.discard()
+            else:
+                index.close()
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from mxkit.core.errors import ConfigError, FormatError
 from mxkit.io._format import READ_BUFFER_BYTES, RecordReader, next_record_head
-from mxkit.io._streams import exists, file_size, open_binary, open_text
+from mxkit.io._streams import exists, file_size, index_lines, open_binary, open_text
 from mxkit.io.recordio import unpack
 
 __all__ = ["RecordProblem", "VerifyReport", "rebuild_index", "scan_records", "verify_record_file"]
@@ -78,21 +78,25 @@ def verify_record_file(uri: str | os.PathLike[str], idx_path: str | os.PathLike[
     if idx_path is None and text.endswith(".rec") and exists(text[:-4] + ".idx"):
         idx_path = text[:-4] + ".idx"
     if idx_path is not None:
-        with open_text(idx_path, "r") as handle:
-            for line_number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                fields = line.rstrip("\n").split("\t")
-                try:
-                    offset = int(fields[1])
-                except (IndexError, ValueError):
-                    reason = f"index line {line_number} is malformed: {line.rstrip()!r}"
-                    report.problems.append(RecordProblem(-1, reason))
-                    continue
-                if offset not in heads:
-                    where = "past the end of the file" if offset >= report.size else "not at an intact record head"
-                    reason = f"index line {line_number} (key {fields[0]}) points at byte {offset}, {where}"
-                    report.problems.append(RecordProblem(offset, reason))
+        try:
+            lines = list(index_lines(idx_path))
+        except FormatError as error:
+            report.problems.append(RecordProblem(-1, str(error)))
+            lines = []
+        for line_number, line in lines:
+            if not line.strip():
+                continue
+            fields = line.rstrip("\n").split("\t")
+            try:
+                offset = int(fields[1])
+            except (IndexError, ValueError):
+                reason = f"index line {line_number} is malformed: {line.rstrip()!r}"
+                report.problems.append(RecordProblem(-1, reason))
+                continue
+            if offset not in heads:
+                where = "past the end of the file" if offset >= report.size else "not at an intact record head"
+                reason = f"index line {line_number} (key {fields[0]}) points at byte {offset}, {where}"
+                report.problems.append(RecordProblem(offset, reason))
     return report
 
 

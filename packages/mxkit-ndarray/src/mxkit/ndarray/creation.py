@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from mxkit.core.dtypes import dtype_name
 from mxkit.core.errors import DTypeError, ShapeError
-from mxkit.ndarray.invoke import backend_of, engine, invoke_by_name, numpy_dtype, resolve_context
+from mxkit.ndarray.invoke import allocate, backend_of, engine, invoke_by_name, numpy_dtype, resolve_context
 from mxkit.ndarray.ndarray import NDArray
 
 
@@ -34,7 +34,7 @@ def _default_dtype(dtype: Any) -> str:
 def empty(shape: Any, ctx: Any = None, dtype: Any = None) -> NDArray:
     """An uninitialised array of ``shape`` on ``ctx`` (default: the current context)."""
     context = resolve_context(ctx)
-    data = backend_of(context).empty(_shape_tuple(shape), numpy_dtype(_default_dtype(dtype)))
+    data = allocate(backend_of(context), _shape_tuple(shape), numpy_dtype(_default_dtype(dtype)), context)
     return NDArray._from_data(data, context, engine().new_var())
 
 
@@ -116,12 +116,10 @@ def concatenate(arrays: list[NDArray], axis: int = 0, always_copy: bool = True) 
 
 def waitall() -> None:
     """Wait for every pending operation (MXNet's ``mx.nd.waitall``)."""
-    from mxkit.ndarray.invoke import raise_deferred
     from mxkit.ndarray.operator import refuse_inside_custom_op
 
     refuse_inside_custom_op("mx.nd.waitall()")
     engine().wait_all()
-    raise_deferred()
 
 
 __all__ = ["arange", "array", "concatenate", "empty", "eye", "full", "moveaxis", "ones", "waitall", "zeros"]

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import collections
 import threading
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 from mxkit.core.context import Context, current_context
-from mxkit.core.errors import DeviceError, DTypeError, MXKitError, ShapeError
+from mxkit.core.errors import DeviceError, DTypeError, MXKitError, OutOfMemoryError, ShapeError
 from mxkit.ndarray import autograd
 from mxkit.ndarray.backend import Backend, backend_of
 from mxkit.ndarray.registry import OpDef, get_registry
@@ -112,6 +114,51 @@ def _load_ndarray() -> Any:
     return _from_data
 
 
+#: var -> elements of the whole array it orders, for the vars that have smaller views
+_viewed_sizes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def note_view(var: Any, whole_size: int, view_size: int) -> None:
+    """Record that ``var`` orders a view of ``view_size`` of its ``whole_size`` elements."""
+    if view_size < whole_size and _viewed_sizes.get(var, 0) < whole_size:
+        _viewed_sizes[var] = whole_size
+
+
+def _format_bytes(nbytes: int) -> str:
+    size = float(nbytes)
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if size < 1024 or unit == "EiB":
+            return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{nbytes} bytes"  # pragma: no cover
+
+
+def allocate(backend: Any, shape: Sequence[int], dtype: Any, ctx: Any, what: str = "an array") -> Any:
+    """``backend.empty(shape, dtype)``, with a clear :class:`OutOfMemoryError` when the
+    array cannot exist (more bytes than the device has, or than an address can span)."""
+    shape = tuple(shape)
+    try:
+        return backend.empty(shape, dtype)
+    except (MemoryError, ValueError, OverflowError) as exc:
+        count = 1
+        for extent in shape:
+            count *= int(extent)
+        nbytes = count * np.dtype(dtype).itemsize
+        if not isinstance(exc, MemoryError) and nbytes < 2**62:
+            raise  # not about the size (the size of an address space is 2**63 bytes at most)
+        raise OutOfMemoryError(
+            f"cannot allocate {what} of shape {shape} and dtype {np.dtype(dtype).name} on {ctx}: it needs "
+            f"{_format_bytes(nbytes)}, more than the device can allocate ({type(exc).__name__}: {exc}); "
+            f"use a smaller shape or batch size") from None
+
+
+def covers_its_var(array: Any) -> bool:
+    """True if ``array`` is all of the storage its engine var orders (not a view of part
+    of it): only then does writing all of ``array`` overwrite the var whole."""
+    whole = _viewed_sizes.get(array._var)
+    return whole is None or array._data.size >= whole
+
+
 def _var_list(arrays: Sequence[Any], exclude: list[Any]) -> list[Any]:
     out: list[Any] = []
     for array in arrays:
@@ -129,7 +176,7 @@ class _InFlight:
     :attr:`limit` bytes (or three outputs of the current size, if more) the pushing thread
     waits for the oldest outputs, which lets the backend recycle their buffers while they
     are warm (MXNet leaves this to its memory pool). Outputs under 64 KiB are not counted.
-    An error met while waiting is kept and raised at the user's next sync point on that array.
+    An error met while waiting stays on its var and is raised at the user's next read of it.
     """
 
     limit = 4 * 1024 * 1024
@@ -163,26 +210,9 @@ class _InFlight:
         for old_engine, old_var, _ in oldest:
             try:
                 old_engine.wait_for_var(old_var)
-            except MXKitError as exc:
-                # the engine reports an error once: keep it for the user's own wait on this array
-                deferred_errors[old_var] = exc
-
-
-#: errors that the in-flight limiter caught while waiting, by var; raised at the next sync point
-deferred_errors: dict[Any, BaseException] = {}
-
-
-def raise_deferred(var: Any = None) -> None:
-    """Raise the error kept for ``var`` (or, with ``None``, any kept error) and forget it."""
-    if var is None:
-        if deferred_errors:
-            _, exc = deferred_errors.popitem()
-            deferred_errors.clear()
-            raise exc
-        return
-    exc = deferred_errors.pop(var, None)
-    if exc is not None:
-        raise exc
+            except MXKitError:
+                # the error stays on the var: the user's own read of that array raises it
+                pass
 
 
 in_flight = _InFlight()
@@ -271,7 +301,8 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
     eng = _engine_get()
     if out is None:
         make = _from_data or _load_ndarray()
-        outputs = [make(backend.empty(shape, _numpy_dtypes.get(dtype) or numpy_dtype(dtype)), ctx, eng.new_var())
+        outputs = [make(allocate(backend, shape, _numpy_dtypes.get(dtype) or numpy_dtype(dtype), ctx,
+                                 f"the output of {op.name}"), ctx, eng.new_var())
                    for shape, dtype in zip(out_shapes, out_dtypes)]
     else:
         outputs = list(out) if isinstance(out, (list, tuple)) else [out]
@@ -292,8 +323,11 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
     reads = []
     for array in inputs:
         var = array._var
-        if var not in reads and var not in writes:
-            reads.append(var)
+        if var not in reads:
+            reads.append(var)  # an input also written is an in-place update: it inherits errors
+    for target in outputs if out is not None else ():
+        if target._var not in reads and not covers_its_var(target):
+            reads.append(target._var)  # writes part of its var: the rest keeps any error
     kernel = op.kernels.get(backend.name) or op.kernel or op.kernel_for(backend.name)
     xp = backend.xp
     run_params = params
@@ -340,13 +374,20 @@ def invoke_by_name(name: str, *inputs: Any, out: Any = None, ctx: Any = None, **
 
 
 def push_raw(fn: Any, reads: Sequence[Any], writes: Sequence[Any], ctx: Context, name: str,
-             copy: bool = False) -> None:
+             copy: bool = False, overwrites: bool = False) -> None:
     """Push a plain function reading and writing the given NDArrays (indexing, copies).
 
     ``copy=True`` marks a transfer between devices: it runs on the device's copy workers.
+    ``overwrites=True`` says that ``fn`` writes every element of ``writes``: a target
+    that is all of its var's storage then loses an error it held (a failed op's output
+    becomes usable again); otherwise the targets count as read too, and an error on one
+    skips ``fn`` and stays.
     """
     write_vars = _var_list(writes, [])
-    read_vars = _var_list(reads, write_vars)
+    read_vars = _var_list(reads, [])
+    for array in writes:
+        if (not overwrites or not covers_its_var(array)) and array._var not in read_vars:
+            read_vars.append(array._var)
     engine().push(on_device(ctx, fast_backend(ctx), fn), read_vars, write_vars, ctx, 0, name, copy)
 
 

@@ -133,6 +133,7 @@ class NDArray:
 
     def _view(self, data: Any) -> NDArray:
         """An NDArray over ``data`` (a view of this array's storage) sharing its var."""
+        _invoke_module.note_view(self._var, self._data.size, data.size)
         return NDArray._from_data(data, self._ctx, self._var)
 
     # ---- properties --------------------------------------------------------------------
@@ -204,16 +205,13 @@ class NDArray:
     def wait_to_read(self) -> None:
         """Block until every pending write to this array is done (re-raising its error)."""
         engine().wait_for_var(self._var)
-        if _invoke_module.deferred_errors:
-            _invoke_module.raise_deferred(self._var)
 
     def wait_to_write(self) -> None:
         """Block until every pending read and write of this array is done."""
         eng = engine()
-        eng.push(lambda: None, (), [self._var], self._ctx, 0, "wait_to_write")
+        # read and written: a marker that overwrites nothing (an error on the array stays)
+        eng.push(lambda: None, [self._var], [self._var], self._ctx, 0, "wait_to_write")
         eng.wait_for_var(self._var)
-        if _invoke_module.deferred_errors:
-            _invoke_module.raise_deferred(self._var)
 
     def asnumpy(self) -> np.ndarray:
         """A numpy copy of the data (waits for pending writes)."""

@@ -341,7 +341,7 @@ def settle(arrays: Sequence[Any], eng: Any) -> None:
     if not arrays:
         return
     variables = [a._var for a in arrays]
-    eng.push(_noop, [], variables, arrays[0]._ctx, 0, "Custom.settle")
+    eng.push(_noop, variables, variables, arrays[0]._ctx, 0, "Custom.settle")  # overwrites nothing
     for var in variables:
         eng.wait_for_var(var)
 

@@ -54,8 +54,12 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 import numpy as np
+from mxkit.core.config import get
 from mxkit.core.dtypes import DTYPE_FLAGS, FLAG_DTYPES, dtype_flag, to_numpy
 from mxkit.core.errors import ConfigError, DTypeError, FormatError, MXKitError, ShapeError
+
+#: a sparse array may always densify to this many bytes, whatever it stores
+SPARSE_DENSE_FLOOR_BYTES = 64 << 20
 
 LIST_MAGIC = 0x112
 V1_MAGIC = 0xF993FAC8
@@ -116,15 +120,38 @@ class SparseArray:
         """The dtype of the stored values."""
         return self.data.dtype
 
+    @property
+    def stored_nbytes(self) -> int:
+        """Bytes of the stored values and indices."""
+        return self.data.nbytes + self.indices.nbytes + (self.indptr.nbytes if self.indptr is not None else 0)
+
+    def check_dense_size(self) -> None:
+        """Raise FormatError if the dense form is out of proportion to what is stored."""
+        dense = _size(self.shape) * self.data.dtype.itemsize
+        ratio = int(get("sparse_max_expansion"))
+        allowed = max(SPARSE_DENSE_FLOOR_BYTES, ratio * self.stored_nbytes)
+        if dense > allowed:
+            raise FormatError(
+                f"a {self.stype} array of logical shape {self.shape} stores {self.stored_nbytes} bytes but its dense "
+                f"form needs {dense} bytes: more than config sparse_max_expansion = {ratio} times what it stores (and "
+                f"more than {SPARSE_DENSE_FLOOR_BYTES} bytes). Keep it sparse (load_arrays(..., sparse='keep')) "
+                f"or raise the limit (environment MXKIT_SPARSE_MAX_EXPANSION, or "
+                f"mxkit.core.config.override(sparse_max_expansion=...)) if the file is trusted")
+
     def todense(self) -> np.ndarray:
         """The dense numpy array this sparse array stands for.
 
         Raises
         ------
+        FormatError
+            If the dense array would take more than config ``sparse_max_expansion`` times
+            the bytes the sparse array stores (and more than 64 MiB): a few bytes of file
+            must not claim gigabytes of memory.
         MXKitError
             If the dense array does not fit in memory (a sparse array's logical shape
             may be far larger than what it stores).
         """
+        self.check_dense_size()
         try:
             dense = np.zeros(self.shape, dtype=self.data.dtype)
         except MemoryError:
@@ -490,8 +517,17 @@ def load_arrays(source: Any, *, sparse: str = "dense") -> list[Any] | dict[str, 
     if sparse not in _SPARSE_MODES:
         raise ConfigError(f"sparse={sparse!r} is not a choice; expected one of {', '.join(_SPARSE_MODES)}")
     records, names = load_stored_arrays(source)
-    values = [r.value.todense() if isinstance(r.value, SparseArray) and sparse == "dense" else r.value
-              for r in records]
+    values = []
+    for position, record in enumerate(records):
+        value = record.value
+        if isinstance(value, SparseArray) and sparse == "dense":
+            try:
+                value = value.todense()
+            except FormatError as exc:
+                where = os.fspath(source) if isinstance(source, str | os.PathLike) else "the data"
+                label = repr(names[position]) if names else f"#{position}"
+                raise FormatError(f"{where}: array {label}: {exc}") from None
+        values.append(value)
     return dict(zip(names, values)) if names else values
 
 
@@ -695,14 +731,10 @@ def save_arrays(fname_or_file: Any, data: Any, *, version: int | None = None) ->
     if isinstance(fname_or_file, str | os.PathLike):
         path = os.fspath(fname_or_file)
         prepared = _prepare(data, version)  # fail on bad input before touching the disk
-        tmp = f"{path}.tmp{os.getpid()}"
-        try:
-            with open(tmp, "wb") as out:
-                _write_file(out, *prepared)
-            os.replace(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.remove(tmp)
+        from mxkit.core.files import atomic_open
+
+        with atomic_open(path, "wb") as out:  # the old file survives a failed or killed write
+            _write_file(out, *prepared)
     elif hasattr(fname_or_file, "write"):
         _write_file(fname_or_file, *_prepare(data, version))
     else:

@@ -41,9 +41,9 @@ def copy_into(target: Any, source: Any) -> None:
 
             # a transfer runs on the copy workers of the accelerator it involves
             device_ctx = target._ctx if target._ctx.device_type != "cpu" else source._ctx
-            push_raw(run, [source], [target], device_ctx, "_copyto", copy=True)
+            push_raw(run, [source], [target], device_ctx, "_copyto", copy=True, overwrites=True)
             return
-        push_raw(run, [source], [target], target._ctx, "_copyto")
+        push_raw(run, [source], [target], target._ctx, "_copyto", overwrites=True)
         return
     if _is_scalar(source):
         value = source
@@ -52,7 +52,7 @@ def copy_into(target: Any, source: Any) -> None:
         def fill() -> None:
             data[...] = value
 
-        push_raw(fill, [], [target], target._ctx, "_set_value")
+        push_raw(fill, [], [target], target._ctx, "_set_value", overwrites=True)
         return
     try:
         host = np.asarray(source)
@@ -72,7 +72,8 @@ def copy_into(target: Any, source: Any) -> None:
         snapshot = np.array(np.broadcast_to(host, target.shape), dtype=target._data.dtype)
         backend = backend_of(ctx)
         data = target._data
-        push_raw(lambda: backend.copy_from_host(data, snapshot), [], [target], ctx, "_copy_from_host", copy=True)
+        push_raw(lambda: backend.copy_from_host(data, snapshot), [], [target], ctx, "_copy_from_host", copy=True,
+                 overwrites=True)
         return
     device_value = backend_of(ctx).from_host(np.ascontiguousarray(np.broadcast_to(host, target.shape),
                                                               dtype=target._data.dtype))
@@ -81,7 +82,7 @@ def copy_into(target: Any, source: Any) -> None:
     def copy_host() -> None:
         data[...] = device_value
 
-    push_raw(copy_host, [], [target], ctx, "_copy_from_host")
+    push_raw(copy_host, [], [target], ctx, "_copy_from_host", overwrites=True)
 
 
 __all__ = ["copy_into"]

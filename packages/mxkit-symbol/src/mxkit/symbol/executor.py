@@ -36,7 +36,7 @@ def _nd():
 def _new_array(ctx: Any, shape: tuple, dtype: str, zero: bool = True) -> Any:
     invoke, NDArray = _nd()
     backend = invoke.backend_of(ctx)
-    data = backend.empty(tuple(shape), invoke.numpy_dtype(dtype))
+    data = invoke.allocate(backend, tuple(shape), invoke.numpy_dtype(dtype), ctx, "a bound array")
     if zero:
         data[...] = 0
     return NDArray.from_storage(data, ctx)
@@ -161,8 +161,9 @@ class Executor:
 
     def _new_pool(self, nbytes: int) -> Any:
         from mxkit.engine.profiler import memory_state, track_buffer
+        from mxkit.ndarray.invoke import allocate
 
-        pool = self._backend.empty((nbytes,), np.uint8)
+        pool = allocate(self._backend, (nbytes,), np.uint8, self._ctx, "the executor's memory pool")
         if memory_state.on:  # profile_memory: bytes in use until the pool is collected
             track_buffer(pool, nbytes, str(self._ctx), "executor_pool")
         return pool
@@ -204,11 +205,16 @@ class Executor:
         out_vars = _unique([o.var for o, h in zip(self.outputs, graph.heads) if not h.node.is_variable])
         grad_vars = _unique([self.grad_dict[name].var for name in graph.grad_writers])
         head_grad_vars = [g.var for g in self._head_grads if g is not None]
+        # A var both read and written is updated in place: an error on it (a failed earlier
+        # run) skips the run and stays. Outputs, intermediates written by forward and
+        # gradients with grad_req 'write' are overwritten whole: a good run clears them.
+        accumulated = _unique([self.grad_dict[name].var for name in graph.grad_writers
+                               if self._grad_req.get(name) == "add"])
         self._forward_writes = _unique([self._internal_var, *out_vars, *aux_vars])
-        self._forward_reads = _unique([v for v in arg_vars if v not in self._forward_writes])
+        self._forward_reads = _unique([*arg_vars, *aux_vars])
         self._backward_writes = _unique([self._internal_var, *grad_vars])
-        self._backward_reads = _unique([v for v in [*arg_vars, *aux_vars, *out_vars, *head_grad_vars]
-                                        if v not in self._backward_writes])
+        self._backward_reads = _unique([*arg_vars, *aux_vars, *out_vars, *head_grad_vars, self._internal_var,
+                                        *accumulated])
 
     def _compile_node(self, node: Node, backend_name: str, train: bool) -> _Step:
         inputs = [self._arrays[key(e)] for e in node.inputs]
@@ -239,7 +245,12 @@ class Executor:
             from mxkit.ndarray.random import generator_state
 
             writes = _unique([*writes, generator_state(self._ctx).var])
-        for segment in segments:
+        later_reads = _unique([*reads, self._internal_var])
+        for index, segment in enumerate(segments):
+            if index == 1:
+                # later segments read what the earlier ones left in the intermediates: a
+                # failure there must skip them (the first one overwrites them whole)
+                reads = later_reads
             if segment[0].node.op.async_kernel is not None:
                 self._push_async_step(segment[0], train, reads, writes, what)
                 continue

@@ -64,10 +64,52 @@ def from_json(text: str) -> Symbol:
     try:
         graph = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise FormatError(f"symbol JSON does not parse: {exc}") from None
+        raise FormatError(f"symbol JSON does not parse at offset {exc.pos} (line {exc.lineno}, column "
+                          f"{exc.colno}): {exc.msg}") from None
+    except RecursionError:
+        raise FormatError("symbol JSON nests arrays or objects deeper than the parser allows; a symbol JSON "
+                          "is a flat list of nodes") from None
+    except (ValueError, TypeError) as exc:  # e.g. an integer of more digits than Python converts
+        raise FormatError(f"symbol JSON holds a value that cannot be read: {exc}") from None
+    _check_layout(graph)
+    try:
+        return _build(graph)
+    except MXKitError:
+        raise
+    except RecursionError:
+        raise FormatError("symbol JSON nests deeper than the loader allows") from None
+    except Exception as exc:  # a layout _check_layout did not foresee: still the file's fault
+        raise FormatError(f"malformed symbol JSON: {type(exc).__name__}: {exc}") from None
+
+
+def _check_layout(graph: Any) -> None:
+    """The shape of a symbol JSON (types of nodes, heads, inputs), before anything uses it."""
     if not isinstance(graph, dict) or not isinstance(graph.get("nodes"), list) or "heads" not in graph:
         keys = sorted(graph) if isinstance(graph, dict) else type(graph).__name__
         raise FormatError(f"not a symbol JSON: expected an object with 'nodes' and 'heads', got {keys}")
+    if not isinstance(graph["heads"], list):
+        raise FormatError(f"symbol JSON 'heads' must be a list of [node, output, version] entries, got "
+                          f"{_short(graph['heads'])}")
+    for position, item in enumerate(graph["nodes"]):
+        if not isinstance(item, dict):
+            raise FormatError(f"symbol JSON node {position} must be an object with 'op', 'name' and 'inputs', "
+                              f"got {_short(item)}")
+        if not isinstance(item.get("op"), str) or not isinstance(item.get("name"), str):
+            raise FormatError(f"symbol JSON node {position} needs 'op' and 'name' strings, got {_short(item)}")
+        if not isinstance(item.get("inputs", []), list):
+            raise FormatError(f"symbol JSON node {position} ({item['name']!r}): 'inputs' must be a list, got "
+                              f"{_short(item['inputs'])}")
+    for key in ("arg_nodes", "node_row_ptr"):
+        if key in graph and not isinstance(graph[key], list):
+            raise FormatError(f"symbol JSON {key!r} must be a list, got {_short(graph[key])}")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _build(graph: dict) -> Symbol:
     registry = get_registry()
     items = graph["nodes"]
     unknown = [(item.get("op"), item.get("name")) for item in items
@@ -116,13 +158,28 @@ def _entry(raw: Any, nodes: list[Node], where: str) -> Entry:
 
 
 def load(fname: str) -> Symbol:
-    """The symbol stored in file ``fname``."""
+    """The symbol stored in file ``fname``.
+
+    Raises
+    ------
+    FormatError
+        If the file cannot be read, is not UTF-8 or not a symbol JSON; the message starts
+        with the file's name.
+    """
     try:
-        with open(fname, encoding="utf-8") as handle:
-            text = handle.read()
+        with open(fname, "rb") as handle:
+            raw = handle.read()
     except OSError as exc:
         raise FormatError(f"cannot read symbol file {fname!r}: {exc}") from None
-    return from_json(text)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FormatError(f"symbol file {fname!r} is not UTF-8 text (byte offset {exc.start}: {exc.reason})") \
+            from None
+    try:
+        return from_json(text)
+    except FormatError as exc:
+        raise FormatError(f"symbol file {fname!r}: {exc}") from None
 
 
 __all__ = ["MXNET_VERSION", "from_json", "load", "to_dict", "to_json"]

@@ -319,9 +319,11 @@ class Symbol:
         return to_json(self)
 
     def save(self, fname: str) -> None:
-        """Write :meth:`tojson` to ``fname`` (``model-symbol.json``)."""
-        with open(fname, "w", encoding="utf-8") as handle:
-            handle.write(self.tojson())
+        """Write :meth:`tojson` to ``fname`` (``model-symbol.json``), durably: the old file
+        stays whole until the new one is complete (:mod:`mxkit.core.files`)."""
+        from mxkit.core.files import atomic_write
+
+        atomic_write(fname, self.tojson())
 
     # -- execution ------------------------------------------------------------------------
 

@@ -150,4 +150,8 @@ def write_plan_picture(plans: list[Any], path: str, title: str = "", graph_of: A
     ax = reference.plot(graph=graph, compare=others)
     if title:
         ax.set_title(title, fontsize=10)
-    ax.figure.savefig(path, dpi=100)
+    from mxkit.core.files import atomic_open
+
+    image_format = os.path.splitext(str(path))[1].lstrip(".").lower() or "png"
+    with atomic_open(path, "wb") as handle:  # a failed or killed draw leaves the old picture
+        ax.figure.savefig(handle, dpi=100, format=image_format)

@@ -73,8 +73,11 @@ def run_predict(args: argparse.Namespace) -> int:
         summary += f"; accuracy {float((classes == labels.astype(np.int64)).mean()):.4f}"
     print(summary)
     if args.output:
-        np.savetxt(args.output, np.column_stack([classes, probabilities.max(axis=1)]), fmt=["%d", "%.6f"],
-                   delimiter=",", header="class,probability", comments="")
+        from mxkit.core.files import atomic_open
+
+        with atomic_open(args.output, "wb") as handle:
+            np.savetxt(handle, np.column_stack([classes, probabilities.max(axis=1)]), fmt=["%d", "%.6f"],
+                       delimiter=",", header="class,probability", comments="")
         print(f"predictions written to {args.output}")
     return 0
 

@@ -56,15 +56,12 @@ def _split(count: int) -> tuple[np.ndarray, np.ndarray]:
 def _write_records(path: Path, images: np.ndarray, labels: np.ndarray) -> None:
     from mxkit.io import IRHeader, MXRecordIO, pack
 
-    # one partial file per process: the workers of a launched job may pack the same cache at once
-    partial = path.with_suffix(f".rec.{os.getpid()}.partial")
-    writer = MXRecordIO(str(partial), "w")
-    try:
+    # the writer writes a temporary and renames it over `path` at close: a run killed while
+    # packing leaves no half-written .rec behind, and workers packing the same cache at once
+    # each replace it whole
+    with MXRecordIO(str(path), "w") as writer:
         for index, (image, label) in enumerate(zip(images, labels)):
             writer.write(pack(IRHeader(0, float(label), index, 0), image.astype(np.uint8).tobytes()))
-    finally:
-        writer.close()
-    os.replace(partial, path)  # a run killed while packing leaves no half-written .rec behind
 
 
 def pack_digits(directory: Path | None = None) -> tuple[Path, Path]:
@@ -134,7 +131,12 @@ def read_records(path: Path | str) -> tuple[np.ndarray, np.ndarray]:
 def _decode(payload: bytes, path: Path | str, index: int) -> np.ndarray:
     if payload[:4] == b"\x89PNG" or payload[:2] == b"\xff\xd8":
         from mxkit.io.image import cv2_module
+        from mxkit.io.image_header import check_image_pixels
 
+        try:
+            check_image_pixels(payload)
+        except FormatError as exc:
+            raise FormatError(f"record {index} of {str(path)!r}: {exc}") from None
         cv2 = cv2_module()
         image = cv2.imdecode(np.frombuffer(payload, dtype=np.uint8), cv2.IMREAD_UNCHANGED)
         if image.ndim == 2:
@@ -147,8 +149,47 @@ def _decode(payload: bytes, path: Path | str, index: int) -> np.ndarray:
     return np.frombuffer(payload, dtype=np.uint8).reshape(1, side, side)
 
 
-def read_csv(path: Path | str) -> tuple[np.ndarray, np.ndarray]:
-    """Samples of a CSV file (label first on each row); square feature counts become 1-channel images."""
+def finite_rows(table: np.ndarray, source: str, first_line: int, drop: bool) -> np.ndarray:
+    """``table`` (float64, one sample a row) without non-finite values.
+
+    A NaN, an infinity or a number too large for float32 (which would become one) is an
+    error naming its line and column (1-based, as in the file), unless ``drop``: then the
+    rows holding one are left out, and a warning counts them.
+
+    Raises
+    ------
+    FormatError
+        For the first non-finite value (without ``drop``), or when ``drop`` leaves nothing.
+    """
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(table) | (np.abs(table) > np.finfo(np.float32).max)
+    if not bad.any():
+        return table
+    rows = np.flatnonzero(bad.any(axis=1))
+    if not drop:
+        row = int(rows[0])
+        column = int(np.flatnonzero(bad[row])[0])
+        what = "the label" if column == 0 else f"feature {column}"
+        raise FormatError(
+            f"{source}: line {first_line + row}, column {column + 1} ({what}) is {float(table[row, column])!r}, not a "
+            f"finite float32 number ({len(rows)} row(s) hold such values); fix the data, or pass "
+            f"--drop-nonfinite to leave those rows out")
+    import warnings
+
+    kept = table[~bad.any(axis=1)]
+    if not len(kept):
+        raise FormatError(f"{source}: every row holds a non-finite value; nothing is left to train on")
+    warnings.warn(f"{source}: left out {len(rows)} row(s) holding non-finite values (first at line "
+                  f"{first_line + int(rows[0])})", stacklevel=2)
+    return kept
+
+
+def read_csv(path: Path | str, drop_nonfinite: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Samples of a CSV file (label first on each row); square feature counts become 1-channel images.
+
+    Non-finite values (NaN, inf, or beyond float32) are an error naming the line and
+    column, or with ``drop_nonfinite`` their rows are left out (see :func:`finite_rows`).
+    """
     try:
         with open(path, encoding="utf-8") as handle:
             first = handle.readline()
@@ -160,14 +201,16 @@ def read_csv(path: Path | str) -> tuple[np.ndarray, np.ndarray]:
     except ValueError:
         skip = 1  # a header line
     try:
-        table = np.loadtxt(path, delimiter=",", skiprows=skip, dtype=np.float32, ndmin=2)
+        # float64 first: a value beyond float32 must be seen, not silently become inf
+        table = np.loadtxt(path, delimiter=",", skiprows=skip, dtype=np.float64, ndmin=2)
     except ValueError as exc:
         raise FormatError(f"{str(path)!r} is not a CSV of numbers with the label first on each row: {exc}") from None
     if table.shape[1] < 2:
         raise FormatError(f"{str(path)!r} has {table.shape[1]} column(s); each row needs a label and features")
+    table = finite_rows(table, repr(str(path)), skip + 1, drop_nonfinite)
     labels, features = table[:, 0], table[:, 1:]
     if features.max(initial=0) > 1.0:
-        features = features / max(float(features.max()), 1.0)  # pixel values: scale to [0, 1]
+        features = features / float(features.max())  # pixel values: scale to [0, 1] (the max is finite)
     side = math.isqrt(features.shape[1])
     if side * side == features.shape[1] and side >= 4:
         features = features.reshape(-1, 1, side, side)
@@ -180,8 +223,11 @@ def _check_labels(labels: np.ndarray, source: str) -> int:
     return int(labels.max()) + 1
 
 
-def load_dataset(spec: str) -> Dataset:
+def load_dataset(spec: str, drop_nonfinite: bool = False) -> Dataset:
     """``digits``, ``PATH.rec`` or ``PATH.csv`` as a :class:`Dataset`.
+
+    Non-finite values in a CSV are an error naming the line and column, unless
+    ``drop_nonfinite`` (``mxkit train --drop-nonfinite``) leaves their rows out.
 
     Raises
     ------
@@ -198,7 +244,7 @@ def load_dataset(spec: str) -> Dataset:
         raise ConfigError(f"--data must be 'digits', a .rec file or a .csv file, got {spec!r}")
     if not path.exists():
         raise ConfigError(f"--data {spec!r}: no such file")
-    data, labels = read_records(path) if path.suffix == ".rec" else read_csv(path)
+    data, labels = read_records(path) if path.suffix == ".rec" else read_csv(path, drop_nonfinite)
     num_classes = _check_labels(labels, spec)
     if len(data) < 2:
         raise FormatError(f"{spec!r} holds {len(data)} sample(s); training needs at least 2")
@@ -206,4 +252,4 @@ def load_dataset(spec: str) -> Dataset:
     return Dataset(data[train], labels[train], data[val], labels[val], num_classes, spec)
 
 
-__all__ = ["Dataset", "cache_directory", "load_dataset", "pack_digits", "read_csv", "read_records"]
+__all__ = ["Dataset", "cache_directory", "finite_rows", "load_dataset", "pack_digits", "read_csv", "read_records"]

@@ -222,7 +222,7 @@ def _train(args: argparse.Namespace) -> int:
     np.random.seed(args.seed)
     mx.random.seed(args.seed)
     contexts = parse_contexts(args.ctx)
-    dataset = load_dataset(args.data)
+    dataset = load_dataset(args.data, drop_nonfinite=getattr(args, "drop_nonfinite", False))
     begin_epoch = 0
     if args.resume:
         prefix = args.resume
@@ -297,6 +297,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", default=DEFAULTS["data"], metavar="digits|PATH.rec|PATH.csv",
                         help="scikit-learn's digits, a RecordIO file or a CSV with the label first "
                              "(default: %(default)s)")
+    parser.add_argument("--drop-nonfinite", action="store_true",
+                        help="leave out CSV rows holding NaN or infinite values (default: they are an error "
+                             "naming the line and column)")
     parser.add_argument("--epochs", type=int, default=DEFAULTS["epochs"], help="epochs (default: %(default)s)")
     parser.add_argument("--batch-size", type=int, default=DEFAULTS["batch_size"],
                         help="samples per batch, split over the devices (default: %(default)s)")

@@ -300,10 +300,10 @@ def dump(finished: bool = True, profile_process: str = "worker") -> None:
         set_state("stop")
     data = trace()
     path = _config["filename"]
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as fh:
+    from mxkit.core.files import atomic_open
+
+    with atomic_open(path, "w") as fh:
         json.dump(data, fh, separators=(",", ":"))
-    os.replace(tmp, path)
 
 
 def dumps(reset: bool = False, format: str = "table", sort_by: str = "total", ascending: bool = False) -> str:

@@ -207,12 +207,13 @@ class PlotMetrics:
         return self.combined_path
 
     def _save(self, figure: Any, file_name: str) -> str:
-        # written beside and renamed over: a viewer watching the file never sees half a PNG
+        # durably, by rename: a viewer watching the file never sees half a PNG
         os.makedirs(self.directory, exist_ok=True)
         path = os.path.join(self.directory, file_name)
-        partial = path + ".partial"
-        figure.savefig(partial, format="png", dpi=100)
-        os.replace(partial, path)
+        from mxkit.core.files import atomic_open
+
+        with atomic_open(path, "wb") as handle:
+            figure.savefig(handle, format="png", dpi=100)
         return path
 
 

@@ -116,8 +116,9 @@ class OptimizingMixin:
         if self._update_on_kvstore:
             self._kvstore.save_optimizer_states(fname)
         else:
-            with open(fname, "wb") as handle:
-                handle.write(self._updater.get_states())
+            from mxkit.core.files import atomic_write
+
+            atomic_write(fname, self._updater.get_states())  # the old states survive a failed write
 
     def load_optimizer_states(self, fname: str) -> None:
         """Restore the optimizer's state from ``fname``."""
