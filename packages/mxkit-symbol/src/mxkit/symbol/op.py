@@ -46,12 +46,9 @@ def create(op_name: str, *args: Any, name: str | None = None, attr: Mapping[str,
         For a bad parameter (from the registry's schema).
     """
     op = get_registry().get(op_name)
+    args, kwargs = _positional_params(op, args, kwargs)
     symbol_kwargs = {k: v for k, v in kwargs.items() if isinstance(v, Symbol)}
     raw_params = {k: v for k, v in kwargs.items() if not isinstance(v, Symbol) and v is not None}
-    for i, arg in enumerate(args):
-        if not isinstance(arg, Symbol):
-            raise SymbolError(f"{op.name}: positional argument {i} is {type(arg).__name__} {arg!r}; positional "
-                              f"arguments are input symbols, pass parameters by keyword")
     if "num_args" in op.params and "num_args" not in raw_params and callable(op.num_inputs):
         raw_params["num_args"] = len(args) + len(symbol_kwargs)
     attrs = {k: v if isinstance(v, str) else format_value(_plain(v)) for k, v in raw_params.items()}
@@ -65,6 +62,31 @@ def create(op_name: str, *args: Any, name: str | None = None, attr: Mapping[str,
     scope_attrs = dunder_attrs(_attribute.current().get(dict(attr) if attr else None))
     node = Node(op, node_name, scope_attrs | attrs, inputs, params)
     return Symbol([Entry(node, i) for i in range(node.num_outputs())])
+
+
+def _positional_params(op: OpDef, args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
+    """Split MXNet's calling convention: input symbols first, then parameters in schema order.
+
+    ``mx.sym.reshape(x, (0, -1))`` passes ``shape`` positionally, as MXNet's generated
+    functions allow. A symbol after a parameter is an error.
+    """
+    count = 0
+    while count < len(args) and isinstance(args[count], Symbol):
+        count += 1
+    if count == len(args):
+        return args, kwargs
+    rest = args[count:]
+    for i, value in enumerate(rest):
+        if isinstance(value, Symbol):
+            raise SymbolError(f"{op.name}: positional argument {count + i} is a Symbol after the parameter "
+                              f"{rest[0]!r}; input symbols come first, then parameters")
+    free = [name for name in op.params.names() if name not in kwargs and name != "num_args"]
+    if len(rest) > len(free):
+        raise SymbolError(f"{op.name}: got {len(rest)} positional parameters {rest!r} after the input symbols; "
+                          f"it takes at most {len(free)}: {', '.join(free) or 'none'}")
+    merged = dict(kwargs)
+    merged.update(zip(free, rest))
+    return args[:count], merged
 
 
 def _plain(value: Any) -> Any:

@@ -62,6 +62,15 @@ LAZY_NAMES: dict[str, tuple[str, str | None, str, str]] = {
     "mod": ("mxkit.train.module", None, *_TRAIN),
     "module": ("mxkit.train.module", None, *_TRAIN),
     "rnn": ("mxkit.train.rnn", None, *_TRAIN),
+    "mon": ("mxkit.train.monitor", None, *_TRAIN),
+    "monitor": ("mxkit.train.monitor", None, *_TRAIN),
+    "util": ("mxkit.mx.util", None, "mxkit", ""),
+    "np_shape": ("mxkit.mx.util", "np_shape", "mxkit", ""),
+    "is_np_shape": ("mxkit.mx.util", "is_np_shape", "mxkit", ""),
+    "set_np_shape": ("mxkit.mx.util", "set_np_shape", "mxkit", ""),
+    "use_np_shape": ("mxkit.mx.util", "use_np_shape", "mxkit", ""),
+    "contrib": ("mxkit.mx.contrib", None, "mxkit", ""),
+    "cpu_shared": ("mxkit.core.context", "cpu_shared", _CORE, ""),
 }
 
 

@@ -175,7 +175,8 @@ define(OpDef(
 
 
 def _as_list(value):
-    return value if isinstance(value, (list, tuple)) else [value]
+    # type(), not isinstance: a symbolic F returns a graph Entry, which is a NamedTuple
+    return value if type(value) in (list, tuple) else [value]
 
 
 def _public(params):

@@ -1,0 +1,43 @@
+"""MXNet 1.x behaviour of array creation and host device types that ported code relies on."""
+
+import numpy as np
+import pytest
+from mxkit import mx
+from mxkit.core.errors import DTypeError
+
+
+@pytest.mark.parametrize("source", [np.ones(3), np.arange(3), np.ones(2, dtype=np.float16), [1, 2], 3.5])
+def test_array_defaults_to_float32_like_mxnet(source):
+    assert mx.nd.array(source).dtype == np.float32
+
+
+def test_array_keeps_an_ndarray_dtype_or_an_explicit_one():
+    assert mx.nd.array(mx.nd.ones(2, dtype="int32")).dtype == np.int32
+    assert mx.nd.array(np.arange(3), dtype="int64").dtype == np.int64
+    np.testing.assert_array_equal(mx.nd.array(np.arange(3)).asnumpy(), [0.0, 1.0, 2.0])
+
+
+@pytest.mark.parametrize("device", ["cpu_pinned", "cpu_shared"])
+def test_host_device_types_are_cpu_memory(device):
+    ctx = mx.Context(device, 0)
+    a = mx.nd.array([[1, 2], [3, 4]], ctx=ctx)
+    assert a.context == ctx
+    b = (a * 2).as_in_context(mx.cpu())
+    assert b.context == mx.cpu()
+    np.testing.assert_array_equal(b.asnumpy(), [[2, 4], [6, 8]])
+    c = mx.nd.zeros((2, 2), ctx=mx.cpu())
+    b.copyto(a)
+    a.copyto(c)
+    np.testing.assert_array_equal(c.asnumpy(), [[2, 4], [6, 8]])
+    assert mx.cpu_pinned(1) == mx.Context("cpu_pinned", 1)
+    assert mx.cpu_shared(0).device_typeid == 5
+
+
+def test_stype_default_is_accepted_and_sparse_is_a_clear_error():
+    assert mx.nd.zeros((2, 3), stype="default").stype == "default"
+    assert mx.nd.ones((2,), stype=None).asnumpy().tolist() == [1.0, 1.0]
+    assert mx.nd.empty((1,), stype="default").shape == (1,)
+    with pytest.raises(DTypeError, match=r"'row_sparse' is not supported.*dense"):
+        mx.nd.zeros((2, 3), stype="row_sparse")
+    with pytest.raises(DTypeError, match="unknown storage type 'dense'"):
+        mx.nd.ones((2, 3), stype="dense")

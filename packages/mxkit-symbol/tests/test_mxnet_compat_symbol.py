@@ -1,0 +1,73 @@
+"""MXNet 1.x calling conventions of mx.sym: namespaces, positional parameters, one-input variadic ops."""
+
+import numpy as np
+import pytest
+from mxkit import mx
+from mxkit.symbol import SymbolError
+
+
+def _run(sym, grad=True, **inputs):
+    exe = sym.simple_bind(mx.cpu(), grad_req="write" if grad else "null", **{k: v.shape for k, v in inputs.items()})
+    for k, v in inputs.items():
+        exe.arg_dict[k][:] = v
+    exe.forward(is_train=grad)
+    return exe
+
+
+@pytest.mark.parametrize("make, expected_grad", [
+    (lambda x: mx.sym.Concat(x, dim=1), lambda g: g),
+    (lambda x: mx.sym.stack(x, axis=0), lambda g: g[0]),
+    # nearest upsampling by 2: each input cell feeds a 2x2 block
+    (lambda x: mx.sym.UpSampling(x, scale=2, sample_type="nearest", num_args=1),
+     lambda g: g.reshape(1, 2, 2, 2, 2, 2).sum(axis=(3, 5))),
+])
+def test_backward_of_one_input_variadic_operators(make, expected_grad):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 2, 2, 2)).astype(np.float32)
+    exe = _run(make(mx.sym.var("x")), x=x)
+    head = rng.standard_normal(exe.outputs[0].shape).astype(np.float32)
+    exe.backward(mx.nd.array(head))
+    np.testing.assert_allclose(exe.grad_dict["x"].asnumpy(), expected_grad(head), rtol=1e-6)
+
+
+def test_positional_parameters_follow_the_schema():
+    x = mx.sym.var("x")
+    assert mx.sym.reshape(x, (0, -1)).infer_shape(x=(2, 3, 4))[1] == [(2, 12)]
+    assert mx.sym.transpose(x, (1, 0)).infer_shape(x=(2, 3))[1] == [(3, 2)]
+    with pytest.raises(SymbolError, match="input symbols come first"):
+        mx.sym.reshape(x, (0, -1), x)
+    with pytest.raises(SymbolError, match="at most"):
+        mx.sym.relu(x, 1, 2)
+
+
+def test_module_level_binary_functions():
+    x, y = mx.sym.var("x"), mx.sym.var("y")
+    a = np.array([[1.0, -2.0, 3.0]], np.float32)
+    b = np.array([[0.0], [2.5]], np.float32)
+    for fn, ref in [(mx.sym.maximum, np.maximum), (mx.sym.minimum, np.minimum), (mx.sym.hypot, np.hypot),
+                    (mx.sym.power, np.power)]:
+        out = _run(fn(x, y), grad=False, x=np.abs(a) if fn is mx.sym.power else a, y=b).outputs[0].asnumpy()
+        np.testing.assert_allclose(out, ref(np.abs(a) if fn is mx.sym.power else a, b), rtol=1e-6)
+        out = _run(fn(x, 2.0), grad=False, x=np.abs(a)).outputs[0].asnumpy()
+        np.testing.assert_allclose(out, ref(np.abs(a), 2.0), rtol=1e-6)
+    np.testing.assert_allclose(_run(mx.sym.power(2.0, x), grad=False, x=a).outputs[0].asnumpy(), 2.0 ** a)
+    assert mx.sym.maximum(2, 3) == 3 and mx.sym.minimum(2, 3) == 2
+    with pytest.raises(SymbolError, match="symbols or numbers"):
+        mx.sym.maximum("a", x)
+
+
+def test_random_linalg_and_internal_namespaces():
+    sample = _run(mx.sym.random.uniform(low=2.0, high=3.0, shape=(50,)), grad=False).outputs[0].asnumpy()
+    assert sample.shape == (50,) and sample.dtype == np.float32 and (sample >= 2).all() and (sample < 3).all()
+    normal = _run(mx.sym.random.normal(shape=(2, 3)), grad=False).outputs[0]
+    assert normal.shape == (2, 3)
+    x, y = mx.sym.var("x"), mx.sym.var("y")
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_allclose(_run(mx.sym.linalg.gemm2(x, y), grad=False, x=a, y=b).outputs[0].asnumpy(), a @ b)
+    out = _run(mx.sym._internal._plus_scalar(x, scalar=1.5), grad=False, x=a).outputs[0].asnumpy()
+    np.testing.assert_allclose(out, a + 1.5)
+    with pytest.raises(AttributeError, match="_linalg_nope"):
+        mx.sym.linalg.nope  # noqa: B018
+    with pytest.raises(AttributeError, match="no operator"):
+        mx.sym._internal._nope  # noqa: B018
