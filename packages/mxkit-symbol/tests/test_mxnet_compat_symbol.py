@@ -71,3 +71,30 @@ def test_random_linalg_and_internal_namespaces():
         mx.sym.linalg.nope  # noqa: B018
     with pytest.raises(AttributeError, match="no operator"):
         mx.sym._internal._nope  # noqa: B018
+
+
+# Partial shapes (0 = unknown) complete backward through the graph as in MXNet 1.9.1's
+# infer_shape; the expected shapes follow from each operator's shape rule by hand.
+def test_infer_shape_completes_concat_inputs_from_the_output():
+    a = mx.sym.Variable("a", shape=(0, 10))
+    b = mx.sym.Variable("b", shape=(0, 5))
+    d = mx.sym.Variable("d", shape=(2, 0)) + mx.sym.Concat(a, b, num_args=2, dim=1)
+    args, outs, _ = d.infer_shape()
+    assert dict(zip(d.list_arguments(), args)) == {"d": (2, 15), "a": (2, 10), "b": (2, 5)}
+    assert outs == [(2, 15)]
+    x, y = mx.sym.var("x"), mx.sym.var("y")
+    # the one unknown size along dim is what is left of the output's
+    e = mx.sym.Concat(x, y, dim=0) + mx.sym.var("z")
+    assert e.infer_shape(x=(2, 3), z=(5, 3))[0] == [(2, 3), (3, 3), (5, 3)]
+    # an unknown part leaves the output's size along dim unknown, not the sum of the known ones
+    assert mx.sym.Concat(x, y, dim=0).infer_shape_partial(x=(2, 3))[1] == [(0, 3)]
+
+
+def test_infer_shape_completes_slice_channel_and_convolution_data():
+    a = mx.sym.Variable("a", shape=(0, 10))
+    d = mx.sym.SliceChannel(data=a, num_outputs=10, axis=1, squeeze_axis=True)[1] + mx.sym.Variable("c", shape=(5,))
+    assert d.infer_shape()[0] == [(5, 10), (5,)]
+    a = mx.sym.Variable("a", shape=(0, 10, 0, 0))
+    conv = mx.sym.Convolution(data=a, num_filter=21, kernel=(3, 3), dilate=(1, 1), pad=(1, 1))
+    d = conv + mx.sym.Variable("c", shape=(5, 21, 32, 32))
+    assert d.infer_shape()[0] == [(5, 10, 32, 32), (21, 10, 3, 3), (21,), (5, 21, 32, 32)]

@@ -15,7 +15,7 @@ from typing import Any
 
 from mxkit.core.errors import DTypeError, MXKitError, ShapeError
 from mxkit.symbol.graph import Entry, Node, aux_variables, topo_order
-from mxkit.symbol.input_shapes import input_shapes
+from mxkit.symbol.input_shapes import PARTIAL_FORWARD, input_shapes
 
 Key = tuple[int, int]
 _MAX_SWEEPS = 100
@@ -125,8 +125,12 @@ def _infer_node_shape(node: Node, values: _Values, finished: set[int]) -> None:
     if any(s is None for s in ins):
         return
     complete = all(_complete(s) for s in ins)
+    partial_rule = None if complete else PARTIAL_FORWARD.get(op.name)
     try:
-        out_shapes = op.infer_shape(node.params, [tuple(s) for s in ins])
+        if partial_rule is not None:
+            out_shapes = partial_rule(node.params, [tuple(s) for s in ins])
+        else:
+            out_shapes = op.infer_shape(node.params, [tuple(s) for s in ins])
     except MXKitError as exc:
         if not complete:
             return  # partial shapes: the operator may need the unknown dims; try after more sweeps

@@ -75,6 +75,14 @@ def _positional_params(op: OpDef, args: tuple, kwargs: dict[str, Any]) -> tuple[
         count += 1
     if count == len(args):
         return args, kwargs
+    if not ("num_args" in op.params or callable(op.num_inputs)):
+        # a fixed-arity operator: positions of inputs not given by keyword hold symbols
+        input_names = op.list_inputs({p.name: p.default for p in op.params})
+        open_inputs = [n for n in input_names[count:] if n not in kwargs]
+        if open_inputs:
+            raise SymbolError(f"{op.name}: positional argument {count} is {type(args[count]).__name__} "
+                              f"{args[count]!r}, but input {open_inputs[0]!r} comes first; positional arguments "
+                              f"are the input symbols, then the parameters in order")
     rest = args[count:]
     for i, value in enumerate(rest):
         if isinstance(value, Symbol):
