@@ -41,3 +41,73 @@ def test_stype_default_is_accepted_and_sparse_is_a_clear_error():
         mx.nd.zeros((2, 3), stype="row_sparse")
     with pytest.raises(DTypeError, match="unknown storage type 'dense'"):
         mx.nd.ones((2, 3), stype="dense")
+
+
+class _Sigmoid(mx.autograd.Function):
+    def forward(self, x):
+        y = 1 / (1 + mx.nd.exp(-x))
+        self.save_for_backward(y)
+        return y
+
+    def backward(self, dy):
+        (y,) = self.saved_tensors
+        return dy * y * (1 - y)
+
+
+class _AddMul(mx.autograd.Function):
+    def forward(self, a, b):
+        return a + b, a * b
+
+    def backward(self, d_sum, d_prod):
+        a, b = self._inputs
+        return d_sum + d_prod * b, d_sum + d_prod * a
+
+    def __call__(self, a, b):
+        self._inputs = (a, b)
+        return super().__call__(a, b)
+
+
+def test_autograd_function_uses_the_hand_written_gradient():
+    x = mx.nd.array([0.0, 1.0, -2.0])
+    x.attach_grad()
+    with mx.autograd.record():
+        z = _Sigmoid()(x) * 2
+    z.backward()
+    s = 1 / (1 + np.exp(-x.asnumpy().astype(np.float64)))
+    np.testing.assert_allclose(x.grad.asnumpy(), 2 * s * (1 - s), rtol=1e-6)
+
+
+def test_autograd_function_with_two_inputs_and_outputs():
+    a, b = mx.nd.array([1.0, 2.0]), mx.nd.array([3.0, -1.0])
+    a.attach_grad()
+    b.attach_grad()
+    with mx.autograd.record():
+        total, product = _AddMul()(a, b)
+        loss = total + 2 * product
+    loss.backward()
+    np.testing.assert_allclose(a.grad.asnumpy(), 1 + 2 * b.asnumpy())
+    np.testing.assert_allclose(b.grad.asnumpy(), 1 + 2 * a.asnumpy())
+
+
+def test_autograd_function_errors():
+    class Identity(mx.autograd.Function):
+        def forward(self, x):
+            return x
+
+    class WrongCount(mx.autograd.Function):
+        def forward(self, x):
+            return x * 1
+
+        def backward(self, dy):
+            return dy, dy
+
+    x = mx.nd.ones(2)
+    x.attach_grad()
+    with pytest.raises(mx.autograd.AutogradError, match="returned one of its inputs"), mx.autograd.record():
+        Identity()(x)
+    with mx.autograd.record():
+        y = WrongCount()(x)
+    with pytest.raises(mx.autograd.AutogradError, match="returned 2 gradients for 1 inputs"):
+        y.backward()
+    with pytest.raises(mx.autograd.AutogradError, match="takes NDArrays"):
+        _Sigmoid()(np.ones(2))

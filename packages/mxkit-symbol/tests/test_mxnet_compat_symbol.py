@@ -98,3 +98,21 @@ def test_infer_shape_completes_slice_channel_and_convolution_data():
     conv = mx.sym.Convolution(data=a, num_filter=21, kernel=(3, 3), dilate=(1, 1), pad=(1, 1))
     d = conv + mx.sym.Variable("c", shape=(5, 21, 32, 32))
     assert d.infer_shape()[0] == [(5, 10, 32, 32), (21, 10, 3, 3), (21,), (5, 21, 32, 32)]
+
+
+def test_symbol_comparison_is_elementwise_and_truth_is_an_error():
+    x, y = mx.sym.var("x"), mx.sym.var("y")
+    a, b = np.array([1.0, 2.0, 3.0], np.float32), np.array([1.0, 5.0, 3.0], np.float32)
+    np.testing.assert_array_equal(_run(x == y, grad=False, x=a, y=b).outputs[0].asnumpy(), (a == b))
+    np.testing.assert_array_equal(_run(x != y, grad=False, x=a, y=b).outputs[0].asnumpy(), (a != b))
+    np.testing.assert_array_equal(_run(x == 2, grad=False, x=a).outputs[0].asnumpy(), (a == 2))
+    assert {x: 1, y: 2}[y] == 2  # still hashable, by identity
+    with pytest.raises(SymbolError, match="truth value of a Symbol"):
+        bool(x == y)
+
+
+def test_hidden_keys_among_operator_kwargs_are_attributes():
+    op = mx.sym.Convolution(data=mx.sym.var("data"), name="conv", kernel=(1, 1), num_filter=1, lr_mult=2,
+                            ctx_group="dev1")
+    attrs = op.list_attr()
+    assert attrs["__lr_mult__"] == "2" and attrs["__ctx_group__"] == "dev1" and "lr_mult" not in op.list_arguments()

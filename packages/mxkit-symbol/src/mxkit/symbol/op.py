@@ -16,6 +16,7 @@ from mxkit.ndarray.params import ParamError, format_value
 from mxkit.ndarray.registry import OpDef, get_registry
 from mxkit.symbol import attribute as _attribute
 from mxkit.symbol.graph import Entry, Node
+from mxkit.symbol.json_legacy import HIDDEN_KEYS
 from mxkit.symbol.symbol import Symbol, SymbolError, Variable, _single_entry, dunder_attrs, make_name
 
 
@@ -49,6 +50,9 @@ def create(op_name: str, *args: Any, name: str | None = None, attr: Mapping[str,
     args, kwargs = _positional_params(op, args, kwargs)
     symbol_kwargs = {k: v for k, v in kwargs.items() if isinstance(v, Symbol)}
     raw_params = {k: v for k, v in kwargs.items() if not isinstance(v, Symbol) and v is not None}
+    # MXNet takes its hidden keys (lr_mult=, ctx_group=...) among an operator's keyword
+    # arguments as node attributes, not operator parameters
+    hidden = {k: raw_params.pop(k) for k in list(raw_params) if k in HIDDEN_KEYS and k not in op.params}
     if "num_args" in op.params and "num_args" not in raw_params and callable(op.num_inputs):
         raw_params["num_args"] = len(args) + len(symbol_kwargs)
     attrs = {k: v if isinstance(v, str) else format_value(_plain(v)) for k, v in raw_params.items()}
@@ -59,7 +63,7 @@ def create(op_name: str, *args: Any, name: str | None = None, attr: Mapping[str,
     node_name = make_name(name, hint or op_name.lower())
     input_names = list(op.list_inputs(params)) + list(op.list_aux(params))
     inputs = _collect_inputs(op, node_name, input_names, args, symbol_kwargs)
-    scope_attrs = dunder_attrs(_attribute.current().get(dict(attr) if attr else None))
+    scope_attrs = dunder_attrs(_attribute.current().get(dict(attr) if attr else None)) | dunder_attrs(hidden)
     node = Node(op, node_name, scope_attrs | attrs, inputs, params)
     return Symbol([Entry(node, i) for i in range(node.num_outputs())])
 

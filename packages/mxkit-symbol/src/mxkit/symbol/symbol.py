@@ -269,6 +269,20 @@ class Symbol:
     def __le__(self, other: Any) -> Symbol:
         return self._binary(other, "_lesser_equal", "_lesser_equal_scalar")
 
+    def __eq__(self, other: Any) -> Symbol:  # type: ignore[override]
+        # MXNet: an elementwise comparison node, not identity (``is`` compares symbols)
+        return self._binary(other, "_equal", "_equal_scalar")
+
+    def __ne__(self, other: Any) -> Symbol:  # type: ignore[override]
+        return self._binary(other, "_not_equal", "_not_equal_scalar")
+
+    # symbols stay usable as dict keys and set members, by identity
+    __hash__ = object.__hash__
+
+    def __bool__(self) -> bool:
+        raise SymbolError("the truth value of a Symbol is unknown until it runs (MXNet raises "
+                          "NotImplementedForSymbol here); compare symbols with 'is', or evaluate them")
+
     # -- inference ------------------------------------------------------------------------
 
     def infer_shape(self, *args: Any, **kwargs: Any):
@@ -390,7 +404,8 @@ _FLUENT.update({"reshape": "Reshape", "flatten": "Flatten", "swapaxes": "SwapAxi
 # the operator of each symbol-symbol arithmetic (keyed by MXNet's internal name, the node name stem)
 _SYMBOL_OPS = {"_plus": "elemwise_add", "_minus": "elemwise_sub", "_mul": "elemwise_mul", "_div": "elemwise_div",
                "_mod": "_mod", "_power": "_power", "_greater": "_greater", "_greater_equal": "_greater_equal",
-               "_lesser": "_lesser", "_lesser_equal": "_lesser_equal"}
+               "_lesser": "_lesser", "_lesser_equal": "_lesser_equal", "_equal": "_equal",
+               "_not_equal": "_not_equal"}
 
 
 def _python_number(value: Any) -> int | float:
