@@ -111,3 +111,13 @@ def test_autograd_function_errors():
         y.backward()
     with pytest.raises(mx.autograd.AutogradError, match="takes NDArrays"):
         _Sigmoid()(np.ones(2))
+
+
+def test_tostype_default_is_a_copy_and_sparse_is_an_error():
+    a = mx.nd.array([[1, 0], [0, 2]])
+    b = a.tostype("default")
+    assert b.stype == "default" and b is not a
+    b[:] = 5
+    assert a.asnumpy().tolist() == [[1, 0], [0, 2]]
+    with pytest.raises(DTypeError, match="tostype: storage type 'csr' is not supported"):
+        a.tostype("csr")

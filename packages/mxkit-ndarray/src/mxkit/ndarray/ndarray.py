@@ -169,6 +169,13 @@ class NDArray:
         """Storage type: always ``"default"`` (dense)."""
         return "default"
 
+    def tostype(self, stype: str) -> NDArray:
+        """A copy in storage type ``stype``; only ``"default"`` (dense) exists in mxkit."""
+        from mxkit.ndarray.creation import check_dense_stype
+
+        check_dense_stype(stype, "tostype")
+        return self.copy()
+
     @property
     def strides(self) -> tuple[int, ...]:
         """Byte strides of this array (a view may be non-contiguous)."""
