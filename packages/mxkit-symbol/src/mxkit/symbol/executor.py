@@ -303,10 +303,12 @@ class Executor:
         ----------
         out_grads : NDArray or list of NDArray, optional
             Gradients of the heads that are not loss layers (default: ones).
+
+        With ``grad_req='null'`` for every argument there is nothing to compute, and
+        ``backward`` returns at once, as MXNet's does.
         """
         if not any(req != "null" for req in self._grad_req.values()):
-            raise ExecutorError("backward needs gradients, but every argument has grad_req='null'; bind with "
-                                "grad_req='write' (or 'add') for the arguments to differentiate")
+            return  # nothing to differentiate: a no-op, as in MXNet (grad_req='null' everywhere)
         if out_grads is not None:
             grads = [out_grads] if not isinstance(out_grads, list | tuple) else list(out_grads)
             takers = [i for i, g in enumerate(self._head_grads) if g is not None]
