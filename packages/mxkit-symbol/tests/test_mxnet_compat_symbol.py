@@ -116,3 +116,23 @@ def test_hidden_keys_among_operator_kwargs_are_attributes():
                             ctx_group="dev1")
     attrs = op.list_attr()
     assert attrs["__lr_mult__"] == "2" and attrs["__ctx_group__"] == "dev1" and "lr_mult" not in op.list_arguments()
+
+
+def test_operators_give_composed_variables_mxnets_initializers():
+    import json
+    from pathlib import Path
+
+    # written by fixtures/compose_init/make_fixture.py with MXNet 1.9.1
+    expected = json.loads((Path(__file__).parent / "fixtures" / "compose_init" / "compose_init.json").read_text())
+    data = mx.sym.var("data")
+    nets = {
+        "prelu": mx.sym.LeakyReLU(data, act_type="prelu", name="act"),
+        "batchnorm": mx.sym.BatchNorm(data, name="bn"),
+        "batchnorm_own_init": mx.sym.BatchNorm(data, moving_var=mx.sym.var("mv", init=mx.init.Constant(2.0)),
+                                               name="bn"),
+    }
+    for name, net in nets.items():
+        nodes = {n["name"]: n.get("attrs", {}) for n in json.loads(net.tojson())["nodes"] if n["op"] == "null"}
+        got = {k: json.loads(v["__init__"]) for k, v in nodes.items() if "__init__" in v}
+        want = {k: json.loads(v["__init__"]) for k, v in expected[name].items() if "__init__" in v}
+        assert got == want, name

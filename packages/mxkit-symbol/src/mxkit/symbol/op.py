@@ -16,7 +16,7 @@ from mxkit.ndarray.params import ParamError, format_value
 from mxkit.ndarray.registry import OpDef, get_registry
 from mxkit.symbol import attribute as _attribute
 from mxkit.symbol.graph import Entry, Node
-from mxkit.symbol.json_legacy import HIDDEN_KEYS
+from mxkit.symbol.json_legacy import COMPOSE_INITIALIZERS, HIDDEN_KEYS
 from mxkit.symbol.symbol import Symbol, SymbolError, Variable, _single_entry, dunder_attrs, make_name
 
 
@@ -64,6 +64,9 @@ def create(op_name: str, *args: Any, name: str | None = None, attr: Mapping[str,
     input_names = list(op.list_inputs(params)) + list(op.list_aux(params))
     inputs = _collect_inputs(op, node_name, input_names, args, symbol_kwargs)
     scope_attrs = dunder_attrs(_attribute.current().get(dict(attr) if attr else None)) | dunder_attrs(hidden)
+    for position, init in COMPOSE_INITIALIZERS.get(op.name, {}).items():
+        if position < len(inputs) and inputs[position].node.is_variable:
+            inputs[position].node.attrs.setdefault("__init__", init)
     node = Node(op, node_name, scope_attrs | attrs, inputs, params)
     return Symbol([Entry(node, i) for i in range(node.num_outputs())])
 
