@@ -160,3 +160,19 @@ def test_mxnet_error_is_the_base_of_every_error():
     with pytest.raises(mx.base.MXNetError):
         mx.nd.zeros((2,), stype="csr")
     assert issubclass(MXKitError, mx.base.MXNetError)
+
+
+def test_amp_import_path_exists_and_says_it_is_not_provided():
+    from mxkit.mx.contrib.amp import amp
+
+    assert mx.contrib.amp.amp is amp
+    with pytest.raises(mx.contrib.amp.AMPNotSupportedError, match="automatic mixed precision is not provided"):
+        amp.init()
+    with pytest.raises(NotImplementedError):
+        mx.contrib.amp.convert_symbol(mx.sym.var("x"))
+
+
+def test_py_slice_is_the_builtin():
+    from mxkit.ndarray.ndarray import py_slice
+
+    assert py_slice is slice

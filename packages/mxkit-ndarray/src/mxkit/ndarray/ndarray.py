@@ -19,6 +19,10 @@ from mxkit.ndarray.autograd import _state as _autograd_state
 from mxkit.ndarray.invoke import engine, invoke, invoke_by_name
 from mxkit.ndarray.registry import get_registry
 
+#: MXNet's name for the builtin ``slice`` in this module (where ``slice`` is the operator);
+#: code written for MXNet imports it to test for slice indices
+py_slice = slice
+
 _BINARY = {
     # python operator: (broadcast op, scalar op, reversed scalar op)
     "add": ("broadcast_add", "_plus_scalar", "_plus_scalar"),

@@ -2,8 +2,9 @@
 
 ``mx.contrib.nd``/``mx.contrib.ndarray`` and ``mx.contrib.sym``/``mx.contrib.symbol`` are the
 ``contrib`` operator namespaces of NDArray and Symbol (``mx.nd.contrib``, ``mx.sym.contrib``).
-Names are imported on first use, as in the facade. MXNet's ``contrib.amp`` (automatic mixed
-precision), ``onnx``, ``quantization``, ``tensorrt`` and ``text`` are not provided (see the
+Names are imported on first use, as in the facade. ``mx.contrib.amp`` keeps MXNet's import
+path, but mxkit has no automatic mixed precision: its functions raise an error saying so.
+MXNet's ``onnx``, ``quantization``, ``tensorrt`` and ``text`` are not provided (see the
 migration guide).
 """
 
@@ -18,6 +19,7 @@ CONTRIB_MODULES: dict[str, str] = {
     "ndarray": "mxkit.ndarray.contrib",
     "sym": "mxkit.symbol.contrib",
     "symbol": "mxkit.symbol.contrib",
+    "amp": "mxkit.mx.contrib.amp",
 }
 
 
