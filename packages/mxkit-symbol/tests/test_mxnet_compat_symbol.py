@@ -136,3 +136,23 @@ def test_operators_give_composed_variables_mxnets_initializers():
         got = {k: json.loads(v["__init__"]) for k, v in nodes.items() if "__init__" in v}
         want = {k: json.loads(v["__init__"]) for k, v in expected[name].items() if "__init__" in v}
         assert got == want, name
+
+
+def test_engine_bulk_sets_the_segment_size_of_executors_bound_in_it():
+    x = mx.sym.var("x")
+    net = x
+    for _ in range(6):
+        net = mx.sym.relu(net * 2)
+    data = np.array([1.0, -1.0, 0.5], np.float32)
+    with mx.engine.bulk(1):
+        one_by_one = net.simple_bind(mx.cpu(), grad_req="null", x=(3,))
+        assert mx.engine.set_bulk_size(1) == 1  # set inside the block: it reports the block's size
+    whole = net.simple_bind(mx.cpu(), grad_req="null", x=(3,))
+    # bound in the block: each node its own engine push; outside: the configured segments
+    assert len(one_by_one._forward_segments) > len(whole._forward_segments)
+    for exe in (one_by_one, whole):
+        exe.arg_dict["x"][:] = data
+        np.testing.assert_allclose(exe.forward()[0].asnumpy(), np.maximum(data * 64, 0))
+    assert mx.engine.set_bulk_size(None) == 0  # back to the configuration outside the block
+    with pytest.raises(ValueError, match="non-negative int"):
+        mx.engine.set_bulk_size(-1)

@@ -22,6 +22,7 @@ import threading
 from typing import Any
 
 from mxkit.core.config import OPTIONS, Option, register_option
+from mxkit.engine.bulk import bulk, set_bulk_size
 
 if "engine_exit_timeout" not in OPTIONS:
     register_option(Option(
@@ -143,4 +144,4 @@ def wait_all() -> None:
     get().wait_all()
 
 
-__all__ = ["create", "get", "reset", "set_engine", "wait_all"]
+__all__ = ["bulk", "create", "get", "reset", "set_bulk_size", "set_engine", "wait_all"]

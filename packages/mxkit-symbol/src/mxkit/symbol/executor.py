@@ -97,7 +97,11 @@ class Executor:
         self._memplan_name = memplan
         # read once at bind, as MXNet reads MXNET_EXEC_BULK_*: a config lookup per forward costs more
         # than a small network's kernels
-        self._bulk_size = config.get("exec_bulk_size")
+        # (``mx.engine.bulk(n)`` around the bind overrides it for that thread, as in MXNet)
+        from mxkit.engine.bulk import bulk_size
+
+        thread_size = bulk_size()
+        self._bulk_size = config.get("exec_bulk_size") if thread_size is None else max(thread_size, 1)
         # the var every run writes: it orders runs that use the pools. Executors that share
         # pools (shared_exec, reshape) share it too, or the engine would run one's forward
         # beside another's on the same memory (a Module bound with shared_module got
