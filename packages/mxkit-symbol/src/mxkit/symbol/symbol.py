@@ -22,6 +22,24 @@ class SymbolError(MXKitError, ValueError):
     """A symbol was built, indexed or composed in a way MXNet does not allow."""
 
 
+class NotImplementedForSymbol(SymbolError):
+    """An NDArray-only operation was applied to a Symbol (MXNet's error of that name).
+
+    ``bool(symbol)`` raises it: a symbol's value is unknown until an executor runs it.
+    """
+
+    def __init__(self, function: Any, alias: str | None = None, *args: Any):
+        super().__init__()
+        self.function = getattr(function, "__name__", str(function))
+        self.alias = alias
+        self.args = tuple(str(type(a)) for a in args)
+
+    def __str__(self) -> str:
+        name = self.alias or self.function
+        return (f"Function {name} (namely operator \"{self.function}\") is not implemented for Symbol: its "
+                f"value is unknown until it runs; compare symbols with 'is', or evaluate them")
+
+
 class Symbol:
     """One or more outputs of a computation graph.
 
@@ -280,8 +298,7 @@ class Symbol:
     __hash__ = object.__hash__
 
     def __bool__(self) -> bool:
-        raise SymbolError("the truth value of a Symbol is unknown until it runs (MXNet raises "
-                          "NotImplementedForSymbol here); compare symbols with 'is', or evaluate them")
+        raise NotImplementedForSymbol(self.__bool__, "bool")
 
     # -- inference ------------------------------------------------------------------------
 

@@ -35,18 +35,13 @@ def py_str(value: bytes | str) -> str:
 mx_real_t = np.float32
 
 
-class NotImplementedForSymbol(MXKitError):
-    """An NDArray-only function was called on a Symbol (MXNet's error of that name)."""
+def __getattr__(name: str) -> Any:
+    # the Symbol error class lives with Symbol; importing it here would load mxkit-symbol eagerly
+    if name == "NotImplementedForSymbol":
+        from mxkit.symbol.symbol import NotImplementedForSymbol
 
-    def __init__(self, function: Any, alias: str | None = None, *args: Any):
-        super().__init__()
-        self.function = getattr(function, "__name__", str(function))
-        self.alias = alias
-        self.args = tuple(str(type(a)) for a in args)
-
-    def __str__(self) -> str:
-        name = self.alias or self.function
-        return f"Function {name} (namely operator \"{self.function}\") is not implemented for Symbol"
+        return NotImplementedForSymbol
+    raise AttributeError(f"module 'mxkit.mx.base' has no attribute {name!r}")
 
 
 def _as_list(obj: Any) -> list[Any]:
@@ -75,5 +70,5 @@ def _distribution_version() -> str:
 #: the version of the mxkit distribution (``mx.__version__``)
 __version__ = _distribution_version()
 
-__all__ = ["MXNetError", "NotImplementedForSymbol", "__version__", "data_dir", "integer_types", "mx_real_t",
+__all__ = ["MXNetError", "__version__", "data_dir", "integer_types", "mx_real_t",
            "py_str", "string_types"]
