@@ -121,3 +121,14 @@ def test_tostype_default_is_a_copy_and_sparse_is_an_error():
     assert a.asnumpy().tolist() == [[1, 0], [0, 2]]
     with pytest.raises(DTypeError, match="tostype: storage type 'csr' is not supported"):
         a.tostype("csr")
+
+
+def test_ndarray_pickles_with_its_values_and_dtype():
+    import pickle
+
+    a = mx.nd.array([[1, 2], [3, 4]], dtype="int32")
+    b = pickle.loads(pickle.dumps(a))
+    assert b.dtype == np.int32 and b.shape == (2, 2) and b.context == mx.cpu()
+    np.testing.assert_array_equal(b.asnumpy(), a.asnumpy())
+    b[:] = 0
+    assert a.asnumpy().sum() == 10  # a copy, not shared memory

@@ -156,3 +156,13 @@ def test_engine_bulk_sets_the_segment_size_of_executors_bound_in_it():
     assert mx.engine.set_bulk_size(None) == 0  # back to the configuration outside the block
     with pytest.raises(ValueError, match="non-negative int"):
         mx.engine.set_bulk_size(-1)
+
+
+def test_symbol_pickles_as_its_json():
+    import pickle
+
+    s = mx.sym.FullyConnected(mx.sym.var("x"), num_hidden=3, name="fc", attr={"mood": "calm"})
+    t = pickle.loads(pickle.dumps(s))
+    assert t.tojson() == s.tojson()
+    assert t.list_arguments() == ["x", "fc_weight", "fc_bias"]
+    assert t.attr("mood") == s.attr("mood")

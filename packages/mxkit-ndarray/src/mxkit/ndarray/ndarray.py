@@ -250,6 +250,12 @@ class NDArray:
         array = self.asnumpy()
         return array if dtype is None else array.astype(dtype)
 
+    def __reduce__(self) -> tuple:
+        # pickle (as MXNet's NDArray): the values, on the default device when unpickled
+        from mxkit.ndarray.creation import array
+
+        return (array, (self.asnumpy(), None, self._data.dtype))
+
     def __repr__(self) -> str:
         shape = "x".join(str(d) for d in self.shape)
         return f"\n{self.asnumpy()}\n<{type(self).__name__} {shape} @{self._ctx}>"

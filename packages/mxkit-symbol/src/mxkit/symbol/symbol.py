@@ -62,6 +62,12 @@ class Symbol:
             return None
         return self._outputs[0].node.name
 
+    def __reduce__(self) -> tuple:
+        # pickle (as MXNet's Symbol): the graph as MXNet JSON
+        from mxkit.symbol import load_json
+
+        return (load_json, (self.tojson(),))
+
     def __repr__(self) -> str:
         if len(self._outputs) == 1:
             return f"<Symbol {self.name}>"
