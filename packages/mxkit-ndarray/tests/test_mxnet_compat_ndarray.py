@@ -132,3 +132,28 @@ def test_ndarray_pickles_with_its_values_and_dtype():
     np.testing.assert_array_equal(b.asnumpy(), a.asnumpy())
     b[:] = 0
     assert a.asnumpy().sum() == 10  # a copy, not shared memory
+
+
+def test_add_n_and_its_alias_sum_and_differentiate():
+    rng = np.random.default_rng(0)
+    values = [rng.standard_normal((2, 3)).astype(np.float32) for _ in range(3)]
+    arrays = [mx.nd.array(v) for v in values]
+    np.testing.assert_allclose(mx.nd.add_n(*arrays).asnumpy(), sum(values), rtol=1e-6)
+    np.testing.assert_allclose(mx.nd.ElementWiseSum(*arrays[:2]).asnumpy(), values[0] + values[1], rtol=1e-6)
+    a, b = arrays[0], arrays[1]
+    a.attach_grad()
+    b.attach_grad()
+    with mx.autograd.record():
+        y = mx.nd.add_n(a, b, a) * 3
+    y.backward()
+    np.testing.assert_allclose(a.grad.asnumpy(), np.full((2, 3), 6.0))
+    np.testing.assert_allclose(b.grad.asnumpy(), np.full((2, 3), 3.0))
+    with pytest.raises(mx.base.MXNetError, match="add_n"):
+        mx.nd.add_n(mx.nd.ones((2,)), mx.nd.ones((3,)))
+
+
+def test_internal_namespace_reaches_every_operator():
+    out = mx.nd._internal._plus_scalar(mx.nd.array([1.0, 2.0]), scalar=2)
+    np.testing.assert_array_equal(out.asnumpy(), [3.0, 4.0])
+    with pytest.raises(AttributeError, match="no operator"):
+        mx.nd._internal._nope  # noqa: B018

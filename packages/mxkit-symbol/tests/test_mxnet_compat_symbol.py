@@ -166,3 +166,13 @@ def test_symbol_pickles_as_its_json():
     assert t.tojson() == s.tojson()
     assert t.list_arguments() == ["x", "fc_weight", "fc_bias"]
     assert t.attr("mood") == s.attr("mood")
+
+
+def test_symbolic_add_n_gradient_and_partial_shapes():
+    x, y = mx.sym.var("x"), mx.sym.var("y")
+    exe = _run(mx.sym.add_n(x, y, x), x=np.ones(2, np.float32), y=np.full(2, 2.0, np.float32))
+    np.testing.assert_array_equal(exe.outputs[0].asnumpy(), [4.0, 4.0])
+    exe.backward(mx.nd.ones(2))
+    np.testing.assert_array_equal(exe.grad_dict["x"].asnumpy(), [2.0, 2.0])
+    np.testing.assert_array_equal(exe.grad_dict["y"].asnumpy(), [1.0, 1.0])
+    assert mx.sym.ElementWiseSum(x, y).infer_shape_partial(x=(0, 3), y=(2, 0))[0] == [(2, 3), (2, 3)]
