@@ -176,3 +176,13 @@ def test_symbolic_add_n_gradient_and_partial_shapes():
     np.testing.assert_array_equal(exe.grad_dict["x"].asnumpy(), [2.0, 2.0])
     np.testing.assert_array_equal(exe.grad_dict["y"].asnumpy(), [1.0, 1.0])
     assert mx.sym.ElementWiseSum(x, y).infer_shape_partial(x=(0, 3), y=(2, 0))[0] == [(2, 3), (2, 3)]
+
+
+def test_infer_type_partial_and_abs():
+    # results as MXNet 1.9.1 gives them for these graphs
+    x, y = mx.sym.var("x"), mx.sym.var("y")
+    assert (x + 1).infer_type_partial() == ([None], [None], [])
+    assert (x + y).infer_type_partial(x="float16") == ([np.float16, np.float16], [np.float16], [])
+    assert (x + 1).infer_type() == (None, None, None)
+    np.testing.assert_array_equal(_run(abs(x), grad=False, x=np.array([-1.5, 2.0], np.float32)).outputs[0].asnumpy(),
+                                  [1.5, 2.0])

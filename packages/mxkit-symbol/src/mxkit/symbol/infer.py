@@ -269,14 +269,19 @@ def infer_shape(symbol: Any, args: Sequence[Any], kwargs: Mapping[str, Any], par
     return arg_shapes, out_shapes, aux_shapes
 
 
-def infer_type(symbol: Any, args: Sequence[Any], kwargs: Mapping[str, Any]):
-    """Implementation of ``Symbol.infer_type``: numpy dtypes, or ``(None, None, None)``."""
+def infer_type(symbol: Any, args: Sequence[Any], kwargs: Mapping[str, Any], partial: bool = False):
+    """Implementation of ``Symbol.infer_type``: numpy dtypes, or ``(None, None, None)``.
+
+    With ``partial`` (``infer_type_partial``) the dtypes not inferred are ``None`` in the lists.
+    """
     from mxkit.core.dtypes import to_numpy
 
     order = topo_order(symbol._outputs)
     given = _given(symbol, args, kwargs, "infer_type")
     values = infer_dtypes(order, variable_dtypes(order, given))
     groups = _split(symbol, order, values)
+    if partial:
+        return tuple([None if d is None else to_numpy(d).type for d in group] for group in groups)
     if any(d is None for group in groups for d in group):
         return None, None, None
     return tuple([to_numpy(d).type for d in group] for group in groups)

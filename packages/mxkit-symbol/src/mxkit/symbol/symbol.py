@@ -278,6 +278,11 @@ class Symbol:
     def __rpow__(self, other: Any) -> Symbol:
         return self._binary(other, "_power", "_power_scalar", "_rpower_scalar", reverse=True)
 
+    def __abs__(self) -> Symbol:
+        from mxkit.symbol.op import create
+
+        return create("abs", self)
+
     def __neg__(self) -> Symbol:
         return self._binary(-1.0, "_mul", "_mul_scalar")
 
@@ -337,6 +342,12 @@ class Symbol:
         from mxkit.symbol.infer import infer_shape
 
         return infer_shape(self, args, kwargs, partial=True)
+
+    def infer_type_partial(self, *args: Any, **kwargs: Any):
+        """As :meth:`infer_type`, but dtypes not inferred are ``None`` instead of failing the whole."""
+        from mxkit.symbol.infer import infer_type
+
+        return infer_type(self, args, kwargs, partial=True)
 
     def infer_type(self, *args: Any, **kwargs: Any):
         """dtypes (numpy dtypes) of arguments, outputs and auxiliary states from some known ones.
