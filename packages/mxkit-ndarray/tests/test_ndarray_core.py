@@ -36,7 +36,9 @@ def test_facade_ones():
     (lambda: mx.nd.eye(3, 4, k=1), np.eye(3, 4, k=1, dtype=np.float32)),
     (lambda: mx.nd.eye(3, k=-1, dtype="float64"), np.eye(3, k=-1)),
     (lambda: mx.nd.array([[1, 2], [3, 4]]), np.array([[1, 2], [3, 4]], np.float32)),
-    (lambda: mx.nd.array(np.arange(4, dtype=np.int64)), np.arange(4, dtype=np.int64)),
+    # MXNet 1.x: float32 from a numpy array unless dtype is given
+    (lambda: mx.nd.array(np.arange(4, dtype=np.int64)), np.arange(4, dtype=np.float32)),
+    (lambda: mx.nd.array(np.arange(4), dtype="int64"), np.arange(4, dtype=np.int64)),
     (lambda: mx.nd.zeros_like(mx.nd.ones((2, 2))), np.zeros((2, 2), np.float32)),
     (lambda: mx.nd.ones_like(mx.nd.zeros((3,), dtype="float64")), np.ones(3)),
     (lambda: mx.nd.zeros((0, 3)), np.zeros((0, 3), np.float32)),

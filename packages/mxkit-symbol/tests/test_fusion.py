@@ -218,7 +218,8 @@ def _random_graph(program, extra_head):
         computed = [values.get(n, np.zeros(SHAPES[n])) for n in SHAPES]   # an unused input is no argument
         for name, picks in steps:
             computed.append(OPS[name][2](*(computed[p] for p in picks)))
-        return [computed[symbols.index(h)] for h in heads]
+        # by identity: Symbol == builds a comparison node, as in MXNet
+        return [computed[next(i for i, s in enumerate(symbols) if s is h)] for h in heads]
 
     return sym.Group(heads) if len(heads) > 1 else heads[0], evaluate
 

@@ -14,8 +14,10 @@ def _make_cpu_backend(device_id: int):
 
 @hookimpl
 def mxkit_backends():
-    yield BackendSpec(name="numpy", device_type="cpu", factory=_make_cpu_backend,
-                      description="host memory, numpy kernels")
+    # MXNet code allocates data-loader batches on cpu_pinned / cpu_shared; without a GPU
+    # plugin that claims them they are plain host memory.
+    yield BackendSpec(name="numpy", device_type="cpu", aliases=("cpu_pinned", "cpu_shared"),
+                      factory=_make_cpu_backend, description="host memory, numpy kernels")
 
 
 @hookimpl

@@ -143,6 +143,11 @@ def cpu_pinned(device_id: int = 0) -> Context:
     return Context("cpu_pinned", device_id)
 
 
+def cpu_shared(device_id: int = 0) -> Context:
+    """Host memory that MXNet shared between processes (data loader workers); CPU memory here."""
+    return Context("cpu_shared", device_id)
+
+
 def num_gpus() -> int:
     """How many GPUs the installed gpu backend sees (0 without one, or without a driver)."""
     from mxkit.core.plugins import get_backend
@@ -179,5 +184,5 @@ def clear_backend_cache() -> None:
         _backend_cache.clear()
 
 
-__all__ = ["Context", "clear_backend_cache", "cpu", "cpu_pinned", "current_context", "gpu", "gpu_memory_info",
-           "num_gpus", "set_thread_default"]
+__all__ = ["Context", "clear_backend_cache", "cpu", "cpu_pinned", "cpu_shared", "current_context", "gpu",
+           "gpu_memory_info", "num_gpus", "set_thread_default"]

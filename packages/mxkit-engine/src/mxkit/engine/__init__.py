@@ -21,6 +21,8 @@ import os
 import threading
 from typing import Any
 
+from mxkit.engine.bulk import bulk, set_bulk_size
+
 _lock = threading.Lock()
 _process_engine: Any = None
 # In a child process made by os.fork(): the type of the parent's engine, for a fresh one.
@@ -135,4 +137,4 @@ def wait_all() -> None:
     get().wait_all()
 
 
-__all__ = ["create", "get", "reset", "set_engine", "wait_all"]
+__all__ = ["bulk", "create", "get", "reset", "set_bulk_size", "set_engine", "wait_all"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mxkit.ndarray import autograd, contrib, linalg, random
+from mxkit.ndarray import _internal, autograd, contrib, linalg, random
 from mxkit.ndarray.creation import arange, array, concatenate, empty, eye, full, moveaxis, ones, waitall, zeros
 from mxkit.ndarray.dlpack import from_dlpack, to_dlpack_for_read, to_dlpack_for_write
 from mxkit.ndarray.invoke import OperatorError
@@ -79,7 +79,8 @@ def _generate() -> None:
 _generate()
 
 __all__ = [
-    "NDArray", "OpDef", "OperatorError", "ParamError", "add", "arange", "array", "autograd", "concatenate", "contrib",
+    "NDArray", "OpDef", "OperatorError", "ParamError", "_internal",
+    "add", "arange", "array", "autograd", "concatenate", "contrib",
     "divide", "empty", "equal", "eye", "from_dlpack", "full", "get_op", "get_registry", "greater",
     "greater_equal", "hypot", "lesser", "lesser_equal", "linalg", "load", "load_frombuffer", "maximum", "minimum",
     "modulo", "moveaxis", "multiply", "not_equal", "ones", "power", "random", "save", "subtract",

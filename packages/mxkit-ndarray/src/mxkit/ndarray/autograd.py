@@ -341,5 +341,83 @@ def get_symbol(x: Any) -> Any:
     raise AutogradError("autograd.get_symbol is not supported by mxkit; build the graph with mx.sym instead")
 
 
-__all__ = ["AutogradError", "backward", "grad", "is_recording", "is_training", "mark_variables", "pause",
-           "predict_mode", "record", "record_op", "requires_grad", "set_recording", "set_training", "train_mode"]
+class _FunctionOp:
+    """The recorded "operator" of one :class:`Function` call: its gradient is the call's ``backward``."""
+
+    __slots__ = ("function", "name")
+
+    def __init__(self, function: Function):
+        self.function = function
+        self.name = f"_Function_{type(function).__name__}"
+
+    def gradient(self, F: Any, params: dict, inputs: list, outputs: list, out_grads: list) -> list:
+        from mxkit.ndarray.ndarray import NDArray
+
+        with pause(train_mode=is_training()):
+            grads = self.function.backward(*out_grads)
+        grads = [grads] if isinstance(grads, NDArray) else list(grads)
+        if len(grads) != len(inputs):
+            raise AutogradError(f"{type(self.function).__name__}.backward returned {len(grads)} gradients for "
+                                f"{len(inputs)} inputs; return one NDArray per input of forward")
+        return grads
+
+
+class Function:
+    """A differentiable function with a hand-written gradient (MXNet's ``autograd.Function``).
+
+    Subclass it, define ``forward(self, *inputs)`` and ``backward(self, *output_grads)`` on
+    NDArrays, and call an instance like a function inside ``record()``; ``backward`` returns
+    one gradient per input. Both run with recording paused. Keep what ``backward`` needs
+    with :meth:`save_for_backward`. An instance is used for one call, as in MXNet.
+
+    >>> class Sigmoid(mx.autograd.Function):
+    ...     def forward(self, x):
+    ...         y = 1 / (1 + mx.nd.exp(-x))
+    ...         self.save_for_backward(y)
+    ...         return y
+    ...     def backward(self, dy):
+    ...         y, = self.saved_tensors
+    ...         return dy * y * (1 - y)
+    """
+
+    def __init__(self) -> None:
+        self._saved_tensors: tuple = ()
+
+    def save_for_backward(self, *args: Any) -> None:
+        """Keep ``args`` for :meth:`backward` (as :attr:`saved_tensors`)."""
+        self._saved_tensors = args
+
+    @property
+    def saved_tensors(self) -> tuple:
+        """What :meth:`save_for_backward` kept."""
+        return self._saved_tensors
+
+    def forward(self, *inputs: Any) -> Any:
+        """The outputs (an NDArray or a tuple of them) from the inputs."""
+        raise NotImplementedError(f"{type(self).__name__} must define forward(self, *inputs)")
+
+    def backward(self, *output_grads: Any) -> Any:
+        """The gradients of the inputs, one per input, from the gradients of the outputs."""
+        raise NotImplementedError(f"{type(self).__name__} must define backward(self, *output_grads)")
+
+    def __call__(self, *inputs: Any) -> Any:
+        from mxkit.ndarray.ndarray import NDArray
+
+        for i, array in enumerate(inputs):
+            if not isinstance(array, NDArray):
+                raise AutogradError(f"{type(self).__name__}: input {i} is {type(array).__name__}; a Function takes "
+                                    f"NDArrays")
+        with pause(train_mode=is_training()):
+            outputs = self.forward(*inputs)
+        listed = [outputs] if isinstance(outputs, NDArray) else list(outputs)
+        if any(any(out is array for array in inputs) for out in listed):
+            raise AutogradError(f"{type(self).__name__}.forward returned one of its inputs; return a new array "
+                                f"(x.copy()) so that its gradient has a node of its own")
+        if is_recording():
+            record_op(_FunctionOp(self), {}, inputs, listed)  # type: ignore[arg-type]
+        return outputs
+
+
+__all__ = ["AutogradError", "Function", "backward", "get_symbol", "grad", "is_recording", "is_training",
+           "mark_variables", "pause", "predict_mode", "record", "record_op", "requires_grad", "set_recording",
+           "set_training", "train_mode"]

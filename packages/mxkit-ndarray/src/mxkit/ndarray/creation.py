@@ -31,8 +31,19 @@ def _default_dtype(dtype: Any) -> str:
     return dtype_name(dtype)
 
 
-def empty(shape: Any, ctx: Any = None, dtype: Any = None) -> NDArray:
+def check_dense_stype(stype: str | None, what: str) -> None:
+    """Accept MXNet's ``stype=None``/``"default"``; sparse storage types are a clear error."""
+    if stype is None or stype == "default":
+        return
+    if stype in ("row_sparse", "csr"):
+        raise DTypeError(f"{what}: storage type {stype!r} is not supported; mxkit arrays are dense "
+                         "(stype='default'); sparse files load as dense arrays")
+    raise DTypeError(f"{what}: unknown storage type {stype!r}; MXNet's are 'default', 'row_sparse' and 'csr'")
+
+
+def empty(shape: Any, ctx: Any = None, dtype: Any = None, stype: str | None = None) -> NDArray:
     """An uninitialised array of ``shape`` on ``ctx`` (default: the current context)."""
+    check_dense_stype(stype, "empty")
     context = resolve_context(ctx)
     data = allocate(backend_of(context), _shape_tuple(shape), numpy_dtype(_default_dtype(dtype)), context)
     return NDArray._from_data(data, context, engine().new_var())
@@ -41,15 +52,16 @@ def empty(shape: Any, ctx: Any = None, dtype: Any = None) -> NDArray:
 def array(source_array: Any, ctx: Any = None, dtype: Any = None) -> NDArray:
     """An array holding a copy of ``source_array`` (NDArray, numpy array, nested lists, scalar).
 
-    Like MXNet, the dtype is ``source_array``'s for an NDArray or numpy array and float32
-    for Python lists, unless ``dtype`` is given.
+    As in MXNet 1.x, the dtype is ``dtype`` when given, else ``source_array``'s when it is an
+    NDArray, else float32 -- for numpy arrays too: ``array(np.arange(3))`` is float32, not
+    int64 (pass ``dtype=src.dtype`` to keep a numpy array's dtype).
     """
     if isinstance(source_array, NDArray):
         result = empty(source_array.shape, ctx or source_array.context,
                        dtype if dtype is not None else source_array._data.dtype)
         return source_array.copyto(result)
     if isinstance(source_array, np.ndarray):
-        name = dtype_name(dtype if dtype is not None else source_array.dtype)
+        name = dtype_name(dtype) if dtype is not None else "float32"
         host = source_array
     else:
         try:
@@ -65,13 +77,15 @@ def array(source_array: Any, ctx: Any = None, dtype: Any = None) -> NDArray:
     return NDArray._from_data(data, context, engine().new_var())
 
 
-def zeros(shape: Any, ctx: Any = None, dtype: Any = None, **kwargs: Any) -> NDArray:
-    """An array of zeros."""
+def zeros(shape: Any, ctx: Any = None, dtype: Any = None, stype: str | None = None, **kwargs: Any) -> NDArray:
+    """An array of zeros (``stype`` may be MXNet's ``"default"``; arrays are dense)."""
+    check_dense_stype(stype, "zeros")
     return invoke_by_name("_zeros", shape=_shape_tuple(shape), dtype=_default_dtype(dtype), ctx=_ctx(ctx), **kwargs)
 
 
-def ones(shape: Any, ctx: Any = None, dtype: Any = None, **kwargs: Any) -> NDArray:
-    """An array of ones."""
+def ones(shape: Any, ctx: Any = None, dtype: Any = None, stype: str | None = None, **kwargs: Any) -> NDArray:
+    """An array of ones (``stype`` may be MXNet's ``"default"``; arrays are dense)."""
+    check_dense_stype(stype, "ones")
     return invoke_by_name("_ones", shape=_shape_tuple(shape), dtype=_default_dtype(dtype), ctx=_ctx(ctx), **kwargs)
 
 

@@ -19,6 +19,10 @@ from mxkit.ndarray.autograd import _state as _autograd_state
 from mxkit.ndarray.invoke import engine, invoke, invoke_by_name
 from mxkit.ndarray.registry import get_registry
 
+#: MXNet's name for the builtin ``slice`` in this module (where ``slice`` is the operator);
+#: code written for MXNet imports it to test for slice indices
+py_slice = slice
+
 _BINARY = {
     # python operator: (broadcast op, scalar op, reversed scalar op)
     "add": ("broadcast_add", "_plus_scalar", "_plus_scalar"),
@@ -170,6 +174,13 @@ class NDArray:
         """Storage type: always ``"default"`` (dense)."""
         return "default"
 
+    def tostype(self, stype: str) -> NDArray:
+        """A copy in storage type ``stype``; only ``"default"`` (dense) exists in mxkit."""
+        from mxkit.ndarray.creation import check_dense_stype
+
+        check_dense_stype(stype, "tostype")
+        return self.copy()
+
     @property
     def strides(self) -> tuple[int, ...]:
         """Byte strides of this array (a view may be non-contiguous)."""
@@ -237,6 +248,12 @@ class NDArray:
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         array = self.asnumpy()
         return array if dtype is None else array.astype(dtype)
+
+    def __reduce__(self) -> tuple:
+        # pickle (as MXNet's NDArray): the values, on the default device when unpickled
+        from mxkit.ndarray.creation import array
+
+        return (array, (self.asnumpy(), None, self._data.dtype))
 
     def __repr__(self) -> str:
         shape = "x".join(str(d) for d in self.shape)

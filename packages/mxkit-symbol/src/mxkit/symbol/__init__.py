@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from mxkit.symbol import contrib
+from mxkit.symbol import _internal, contrib, linalg, random
 from mxkit.symbol import passes as _passes  # noqa: F401  (registers the graph-pass config keys)
+from mxkit.symbol.elementwise import hypot, maximum, minimum, pow, power
 from mxkit.symbol.symbol import Group, Symbol, SymbolError, Variable, var
 
 # MXNet's creation functions whose registry names are internal (``_zeros``...)
@@ -61,4 +62,5 @@ def __getattr__(name: str) -> Any:
     return function
 
 
-__all__ = ["Group", "Symbol", "SymbolError", "Variable", "contrib", "fuse", "load", "load_json", "var"]
+__all__ = ["Group", "Symbol", "SymbolError", "Variable", "_internal", "contrib", "fuse", "hypot", "linalg", "load",
+           "load_json", "maximum", "minimum", "pow", "power", "random", "var"]

@@ -91,7 +91,11 @@ class Executor:
         self._monitor_all = False
         # read once at bind, as MXNet reads MXNET_EXEC_BULK_*: a config lookup per forward costs more
         # than a small network's kernels
-        self._bulk_size = config.get("exec_bulk_size")
+        # (``mx.engine.bulk(n)`` around the bind overrides it for that thread, as in MXNet)
+        from mxkit.engine.bulk import bulk_size
+
+        thread_size = bulk_size()
+        self._bulk_size = config.get("exec_bulk_size") if thread_size is None else max(thread_size, 1)
         # the var every run writes: it orders runs that use the pools. Executors that share
         # pools (shared_exec, reshape) share it too, or the engine would run one's forward
         # beside another's on the same memory (a Module bound with shared_module got
@@ -310,10 +314,12 @@ class Executor:
         ----------
         out_grads : NDArray or list of NDArray, optional
             Gradients of the heads that are not loss layers (default: ones).
+
+        With ``grad_req='null'`` for every argument there is nothing to compute, and
+        ``backward`` returns at once, as MXNet's does.
         """
         if not any(req != "null" for req in self._grad_req.values()):
-            raise ExecutorError("backward needs gradients, but every argument has grad_req='null'; bind with "
-                                "grad_req='write' (or 'add') for the arguments to differentiate")
+            return  # nothing to differentiate: a no-op, as in MXNet (grad_req='null' everywhere)
         if out_grads is not None:
             grads = [out_grads] if not isinstance(out_grads, list | tuple) else list(out_grads)
             takers = [i for i, g in enumerate(self._head_grads) if g is not None]

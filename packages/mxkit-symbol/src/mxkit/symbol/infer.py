@@ -15,7 +15,7 @@ from typing import Any
 
 from mxkit.core.errors import DTypeError, MXKitError, ShapeError
 from mxkit.symbol.graph import Entry, Node, aux_variables, topo_order
-from mxkit.symbol.input_shapes import input_shapes
+from mxkit.symbol.input_shapes import PARTIAL_FORWARD, input_shapes
 
 Key = tuple[int, int]
 _MAX_SWEEPS = 100
@@ -125,8 +125,12 @@ def _infer_node_shape(node: Node, values: _Values, finished: set[int]) -> None:
     if any(s is None for s in ins):
         return
     complete = all(_complete(s) for s in ins)
+    partial_rule = None if complete else PARTIAL_FORWARD.get(op.name)
     try:
-        out_shapes = op.infer_shape(node.params, [tuple(s) for s in ins])
+        if partial_rule is not None:
+            out_shapes = partial_rule(node.params, [tuple(s) for s in ins])
+        else:
+            out_shapes = op.infer_shape(node.params, [tuple(s) for s in ins])
     except MXKitError as exc:
         if not complete:
             return  # partial shapes: the operator may need the unknown dims; try after more sweeps
@@ -265,14 +269,19 @@ def infer_shape(symbol: Any, args: Sequence[Any], kwargs: Mapping[str, Any], par
     return arg_shapes, out_shapes, aux_shapes
 
 
-def infer_type(symbol: Any, args: Sequence[Any], kwargs: Mapping[str, Any]):
-    """Implementation of ``Symbol.infer_type``: numpy dtypes, or ``(None, None, None)``."""
+def infer_type(symbol: Any, args: Sequence[Any], kwargs: Mapping[str, Any], partial: bool = False):
+    """Implementation of ``Symbol.infer_type``: numpy dtypes, or ``(None, None, None)``.
+
+    With ``partial`` (``infer_type_partial``) the dtypes not inferred are ``None`` in the lists.
+    """
     from mxkit.core.dtypes import to_numpy
 
     order = topo_order(symbol._outputs)
     given = _given(symbol, args, kwargs, "infer_type")
     values = infer_dtypes(order, variable_dtypes(order, given))
     groups = _split(symbol, order, values)
+    if partial:
+        return tuple([None if d is None else to_numpy(d).type for d in group] for group in groups)
     if any(d is None for group in groups for d in group):
         return None, None, None
     return tuple([to_numpy(d).type for d in group] for group in groups)

@@ -54,7 +54,27 @@ def _convolution(params: dict, ins: list, outs: list) -> dict[int, Shape]:
     found = {1: (filters, channels // groups, *params["kernel"])}
     if len(ins) > 2:
         found[2] = (filters,)
+    out = outs[0] if outs else None
+    if out is not None and 0 in tuple(data) and not layout.endswith("C") and len(out) == len(data):
+        found[0] = _conv_data_from_output(params, tuple(data), tuple(out))
     return found
+
+
+def _conv_data_from_output(params: dict, data: Shape, out: Shape) -> Shape:
+    """Fill a partial NCHW data shape from the output: batch, and each spatial size that stride 1 fixes."""
+    kernel = tuple(params["kernel"])
+    n = len(kernel)
+    stride = tuple(params.get("stride") or ()) or (1,) * n
+    pad = tuple(params.get("pad") or ()) or (0,) * n
+    dilate = tuple(params.get("dilate") or ()) or (1,) * n
+    filled = [data[0] or out[0], data[1]]
+    for i in range(n):
+        size = data[2 + i]
+        if size == 0 and out[2 + i] > 0 and stride[i] == 1:
+            # out = in + 2 pad - dilate (k - 1); with stride > 1 several input sizes give one output
+            size = out[2 + i] - 2 * pad[i] + dilate[i] * (kernel[i] - 1)
+        filled.append(max(size, 0))
+    return tuple(filled)
 
 
 def _deconvolution(params: dict, ins: list, outs: list) -> dict[int, Shape]:
@@ -128,6 +148,51 @@ def _one_label_per_sample(params: dict, ins: list, outs: list) -> dict[int, Shap
     return {} if data is None else {1: (data[0],)}
 
 
+def _concat(params: dict, ins: list, outs: list) -> dict[int, Shape]:
+    """Concat: every input shares the output's other dims; a lone unknown size along ``dim`` is the rest."""
+    out = outs[0] if outs else None
+    shapes = [s for s in [*ins, out] if s is not None]
+    if not shapes:
+        return {}
+    ndim = len(shapes[0])
+    if any(len(s) != ndim for s in shapes):
+        return {}  # a rank conflict: the forward rule reports it
+    axis = int(params.get("dim", 1)) % ndim
+    common = [max(int(s[d]) for s in shapes) if d != axis else 0 for d in range(ndim)]
+    found: dict[int, Shape] = {}
+    sizes = [int(s[axis]) if s is not None else 0 for s in ins]
+    if out is not None and int(out[axis]) > 0 and sizes.count(0) == 1:
+        missing = sizes.index(0)
+        sizes[missing] = int(out[axis]) - sum(sizes)
+        if sizes[missing] <= 0:
+            return {}
+    for i, s in enumerate(ins):
+        shape = tuple(sizes[i] if d == axis else common[d] for d in range(ndim))
+        if s is None or tuple(int(x) for x in s) != shape:
+            found[i] = shape
+    return found
+
+
+def _slice_channel(params: dict, ins: list, outs: list) -> dict[int, Shape]:
+    """SliceChannel/split: the input from any known output (its axis is ``num_outputs`` times longer)."""
+    known = [tuple(o) for o in outs if o is not None]
+    if not known or (ins[0] is not None and 0 not in tuple(ins[0])) or len({len(o) for o in known}) != 1:
+        return {}
+    out = tuple(max(int(o[d]) for o in known) for d in range(len(known[0])))  # every part has one shape
+    count = int(params["num_outputs"])
+    squeeze = bool(params.get("squeeze_axis", False))
+    ndim = len(out) + (1 if squeeze else 0)
+    axis = int(params.get("axis", 1)) % ndim
+    shape = list(out)
+    if squeeze:
+        shape.insert(axis, count)
+    else:
+        shape[axis] = shape[axis] * count
+    if ins[0] is not None and len(ins[0]) == ndim:
+        shape = [int(g) or int(s) for g, s in zip(ins[0], shape)]
+    return {0: tuple(shape)}
+
+
 def _custom(params: dict, ins: list, outs: list) -> dict[int, Shape]:
     # the registered property's infer_shape answers for every argument and auxiliary state
     from mxkit.ndarray.ops.nn_custom import infer_input_shapes
@@ -152,7 +217,24 @@ RULES: dict[str, Rule] = {
     "RNN": _rnn,
     "SVMOutput": _one_label_per_sample,
     "Custom": _custom,
+    "Concat": _concat,
+    "SliceChannel": _slice_channel,
 }
+
+
+def _concat_partial_output(params: dict, ins: list) -> list[Shape]:
+    """Concat's output while some input sizes are unknown (0): its size along ``dim`` is unknown too."""
+    first = tuple(int(d) for d in ins[0])
+    axis = int(params.get("dim", 1)) % len(first)
+    other = [max(int(s[d]) for s in ins) for d in range(len(first))]
+    sizes = [int(s[axis]) for s in ins]
+    other[axis] = 0 if 0 in sizes else sum(sizes)
+    return [tuple(other)]
+
+
+#: forward rules for partially known inputs (0 = unknown), where the registry's rule, made for
+#: real sizes, would read an unknown 0 as an empty axis
+PARTIAL_FORWARD: dict[str, Callable[[dict, list[Any]], list[Shape]]] = {"Concat": _concat_partial_output}
 
 
 def is_elementwise(op: Any) -> bool:
@@ -172,8 +254,10 @@ def input_shapes(op: Any, params: dict, ins: list, outs: list) -> dict[int, Shap
     if is_elementwise(op):
         shapes = [s for s in list(ins) + list(outs[:1]) if s is not None]
         if shapes:
-            # the most complete shape seen fills unknown inputs and the 0 dims of partial ones
+            # the shapes seen fill unknown inputs and each other's 0 dims, dimension by dimension
             known = max(shapes, key=lambda s: sum(1 for d in s if int(d) > 0))
+            same_rank = [s for s in shapes if len(s) == len(known)]
+            known = tuple(max(int(s[d]) for s in same_rank) for d in range(len(known)))
             return {i: tuple(known) for i, s in enumerate(ins)
                     if s is None or (len(s) == len(known) and 0 in tuple(s))}
     elif _shaped_like_first_input(op) and ins and ins[0] is None and outs and outs[0] is not None:
@@ -186,4 +270,4 @@ def _shaped_like_first_input(op: Any) -> bool:
     return getattr(op.infer_shape, "__qualname__", "") == "first_shape" and op.num_outputs == 1
 
 
-__all__ = ["RULES", "input_shapes", "is_elementwise"]
+__all__ = ["PARTIAL_FORWARD", "RULES", "input_shapes", "is_elementwise"]

@@ -37,8 +37,9 @@ _ADD_AUX_INPUTS_BEFORE = 900
 _SET_VARIABLE_INIT_BEFORE = 904
 _DROP_ARGMAX_AXIS_BEFORE = 905
 
-#: operator -> {input index: initializer} for variables it sets when composed
-_COMPOSE_INITIALIZERS = {
+#: the initializers operators give the variables they are composed with (MXNet's
+#: FSetInputVarAttrOnCompose): input position -> ``__init__``, unless the variable has one
+COMPOSE_INITIALIZERS = {
     "BatchNorm": {3: '["zero", {}]', 4: '["one", {}]'},
     "LeakyReLU": {1: '["Constant", {"value": 0.25}]'},
 }
@@ -151,7 +152,7 @@ class LegacyGraph:
     def upgrade_variable_initializers(self) -> None:
         """Before 0.9.4: the ``__init__`` an operator gives the variables it is composed with."""
         for node in self.nodes:
-            for index, init in _COMPOSE_INITIALIZERS.get(node["op"], {}).items():
+            for index, init in COMPOSE_INITIALIZERS.get(node["op"], {}).items():
                 variable = self._variable_input(node, index)
                 if variable is not None:
                     variable["attrs"].setdefault("__init__", init)

@@ -16,6 +16,7 @@ from mxkit.ndarray.params import ParamError, format_value
 from mxkit.ndarray.registry import OpDef, get_registry
 from mxkit.symbol import attribute as _attribute
 from mxkit.symbol.graph import Entry, Node
+from mxkit.symbol.json_legacy import COMPOSE_INITIALIZERS, HIDDEN_KEYS
 from mxkit.symbol.symbol import Symbol, SymbolError, Variable, _single_entry, dunder_attrs, make_name
 
 
@@ -46,12 +47,12 @@ def create(op_name: str, *args: Any, name: str | None = None, attr: Mapping[str,
         For a bad parameter (from the registry's schema).
     """
     op = get_registry().get(op_name)
+    args, kwargs = _positional_params(op, args, kwargs)
     symbol_kwargs = {k: v for k, v in kwargs.items() if isinstance(v, Symbol)}
     raw_params = {k: v for k, v in kwargs.items() if not isinstance(v, Symbol) and v is not None}
-    for i, arg in enumerate(args):
-        if not isinstance(arg, Symbol):
-            raise SymbolError(f"{op.name}: positional argument {i} is {type(arg).__name__} {arg!r}; positional "
-                              f"arguments are input symbols, pass parameters by keyword")
+    # MXNet takes its hidden keys (lr_mult=, ctx_group=...) among an operator's keyword
+    # arguments as node attributes, not operator parameters
+    hidden = {k: raw_params.pop(k) for k in list(raw_params) if k in HIDDEN_KEYS and k not in op.params}
     if "num_args" in op.params and "num_args" not in raw_params and callable(op.num_inputs):
         raw_params["num_args"] = len(args) + len(symbol_kwargs)
     attrs = {k: v if isinstance(v, str) else format_value(_plain(v)) for k, v in raw_params.items()}
@@ -62,9 +63,45 @@ def create(op_name: str, *args: Any, name: str | None = None, attr: Mapping[str,
     node_name = make_name(name, hint or op_name.lower())
     input_names = list(op.list_inputs(params)) + list(op.list_aux(params))
     inputs = _collect_inputs(op, node_name, input_names, args, symbol_kwargs)
-    scope_attrs = dunder_attrs(_attribute.current().get(dict(attr) if attr else None))
+    scope_attrs = dunder_attrs(_attribute.current().get(dict(attr) if attr else None)) | dunder_attrs(hidden)
+    for position, init in COMPOSE_INITIALIZERS.get(op.name, {}).items():
+        if position < len(inputs) and inputs[position].node.is_variable:
+            inputs[position].node.attrs.setdefault("__init__", init)
     node = Node(op, node_name, scope_attrs | attrs, inputs, params)
     return Symbol([Entry(node, i) for i in range(node.num_outputs())])
+
+
+def _positional_params(op: OpDef, args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
+    """Split MXNet's calling convention: input symbols first, then parameters in schema order.
+
+    ``mx.sym.reshape(x, (0, -1))`` passes ``shape`` positionally, as MXNet's generated
+    functions allow. A symbol after a parameter is an error.
+    """
+    count = 0
+    while count < len(args) and isinstance(args[count], Symbol):
+        count += 1
+    if count == len(args):
+        return args, kwargs
+    if not ("num_args" in op.params or callable(op.num_inputs)):
+        # a fixed-arity operator: positions of inputs not given by keyword hold symbols
+        input_names = op.list_inputs({p.name: p.default for p in op.params})
+        open_inputs = [n for n in input_names[count:] if n not in kwargs]
+        if open_inputs:
+            raise SymbolError(f"{op.name}: positional argument {count} is {type(args[count]).__name__} "
+                              f"{args[count]!r}, but input {open_inputs[0]!r} comes first; positional arguments "
+                              f"are the input symbols, then the parameters in order")
+    rest = args[count:]
+    for i, value in enumerate(rest):
+        if isinstance(value, Symbol):
+            raise SymbolError(f"{op.name}: positional argument {count + i} is a Symbol after the parameter "
+                              f"{rest[0]!r}; input symbols come first, then parameters")
+    free = [name for name in op.params.names() if name not in kwargs and name != "num_args"]
+    if len(rest) > len(free):
+        raise SymbolError(f"{op.name}: got {len(rest)} positional parameters {rest!r} after the input symbols; "
+                          f"it takes at most {len(free)}: {', '.join(free) or 'none'}")
+    merged = dict(kwargs)
+    merged.update(zip(free, rest))
+    return args[:count], merged
 
 
 def _plain(value: Any) -> Any:

@@ -22,6 +22,24 @@ class SymbolError(MXKitError, ValueError):
     """A symbol was built, indexed or composed in a way MXNet does not allow."""
 
 
+class NotImplementedForSymbol(SymbolError):
+    """An NDArray-only operation was applied to a Symbol (MXNet's error of that name).
+
+    ``bool(symbol)`` raises it: a symbol's value is unknown until an executor runs it.
+    """
+
+    def __init__(self, function: Any, alias: str | None = None, *args: Any):
+        super().__init__()
+        self.function = getattr(function, "__name__", str(function))
+        self.alias = alias
+        self.args = tuple(str(type(a)) for a in args)
+
+    def __str__(self) -> str:
+        name = self.alias or self.function
+        return (f"Function {name} (namely operator \"{self.function}\") is not implemented for Symbol: its "
+                f"value is unknown until it runs; compare symbols with 'is', or evaluate them")
+
+
 class Symbol:
     """One or more outputs of a computation graph.
 
@@ -43,6 +61,12 @@ class Symbol:
         if len(self._outputs) != 1:
             return None
         return self._outputs[0].node.name
+
+    def __reduce__(self) -> tuple:
+        # pickle (as MXNet's Symbol): the graph as MXNet JSON
+        from mxkit.symbol import load_json
+
+        return (load_json, (self.tojson(),))
 
     def __repr__(self) -> str:
         if len(self._outputs) == 1:
@@ -254,6 +278,11 @@ class Symbol:
     def __rpow__(self, other: Any) -> Symbol:
         return self._binary(other, "_power", "_power_scalar", "_rpower_scalar", reverse=True)
 
+    def __abs__(self) -> Symbol:
+        from mxkit.symbol.op import create
+
+        return create("abs", self)
+
     def __neg__(self) -> Symbol:
         return self._binary(-1.0, "_mul", "_mul_scalar")
 
@@ -268,6 +297,19 @@ class Symbol:
 
     def __le__(self, other: Any) -> Symbol:
         return self._binary(other, "_lesser_equal", "_lesser_equal_scalar")
+
+    def __eq__(self, other: Any) -> Symbol:  # type: ignore[override]
+        # MXNet: an elementwise comparison node, not identity (``is`` compares symbols)
+        return self._binary(other, "_equal", "_equal_scalar")
+
+    def __ne__(self, other: Any) -> Symbol:  # type: ignore[override]
+        return self._binary(other, "_not_equal", "_not_equal_scalar")
+
+    # symbols stay usable as dict keys and set members, by identity
+    __hash__ = object.__hash__
+
+    def __bool__(self) -> bool:
+        raise NotImplementedForSymbol(self.__bool__, "bool")
 
     # -- inference ------------------------------------------------------------------------
 
@@ -300,6 +342,12 @@ class Symbol:
         from mxkit.symbol.infer import infer_shape
 
         return infer_shape(self, args, kwargs, partial=True)
+
+    def infer_type_partial(self, *args: Any, **kwargs: Any):
+        """As :meth:`infer_type`, but dtypes not inferred are ``None`` instead of failing the whole."""
+        from mxkit.symbol.infer import infer_type
+
+        return infer_type(self, args, kwargs, partial=True)
 
     def infer_type(self, *args: Any, **kwargs: Any):
         """dtypes (numpy dtypes) of arguments, outputs and auxiliary states from some known ones.
@@ -392,7 +440,8 @@ _FLUENT.update({"reshape": "Reshape", "flatten": "Flatten", "swapaxes": "SwapAxi
 # the operator of each symbol-symbol arithmetic (keyed by MXNet's internal name, the node name stem)
 _SYMBOL_OPS = {"_plus": "elemwise_add", "_minus": "elemwise_sub", "_mul": "elemwise_mul", "_div": "elemwise_div",
                "_mod": "_mod", "_power": "_power", "_greater": "_greater", "_greater_equal": "_greater_equal",
-               "_lesser": "_lesser", "_lesser_equal": "_lesser_equal"}
+               "_lesser": "_lesser", "_lesser_equal": "_lesser_equal", "_equal": "_equal",
+               "_not_equal": "_not_equal"}
 
 
 def _python_number(value: Any) -> int | float:

@@ -65,6 +65,14 @@ LAZY_NAMES: dict[str, tuple[str, str | None, str, str]] = {
     "module": ("mxkit.train.module", None, *_TRAIN),
     "rnn": ("mxkit.train.rnn", None, *_TRAIN),
     "gluon": ("mxkit.gluon", None, *_GLUON),
+    "mon": ("mxkit.train.monitor", None, *_TRAIN),
+    "monitor": ("mxkit.train.monitor", None, *_TRAIN),
+    "util": ("mxkit.mx.util", None, "mxkit", ""),
+    "np_shape": ("mxkit.mx.util", "np_shape", "mxkit", ""),
+    "is_np_shape": ("mxkit.mx.util", "is_np_shape", "mxkit", ""),
+    "set_np_shape": ("mxkit.mx.util", "set_np_shape", "mxkit", ""),
+    "use_np_shape": ("mxkit.mx.util", "use_np_shape", "mxkit", ""),
+    "cpu_shared": ("mxkit.core.context", "cpu_shared", _CORE, ""),
 }
 
 

@@ -7,6 +7,10 @@ no C API (see the migration guide).
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
+import numpy as np
 from mxkit.core.errors import MXKitError
 
 #: MXNet code catches ``mx.base.MXNetError``; in mxkit every error is an MXKitError.
@@ -27,6 +31,33 @@ def py_str(value: bytes | str) -> str:
     return bytes(value).decode("utf-8")
 
 
+#: MXNet's default real type (float32)
+mx_real_t = np.float32
+
+
+def __getattr__(name: str) -> Any:
+    # the Symbol error class lives with Symbol; importing it here would load mxkit-symbol eagerly
+    if name == "NotImplementedForSymbol":
+        from mxkit.symbol.symbol import NotImplementedForSymbol
+
+        return NotImplementedForSymbol
+    raise AttributeError(f"module 'mxkit.mx.base' has no attribute {name!r}")
+
+
+def _as_list(obj: Any) -> list[Any]:
+    """``obj`` itself if it is a list, else ``[obj]`` (a tuple too, as MXNet's ``base._as_list``)."""
+    return obj if isinstance(obj, list) else [obj]
+
+
+def data_dir() -> str:
+    """Where datasets are looked for: ``$MXKIT_DATA_DIR``, else ``$MXNET_HOME``, else ``~/.mxnet``.
+
+    mxkit never downloads; the directory is only a default place to read from.
+    """
+    return os.environ.get("MXKIT_DATA_DIR") or os.environ.get("MXNET_HOME") or os.path.join(
+        os.path.expanduser("~"), ".mxnet")
+
+
 def _distribution_version() -> str:
     from importlib import metadata
 
@@ -39,4 +70,5 @@ def _distribution_version() -> str:
 #: the version of the mxkit distribution (``mx.__version__``)
 __version__ = _distribution_version()
 
-__all__ = ["MXNetError", "__version__", "integer_types", "py_str", "string_types"]
+__all__ = ["MXNetError", "__version__", "data_dir", "integer_types", "mx_real_t",
+           "py_str", "string_types"]

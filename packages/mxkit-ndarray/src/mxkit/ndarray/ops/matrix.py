@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mxkit.core.errors import ShapeError
-from mxkit.ndarray.ops._helpers import write
+from mxkit.ndarray.ops._helpers import elementwise_shape, write
 from mxkit.ndarray.params import Param, schema
 from mxkit.ndarray.registry import ALL_INPUTS, OpDef, define
 from mxkit.ndarray.shapes import infer_reshape, normalize_axis, size_of
@@ -156,6 +156,23 @@ def _concat_backward_kernel(xp, inputs, outputs, params):
         start += size
 
 
+def _add_n_kernel(xp, inputs, outputs, params):
+    total = inputs[0].copy()
+    for array in inputs[1:]:
+        total += array
+    write(xp, outputs[0], total)
+
+
+define(OpDef(
+    name="add_n", aliases=("ElementWiseSum",), infer_shape=elementwise_shape("add_n"),
+    params=schema([Param("num_args", "int", doc="Number of inputs.")]), kernel=_add_n_kernel,
+    num_inputs=lambda p: p["num_args"], input_names=lambda p: tuple(f"arg{i}" for i in range(p["num_args"])),
+    # every input's gradient is the output's; copies, so that no two inputs share one gradient array
+    gradient=lambda F, p, i, o, g: [g[0] if k == 0 else F("identity", g[0]) for k in range(len(i))],
+    backward_ignores=ALL_INPUTS, doc="Sums its inputs elementwise (all of one shape).",
+))
+
+
 _CONCAT_SCHEMA = schema([Param("num_args", "int", doc="Number of inputs."),
                          Param("dim", "int", 1, doc="The axis to join along.")])
 
@@ -175,7 +192,8 @@ define(OpDef(
 
 
 def _as_list(value):
-    return value if isinstance(value, (list, tuple)) else [value]
+    # type(), not isinstance: a symbolic F returns a graph Entry, which is a NamedTuple
+    return value if type(value) in (list, tuple) else [value]
 
 
 def _public(params):

@@ -28,7 +28,8 @@ def public(params: dict) -> dict:
 
 def as_list(value: Any) -> list:
     """``F`` returns one array for a single-output operator and a sequence otherwise."""
-    return list(value) if isinstance(value, (list, tuple)) else [value]
+    # type(), not isinstance: a symbolic F returns a graph Entry, which is a NamedTuple
+    return list(value) if type(value) in (list, tuple) else [value]
 
 
 def wanted(params: dict, output: int) -> bool:

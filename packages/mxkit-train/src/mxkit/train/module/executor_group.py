@@ -72,8 +72,9 @@ def _slice_along(array: Any, axis: int, part: slice) -> Any:
     """``array[part]`` along ``axis`` (a view when the axis is 0)."""
     if axis == 0:
         return array[part]
-    if hasattr(array, "asnumpy"):
-        array = array.asnumpy()
+    if hasattr(array, "slice_axis"):  # an NDArray (a batch axis other than 0, e.g. layout 'TNC') stays one
+        stop = array.shape[axis] if part.stop is None else part.stop
+        return array.slice_axis(axis=axis, begin=part.start or 0, end=stop)
     index = [slice(None)] * np.ndim(array)
     index[axis] = part
     return np.asarray(array)[tuple(index)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from mxkit.core.errors import FormatError
 from mxkit.train.module.executor_group import ModuleError
 
 
@@ -127,7 +128,29 @@ class OptimizingMixin:
             self._kvstore.load_optimizer_states(fname)
         else:
             with open(fname, "rb") as handle:
-                self._updater.set_states(handle.read())
+                data = handle.read()
+            try:
+                self._updater.set_states(data)
+            except FormatError as exc:
+                # written by a Module that updated on a KVStore (several devices): that store's format
+                from mxkit.kvstore.updater import FORMAT_NAME, OptimizerUpdater
+
+                if FORMAT_NAME not in str(exc):
+                    raise
+                reader = OptimizerUpdater(self._optimizer)
+                reader.load_states(fname, like={})
+                # the store keys states by parameter name; this updater by i * num_device + k
+                names = list(self._exec_group.param_names)
+                num_device = len(self._context)
+                states = {}
+                for key, state in reader.states.items():
+                    if key not in names:
+                        raise ModuleError(f"load_optimizer_states: {fname!r} has states for {key!r}, which is not "
+                                          f"a parameter of this module ({', '.join(names)})") from None
+                    for device in range(num_device):  # each device updates a state of its own
+                        states[names.index(key) * num_device + device] = _copy_state(state) if device else state
+                self._updater.states = states
+                self._updater.states_synced = dict.fromkeys(states, False)
 
     def update(self) -> None:
         """Apply one optimizer step from the gradients of the last ``backward``."""
@@ -145,4 +168,12 @@ class OptimizingMixin:
                            param_names=self._exec_group.param_names)
 
 
+def _copy_state(state: Any) -> Any:
+    """A copy of an optimizer state (None, an NDArray, or tuples and lists of them)."""
+    if isinstance(state, (tuple, list)):
+        return type(state)(_copy_state(item) for item in state)
+    return state.copy() if hasattr(state, "copy") else state
+
+
 __all__ = ["OptimizingMixin"]
+

@@ -1,7 +1,10 @@
 """``mx.contrib``: MXNet's contrib namespace, each submodule imported on first use.
 
 ``mx.contrib.caffe`` (the Caffe converter), ``mx.contrib.nd`` / ``mx.contrib.sym`` (the
-contrib operators of NDArray and Symbol). A component adds a submodule with one line in
+contrib operators of NDArray and Symbol), ``mx.contrib.amp`` (MXNet's import path only:
+mxkit has no automatic mixed precision, and its functions raise an error saying so).
+MXNet's ``onnx``, ``quantization``, ``tensorrt`` and ``text`` are not provided (see the
+migration guide). A component adds a submodule with one line in
 :data:`SUBMODULES`; a missing component raises
 :class:`~mxkit.core.errors.MissingComponentError` saying what to install.
 """
@@ -20,6 +23,7 @@ SUBMODULES: dict[str, tuple[str, str, str]] = {
     "ndarray": ("mxkit.ndarray.contrib", "mxkit-ndarray", "pip install mxkit-ndarray mxkit-cpu"),
     "sym": ("mxkit.symbol.contrib", "mxkit-symbol", "pip install mxkit-symbol"),
     "symbol": ("mxkit.symbol.contrib", "mxkit-symbol", "pip install mxkit-symbol"),
+    "amp": ("mxkit.mx.contrib.amp", "mxkit", "pip install mxkit"),
 }
 
 

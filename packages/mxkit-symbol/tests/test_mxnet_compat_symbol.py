@@ -1,0 +1,188 @@
+"""MXNet 1.x calling conventions of mx.sym: namespaces, positional parameters, one-input variadic ops."""
+
+import numpy as np
+import pytest
+from mxkit import mx
+from mxkit.symbol import SymbolError
+
+
+def _run(sym, grad=True, **inputs):
+    exe = sym.simple_bind(mx.cpu(), grad_req="write" if grad else "null", **{k: v.shape for k, v in inputs.items()})
+    for k, v in inputs.items():
+        exe.arg_dict[k][:] = v
+    exe.forward(is_train=grad)
+    return exe
+
+
+@pytest.mark.parametrize("make, expected_grad", [
+    (lambda x: mx.sym.Concat(x, dim=1), lambda g: g),
+    (lambda x: mx.sym.stack(x, axis=0), lambda g: g[0]),
+    # nearest upsampling by 2: each input cell feeds a 2x2 block
+    (lambda x: mx.sym.UpSampling(x, scale=2, sample_type="nearest", num_args=1),
+     lambda g: g.reshape(1, 2, 2, 2, 2, 2).sum(axis=(3, 5))),
+])
+def test_backward_of_one_input_variadic_operators(make, expected_grad):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 2, 2, 2)).astype(np.float32)
+    exe = _run(make(mx.sym.var("x")), x=x)
+    head = rng.standard_normal(exe.outputs[0].shape).astype(np.float32)
+    exe.backward(mx.nd.array(head))
+    np.testing.assert_allclose(exe.grad_dict["x"].asnumpy(), expected_grad(head), rtol=1e-6)
+
+
+def test_positional_parameters_follow_the_schema():
+    x = mx.sym.var("x")
+    assert mx.sym.reshape(x, (0, -1)).infer_shape(x=(2, 3, 4))[1] == [(2, 12)]
+    assert mx.sym.transpose(x, (1, 0)).infer_shape(x=(2, 3))[1] == [(3, 2)]
+    with pytest.raises(SymbolError, match="input symbols come first"):
+        mx.sym.reshape(x, (0, -1), x)
+    with pytest.raises(SymbolError, match="at most"):
+        mx.sym.relu(x, 1, 2)
+
+
+def test_module_level_binary_functions():
+    x, y = mx.sym.var("x"), mx.sym.var("y")
+    a = np.array([[1.0, -2.0, 3.0]], np.float32)
+    b = np.array([[0.0], [2.5]], np.float32)
+    for fn, ref in [(mx.sym.maximum, np.maximum), (mx.sym.minimum, np.minimum), (mx.sym.hypot, np.hypot),
+                    (mx.sym.power, np.power)]:
+        out = _run(fn(x, y), grad=False, x=np.abs(a) if fn is mx.sym.power else a, y=b).outputs[0].asnumpy()
+        np.testing.assert_allclose(out, ref(np.abs(a) if fn is mx.sym.power else a, b), rtol=1e-6)
+        out = _run(fn(x, 2.0), grad=False, x=np.abs(a)).outputs[0].asnumpy()
+        np.testing.assert_allclose(out, ref(np.abs(a), 2.0), rtol=1e-6)
+    np.testing.assert_allclose(_run(mx.sym.power(2.0, x), grad=False, x=a).outputs[0].asnumpy(), 2.0 ** a)
+    assert mx.sym.maximum(2, 3) == 3 and mx.sym.minimum(2, 3) == 2
+    with pytest.raises(SymbolError, match="symbols or numbers"):
+        mx.sym.maximum("a", x)
+
+
+def test_random_linalg_and_internal_namespaces():
+    sample = _run(mx.sym.random.uniform(low=2.0, high=3.0, shape=(50,)), grad=False).outputs[0].asnumpy()
+    assert sample.shape == (50,) and sample.dtype == np.float32 and (sample >= 2).all() and (sample < 3).all()
+    normal = _run(mx.sym.random.normal(shape=(2, 3), ctx=mx.cpu()), grad=False).outputs[0]
+    assert normal.shape == (2, 3)
+    x, y = mx.sym.var("x"), mx.sym.var("y")
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    b = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_allclose(_run(mx.sym.linalg.gemm2(x, y), grad=False, x=a, y=b).outputs[0].asnumpy(), a @ b)
+    out = _run(mx.sym._internal._plus_scalar(x, scalar=1.5), grad=False, x=a).outputs[0].asnumpy()
+    np.testing.assert_allclose(out, a + 1.5)
+    with pytest.raises(AttributeError, match="_linalg_nope"):
+        mx.sym.linalg.nope  # noqa: B018
+    with pytest.raises(AttributeError, match="no operator"):
+        mx.sym._internal._nope  # noqa: B018
+
+
+# Partial shapes (0 = unknown) complete backward through the graph as in MXNet 1.9.1's
+# infer_shape; the expected shapes follow from each operator's shape rule by hand.
+def test_infer_shape_completes_concat_inputs_from_the_output():
+    a = mx.sym.Variable("a", shape=(0, 10))
+    b = mx.sym.Variable("b", shape=(0, 5))
+    d = mx.sym.Variable("d", shape=(2, 0)) + mx.sym.Concat(a, b, num_args=2, dim=1)
+    args, outs, _ = d.infer_shape()
+    assert dict(zip(d.list_arguments(), args)) == {"d": (2, 15), "a": (2, 10), "b": (2, 5)}
+    assert outs == [(2, 15)]
+    x, y = mx.sym.var("x"), mx.sym.var("y")
+    # the one unknown size along dim is what is left of the output's
+    e = mx.sym.Concat(x, y, dim=0) + mx.sym.var("z")
+    assert e.infer_shape(x=(2, 3), z=(5, 3))[0] == [(2, 3), (3, 3), (5, 3)]
+    # an unknown part leaves the output's size along dim unknown, not the sum of the known ones
+    assert mx.sym.Concat(x, y, dim=0).infer_shape_partial(x=(2, 3))[1] == [(0, 3)]
+
+
+def test_infer_shape_completes_slice_channel_and_convolution_data():
+    a = mx.sym.Variable("a", shape=(0, 10))
+    d = mx.sym.SliceChannel(data=a, num_outputs=10, axis=1, squeeze_axis=True)[1] + mx.sym.Variable("c", shape=(5,))
+    assert d.infer_shape()[0] == [(5, 10), (5,)]
+    a = mx.sym.Variable("a", shape=(0, 10, 0, 0))
+    conv = mx.sym.Convolution(data=a, num_filter=21, kernel=(3, 3), dilate=(1, 1), pad=(1, 1))
+    d = conv + mx.sym.Variable("c", shape=(5, 21, 32, 32))
+    assert d.infer_shape()[0] == [(5, 10, 32, 32), (21, 10, 3, 3), (21,), (5, 21, 32, 32)]
+
+
+def test_symbol_comparison_is_elementwise_and_truth_is_an_error():
+    x, y = mx.sym.var("x"), mx.sym.var("y")
+    a, b = np.array([1.0, 2.0, 3.0], np.float32), np.array([1.0, 5.0, 3.0], np.float32)
+    np.testing.assert_array_equal(_run(x == y, grad=False, x=a, y=b).outputs[0].asnumpy(), (a == b))
+    np.testing.assert_array_equal(_run(x != y, grad=False, x=a, y=b).outputs[0].asnumpy(), (a != b))
+    np.testing.assert_array_equal(_run(x == 2, grad=False, x=a).outputs[0].asnumpy(), (a == 2))
+    assert {x: 1, y: 2}[y] == 2  # still hashable, by identity
+    with pytest.raises(mx.base.NotImplementedForSymbol, match="not implemented for Symbol"):
+        bool(x == y)
+
+
+def test_hidden_keys_among_operator_kwargs_are_attributes():
+    op = mx.sym.Convolution(data=mx.sym.var("data"), name="conv", kernel=(1, 1), num_filter=1, lr_mult=2,
+                            ctx_group="dev1")
+    attrs = op.list_attr()
+    assert attrs["__lr_mult__"] == "2" and attrs["__ctx_group__"] == "dev1" and "lr_mult" not in op.list_arguments()
+
+
+def test_operators_give_composed_variables_mxnets_initializers():
+    import json
+    from pathlib import Path
+
+    # written by fixtures/compose_init/make_fixture.py with MXNet 1.9.1
+    expected = json.loads((Path(__file__).parent / "fixtures" / "compose_init" / "compose_init.json").read_text())
+    data = mx.sym.var("data")
+    nets = {
+        "prelu": mx.sym.LeakyReLU(data, act_type="prelu", name="act"),
+        "batchnorm": mx.sym.BatchNorm(data, name="bn"),
+        "batchnorm_own_init": mx.sym.BatchNorm(data, moving_var=mx.sym.var("mv", init=mx.init.Constant(2.0)),
+                                               name="bn"),
+    }
+    for name, net in nets.items():
+        nodes = {n["name"]: n.get("attrs", {}) for n in json.loads(net.tojson())["nodes"] if n["op"] == "null"}
+        got = {k: json.loads(v["__init__"]) for k, v in nodes.items() if "__init__" in v}
+        want = {k: json.loads(v["__init__"]) for k, v in expected[name].items() if "__init__" in v}
+        assert got == want, name
+
+
+def test_engine_bulk_sets_the_segment_size_of_executors_bound_in_it():
+    x = mx.sym.var("x")
+    net = x
+    for _ in range(6):
+        net = mx.sym.relu(net * 2)
+    data = np.array([1.0, -1.0, 0.5], np.float32)
+    with mx.engine.bulk(1):
+        one_by_one = net.simple_bind(mx.cpu(), grad_req="null", x=(3,))
+        assert mx.engine.set_bulk_size(1) == 1  # set inside the block: it reports the block's size
+    whole = net.simple_bind(mx.cpu(), grad_req="null", x=(3,))
+    # bound in the block: each node its own engine push; outside: the configured segments
+    assert len(one_by_one._forward_segments) > len(whole._forward_segments)
+    for exe in (one_by_one, whole):
+        exe.arg_dict["x"][:] = data
+        np.testing.assert_allclose(exe.forward()[0].asnumpy(), np.maximum(data * 64, 0))
+    assert mx.engine.set_bulk_size(None) == 0  # back to the configuration outside the block
+    with pytest.raises(ValueError, match="non-negative int"):
+        mx.engine.set_bulk_size(-1)
+
+
+def test_symbol_pickles_as_its_json():
+    import pickle
+
+    s = mx.sym.FullyConnected(mx.sym.var("x"), num_hidden=3, name="fc", attr={"mood": "calm"})
+    t = pickle.loads(pickle.dumps(s))
+    assert t.tojson() == s.tojson()
+    assert t.list_arguments() == ["x", "fc_weight", "fc_bias"]
+    assert t.attr("mood") == s.attr("mood")
+
+
+def test_symbolic_add_n_gradient_and_partial_shapes():
+    x, y = mx.sym.var("x"), mx.sym.var("y")
+    exe = _run(mx.sym.add_n(x, y, x), x=np.ones(2, np.float32), y=np.full(2, 2.0, np.float32))
+    np.testing.assert_array_equal(exe.outputs[0].asnumpy(), [4.0, 4.0])
+    exe.backward(mx.nd.ones(2))
+    np.testing.assert_array_equal(exe.grad_dict["x"].asnumpy(), [2.0, 2.0])
+    np.testing.assert_array_equal(exe.grad_dict["y"].asnumpy(), [1.0, 1.0])
+    assert mx.sym.ElementWiseSum(x, y).infer_shape_partial(x=(0, 3), y=(2, 0))[0] == [(2, 3), (2, 3)]
+
+
+def test_infer_type_partial_and_abs():
+    # results as MXNet 1.9.1 gives them for these graphs
+    x, y = mx.sym.var("x"), mx.sym.var("y")
+    assert (x + 1).infer_type_partial() == ([None], [None], [])
+    assert (x + y).infer_type_partial(x="float16") == ([np.float16, np.float16], [np.float16], [])
+    assert (x + 1).infer_type() == (None, None, None)
+    np.testing.assert_array_equal(_run(abs(x), grad=False, x=np.array([-1.5, 2.0], np.float32)).outputs[0].asnumpy(),
+                                  [1.5, 2.0])

@@ -1,0 +1,44 @@
+"""Module behaviours MXNet 1.x code relies on: non-zero batch axes over devices, states across set-ups."""
+
+import warnings
+
+import numpy as np
+from mxkit import mx
+
+
+def test_backward_splits_out_grads_along_a_tnc_batch_axis():
+    sym = mx.sym.Activation(data=mx.sym.Variable("data"), act_type="relu", __layout__="TNC")
+    shape = (3, 8, 7)
+    mod = mx.mod.Module(sym, ("data",), None, context=[mx.cpu(0), mx.cpu(1)])
+    mod.bind(data_shapes=[mx.io.DataDesc("data", shape, layout="TNC")], inputs_need_grad=True)
+    mod.init_params()
+    data = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    head = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    mod.forward(mx.io.DataBatch(data=[mx.nd.array(data)], label=None))
+    mod.backward([mx.nd.array(head)])
+    np.testing.assert_allclose(mod.get_outputs()[0].asnumpy(), np.maximum(data, 0))
+    np.testing.assert_allclose(mod.get_input_grads()[0].asnumpy(), head * (data > 0))
+
+
+def test_optimizer_states_saved_on_several_devices_load_on_one(tmp_path):
+    warnings.simplefilter("ignore", UserWarning)
+    sym = mx.sym.FullyConnected(mx.sym.Variable("data"), num_hidden=4)
+    mod = mx.mod.Module(sym, ("data",), None, context=[mx.cpu(0), mx.cpu(1)])
+    mod.bind(data_shapes=[("data", (4, 3))])
+    mod.init_params()
+    mod.init_optimizer(optimizer_params={"learning_rate": 0.1, "momentum": 0.9})
+    mod.forward(mx.io.DataBatch([mx.nd.ones((4, 3))], None))
+    mod.backward([mx.nd.ones((4, 4))])
+    mod.update()
+    prefix = str(tmp_path / "net")
+    mod.save_checkpoint(prefix, 0, save_optimizer_states=True)
+    # the momentum after one step from zero: -lr * rescale_grad (1 / batch size) * grad of each weight
+    single = mx.mod.Module.load(prefix, 0, load_optimizer_states=True, data_names=("data",), label_names=None)
+    single.bind(data_shapes=[("data", (4, 3))])
+    single.init_optimizer(optimizer_params={"learning_rate": 0.1, "momentum": 0.9})
+    states = single._updater.states
+    names = single._exec_group.param_names
+    grads = {"fullyconnected0_weight": np.full((4, 3), 4.0), "fullyconnected0_bias": np.full((4,), 4.0)}
+    assert sorted(states) == [0, 1]
+    for index, name in enumerate(names):
+        np.testing.assert_allclose(states[index].asnumpy(), -0.1 * grads[name] / 4, rtol=1e-6)
