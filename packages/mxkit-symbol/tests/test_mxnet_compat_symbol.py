@@ -186,3 +186,20 @@ def test_infer_type_partial_and_abs():
     assert (x + 1).infer_type() == (None, None, None)
     np.testing.assert_array_equal(_run(abs(x), grad=False, x=np.array([-1.5, 2.0], np.float32)).outputs[0].asnumpy(),
                                   [1.5, 2.0])
+
+
+def test_an_explicit_none_is_written_where_the_parameter_accepts_it():
+    # MXNet 1.9.1 writes slice_axis(end=None) as "end": "None" and refuses a file without "end"
+    import json
+
+    from mxkit import mx
+
+    x = mx.sym.Variable("x")
+    y = mx.sym.slice_axis(x, axis=0, begin=1, end=None)
+    assert json.loads(y.tojson())["nodes"][1]["attrs"] == {"axis": "0", "begin": "1", "end": "None"}
+    loaded = mx.sym.load_json(y.tojson())
+    executor = loaded.simple_bind(mx.cpu(), x=(5,))
+    executor.arg_dict["x"][:] = mx.nd.arange(5)
+    assert executor.forward()[0].asnumpy().tolist() == [1, 2, 3, 4]
+    # where None is not a value of the parameter, it still means "not given"
+    assert "kernel" not in json.loads(mx.sym.Pooling(x, kernel=None, global_pool=True).tojson())["nodes"][1]["attrs"]

@@ -49,7 +49,12 @@ def create(op_name: str, *args: Any, name: str | None = None, attr: Mapping[str,
     op = get_registry().get(op_name)
     args, kwargs = _positional_params(op, args, kwargs)
     symbol_kwargs = {k: v for k, v in kwargs.items() if isinstance(v, Symbol)}
-    raw_params = {k: v for k, v in kwargs.items() if not isinstance(v, Symbol) and v is not None}
+    # An explicit None is kept (as MXNet's "None") where the parameter accepts it: MXNet
+    # writes `end=None` of slice_axis into the JSON and refuses a file without it. Elsewhere
+    # None means "not given", as in MXNet's generated functions.
+    nullable = {p.name for p in op.params if p.optional or p.default is None}
+    raw_params = {k: v for k, v in kwargs.items()
+                  if not isinstance(v, Symbol) and (v is not None or k in nullable)}
     # MXNet takes its hidden keys (lr_mult=, ctx_group=...) among an operator's keyword
     # arguments as node attributes, not operator parameters
     hidden = {k: raw_params.pop(k) for k in list(raw_params) if k in HIDDEN_KEYS and k not in op.params}
