@@ -20,6 +20,18 @@ def onednn_loaded() -> bool:
 needs_onednn = pytest.mark.skipif(not onednn_loaded(), reason="oneDNN is not loadable here")
 
 
+@pytest.fixture(params=["blocked", "plain"])
+def layout(request):
+    """Each oneDNN program of an operator on its own (not the fastest of them and the replaced kernel)."""
+    from mxkit_onednn.program import PROGRAMS
+
+    PROGRAMS.clear()
+    PROGRAMS.only = request.param
+    yield request.param
+    PROGRAMS.only = None
+    PROGRAMS.clear()
+
+
 def _outputs(name: str, inputs: list, params: dict, dtype=None):
     op = get_registry().get(name)
     typed = op.parse_params(params)

@@ -5,12 +5,13 @@ hypothesis-drawn shapes, strides, pads, dilations and groups."""
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mxkit.ndarray.registry import get_registry
-from onednn_harness import assert_within, needs_onednn, run, sum_bound
+from onednn_harness import assert_within, layout, needs_onednn, run, sum_bound
 
 pytestmark = needs_onednn
+__all__ = ["layout"]  # a fixture
 
 
 @st.composite
@@ -51,9 +52,9 @@ def test_the_plugin_replaces_mxkit_cpus_convolution_kernels():
         assert kernel.replaced is cpu_conv.KERNELS[name], name
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(geometries())
-def test_convolution_and_its_gradients_match_the_reference_and_mxkit_cpu(case):
+def test_convolution_and_its_gradients_match_the_reference_and_mxkit_cpu(layout, case):
     x, w, b = _arrays(case)
     params = _params(case)
     inputs = [x, w] if case["no_bias"] else [x, w, b]
@@ -76,12 +77,12 @@ def test_convolution_and_its_gradients_match_the_reference_and_mxkit_cpu(case):
         assert_within(got, other, 2 * sum_bound(count, size), f"{name} gradient vs mxkit-cpu")
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(geometries())
-def test_convolution_gradients_match_finite_differences_of_the_onednn_forward(case):
+def test_convolution_gradients_match_finite_differences_of_the_onednn_forward(layout, case):
     """Central differences of L(x, w) = <g, conv(x, w)> along random directions; conv is linear in each of x
     and w, so a step of 1 carries no truncation error and only float32 rounding remains."""
-    x, w, b = _arrays(case)
+    x, w, _ = _arrays(case)
     params = dict(_params(case), no_bias=True)
     rng = np.random.default_rng(case["seed"] + 2)
     y = run("Convolution", [x, w], **params)[0]
@@ -105,7 +106,7 @@ def test_convolution_gradients_match_finite_differences_of_the_onednn_forward(ca
         assert abs(analytic - numeric) <= 4 * float(sum_bound(terms, magnitude)), direction_of
 
 
-def test_unwanted_data_gradient_is_left_alone_and_float64_goes_to_mxkit_cpu():
+def test_unwanted_data_gradient_is_left_alone_and_float64_goes_to_mxkit_cpu(layout):
     case = dict(batch=2, channels=4, groups=2, filters=4, kernel=(3, 3), stride=(1, 1), dilate=(1, 1), pad=(1, 1),
                 spatial=(5, 6), no_bias=False, seed=3)
     x, w, b = _arrays(case)

@@ -1,8 +1,9 @@
 """``Convolution`` forward, data gradient and weight gradient on oneDNN's direct convolution.
 
-1-D convolutions run as 2-D ones one row high. oneDNN picks the layouts it computes fastest
-in (channels blocked by 16 on AVX-512); the operands are reordered into them through the
-thread's workspace and the results reordered back (see :mod:`mxkit_onednn.program`). The
+1-D convolutions run as 2-D ones one row high. Each shape runs whichever of three ways its
+first call timed fastest: oneDNN with activations in numpy's layout, oneDNN with them in the
+layout it chooses (channels blocked by 16 on AVX-512), reordered in and out through the
+thread's workspace (see :mod:`mxkit_onednn.program`), or the mxkit-cpu kernel it replaced. The
 filters are reordered on every call: they change every training step, and without a way to
 know that they did not (prediction) a cached copy could be stale; the reorder reads the
 filters once, a small cost next to the convolution, which reads them once per output pixel.
@@ -76,15 +77,27 @@ class Outputs:
                 np.copyto(target, array)
 
 
-def _forward_pd(dnnl: Any, g: ConvGeometry, prop_kind: int) -> Any:
+#: the two ways to run a convolution: activations in the layout oneDNN chooses (blocked channels, reordered
+#: in and out through the workspace), or in numpy's own layout (no reorder; oneDNN then mostly uses its
+#: im2col + GEMM kernels). Which is faster depends on the shape and the pass; the first call of each
+#: shape times both and keeps the faster (:func:`mxkit_onednn.program.fastest`).
+LAYOUTS = ("blocked", "plain")
+
+
+def _act_md(dnnl: Any, dims: tuple, layout: str) -> Any:
+    return dnnl.plain_md(dims) if layout == "plain" else dnnl.any_md(dims)
+
+
+def _forward_pd(dnnl: Any, g: ConvGeometry, prop_kind: int, layout: str) -> Any:
     return dnnl.convolution_forward_pd(
-        prop_kind, dnnl.any_md(g.src), dnnl.any_md(g.weights), None if g.bias is None else dnnl.plain_md(g.bias),
-        dnnl.any_md(g.dst), g.strides, g.dilates, g.pad_l, g.pad_r)
+        prop_kind, _act_md(dnnl, g.src, layout), dnnl.any_md(g.weights),
+        None if g.bias is None else dnnl.plain_md(g.bias), _act_md(dnnl, g.dst, layout), g.strides, g.dilates,
+        g.pad_l, g.pad_r)
 
 
-def _build_forward(g: ConvGeometry) -> Program:
+def _build_forward(g: ConvGeometry, layout: str) -> Program:
     dnnl = load()
-    pd = _forward_pd(dnnl, g, dnnl.FORWARD_INFERENCE)
+    pd = _forward_pd(dnnl, g, dnnl.FORWARD_INFERENCE, layout)
     b = Builder(dnnl)
     src_md, weights_md, dst_md = pd.md("src"), pd.md("weights"), pd.md("dst")
     src = b.operand(("in", 0), dnnl.plain_md(g.src), src_md)
@@ -97,31 +110,31 @@ def _build_forward(g: ConvGeometry) -> Program:
     return b.build()
 
 
-def convolution(inputs: list, outputs: list, params: dict) -> None:
+def convolution(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
     """Forward of ``Convolution``."""
-    arrays = _check(list(inputs[:2 if params["no_bias"] else 3]) + [outputs[0]])
+    arrays = _check([*inputs[:2 if params["no_bias"] else 3], outputs[0]])
     g = ConvGeometry(params, arrays[0].shape, arrays[1].shape, outputs[0].shape)
-    program = PROGRAMS.get(("Convolution", *g.key()), lambda: _build_forward(g))
     out = Outputs([outputs[0]])
-    program.run(arrays[:-1], out.arrays)
+    builders = {layout: lambda layout=layout: _build_forward(g, layout) for layout in LAYOUTS}
+    PROGRAMS.run(("Convolution", *g.key()), builders, arrays[:-1], out.arrays, replaced)
     out.finish()
 
 
-def _build_backward(g: ConvGeometry, want_data: bool) -> Program:
+def _build_backward(g: ConvGeometry, want_data: bool, layout: str) -> Program:
     """Inputs (out_grad, data, weight); outputs (data grad, weight grad[, bias grad])."""
     dnnl = load()
-    hint = _forward_pd(dnnl, g, dnnl.FORWARD_TRAINING)
+    hint = _forward_pd(dnnl, g, dnnl.FORWARD_TRAINING, layout)
     b = Builder(dnnl)
     plain_src, plain_dst, plain_weights = dnnl.plain_md(g.src), dnnl.plain_md(g.dst), dnnl.plain_md(g.weights)
     weights_pd = dnnl.convolution_backward_weights_pd(
-        dnnl.any_md(g.src), dnnl.any_md(g.weights), None if g.bias is None else dnnl.plain_md(g.bias),
-        dnnl.any_md(g.dst), g.strides, g.dilates, g.pad_l, g.pad_r, hint)
+        _act_md(dnnl, g.src, layout), dnnl.any_md(g.weights), None if g.bias is None else dnnl.plain_md(g.bias),
+        _act_md(dnnl, g.dst, layout), g.strides, g.dilates, g.pad_l, g.pad_r, hint)
     diff_dst_md = weights_pd.md("diff_dst")
     diff_dst = b.operand(("in", 0), plain_dst, diff_dst_md)
     if want_data:
         data_pd = dnnl.convolution_backward_data_pd(
-            dnnl.any_md(g.src), dnnl.any_md(g.weights), dnnl.any_md(g.dst), g.strides, g.dilates, g.pad_l, g.pad_r,
-            hint)
+            _act_md(dnnl, g.src, layout), dnnl.any_md(g.weights), _act_md(dnnl, g.dst, layout), g.strides,
+            g.dilates, g.pad_l, g.pad_r, hint)
         data_diff_dst_md, data_weights_md, diff_src_md = data_pd.md("diff_dst"), data_pd.md("weights"), \
             data_pd.md("diff_src")
         # one reorder of the output gradient serves both primitives when they want one layout
@@ -142,15 +155,16 @@ def _build_backward(g: ConvGeometry, want_data: bool) -> Program:
     return b.build()
 
 
-def convolution_backward(inputs: list, outputs: list, params: dict) -> None:
+def convolution_backward(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
     """``_backward_Convolution``: the data gradient (unless nothing reads it), the weight and bias gradients."""
     arrays = _check(list(inputs) + list(outputs))
     out_grad, data, weight = arrays[:3]
     g = ConvGeometry(params, data.shape, weight.shape, out_grad.shape)
     want_data = _mxkit.wanted(params, 0)
-    program = PROGRAMS.get(("_backward_Convolution", want_data, *g.key()), lambda: _build_backward(g, want_data))
     out = Outputs(list(outputs))
-    program.run([out_grad, data, weight], out.arrays)
+    PROGRAMS.run(("_backward_Convolution", want_data, *g.key()),
+                 {layout: lambda layout=layout: _build_backward(g, want_data, layout) for layout in LAYOUTS},
+                 [out_grad, data, weight], out.arrays, replaced)
     out.finish()
 
 

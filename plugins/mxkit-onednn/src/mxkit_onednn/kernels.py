@@ -27,12 +27,16 @@ class Unhandled(Exception):
 
 
 def with_fallback(kernel: Callable[..., None], fallback: Kernel) -> Kernel:
-    """``kernel``, handing the calls it raises :class:`Unhandled` for to ``fallback``."""
+    """``kernel``, handing the calls it raises :class:`Unhandled` for to ``fallback``.
+
+    ``kernel(inputs, outputs, params, replaced)`` also gets ``replaced(inputs, outputs)``, the
+    replaced kernel bound to this call, as one more candidate to time (see
+    :meth:`mxkit_onednn.program.ProgramCache.run`)."""
 
     @functools.wraps(kernel)
     def serve(xp: Any, inputs: list, outputs: list, params: dict) -> None:
         try:
-            kernel(inputs, outputs, params)
+            kernel(inputs, outputs, params, lambda ins, outs: fallback(xp, ins, outs, params))
         except Unhandled:
             fallback(xp, inputs, outputs, params)
 

@@ -12,6 +12,7 @@ is built and reused by every call.
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
@@ -110,6 +111,38 @@ class Builder:
         return self.program
 
 
+#: timing runs of each candidate program on a shape's first call (the best of them counts)
+TRIALS = 2
+
+
+#: the candidate that stands for the replaced kernel
+FALLBACK = "fallback"
+
+
+def _run(program: Any, inputs: list, outputs: list, fallback: Callable[[list, list], None] | None) -> None:
+    if program is FALLBACK:
+        fallback(inputs, outputs)
+    else:
+        program.run(inputs, outputs)
+
+
+def fastest(programs: list[Any], inputs: list, outputs: list,
+            fallback: Callable[[list, list], None] | None = None) -> Any:
+    """The candidate (a :class:`Program` or :data:`FALLBACK`) that ran fastest on these arrays, each
+    :data:`TRIALS` times, the best time counting; the outputs hold the last run's result, which
+    every candidate computes."""
+    if len(programs) == 1:
+        _run(programs[0], inputs, outputs, fallback)
+        return programs[0]
+    best = [float("inf")] * len(programs)
+    for _ in range(TRIALS):
+        for index, program in enumerate(programs):
+            start = time.perf_counter()
+            _run(program, inputs, outputs, fallback)
+            best[index] = min(best[index], time.perf_counter() - start)
+    return programs[best.index(min(best))]
+
+
 _local = threading.local()
 
 
@@ -136,20 +169,51 @@ class ProgramCache:
         self._programs: OrderedDict[Hashable, Program] = OrderedDict()
         self._lock = threading.Lock()
         self.builds = 0
+        self.refusals: list[str] = []
+        #: the name of the one builder to use, or None: time them all and the replaced kernel
+        self.only: str | None = None
 
-    def get(self, key: Hashable, build: Callable[[], Program]) -> Program:
+    def run(self, key: Hashable, builders: dict[str, Callable[[], Program]], inputs: list, outputs: list,
+            fallback: Callable[[list, list], None] | None = None) -> None:
+        """Run the program of ``key`` on the arrays.
+
+        The first call of a key builds one program per builder (ways to compute the same result),
+        runs each and the ``fallback`` (the kernel this plugin replaced), and keeps the fastest:
+        where oneDNN does not win, the replaced kernel goes on serving that shape. A builder that
+        oneDNN refuses (an unsupported case) is left out. With :attr:`only` set to a builder's name,
+        that builder alone serves (tests check each way of computing on its own).
+        """
         with self._lock:
             program = self._programs.get(key)
             if program is not None:
                 self._programs.move_to_end(key)
-                return program
-        program = build()  # outside the lock: building may take milliseconds
+        if program is None:  # built outside the lock: building and timing take milliseconds
+            candidates: list[Any] = []
+            for name, build in builders.items():
+                if self.only is not None and name != self.only:
+                    continue
+                try:
+                    candidates.append(build())
+                except RuntimeError as exc:  # DnnlError: this way is not supported here
+                    self.refusals.append(f"{key[0]}: {exc}")
+            if fallback is not None and (self.only is None or not candidates):
+                candidates.append(FALLBACK)
+            program = fastest(candidates, inputs, outputs, fallback)
+            with self._lock:
+                self.builds += 1
+                self._programs[key] = program
+                while len(self._programs) > self.capacity:
+                    self._programs.popitem(last=False)
+            return  # the timing runs wrote the outputs
+        _run(program, inputs, outputs, fallback)
+
+    def chosen(self) -> dict[Hashable, str]:
+        """Per key, what serves it: ``"fallback"`` or the implementations of the program's primitives."""
         with self._lock:
-            self.builds += 1
-            self._programs[key] = program
-            while len(self._programs) > self.capacity:
-                self._programs.popitem(last=False)
-        return program
+            items = list(self._programs.items())
+        return {key: "fallback" if program is FALLBACK else
+                " + ".join(primitive.descriptor.implementation for primitive, _ in program.steps)
+                for key, program in items}
 
     def __len__(self) -> int:
         return len(self._programs)
@@ -162,5 +226,5 @@ class ProgramCache:
 #: the process's programs
 PROGRAMS = ProgramCache()
 
-__all__ = ["MAX_PROGRAMS", "PROGRAMS", "Builder", "Program", "ProgramCache", "release_workspace",
-           "thread_workspace"]
+__all__ = ["FALLBACK", "MAX_PROGRAMS", "PROGRAMS", "TRIALS", "Builder", "Program", "ProgramCache", "fastest",
+           "release_workspace", "thread_workspace"]
