@@ -42,14 +42,15 @@ def _outputs(name: str, inputs: list, params: dict, dtype=None):
 
 def run(name: str, inputs: list, which: str = "onednn", req: list | None = None, **params) -> list[np.ndarray]:
     """Outputs of operator ``name`` on numpy ``inputs`` through the registered (oneDNN) kernel, the kernel
-    it replaced (``"cpu"``) or the generic kernel in float64 (``"reference"``)."""
+    it replaced (``"cpu"``), the generic kernel in float64 (``"reference"``) or in the inputs' dtype
+    (``"generic"``)."""
     if which == "reference":
         inputs = [x.astype(np.float64) for x in inputs]
     op, typed, outputs = _outputs(name, inputs, params)
     kernel = op.kernel_for("numpy")
     if which == "cpu":
         kernel = kernel.replaced
-    elif which == "reference":
+    elif which in ("reference", "generic"):
         kernel = op.kernel
     if req is not None:
         typed = dict(typed, _req=req)

@@ -57,7 +57,7 @@ class ConvGeometry:
         return (self.src, self.weights, self.bias, self.dst, self.strides, self.dilates, self.pad_l, self.pad_r)
 
 
-def _check(arrays: list) -> list[np.ndarray]:
+def float32_arrays(arrays: list) -> list[np.ndarray]:
     """The arrays as C-contiguous float32 numpy arrays, or :class:`Unhandled`."""
     if any(not isinstance(a, np.ndarray) or a.dtype != FLOAT32 or a.size == 0 for a in arrays):
         raise Unhandled
@@ -84,14 +84,14 @@ class Outputs:
 LAYOUTS = ("blocked", "plain")
 
 
-def _act_md(dnnl: Any, dims: tuple, layout: str) -> Any:
+def activation_md(dnnl: Any, dims: tuple, layout: str) -> Any:
     return dnnl.plain_md(dims) if layout == "plain" else dnnl.any_md(dims)
 
 
 def _forward_pd(dnnl: Any, g: ConvGeometry, prop_kind: int, layout: str) -> Any:
     return dnnl.convolution_forward_pd(
-        prop_kind, _act_md(dnnl, g.src, layout), dnnl.any_md(g.weights),
-        None if g.bias is None else dnnl.plain_md(g.bias), _act_md(dnnl, g.dst, layout), g.strides, g.dilates,
+        prop_kind, activation_md(dnnl, g.src, layout), dnnl.any_md(g.weights),
+        None if g.bias is None else dnnl.plain_md(g.bias), activation_md(dnnl, g.dst, layout), g.strides, g.dilates,
         g.pad_l, g.pad_r)
 
 
@@ -112,7 +112,7 @@ def _build_forward(g: ConvGeometry, layout: str) -> Program:
 
 def convolution(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
     """Forward of ``Convolution``."""
-    arrays = _check([*inputs[:2 if params["no_bias"] else 3], outputs[0]])
+    arrays = float32_arrays([*inputs[:2 if params["no_bias"] else 3], outputs[0]])
     g = ConvGeometry(params, arrays[0].shape, arrays[1].shape, outputs[0].shape)
     out = Outputs([outputs[0]])
     builders = {layout: lambda layout=layout: _build_forward(g, layout) for layout in LAYOUTS}
@@ -127,13 +127,13 @@ def _build_backward(g: ConvGeometry, want_data: bool, layout: str) -> Program:
     b = Builder(dnnl)
     plain_src, plain_dst, plain_weights = dnnl.plain_md(g.src), dnnl.plain_md(g.dst), dnnl.plain_md(g.weights)
     weights_pd = dnnl.convolution_backward_weights_pd(
-        _act_md(dnnl, g.src, layout), dnnl.any_md(g.weights), None if g.bias is None else dnnl.plain_md(g.bias),
-        _act_md(dnnl, g.dst, layout), g.strides, g.dilates, g.pad_l, g.pad_r, hint)
+        activation_md(dnnl, g.src, layout), dnnl.any_md(g.weights), None if g.bias is None else dnnl.plain_md(g.bias),
+        activation_md(dnnl, g.dst, layout), g.strides, g.dilates, g.pad_l, g.pad_r, hint)
     diff_dst_md = weights_pd.md("diff_dst")
     diff_dst = b.operand(("in", 0), plain_dst, diff_dst_md)
     if want_data:
         data_pd = dnnl.convolution_backward_data_pd(
-            _act_md(dnnl, g.src, layout), dnnl.any_md(g.weights), _act_md(dnnl, g.dst, layout), g.strides,
+            activation_md(dnnl, g.src, layout), dnnl.any_md(g.weights), activation_md(dnnl, g.dst, layout), g.strides,
             g.dilates, g.pad_l, g.pad_r, hint)
         data_diff_dst_md, data_weights_md, diff_src_md = data_pd.md("diff_dst"), data_pd.md("weights"), \
             data_pd.md("diff_src")
@@ -157,7 +157,7 @@ def _build_backward(g: ConvGeometry, want_data: bool, layout: str) -> Program:
 
 def convolution_backward(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
     """``_backward_Convolution``: the data gradient (unless nothing reads it), the weight and bias gradients."""
-    arrays = _check(list(inputs) + list(outputs))
+    arrays = float32_arrays(list(inputs) + list(outputs))
     out_grad, data, weight = arrays[:3]
     g = ConvGeometry(params, data.shape, weight.shape, out_grad.shape)
     want_data = _mxkit.wanted(params, 0)
@@ -168,4 +168,5 @@ def convolution_backward(inputs: list, outputs: list, params: dict, replaced: An
     out.finish()
 
 
-__all__ = ["ConvGeometry", "convolution", "convolution_backward"]
+__all__ = ["LAYOUTS", "ConvGeometry", "Outputs", "activation_md", "convolution", "convolution_backward",
+           "float32_arrays"]

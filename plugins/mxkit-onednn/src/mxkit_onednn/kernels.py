@@ -17,6 +17,8 @@ BACKEND = "numpy"
 OVERRIDES = {
     "Convolution": ("conv", "convolution"),
     "_backward_Convolution": ("conv", "convolution_backward"),
+    "Pooling": ("pool", "pooling"),
+    "_backward_Pooling": ("pool", "pooling_backward"),
 }
 
 Kernel = Callable[[Any, list, list, dict], None]
