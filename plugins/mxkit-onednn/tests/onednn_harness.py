@@ -63,7 +63,7 @@ def sum_bound(terms: int, magnitude: np.ndarray) -> np.ndarray:
     ``magnitude``: gamma_K = K u / (1 - K u) (any summation order, with or without FMA), doubled
     to cover the rounding of the result and the float64 reference."""
     k = terms + 1
-    return 2 * k * UNIT / (1 - k * UNIT) * magnitude + np.finfo(np.float32).tiny
+    return 2 * k * UNIT / (1 - k * UNIT) * np.abs(magnitude) + np.finfo(np.float32).tiny
 
 
 def assert_within(actual: np.ndarray, expected: np.ndarray, bound: np.ndarray, what: str) -> None:
