@@ -71,3 +71,11 @@ def assert_within(actual: np.ndarray, expected: np.ndarray, bound: np.ndarray, w
     worst = np.argmax(error - bound) if error.size else 0
     assert np.all(error <= bound), (f"{what}: error {error.flat[worst]:.3g} over the bound {bound.flat[worst]:.3g} "
                                     f"at flat index {worst}")
+
+
+def assert_served_by_onednn(name: str) -> None:
+    """Every cached program of operator ``name`` is oneDNN's (none fell back to the replaced kernel)."""
+    from mxkit_onednn.program import PROGRAMS
+
+    chosen = {key: value for key, value in PROGRAMS.chosen().items() if key[0] == name}
+    assert chosen and "fallback" not in chosen.values(), (chosen, PROGRAMS.refusals)

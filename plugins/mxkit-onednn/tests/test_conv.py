@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mxkit.ndarray.registry import get_registry
-from onednn_harness import assert_within, layout, needs_onednn, run, sum_bound
+from onednn_harness import assert_served_by_onednn, assert_within, layout, needs_onednn, run, sum_bound
 
 pytestmark = needs_onednn
 __all__ = ["layout"]  # a fixture
@@ -61,11 +61,13 @@ def test_convolution_and_its_gradients_match_the_reference_and_mxkit_cpu(layout,
     magnitude = run("Convolution", [np.abs(a) for a in inputs], "reference", **params)[0]
     terms = w[0].size + 1
     y = run("Convolution", inputs, **params)[0]
+    assert_served_by_onednn("Convolution")
     assert_within(y, run("Convolution", inputs, "reference", **params)[0], sum_bound(terms, magnitude), "forward")
     assert_within(y, run("Convolution", inputs, "cpu", **params)[0], 2 * sum_bound(terms, magnitude), "vs mxkit-cpu")
 
     g = np.random.default_rng(case["seed"] + 1).standard_normal(y.shape).astype(np.float32)
     grads = run("_backward_Convolution", [g, x, w], **params)
+    assert_served_by_onednn("_backward_Convolution")
     reference = run("_backward_Convolution", [g, x, w], "reference", **params)
     magnitudes = run("_backward_Convolution", [np.abs(g), np.abs(x), np.abs(w)], "reference", **params)
     cpu = run("_backward_Convolution", [g, x, w], "cpu", **params)

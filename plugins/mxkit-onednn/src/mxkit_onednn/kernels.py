@@ -19,6 +19,8 @@ OVERRIDES = {
     "_backward_Convolution": ("conv", "convolution_backward"),
     "Pooling": ("pool", "pooling"),
     "_backward_Pooling": ("pool", "pooling_backward"),
+    "BatchNorm": ("norm", "batchnorm"),
+    "_backward_BatchNorm": ("norm", "batchnorm_backward"),
 }
 
 Kernel = Callable[[Any, list, list, dict], None]
@@ -32,13 +34,13 @@ def with_fallback(kernel: Callable[..., None], fallback: Kernel) -> Kernel:
     """``kernel``, handing the calls it raises :class:`Unhandled` for to ``fallback``.
 
     ``kernel(inputs, outputs, params, replaced)`` also gets ``replaced(inputs, outputs)``, the
-    replaced kernel bound to this call, as one more candidate to time (see
+    replaced kernel bound to this call (keywords change its parameters), as one more candidate to time (see
     :meth:`mxkit_onednn.program.ProgramCache.run`)."""
 
     @functools.wraps(kernel)
     def serve(xp: Any, inputs: list, outputs: list, params: dict) -> None:
         try:
-            kernel(inputs, outputs, params, lambda ins, outs: fallback(xp, ins, outs, params))
+            kernel(inputs, outputs, params, lambda ins, outs, **changed: fallback(xp, ins, outs, {**params, **changed}))
         except Unhandled:
             fallback(xp, inputs, outputs, params)
 
