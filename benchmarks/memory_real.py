@@ -144,6 +144,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--networks", nargs="+", default=list(NETWORKS), choices=list(NETWORKS))
     parser.add_argument("--repeats", type=int, default=3, help="timed batches per run (best reported)")
+    parser.add_argument("--settings", nargs="+", default=[s for s, _ in SETTINGS], choices=[s for s, _ in SETTINGS])
     args = parser.parse_args()
     mxnet = os.environ.get("MXKIT_BENCH_MXNET_PYTHON")
     torch = os.environ.get("MXKIT_BENCH_TORCH_PYTHON")
@@ -155,6 +156,8 @@ def main() -> None:
     print(f"{'network':<14}{'setting':<12}" + "".join(f"{name:>20}" for name, *_ in columns))
     for network in args.networks:
         for setting, batch in SETTINGS:
+            if setting not in args.settings:
+                continue
             cells = []
             for _name, python, code, framework, env in columns:
                 result = None

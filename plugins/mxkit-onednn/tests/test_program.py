@@ -67,3 +67,21 @@ def test_the_fastest_candidate_is_kept_and_the_replaced_kernel_is_one(monkeypatc
     assert cache._programs["k"] is FALLBACK and cache.chosen() == {"k": "fallback"}
     cache.run("k", {"slow": Slow}, [], [], fallback=lambda i, o: calls.append(2))
     assert calls[-1] == 2
+
+
+def test_a_later_candidate_must_win_by_the_margin(monkeypatch):
+    from mxkit_onednn import program
+    from mxkit_onednn.program import MARGIN, Program, fastest
+
+    clock = [0.0]
+    monkeypatch.setattr(program.time, "perf_counter", lambda: clock[0])
+
+    def taking(seconds):
+        class Timed(Program):
+            def run(self, inputs, outputs):
+                clock[0] += seconds
+        return Timed()
+
+    first, close, clearly = taking(1.0), taking(MARGIN + 0.05), taking(MARGIN - 0.05)
+    assert fastest([first, close], [], []) is first
+    assert fastest([first, close, clearly], [], []) is clearly

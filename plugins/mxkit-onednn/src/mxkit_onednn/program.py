@@ -114,6 +114,11 @@ class Builder:
 #: timing runs of each candidate program on a shape's first call (the best of them counts)
 TRIALS = 2
 
+#: a candidate replaces an earlier one (in the builders' order, the replaced kernel last) only when it
+#: takes at most this fraction of its time: on a loaded machine two timings of one kernel differ by tens
+#: of percent, and a coin toss between near-equal candidates is not worth the memory of the loser's habits
+MARGIN = 0.8
+
 
 #: the candidate that stands for the replaced kernel
 FALLBACK = "fallback"
@@ -129,8 +134,8 @@ def _run(program: Any, inputs: list, outputs: list, fallback: Callable[[list, li
 def fastest(programs: list[Any], inputs: list, outputs: list,
             fallback: Callable[[list, list], None] | None = None) -> Any:
     """The candidate (a :class:`Program` or :data:`FALLBACK`) that ran fastest on these arrays, each
-    :data:`TRIALS` times, the best time counting; the outputs hold the last run's result, which
-    every candidate computes."""
+    :data:`TRIALS` times, the best time counting, a later one winning only by :data:`MARGIN`; the
+    outputs hold the last run's result, which every candidate computes."""
     if len(programs) == 1:
         _run(programs[0], inputs, outputs, fallback)
         return programs[0]
@@ -140,7 +145,11 @@ def fastest(programs: list[Any], inputs: list, outputs: list,
             start = time.perf_counter()
             _run(program, inputs, outputs, fallback)
             best[index] = min(best[index], time.perf_counter() - start)
-    return programs[best.index(min(best))]
+    chosen = 0
+    for index in range(1, len(programs)):
+        if best[index] <= MARGIN * best[chosen]:
+            chosen = index
+    return programs[chosen]
 
 
 _local = threading.local()
@@ -226,5 +235,5 @@ class ProgramCache:
 #: the process's programs
 PROGRAMS = ProgramCache()
 
-__all__ = ["FALLBACK", "MAX_PROGRAMS", "PROGRAMS", "TRIALS", "Builder", "Program", "ProgramCache", "fastest",
+__all__ = ["FALLBACK", "MARGIN", "MAX_PROGRAMS", "PROGRAMS", "TRIALS", "Builder", "Program", "ProgramCache", "fastest",
            "release_workspace", "thread_workspace"]
