@@ -145,6 +145,7 @@ def main() -> None:
     parser.add_argument("--networks", nargs="+", default=list(NETWORKS), choices=list(NETWORKS))
     parser.add_argument("--repeats", type=int, default=3, help="timed batches per run (best reported)")
     parser.add_argument("--settings", nargs="+", default=[s for s, _ in SETTINGS], choices=[s for s, _ in SETTINGS])
+    parser.add_argument("--columns", nargs="+", help="only these columns (names as printed)")
     args = parser.parse_args()
     mxnet = os.environ.get("MXKIT_BENCH_MXNET_PYTHON")
     torch = os.environ.get("MXKIT_BENCH_TORCH_PYTHON")
@@ -152,6 +153,8 @@ def main() -> None:
                ("mxkit-cpu", sys.executable, WORKER, "mxkit", {"MXKIT_ONEDNN_DISABLE": "1"}),
                ("MXNet 1.9.1", mxnet, WORKER, "mxnet", {"MXNET_SUBGRAPH_BACKEND": "NONE"}),
                ("PyTorch", torch, TORCH_WORKER, "torch", {})]
+    if args.columns:
+        columns = [column for column in columns if column[0] in args.columns]
     print(f"peak RSS (MB) / seconds per batch, best of {args.repeats}; {os.cpu_count()} CPUs; each run a fresh process")
     print(f"{'network':<14}{'setting':<12}" + "".join(f"{name:>20}" for name, *_ in columns))
     for network in args.networks:
