@@ -1,9 +1,9 @@
 """``Convolution`` forward, data gradient and weight gradient on oneDNN's direct convolution.
 
 1-D convolutions run as 2-D ones one row high. Each shape runs whichever of three ways its
-first call timed fastest: oneDNN with activations in numpy's layout, oneDNN with them in the
-layout it chooses (channels blocked by 16 on AVX-512), reordered in and out through the
-thread's workspace (see :mod:`mxkit_onednn.program`), or the mxkit-cpu kernel it replaced. The
+first call timed fastest (see :meth:`mxkit_onednn.program.ProgramCache.run`): the mxkit-cpu
+kernel it replaced, oneDNN with activations in the layout it chooses (channels blocked by 16
+on AVX-512), reordered in and out through the thread's workspace, or oneDNN in numpy's layout. The
 filters are reordered on every call: they change every training step, and without a way to
 know that they did not (prediction) a cached copy could be stale; the reorder reads the
 filters once, a small cost next to the convolution, which reads them once per output pixel.

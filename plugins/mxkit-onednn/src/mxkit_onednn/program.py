@@ -114,7 +114,7 @@ class Builder:
 #: timing runs of each candidate program on a shape's first call (the best of them counts)
 TRIALS = 2
 
-#: a candidate replaces an earlier one (in the builders' order, the replaced kernel last) only when it
+#: a candidate replaces an earlier one (the replaced kernel first, then the builders in order) only when it
 #: takes at most this fraction of its time: on a loaded machine two timings of one kernel differ by tens
 #: of percent, and a coin toss between near-equal candidates is not worth the memory of the loser's habits
 MARGIN = 0.8
@@ -179,6 +179,7 @@ class ProgramCache:
         self.capacity = capacity
         self._programs: OrderedDict[Hashable, Program] = OrderedDict()
         self._lock = threading.Lock()
+        self._build_lock = threading.Lock()
         self.builds = 0
         self.refusals: list[str] = []
         #: the name of the one builder to use, or None: time them all and the replaced kernel
@@ -189,34 +190,47 @@ class ProgramCache:
         """Run the program of ``key`` on the arrays.
 
         The first call of a key builds one program per builder (ways to compute the same result),
-        runs each and the ``fallback`` (the kernel this plugin replaced), and keeps the fastest:
-        where oneDNN does not win, the replaced kernel goes on serving that shape. A builder that
-        oneDNN refuses (an unsupported case) is left out. With :attr:`only` set to a builder's name,
+        runs each and the ``fallback`` (the kernel this plugin replaced), and keeps the fastest,
+        a oneDNN program only where it wins by :data:`MARGIN`: elsewhere the replaced kernel goes
+        on serving that shape. A builder that oneDNN refuses (an unsupported case) is left out.
+        With :attr:`only` set to a builder's name,
         that builder alone serves (tests check each way of computing on its own).
         """
         with self._lock:
             program = self._programs.get(key)
             if program is not None:
                 self._programs.move_to_end(key)
-        if program is None:  # built outside the lock: building and timing take milliseconds
-            candidates: list[Any] = []
-            for name, build in builders.items():
-                if self.only is not None and name != self.only:
-                    continue
-                try:
-                    candidates.append(build())
-                except RuntimeError as exc:  # DnnlError: this way is not supported here
-                    self.refusals.append(f"{key[0]}: {exc}")
-            if fallback is not None and (self.only is None or not candidates):
-                candidates.append(FALLBACK)
-            program = fastest(candidates, inputs, outputs, fallback)
-            with self._lock:
-                self.builds += 1
-                self._programs[key] = program
-                while len(self._programs) > self.capacity:
-                    self._programs.popitem(last=False)
-            return  # the timing runs wrote the outputs
+        if program is None:
+            # one first call at a time: two threads meeting a new key at once (two layers of one shape)
+            # must not each choose by their own timings, or equal inputs could give different bits
+            with self._build_lock:
+                with self._lock:
+                    program = self._programs.get(key)
+                if program is None:
+                    self._choose(key, builders, inputs, outputs, fallback)
+                    return  # the timing runs wrote the outputs
         _run(program, inputs, outputs, fallback)
+
+    def _choose(self, key: Hashable, builders: dict[str, Callable[[], Program]], inputs: list, outputs: list,
+                fallback: Callable[[list, list], None] | None) -> None:
+        """Build the candidates of ``key``, time them on the arrays and keep the fastest."""
+        # the replaced kernel first: a oneDNN program replaces it only where it wins by MARGIN
+        candidates: list[Any] = [FALLBACK] if fallback is not None and self.only is None else []
+        for name, build in builders.items():
+            if self.only is not None and name != self.only:
+                continue
+            try:
+                candidates.append(build())
+            except RuntimeError as exc:  # DnnlError: this way is not supported here
+                self.refusals.append(f"{key[0]}: {exc}")
+        if fallback is not None and not candidates:  # every builder refused
+            candidates.append(FALLBACK)
+        program = fastest(candidates, inputs, outputs, fallback)
+        with self._lock:
+            self.builds += 1
+            self._programs[key] = program
+            while len(self._programs) > self.capacity:
+                self._programs.popitem(last=False)
 
     def chosen(self) -> dict[Hashable, str]:
         """Per key, what serves it: ``"fallback"`` or the implementations of the program's primitives."""
