@@ -21,6 +21,8 @@ ALLOWED = {
                     "mxkit-engine", "mxkit-memplan"},
     "mxkit-cpu": {"mxkit-core", "mxkit-ndarray"},
     "mxkit-cuda": {"mxkit-core", "mxkit-ndarray"},
+    # its kernels fall back to mxkit-cpu's through the registry (never an import)
+    "mxkit-onednn": {"mxkit-core", "mxkit-ndarray", "mxkit-cpu"},
 }
 
 

@@ -12,6 +12,31 @@ from mxkit_cpu import parallel
 from threadpoolctl import threadpool_limits
 
 
+class _RecordingRegistry:
+    """Takes the kernels mxkit-cpu's hook registers, to test them whichever plugin serves the registry."""
+
+    def __init__(self) -> None:
+        self.kernels: dict[str, object] = {}
+
+    def register_kernel(self, name, backend, kernel, when_defined=False):
+        self.kernels[name] = kernel
+
+
+_CPU_KERNELS: dict[str, object] = {}
+
+
+def cpu_kernel(name: str):
+    """mxkit-cpu's own kernel of operator ``name`` (another kernel plugin, such as mxkit-onednn, may have
+    replaced it in the registry), else the registry's kernel for ``numpy``."""
+    if not _CPU_KERNELS:
+        from mxkit_cpu.kernels import register
+
+        recorder = _RecordingRegistry()
+        register(recorder)
+        _CPU_KERNELS.update(recorder.kernels)
+    return _CPU_KERNELS.get(name) or get_registry().get(name).kernel_for("numpy")
+
+
 def run(name: str, inputs: list, generic: bool = False, req: list | None = None, **params) -> list[np.ndarray]:
     """Outputs of operator ``name`` on numpy ``inputs``: the plugin's kernel, or the generic one."""
     op = get_registry().get(name)
@@ -20,7 +45,7 @@ def run(name: str, inputs: list, generic: bool = False, req: list | None = None,
     dtypes = op.infer_dtype(typed, [x.dtype.name for x in inputs])
     outputs = [np.full(s, np.nan, dtype=d) if np.dtype(d).kind == "f" else np.zeros(s, dtype=d)
                for s, d in zip(shapes, dtypes)]
-    kernel = op.kernel if generic else op.kernel_for("numpy")
+    kernel = op.kernel if generic else cpu_kernel(name)
     if req is not None:
         typed = dict(typed, _req=req)
     kernel(np, list(inputs), outputs, typed)
@@ -29,7 +54,7 @@ def run(name: str, inputs: list, generic: bool = False, req: list | None = None,
 
 def is_plugin_kernel(name: str) -> bool:
     op = get_registry().get(name)
-    return op.kernel_for("numpy") is not op.kernel
+    return cpu_kernel(name) is not op.kernel
 
 
 @contextlib.contextmanager

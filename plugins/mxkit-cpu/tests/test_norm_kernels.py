@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cpu_kernel_harness import is_plugin_kernel, split_into_blocks
+from cpu_kernel_harness import cpu_kernel, is_plugin_kernel, split_into_blocks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mxkit.ndarray.registry import get_registry
@@ -17,7 +17,7 @@ def _batchnorm(x, gamma, beta, aux, generic=False, train=True, **params):
     typed = dict(op.parse_params(dict(params, output_mean_var=True)), _is_train=train)
     channels = gamma.shape[0]
     outputs = [np.empty(x.shape, x.dtype), np.empty(channels, x.dtype), np.empty(channels, x.dtype)]
-    (op.kernel if generic else op.kernel_for("numpy"))(np, [x, gamma, beta, *aux], outputs, typed)
+    (op.kernel if generic else cpu_kernel(op.name))(np, [x, gamma, beta, *aux], outputs, typed)
     return outputs
 
 
@@ -27,7 +27,7 @@ def _backward(out_grad, x, gamma, mean, var, generic=False, req=None, **params):
     if req:
         typed = dict(typed, _req=req)
     outputs = [np.full(x.shape, np.nan, x.dtype), np.empty(gamma.shape, x.dtype), np.empty(gamma.shape, x.dtype)]
-    (op.kernel if generic else op.kernel_for("numpy"))(np, [out_grad, x, gamma, mean, var], outputs, typed)
+    (op.kernel if generic else cpu_kernel(op.name))(np, [out_grad, x, gamma, mean, var], outputs, typed)
     return outputs
 
 

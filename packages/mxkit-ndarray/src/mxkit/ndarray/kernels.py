@@ -12,7 +12,8 @@ Operators and their reference kernels
     the fallback a specialised kernel can call for cases it does not handle).
 Parameters
     :func:`wanted` (whether an output is read at all: a backward kernel may skip a gradient
-    nobody uses), :func:`is_train`, :func:`normalize_axis`.
+    nobody uses), :func:`is_train`, :func:`normalize_axis`, :func:`spatial_tuple` (a kernel,
+    stride, dilation or pad parameter as one value per spatial axis).
 Convolution and pooling geometry
     :class:`ConvGeometry`, :func:`conv_geometry`, :func:`deconv_geometry`, :class:`PoolGeometry`:
     the validated kernel, stride, dilation, padding and output sizes of one call, computed
@@ -43,7 +44,7 @@ from mxkit.ndarray.ops._fused_program import (
     render_numexpr,
 )
 from mxkit.ndarray.ops._rnn_math import CellKernels
-from mxkit.ndarray.ops.nn_common import is_train, wanted
+from mxkit.ndarray.ops.nn_common import is_train, spatial_tuple, wanted
 from mxkit.ndarray.ops.nn_conv import ConvGeometry, conv_geometry, deconv_geometry
 from mxkit.ndarray.ops.nn_pool import PoolGeometry
 from mxkit.ndarray.ops.nn_rnn import rnn_backward_kernel, rnn_kernel
@@ -53,4 +54,4 @@ from mxkit.ndarray.shapes import normalize_axis
 __all__ = ["FLOAT_DTYPES", "PRIMITIVES", "CellKernels", "ConvGeometry", "FusedProgramError", "Kernel", "OpDef",
            "PoolGeometry", "Program", "conv_geometry", "deconv_geometry", "get_op", "is_train", "normalize_axis",
            "parse_program", "render_c_body", "render_c_expression", "render_numexpr", "rnn_backward_kernel",
-           "rnn_kernel", "wanted"]
+           "rnn_kernel", "spatial_tuple", "wanted"]

@@ -1,0 +1,546 @@
+# cython: boundscheck=False, wraparound=False
+"""A thin typed layer over oneDNN's C API: memory descriptors, primitives with a
+user-managed scratchpad, and the primitive descriptors the kernels of this plugin need.
+
+Everything here is mechanism; which primitive serves which mxkit operator, and how shapes
+map onto oneDNN's dims, is decided in Python (:mod:`mxkit_onednn.conv` and siblings).
+"""
+
+import threading
+
+import numpy as np
+
+cimport numpy as cnp
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from libc.stdint cimport int64_t, uintptr_t
+
+cnp.import_array()
+
+
+cdef extern from "oneapi/dnnl/dnnl.h" nogil:
+    ctypedef int dnnl_status_t
+    ctypedef int64_t dnnl_dim_t
+    ctypedef dnnl_dim_t dnnl_dims_t[12]
+    ctypedef struct dnnl_memory_desc:
+        pass
+    ctypedef dnnl_memory_desc* dnnl_memory_desc_t
+    ctypedef const dnnl_memory_desc* const_dnnl_memory_desc_t
+    ctypedef struct dnnl_engine:
+        pass
+    ctypedef dnnl_engine* dnnl_engine_t
+    ctypedef struct dnnl_stream:
+        pass
+    ctypedef dnnl_stream* dnnl_stream_t
+    ctypedef struct dnnl_memory:
+        pass
+    ctypedef dnnl_memory* dnnl_memory_t
+    ctypedef struct dnnl_primitive_desc:
+        pass
+    ctypedef dnnl_primitive_desc* dnnl_primitive_desc_t
+    ctypedef const dnnl_primitive_desc* const_dnnl_primitive_desc_t
+    ctypedef struct dnnl_primitive:
+        pass
+    ctypedef dnnl_primitive* dnnl_primitive_t
+    ctypedef const dnnl_primitive* const_dnnl_primitive_t
+    ctypedef struct dnnl_primitive_attr:
+        pass
+    ctypedef dnnl_primitive_attr* dnnl_primitive_attr_t
+    ctypedef const dnnl_primitive_attr* const_dnnl_primitive_attr_t
+    ctypedef struct dnnl_exec_arg_t:
+        int arg
+        dnnl_memory_t memory
+
+    int dnnl_success
+    ctypedef int dnnl_data_type_t
+    ctypedef int dnnl_format_tag_t
+    ctypedef int dnnl_prop_kind_t
+    ctypedef int dnnl_alg_kind_t
+    ctypedef int dnnl_query_t
+    ctypedef int dnnl_engine_kind_t
+    ctypedef int dnnl_scratchpad_mode_t
+
+    int dnnl_f32
+    int dnnl_format_tag_any
+    int dnnl_a, dnnl_ab, dnnl_abc, dnnl_abcd, dnnl_abcde
+    int dnnl_cpu
+    int dnnl_stream_default_flags
+    int dnnl_scratchpad_mode_user
+    int dnnl_query_src_md, dnnl_query_diff_src_md, dnnl_query_weights_md, dnnl_query_diff_weights_md
+    int dnnl_query_dst_md, dnnl_query_diff_dst_md, dnnl_query_workspace_md, dnnl_query_scratchpad_md
+    int dnnl_query_impl_info_str
+
+    dnnl_status_t dnnl_engine_create(dnnl_engine_t* engine, dnnl_engine_kind_t kind, size_t index)
+    dnnl_status_t dnnl_stream_create(dnnl_stream_t* stream, dnnl_engine_t engine, unsigned flags)
+    dnnl_status_t dnnl_stream_wait(dnnl_stream_t stream)
+    dnnl_status_t dnnl_stream_destroy(dnnl_stream_t stream)
+
+    dnnl_status_t dnnl_memory_desc_create_with_tag(dnnl_memory_desc_t* md, int ndims, const dnnl_dims_t dims,
+                                                   dnnl_data_type_t data_type, dnnl_format_tag_t tag)
+    dnnl_status_t dnnl_memory_desc_clone(dnnl_memory_desc_t* md, const_dnnl_memory_desc_t existing)
+    dnnl_status_t dnnl_memory_desc_destroy(dnnl_memory_desc_t md)
+    int dnnl_memory_desc_equal(const_dnnl_memory_desc_t lhs, const_dnnl_memory_desc_t rhs)
+    size_t dnnl_memory_desc_get_size(const_dnnl_memory_desc_t md)
+
+    dnnl_status_t dnnl_memory_create(dnnl_memory_t* memory, const_dnnl_memory_desc_t md, dnnl_engine_t engine,
+                                     void* handle)
+    dnnl_status_t dnnl_memory_set_data_handle(dnnl_memory_t memory, void* handle)
+    dnnl_status_t dnnl_memory_destroy(dnnl_memory_t memory)
+
+    dnnl_status_t dnnl_primitive_attr_create(dnnl_primitive_attr_t* attr)
+    dnnl_status_t dnnl_primitive_attr_destroy(dnnl_primitive_attr_t attr)
+    dnnl_status_t dnnl_primitive_attr_set_scratchpad_mode(dnnl_primitive_attr_t attr, dnnl_scratchpad_mode_t mode)
+
+    const_dnnl_memory_desc_t dnnl_primitive_desc_query_md(const_dnnl_primitive_desc_t pd, dnnl_query_t what,
+                                                          int index)
+    dnnl_status_t dnnl_primitive_desc_query(const_dnnl_primitive_desc_t pd, dnnl_query_t what, int index,
+                                            void* result)
+    dnnl_status_t dnnl_primitive_desc_destroy(dnnl_primitive_desc_t pd)
+    dnnl_status_t dnnl_primitive_create(dnnl_primitive_t* primitive, const_dnnl_primitive_desc_t pd)
+    dnnl_status_t dnnl_primitive_destroy(dnnl_primitive_t primitive)
+    dnnl_status_t dnnl_primitive_execute(const_dnnl_primitive_t primitive, dnnl_stream_t stream, int nargs,
+                                         const dnnl_exec_arg_t* args)
+
+    dnnl_status_t dnnl_reorder_primitive_desc_create(dnnl_primitive_desc_t* pd, const_dnnl_memory_desc_t src_desc,
+                                                     dnnl_engine_t src_engine, const_dnnl_memory_desc_t dst_desc,
+                                                     dnnl_engine_t dst_engine, const_dnnl_primitive_attr_t attr)
+    dnnl_status_t dnnl_convolution_forward_primitive_desc_create(
+        dnnl_primitive_desc_t* pd, dnnl_engine_t engine, dnnl_prop_kind_t prop_kind, dnnl_alg_kind_t alg_kind,
+        const_dnnl_memory_desc_t src_desc, const_dnnl_memory_desc_t weights_desc,
+        const_dnnl_memory_desc_t bias_desc, const_dnnl_memory_desc_t dst_desc, const dnnl_dims_t strides,
+        const dnnl_dims_t dilates, const dnnl_dims_t padding_l, const dnnl_dims_t padding_r,
+        const_dnnl_primitive_attr_t attr)
+    dnnl_status_t dnnl_convolution_backward_data_primitive_desc_create(
+        dnnl_primitive_desc_t* pd, dnnl_engine_t engine, dnnl_alg_kind_t alg_kind,
+        const_dnnl_memory_desc_t diff_src_desc, const_dnnl_memory_desc_t weights_desc,
+        const_dnnl_memory_desc_t diff_dst_desc, const dnnl_dims_t strides, const dnnl_dims_t dilates,
+        const dnnl_dims_t padding_l, const dnnl_dims_t padding_r, const_dnnl_primitive_desc_t hint_fwd_pd,
+        const_dnnl_primitive_attr_t attr)
+    dnnl_status_t dnnl_convolution_backward_weights_primitive_desc_create(
+        dnnl_primitive_desc_t* pd, dnnl_engine_t engine, dnnl_alg_kind_t alg_kind,
+        const_dnnl_memory_desc_t src_desc, const_dnnl_memory_desc_t diff_weights_desc,
+        const_dnnl_memory_desc_t diff_bias_desc, const_dnnl_memory_desc_t diff_dst_desc,
+        const dnnl_dims_t strides, const dnnl_dims_t dilates, const dnnl_dims_t padding_l,
+        const dnnl_dims_t padding_r, const_dnnl_primitive_desc_t hint_fwd_pd, const_dnnl_primitive_attr_t attr)
+    dnnl_status_t dnnl_pooling_forward_primitive_desc_create(
+        dnnl_primitive_desc_t* pd, dnnl_engine_t engine, dnnl_prop_kind_t prop_kind, dnnl_alg_kind_t alg_kind,
+        const_dnnl_memory_desc_t src_desc, const_dnnl_memory_desc_t dst_desc, const dnnl_dims_t strides,
+        const dnnl_dims_t kernel, const dnnl_dims_t dilation, const dnnl_dims_t padding_l,
+        const dnnl_dims_t padding_r, const_dnnl_primitive_attr_t attr)
+    dnnl_status_t dnnl_pooling_backward_primitive_desc_create(
+        dnnl_primitive_desc_t* pd, dnnl_engine_t engine, dnnl_alg_kind_t alg_kind,
+        const_dnnl_memory_desc_t diff_src_desc, const_dnnl_memory_desc_t diff_dst_desc, const dnnl_dims_t strides,
+        const dnnl_dims_t kernel, const dnnl_dims_t dilation, const dnnl_dims_t padding_l,
+        const dnnl_dims_t padding_r, const_dnnl_primitive_desc_t hint_fwd_pd, const_dnnl_primitive_attr_t attr)
+    dnnl_status_t dnnl_batch_normalization_forward_primitive_desc_create(
+        dnnl_primitive_desc_t* pd, dnnl_engine_t engine, dnnl_prop_kind_t prop_kind,
+        const_dnnl_memory_desc_t src_desc, const_dnnl_memory_desc_t dst_desc, float epsilon, unsigned flags,
+        const_dnnl_primitive_attr_t attr)
+    dnnl_status_t dnnl_batch_normalization_backward_primitive_desc_create(
+        dnnl_primitive_desc_t* pd, dnnl_engine_t engine, dnnl_prop_kind_t prop_kind,
+        const_dnnl_memory_desc_t diff_src_desc, const_dnnl_memory_desc_t diff_dst_desc,
+        const_dnnl_memory_desc_t src_desc, float epsilon, unsigned flags, const_dnnl_primitive_desc_t hint_fwd_pd,
+        const_dnnl_primitive_attr_t attr)
+    dnnl_status_t dnnl_inner_product_forward_primitive_desc_create(
+        dnnl_primitive_desc_t* pd, dnnl_engine_t engine, dnnl_prop_kind_t prop_kind,
+        const_dnnl_memory_desc_t src_desc, const_dnnl_memory_desc_t weights_desc,
+        const_dnnl_memory_desc_t bias_desc, const_dnnl_memory_desc_t dst_desc, const_dnnl_primitive_attr_t attr)
+
+
+class DnnlError(RuntimeError):
+    """oneDNN refused a call (its status code is in the message)."""
+
+
+cdef inline void check(dnnl_status_t status, str what) except *:
+    if status != dnnl_success:
+        raise DnnlError(f"oneDNN {what} failed with status {status}")
+
+
+cdef dnnl_engine_t _engine = NULL
+check(dnnl_engine_create(&_engine, <dnnl_engine_kind_t>dnnl_cpu, 0), "engine creation")
+
+#: oneDNN argument indices (DNNL_ARG_*)
+ARG_SRC = 1
+ARG_DST = 17
+ARG_WEIGHTS = 33
+ARG_BIAS = 41
+ARG_MEAN = 49
+ARG_VARIANCE = 50
+ARG_SCALE = 51
+ARG_SHIFT = 52
+ARG_WORKSPACE = 64
+ARG_SCRATCHPAD = 80
+ARG_DIFF_SRC = 129
+ARG_DIFF_DST = 145
+ARG_DIFF_WEIGHTS = 161
+ARG_DIFF_BIAS = 169
+ARG_DIFF_SCALE = 255
+ARG_DIFF_SHIFT = 256
+
+#: prop kinds, algorithms and flags
+FORWARD_TRAINING = 64
+FORWARD_INFERENCE = 96
+BACKWARD = 128
+BACKWARD_DATA = 160
+CONVOLUTION_DIRECT = 0x1
+POOLING_MAX = 0x1ff
+POOLING_AVG_INCLUDE_PADDING = 0x2ff
+POOLING_AVG_EXCLUDE_PADDING = 0x3ff
+USE_GLOBAL_STATS = 0x1
+USE_SCALE = 0x2
+USE_SHIFT = 0x4
+
+#: numpy's default alignment is 16 bytes; oneDNN's kernels prefer 64 (one cache line)
+ALIGNMENT = 64
+
+
+cdef class Stream:
+    """One oneDNN CPU stream (not shared between threads: see :func:`thread_stream`)."""
+    cdef dnnl_stream_t stream
+
+    def __cinit__(self):
+        check(dnnl_stream_create(&self.stream, _engine, <unsigned>dnnl_stream_default_flags), "stream creation")
+
+    def __dealloc__(self):
+        if self.stream != NULL:
+            dnnl_stream_destroy(self.stream)
+
+
+_local = threading.local()
+
+
+def thread_stream():
+    """This thread's stream (streams are not meant to be used from two threads at once)."""
+    stream = getattr(_local, "stream", None)
+    if stream is None:
+        stream = _local.stream = Stream()
+    return stream
+
+
+cdef class MemoryDesc:
+    """An owned ``dnnl_memory_desc_t``."""
+    cdef dnnl_memory_desc_t md
+
+    def __dealloc__(self):
+        if self.md != NULL:
+            dnnl_memory_desc_destroy(self.md)
+
+    @property
+    def nbytes(self):
+        return dnnl_memory_desc_get_size(self.md)
+
+    def same_as(self, MemoryDesc other):
+        """Whether both describe the same layout."""
+        return bool(dnnl_memory_desc_equal(self.md, other.md))
+
+
+cdef MemoryDesc _wrap_clone(const_dnnl_memory_desc_t md):
+    cdef MemoryDesc result = MemoryDesc()
+    check(dnnl_memory_desc_clone(&result.md, md), "memory descriptor clone")
+    return result
+
+
+cdef int _plain_tag(int ndims) except -1:
+    if ndims == 1:
+        return dnnl_a
+    if ndims == 2:
+        return dnnl_ab
+    if ndims == 3:
+        return dnnl_abc
+    if ndims == 4:
+        return dnnl_abcd
+    if ndims == 5:
+        return dnnl_abcde
+    raise ValueError(f"oneDNN layouts of {ndims} dimensions are not used here")
+
+
+cdef void _fill_dims(dnnl_dims_t target, values):
+    cdef int i
+    for i in range(len(values)):
+        target[i] = <dnnl_dim_t>values[i]
+
+
+def plain_md(dims):
+    """A float32 memory descriptor of ``dims`` in row-major (numpy C) order."""
+    cdef dnnl_dims_t c_dims
+    cdef MemoryDesc result = MemoryDesc()
+    _fill_dims(c_dims, dims)
+    check(dnnl_memory_desc_create_with_tag(&result.md, len(dims), c_dims, <dnnl_data_type_t>dnnl_f32,
+                                           <dnnl_format_tag_t>_plain_tag(len(dims))), "memory descriptor")
+    return result
+
+
+def any_md(dims):
+    """A float32 memory descriptor of ``dims`` whose layout the primitive chooses."""
+    cdef dnnl_dims_t c_dims
+    cdef MemoryDesc result = MemoryDesc()
+    _fill_dims(c_dims, dims)
+    check(dnnl_memory_desc_create_with_tag(&result.md, len(dims), c_dims, <dnnl_data_type_t>dnnl_f32,
+                                           <dnnl_format_tag_t>dnnl_format_tag_any), "memory descriptor")
+    return result
+
+
+def aligned_buffer(size_t nbytes):
+    """A zeroed byte array of ``nbytes`` that starts on a 64-byte boundary."""
+    raw = np.zeros(nbytes + ALIGNMENT, dtype=np.uint8)
+    offset = (-raw.ctypes.data) % ALIGNMENT
+    return raw[offset:offset + nbytes]
+
+
+cdef class PrimitiveDesc:
+    """An owned ``dnnl_primitive_desc_t`` created with a user-managed scratchpad."""
+    cdef dnnl_primitive_desc_t pd
+
+    def __dealloc__(self):
+        if self.pd != NULL:
+            dnnl_primitive_desc_destroy(self.pd)
+
+    def md(self, what):
+        """The memory descriptor the primitive chose for ``what`` (``"src"``, ``"weights"``...), or None."""
+        cdef const_dnnl_memory_desc_t md = dnnl_primitive_desc_query_md(self.pd, _QUERIES[what], 0)
+        if md == NULL:
+            return None
+        return _wrap_clone(md)
+
+    @property
+    def implementation(self):
+        """oneDNN's name of the implementation it picked (``jit:avx512_core``, ``gemm:jit``...)."""
+        cdef const char* name = NULL
+        check(dnnl_primitive_desc_query(self.pd, <dnnl_query_t>dnnl_query_impl_info_str, 0, &name), "query")
+        return name.decode() if name != NULL else ""
+
+
+_QUERIES = {
+    "src": dnnl_query_src_md, "diff_src": dnnl_query_diff_src_md, "weights": dnnl_query_weights_md,
+    "diff_weights": dnnl_query_diff_weights_md, "dst": dnnl_query_dst_md, "diff_dst": dnnl_query_diff_dst_md,
+    "workspace": dnnl_query_workspace_md, "scratchpad": dnnl_query_scratchpad_md,
+}
+
+
+cdef class _Attr:
+    cdef dnnl_primitive_attr_t attr
+
+    def __cinit__(self):
+        check(dnnl_primitive_attr_create(&self.attr), "attribute creation")
+        check(dnnl_primitive_attr_set_scratchpad_mode(self.attr, <dnnl_scratchpad_mode_t>dnnl_scratchpad_mode_user),
+              "scratchpad mode")
+
+    def __dealloc__(self):
+        if self.attr != NULL:
+            dnnl_primitive_attr_destroy(self.attr)
+
+
+cdef inline const_dnnl_memory_desc_t _md_or_null(object md):
+    return NULL if md is None else (<MemoryDesc>md).md
+
+
+cdef inline const_dnnl_primitive_desc_t _pd_or_null(object pd):
+    return NULL if pd is None else (<PrimitiveDesc>pd).pd
+
+
+def reorder_pd(MemoryDesc src, MemoryDesc dst):
+    """A reorder from layout ``src`` to layout ``dst`` (same dims)."""
+    cdef _Attr attr = _Attr()
+    cdef PrimitiveDesc result = PrimitiveDesc()
+    check(dnnl_reorder_primitive_desc_create(&result.pd, src.md, _engine, dst.md, _engine, attr.attr), "reorder")
+    return result
+
+
+def convolution_forward_pd(int prop_kind, MemoryDesc src, MemoryDesc weights, bias, MemoryDesc dst,
+                           strides, dilates, pad_l, pad_r):
+    """A direct convolution; ``dilates`` count the gaps oneDNN's way (MXNet's dilate minus one)."""
+    cdef _Attr attr = _Attr()
+    cdef PrimitiveDesc result = PrimitiveDesc()
+    cdef dnnl_dims_t c_strides, c_dilates, c_pad_l, c_pad_r
+    _fill_dims(c_strides, strides)
+    _fill_dims(c_dilates, dilates)
+    _fill_dims(c_pad_l, pad_l)
+    _fill_dims(c_pad_r, pad_r)
+    check(dnnl_convolution_forward_primitive_desc_create(
+        &result.pd, _engine, <dnnl_prop_kind_t>prop_kind, <dnnl_alg_kind_t>CONVOLUTION_DIRECT, src.md, weights.md,
+        _md_or_null(bias), dst.md, c_strides, c_dilates, c_pad_l, c_pad_r, attr.attr), "convolution forward")
+    return result
+
+
+def convolution_backward_data_pd(MemoryDesc diff_src, MemoryDesc weights, MemoryDesc diff_dst, strides, dilates,
+                                 pad_l, pad_r, PrimitiveDesc hint):
+    """The data gradient of a convolution (``hint``: the forward it belongs to)."""
+    cdef _Attr attr = _Attr()
+    cdef PrimitiveDesc result = PrimitiveDesc()
+    cdef dnnl_dims_t c_strides, c_dilates, c_pad_l, c_pad_r
+    _fill_dims(c_strides, strides)
+    _fill_dims(c_dilates, dilates)
+    _fill_dims(c_pad_l, pad_l)
+    _fill_dims(c_pad_r, pad_r)
+    check(dnnl_convolution_backward_data_primitive_desc_create(
+        &result.pd, _engine, <dnnl_alg_kind_t>CONVOLUTION_DIRECT, diff_src.md, weights.md, diff_dst.md, c_strides,
+        c_dilates, c_pad_l, c_pad_r, hint.pd, attr.attr), "convolution backward data")
+    return result
+
+
+def convolution_backward_weights_pd(MemoryDesc src, MemoryDesc diff_weights, diff_bias, MemoryDesc diff_dst,
+                                    strides, dilates, pad_l, pad_r, PrimitiveDesc hint):
+    """The weight (and bias) gradient of a convolution."""
+    cdef _Attr attr = _Attr()
+    cdef PrimitiveDesc result = PrimitiveDesc()
+    cdef dnnl_dims_t c_strides, c_dilates, c_pad_l, c_pad_r
+    _fill_dims(c_strides, strides)
+    _fill_dims(c_dilates, dilates)
+    _fill_dims(c_pad_l, pad_l)
+    _fill_dims(c_pad_r, pad_r)
+    check(dnnl_convolution_backward_weights_primitive_desc_create(
+        &result.pd, _engine, <dnnl_alg_kind_t>CONVOLUTION_DIRECT, src.md, diff_weights.md, _md_or_null(diff_bias),
+        diff_dst.md, c_strides, c_dilates, c_pad_l, c_pad_r, hint.pd, attr.attr), "convolution backward weights")
+    return result
+
+
+def pooling_forward_pd(int prop_kind, int algorithm, MemoryDesc src, MemoryDesc dst, strides, kernel, pad_l,
+                       pad_r):
+    """A max or average pooling (no dilation)."""
+    cdef _Attr attr = _Attr()
+    cdef PrimitiveDesc result = PrimitiveDesc()
+    cdef dnnl_dims_t c_strides, c_kernel, c_dilation, c_pad_l, c_pad_r
+    _fill_dims(c_strides, strides)
+    _fill_dims(c_kernel, kernel)
+    _fill_dims(c_dilation, [0] * len(kernel))
+    _fill_dims(c_pad_l, pad_l)
+    _fill_dims(c_pad_r, pad_r)
+    check(dnnl_pooling_forward_primitive_desc_create(
+        &result.pd, _engine, <dnnl_prop_kind_t>prop_kind, <dnnl_alg_kind_t>algorithm, src.md, dst.md, c_strides,
+        c_kernel, c_dilation, c_pad_l, c_pad_r, attr.attr), "pooling forward")
+    return result
+
+
+def pooling_backward_pd(int algorithm, MemoryDesc diff_src, MemoryDesc diff_dst, strides, kernel, pad_l, pad_r,
+                        PrimitiveDesc hint):
+    """The gradient of a pooling."""
+    cdef _Attr attr = _Attr()
+    cdef PrimitiveDesc result = PrimitiveDesc()
+    cdef dnnl_dims_t c_strides, c_kernel, c_dilation, c_pad_l, c_pad_r
+    _fill_dims(c_strides, strides)
+    _fill_dims(c_kernel, kernel)
+    _fill_dims(c_dilation, [0] * len(kernel))
+    _fill_dims(c_pad_l, pad_l)
+    _fill_dims(c_pad_r, pad_r)
+    check(dnnl_pooling_backward_primitive_desc_create(
+        &result.pd, _engine, <dnnl_alg_kind_t>algorithm, diff_src.md, diff_dst.md, c_strides, c_kernel, c_dilation,
+        c_pad_l, c_pad_r, hint.pd, attr.attr), "pooling backward")
+    return result
+
+
+def batch_norm_forward_pd(int prop_kind, MemoryDesc src, MemoryDesc dst, float epsilon, unsigned flags):
+    """A batch normalization over axis 1."""
+    cdef _Attr attr = _Attr()
+    cdef PrimitiveDesc result = PrimitiveDesc()
+    check(dnnl_batch_normalization_forward_primitive_desc_create(
+        &result.pd, _engine, <dnnl_prop_kind_t>prop_kind, src.md, dst.md, epsilon, flags, attr.attr),
+        "batch normalization forward")
+    return result
+
+
+def batch_norm_backward_pd(int prop_kind, MemoryDesc diff_src, MemoryDesc diff_dst, MemoryDesc src,
+                           float epsilon, unsigned flags, PrimitiveDesc hint):
+    """The gradient of a batch normalization."""
+    cdef _Attr attr = _Attr()
+    cdef PrimitiveDesc result = PrimitiveDesc()
+    check(dnnl_batch_normalization_backward_primitive_desc_create(
+        &result.pd, _engine, <dnnl_prop_kind_t>prop_kind, diff_src.md, diff_dst.md, src.md, epsilon, flags,
+        hint.pd, attr.attr), "batch normalization backward")
+    return result
+
+
+def inner_product_forward_pd(int prop_kind, MemoryDesc src, MemoryDesc weights, bias, MemoryDesc dst):
+    """An inner product (FullyConnected)."""
+    cdef _Attr attr = _Attr()
+    cdef PrimitiveDesc result = PrimitiveDesc()
+    check(dnnl_inner_product_forward_primitive_desc_create(
+        &result.pd, _engine, <dnnl_prop_kind_t>prop_kind, src.md, weights.md, _md_or_null(bias), dst.md,
+        attr.attr), "inner product forward")
+    return result
+
+
+cdef class Primitive:
+    """A primitive with its argument slots and its own scratchpad, allocated once.
+
+    ``slots`` lists ``(arg, MemoryDesc)``: the arguments :meth:`run` binds, in order. The
+    scratchpad (oneDNN's temporary space, sized by the primitive descriptor) is allocated
+    here and reused by every call, so a call allocates nothing. A primitive runs one call
+    at a time (its scratchpad is shared): callers hold :attr:`lock` around :meth:`run`.
+    """
+    cdef dnnl_primitive_t primitive
+    cdef dnnl_memory_t* memories
+    cdef dnnl_exec_arg_t* args
+    cdef int nargs
+    cdef int nslots
+    cdef readonly object scratchpad
+    cdef readonly object lock
+    cdef readonly object descriptor
+    cdef readonly tuple sizes
+
+    def __cinit__(self, PrimitiveDesc pd, slots):
+        cdef int i
+        cdef MemoryDesc md
+        cdef const_dnnl_memory_desc_t scratch_md
+        self.descriptor = pd
+        self.lock = threading.Lock()
+        self.nslots = len(slots)
+        self.nargs = self.nslots + 1
+        check(dnnl_primitive_create(&self.primitive, pd.pd), "primitive creation")
+        self.memories = <dnnl_memory_t*>PyMem_Malloc(self.nargs * sizeof(dnnl_memory_t))
+        self.args = <dnnl_exec_arg_t*>PyMem_Malloc(self.nargs * sizeof(dnnl_exec_arg_t))
+        if self.memories == NULL or self.args == NULL:
+            raise MemoryError()
+        for i in range(self.nargs):
+            self.memories[i] = NULL
+        sizes = []
+        for i in range(self.nslots):
+            arg, md = slots[i]
+            check(dnnl_memory_create(&self.memories[i], md.md, _engine, NULL), "memory creation")
+            self.args[i].arg = arg
+            self.args[i].memory = self.memories[i]
+            sizes.append(md.nbytes)
+        self.sizes = tuple(sizes)
+        scratch_md = dnnl_primitive_desc_query_md(pd.pd, <dnnl_query_t>dnnl_query_scratchpad_md, 0)
+        nbytes = dnnl_memory_desc_get_size(scratch_md) if scratch_md != NULL else 0
+        self.scratchpad = aligned_buffer(nbytes) if nbytes else None
+        check(dnnl_memory_create(&self.memories[self.nslots], scratch_md, _engine,
+                                 <void*><uintptr_t>(self.scratchpad.ctypes.data if nbytes else 0)),
+              "scratchpad memory")
+        self.args[self.nslots].arg = ARG_SCRATCHPAD
+        self.args[self.nslots].memory = self.memories[self.nslots]
+
+    def __dealloc__(self):
+        cdef int i
+        if self.memories != NULL:
+            for i in range(self.nargs):
+                if self.memories[i] != NULL:
+                    dnnl_memory_destroy(self.memories[i])
+            PyMem_Free(self.memories)
+        if self.args != NULL:
+            PyMem_Free(self.args)
+        if self.primitive != NULL:
+            dnnl_primitive_destroy(self.primitive)
+
+    @property
+    def scratchpad_bytes(self):
+        return 0 if self.scratchpad is None else self.scratchpad.nbytes
+
+    def run(self, arrays):
+        """Execute on ``arrays`` (one writable, C-contiguous numpy array per slot, each at least the
+        slot's size in bytes), without the GIL, and wait for it."""
+        cdef int i
+        cdef Stream stream = thread_stream()
+        cdef dnnl_status_t status
+        if len(arrays) != self.nslots:
+            raise ValueError(f"primitive takes {self.nslots} arrays, got {len(arrays)}")
+        for i in range(self.nslots):
+            array = arrays[i]
+            if not array.flags.c_contiguous or array.nbytes < self.sizes[i]:
+                raise ValueError(f"argument {i}: needs a C-contiguous array of at least {self.sizes[i]} bytes, "
+                                 f"got {array.nbytes} bytes, contiguous={array.flags.c_contiguous}")
+            check(dnnl_memory_set_data_handle(self.memories[i], <void*><uintptr_t>array.ctypes.data),
+                  "data handle")
+        with nogil:
+            status = dnnl_primitive_execute(self.primitive, stream.stream, self.nargs, self.args)
+            if status == dnnl_success:
+                status = dnnl_stream_wait(stream.stream)
+        check(status, "execution")

@@ -1,0 +1,172 @@
+"""``Convolution`` forward, data gradient and weight gradient on oneDNN's direct convolution.
+
+1-D convolutions run as 2-D ones one row high. Each shape runs whichever of three ways its
+first call timed fastest (see :meth:`mxkit_onednn.program.ProgramCache.run`): the mxkit-cpu
+kernel it replaced, oneDNN with activations in the layout it chooses (channels blocked by 16
+on AVX-512), reordered in and out through the thread's workspace, or oneDNN in numpy's layout. The
+filters are reordered on every call: they change every training step, and without a way to
+know that they did not (prediction) a cached copy could be stale; the reorder reads the
+filters once, a small cost next to the convolution, which reads them once per output pixel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from mxkit_onednn import _mxkit
+from mxkit_onednn.kernels import Unhandled
+from mxkit_onednn.library import load
+from mxkit_onednn.program import PROGRAMS, Builder, Program
+
+FLOAT32 = np.dtype(np.float32)
+
+
+class ConvGeometry:
+    """One convolution call in oneDNN's terms (2-D, dilation counted as gaps)."""
+
+    def __init__(self, params: dict, data_shape: tuple, weight_shape: tuple, out_shape: tuple) -> None:
+        kernel = tuple(params["kernel"])
+        if len(kernel) not in (1, 2) or len(data_shape) != len(kernel) + 2:
+            raise Unhandled
+        nd = len(kernel)
+        stride = _mxkit.spatial_tuple("Convolution", "stride", params["stride"], nd, 1)
+        dilate = _mxkit.spatial_tuple("Convolution", "dilate", params["dilate"], nd, 1)
+        pad = _mxkit.spatial_tuple("Convolution", "pad", params["pad"], nd, 0)
+        if nd == 1:  # one row high
+            kernel, stride, dilate, pad = (1, *kernel), (1, *stride), (1, *dilate), (0, *pad)
+            data_shape, out_shape = (*data_shape[:2], 1, data_shape[2]), (*out_shape[:2], 1, out_shape[2])
+        self.groups = int(params["num_group"])
+        self.src = tuple(int(d) for d in data_shape)
+        self.dst = tuple(int(d) for d in out_shape)
+        filters, per_group = int(weight_shape[0]), int(weight_shape[1])
+        if self.groups == 1:
+            self.weights = (filters, per_group, *kernel)
+        else:
+            self.weights = (self.groups, filters // self.groups, per_group, *kernel)
+        self.bias = None if params["no_bias"] else (filters,)
+        self.strides = stride
+        self.dilates = tuple(d - 1 for d in dilate)
+        self.pad_l = pad
+        # the far padding that makes oneDNN's output size the one mxkit inferred (never negative)
+        self.pad_r = tuple(max(0, (o - 1) * s + (k - 1) * d + 1 - i - p)
+                           for o, s, k, d, i, p in zip(self.dst[2:], stride, kernel, dilate, self.src[2:], pad))
+
+    def key(self) -> tuple:
+        return (self.src, self.weights, self.bias, self.dst, self.strides, self.dilates, self.pad_l, self.pad_r)
+
+
+def float32_arrays(arrays: list) -> list[np.ndarray]:
+    """The arrays as C-contiguous float32 numpy arrays, or :class:`Unhandled`."""
+    if any(not isinstance(a, np.ndarray) or a.dtype != FLOAT32 or a.size == 0 for a in arrays):
+        raise Unhandled
+    return [np.ascontiguousarray(a) for a in arrays]
+
+
+class Outputs:
+    """The outputs as C-contiguous arrays to write into (temporaries copied back for the others)."""
+
+    def __init__(self, outputs: list) -> None:
+        self.targets = outputs
+        self.arrays = [o if o.flags.c_contiguous else np.empty(o.shape, o.dtype) for o in outputs]
+
+    def finish(self) -> None:
+        for target, array in zip(self.targets, self.arrays):
+            if array is not target:
+                np.copyto(target, array)
+
+
+#: the two ways to run a convolution: activations in the layout oneDNN chooses (blocked channels, reordered
+#: in and out through the workspace), or in numpy's own layout (no reorder; oneDNN then mostly uses its
+#: im2col + GEMM kernels). Which is faster depends on the shape and the pass; the first call of each
+#: shape times both and keeps the faster (:func:`mxkit_onednn.program.fastest`).
+LAYOUTS = ("blocked", "plain")
+
+
+def activation_md(dnnl: Any, dims: tuple, layout: str) -> Any:
+    return dnnl.plain_md(dims) if layout == "plain" else dnnl.any_md(dims)
+
+
+def _forward_pd(dnnl: Any, g: ConvGeometry, prop_kind: int, layout: str) -> Any:
+    return dnnl.convolution_forward_pd(
+        prop_kind, activation_md(dnnl, g.src, layout), dnnl.any_md(g.weights),
+        None if g.bias is None else dnnl.plain_md(g.bias), activation_md(dnnl, g.dst, layout), g.strides, g.dilates,
+        g.pad_l, g.pad_r)
+
+
+def _build_forward(g: ConvGeometry, layout: str) -> Program:
+    dnnl = load()
+    pd = _forward_pd(dnnl, g, dnnl.FORWARD_INFERENCE, layout)
+    b = Builder(dnnl)
+    src_md, weights_md, dst_md = pd.md("src"), pd.md("weights"), pd.md("dst")
+    src = b.operand(("in", 0), dnnl.plain_md(g.src), src_md)
+    weights = b.operand(("in", 1), dnnl.plain_md(g.weights), weights_md)
+    dst = b.result(("out", 0), dnnl.plain_md(g.dst), dst_md)
+    bindings = [(dnnl.ARG_SRC, src_md, src), (dnnl.ARG_WEIGHTS, weights_md, weights)]
+    if g.bias is not None:
+        bindings.append((dnnl.ARG_BIAS, dnnl.plain_md(g.bias), ("in", 2)))
+    b.step(pd, [*bindings, (dnnl.ARG_DST, dst_md, dst)])
+    return b.build()
+
+
+def convolution(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
+    """Forward of ``Convolution``."""
+    arrays = float32_arrays([*inputs[:2 if params["no_bias"] else 3], outputs[0]])
+    g = ConvGeometry(params, arrays[0].shape, arrays[1].shape, outputs[0].shape)
+    out = Outputs([outputs[0]])
+    builders = {layout: lambda layout=layout: _build_forward(g, layout) for layout in LAYOUTS}
+    PROGRAMS.run(("Convolution", *g.key()), builders, arrays[:-1], out.arrays, replaced)
+    out.finish()
+
+
+def _build_backward(g: ConvGeometry, want_data: bool, layout: str) -> Program:
+    """Inputs (out_grad, data, weight); outputs (data grad, weight grad[, bias grad])."""
+    dnnl = load()
+    hint = _forward_pd(dnnl, g, dnnl.FORWARD_TRAINING, layout)
+    b = Builder(dnnl)
+    plain_src, plain_dst, plain_weights = dnnl.plain_md(g.src), dnnl.plain_md(g.dst), dnnl.plain_md(g.weights)
+    weights_pd = dnnl.convolution_backward_weights_pd(
+        activation_md(dnnl, g.src, layout), dnnl.any_md(g.weights), None if g.bias is None else dnnl.plain_md(g.bias),
+        activation_md(dnnl, g.dst, layout), g.strides, g.dilates, g.pad_l, g.pad_r, hint)
+    diff_dst_md = weights_pd.md("diff_dst")
+    diff_dst = b.operand(("in", 0), plain_dst, diff_dst_md)
+    if want_data:
+        data_pd = dnnl.convolution_backward_data_pd(
+            activation_md(dnnl, g.src, layout), dnnl.any_md(g.weights), activation_md(dnnl, g.dst, layout), g.strides,
+            g.dilates, g.pad_l, g.pad_r, hint)
+        data_diff_dst_md, data_weights_md, diff_src_md = data_pd.md("diff_dst"), data_pd.md("weights"), \
+            data_pd.md("diff_src")
+        # one reorder of the output gradient serves both primitives when they want one layout
+        data_diff_dst = diff_dst if data_diff_dst_md.same_as(diff_dst_md) else \
+            b.operand(("in", 0), plain_dst, data_diff_dst_md)
+        weights = b.operand(("in", 2), plain_weights, data_weights_md)
+        diff_src = b.result(("out", 0), plain_src, diff_src_md)
+        b.step(data_pd, [(dnnl.ARG_DIFF_DST, data_diff_dst_md, data_diff_dst),
+                         (dnnl.ARG_WEIGHTS, data_weights_md, weights), (dnnl.ARG_DIFF_SRC, diff_src_md, diff_src)])
+    src_md, diff_weights_md = weights_pd.md("src"), weights_pd.md("diff_weights")
+    src = b.operand(("in", 1), plain_src, src_md)
+    diff_weights = b.result(("out", 1), plain_weights, diff_weights_md)
+    bindings = [(dnnl.ARG_SRC, src_md, src), (dnnl.ARG_DIFF_DST, diff_dst_md, diff_dst),
+                (dnnl.ARG_DIFF_WEIGHTS, diff_weights_md, diff_weights)]
+    if g.bias is not None:
+        bindings.append((dnnl.ARG_DIFF_BIAS, dnnl.plain_md(g.bias), ("out", 2)))
+    b.step(weights_pd, bindings)
+    return b.build()
+
+
+def convolution_backward(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
+    """``_backward_Convolution``: the data gradient (unless nothing reads it), the weight and bias gradients."""
+    arrays = float32_arrays(list(inputs) + list(outputs))
+    out_grad, data, weight = arrays[:3]
+    g = ConvGeometry(params, data.shape, weight.shape, out_grad.shape)
+    want_data = _mxkit.wanted(params, 0)
+    out = Outputs(list(outputs))
+    PROGRAMS.run(("_backward_Convolution", want_data, *g.key()),
+                 {layout: lambda layout=layout: _build_backward(g, want_data, layout) for layout in LAYOUTS},
+                 [out_grad, data, weight], out.arrays, replaced)
+    out.finish()
+
+
+__all__ = ["LAYOUTS", "ConvGeometry", "Outputs", "activation_md", "convolution", "convolution_backward",
+           "float32_arrays"]

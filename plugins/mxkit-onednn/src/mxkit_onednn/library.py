@@ -1,0 +1,77 @@
+"""Loading oneDNN: the library of the ``onednn-cpu-gomp`` wheel, then this plugin's extension.
+
+The wheel installs ``libdnnl.so.3`` into the environment's ``lib`` directory. A regular
+install finds it through the extension's rpath; an editable one (the extension in the source
+tree) would not, so the library is loaded by path first (``RTLD_GLOBAL``: the extension's
+reference to ``libdnnl.so.3`` then resolves to it). Nothing is downloaded, ever.
+
+When either step fails the plugin logs one message saying why and registers no kernel, so
+mxkit-cpu's kernels keep serving.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import sys
+import sysconfig
+from pathlib import Path
+from types import ModuleType
+
+LOG = logging.getLogger("mxkit.onednn")
+SONAME = "libdnnl.so.3"
+
+_state: dict[str, object] = {}
+
+
+def candidate_paths() -> list[Path]:
+    """Where the wheel's ``libdnnl.so.3`` may be: ``MXKIT_ONEDNN_ROOT``, then this environment's prefixes."""
+    prefixes = [os.environ.get("MXKIT_ONEDNN_ROOT"), sysconfig.get_path("data"), sys.prefix, sys.base_prefix]
+    seen: list[Path] = []
+    for prefix in prefixes:
+        if prefix and (path := Path(prefix) / "lib" / SONAME) not in seen:
+            seen.append(path)
+    return seen
+
+
+def _load() -> ModuleType:
+    for path in candidate_paths():
+        if path.is_file():
+            ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+            break
+    from mxkit_onednn import _dnnl  # the rpath (or the library loaded above) resolves libdnnl
+
+    return _dnnl
+
+
+def load() -> ModuleType | None:
+    """The extension module, or None (once logged) when oneDNN or the extension cannot be loaded."""
+    if "module" not in _state:
+        if os.environ.get("MXKIT_ONEDNN_DISABLE", "") not in ("", "0"):
+            _state["module"], _state["reason"] = None, "disabled by MXKIT_ONEDNN_DISABLE"
+        else:
+            try:
+                _state["module"], _state["reason"] = _load(), None
+            except (ImportError, OSError) as exc:
+                where = ", ".join(str(p) for p in candidate_paths())
+                _state["module"] = None
+                _state["reason"] = (f"oneDNN could not be loaded ({type(exc).__name__}: {exc}); looked for {SONAME} "
+                                    f"in {where}; install onednn-cpu-gomp==2023.2.0 (and rebuild mxkit-onednn "
+                                    f"with onednn-devel-cpu-gomp) or set MXKIT_ONEDNN_ROOT")
+        if _state["reason"] is not None:
+            LOG.warning("mxkit-onednn registers no kernel, mxkit-cpu's kernels serve: %s", _state["reason"])
+    return _state["module"]  # type: ignore[return-value]
+
+
+def status() -> str:
+    """``"loaded"``, or why oneDNN is not in use."""
+    return "loaded" if load() is not None else str(_state["reason"])
+
+
+def forget() -> None:
+    """Load again on the next :func:`load` (tests)."""
+    _state.clear()
+
+
+__all__ = ["LOG", "SONAME", "candidate_paths", "forget", "load", "status"]

@@ -1,0 +1,255 @@
+"""Programs: the oneDNN primitives of one operator call of one shape, built once and cached.
+
+A program is a list of steps (layout reorders and the operator's primitive), each binding
+its arguments to the call's inputs, its outputs or slots of a workspace. The workspace holds
+the operands oneDNN wants in another layout than numpy's (blocked channels, reordered
+filters); it is one buffer per thread, sized by the largest program that thread ran, so
+layout copies cost no allocation per call and no memory per cached shape. Each primitive
+keeps its own scratchpad (oneDNN's user-managed temporary space), allocated when the program
+is built and reused by every call.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+#: programs kept (the least recently used goes first); a network has a few dozen distinct shapes
+MAX_PROGRAMS = 256
+
+ALIGNMENT = 64
+
+# a reference to an array of a call: ("in", i), ("out", i) or ("ws", offset, nbytes)
+Ref = tuple
+
+
+@dataclass
+class Program:
+    """The steps of one operator call of one shape."""
+
+    steps: list[tuple[Any, list[Ref]]] = field(default_factory=list)
+    workspace_bytes: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def slot(self, nbytes: int) -> Ref:
+        """A new workspace slot of ``nbytes`` (64-byte aligned)."""
+        offset = self.workspace_bytes
+        self.workspace_bytes += -(-nbytes // ALIGNMENT) * ALIGNMENT
+        return ("ws", offset, nbytes)
+
+    def add(self, primitive: Any, refs: list[Ref]) -> None:
+        self.steps.append((primitive, refs))
+
+    @property
+    def scratchpad_bytes(self) -> int:
+        return sum(primitive.scratchpad_bytes for primitive, _ in self.steps)
+
+    def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
+        """Run every step on ``inputs`` and ``outputs`` (C-contiguous float32 arrays)."""
+        workspace = thread_workspace(self.workspace_bytes)
+        with self.lock:  # the primitives' scratchpads serve one call at a time
+            for primitive, refs in self.steps:
+                primitive.run([_resolve(ref, inputs, outputs, workspace) for ref in refs])
+
+
+def _resolve(ref: Ref, inputs: list, outputs: list, workspace: np.ndarray) -> np.ndarray:
+    if ref[0] == "in":
+        return inputs[ref[1]]
+    if ref[0] == "out":
+        return outputs[ref[1]]
+    return workspace[ref[1]:ref[1] + ref[2]]
+
+
+class Builder:
+    """Assembles a :class:`Program`: operands in the layouts a primitive chose, reorders where needed."""
+
+    def __init__(self, dnnl: Any) -> None:
+        self.dnnl = dnnl
+        self.program = Program()
+        self._after: list[tuple[Any, list[Ref]]] = []
+
+    def operand(self, ref: Ref, plain: Any, chosen: Any) -> Ref:
+        """``ref`` (an array in numpy's layout ``plain``) in layout ``chosen``: itself, or a reordered copy."""
+        if chosen is None or chosen.same_as(plain):
+            return ref
+        target = self.program.slot(chosen.nbytes)
+        reorder = self.dnnl.Primitive(self.dnnl.reorder_pd(plain, chosen),
+                                      [(self.dnnl.ARG_SRC, plain), (self.dnnl.ARG_DST, chosen)])
+        self.program.add(reorder, [ref, target])
+        return target
+
+    def result(self, ref: Ref, plain: Any, chosen: Any) -> Ref:
+        """Where a primitive writes ``ref`` (an output in numpy's layout ``plain``) in layout ``chosen``;
+        the reorder into ``ref`` runs after the operator's steps."""
+        if chosen is None or chosen.same_as(plain):
+            return ref
+        source = self.program.slot(chosen.nbytes)
+        reorder = self.dnnl.Primitive(self.dnnl.reorder_pd(chosen, plain),
+                                      [(self.dnnl.ARG_SRC, chosen), (self.dnnl.ARG_DST, plain)])
+        self._after.append((reorder, [source, ref]))
+        return source
+
+    def scratch(self, md: Any) -> Ref:
+        """A workspace slot for an intermediate of layout ``md``."""
+        return self.program.slot(md.nbytes)
+
+    def step(self, pd: Any, bindings: list[tuple[int, Any, Ref]]) -> None:
+        """Run the primitive of ``pd`` with ``(arg, md, ref)`` bindings."""
+        primitive = self.dnnl.Primitive(pd, [(arg, md) for arg, md, _ in bindings])
+        self.program.add(primitive, [ref for _, _, ref in bindings])
+
+    def build(self) -> Program:
+        for primitive, refs in self._after:
+            self.program.add(primitive, refs)
+        self._after = []
+        return self.program
+
+
+#: timing runs of each candidate program on a shape's first call (the best of them counts)
+TRIALS = 2
+
+#: a candidate replaces an earlier one (the replaced kernel first, then the builders in order) only when it
+#: takes at most this fraction of its time: on a loaded machine two timings of one kernel differ by tens
+#: of percent, and a coin toss between near-equal candidates is not worth the memory of the loser's habits
+MARGIN = 0.8
+
+
+#: the candidate that stands for the replaced kernel
+FALLBACK = "fallback"
+
+
+def _run(program: Any, inputs: list, outputs: list, fallback: Callable[[list, list], None] | None) -> None:
+    if program is FALLBACK:
+        fallback(inputs, outputs)
+    else:
+        program.run(inputs, outputs)
+
+
+def fastest(programs: list[Any], inputs: list, outputs: list,
+            fallback: Callable[[list, list], None] | None = None) -> Any:
+    """The candidate (a :class:`Program` or :data:`FALLBACK`) that ran fastest on these arrays, each
+    :data:`TRIALS` times, the best time counting, a later one winning only by :data:`MARGIN`; the
+    outputs hold the chosen candidate's result (candidates round differently)."""
+    if len(programs) == 1:
+        _run(programs[0], inputs, outputs, fallback)
+        return programs[0]
+    best = [float("inf")] * len(programs)
+    for _ in range(TRIALS):
+        for index, program in enumerate(programs):
+            start = time.perf_counter()
+            _run(program, inputs, outputs, fallback)
+            best[index] = min(best[index], time.perf_counter() - start)
+    chosen = 0
+    for index in range(1, len(programs)):
+        if best[index] <= MARGIN * best[chosen]:
+            chosen = index
+    if chosen != len(programs) - 1:  # the result of the program that will serve: a rerun gives the same bits
+        _run(programs[chosen], inputs, outputs, fallback)
+    return programs[chosen]
+
+
+_local = threading.local()
+
+
+def thread_workspace(nbytes: int) -> np.ndarray:
+    """This thread's workspace, grown to at least ``nbytes`` (contents undefined; 64-byte aligned)."""
+    buffer = getattr(_local, "workspace", None)
+    if buffer is None or buffer.nbytes < nbytes:
+        raw = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
+        offset = (-raw.ctypes.data) % ALIGNMENT
+        buffer = _local.workspace = raw[offset:offset + nbytes]
+    return buffer
+
+
+def release_workspace() -> None:
+    """Drop this thread's workspace (the next program allocates a new one)."""
+    _local.workspace = None
+
+
+class ProgramCache:
+    """Programs by key (operator, shapes, parameters), least recently used first out; thread-safe."""
+
+    def __init__(self, capacity: int = MAX_PROGRAMS) -> None:
+        self.capacity = capacity
+        self._programs: OrderedDict[Hashable, Program] = OrderedDict()
+        self._lock = threading.Lock()
+        self._build_lock = threading.Lock()
+        self.builds = 0
+        self.refusals: list[str] = []
+        #: the name of the one builder to use, or None: time them all and the replaced kernel
+        self.only: str | None = None
+
+    def run(self, key: Hashable, builders: dict[str, Callable[[], Program]], inputs: list, outputs: list,
+            fallback: Callable[[list, list], None] | None = None) -> None:
+        """Run the program of ``key`` on the arrays.
+
+        The first call of a key builds one program per builder (ways to compute the same result),
+        runs each and the ``fallback`` (the kernel this plugin replaced), and keeps the fastest,
+        a oneDNN program only where it wins by :data:`MARGIN`: elsewhere the replaced kernel goes
+        on serving that shape. A builder that oneDNN refuses (an unsupported case) is left out.
+        With :attr:`only` set to a builder's name,
+        that builder alone serves (tests check each way of computing on its own).
+        """
+        with self._lock:
+            program = self._programs.get(key)
+            if program is not None:
+                self._programs.move_to_end(key)
+        if program is None:
+            # one first call at a time: two threads meeting a new key at once (two layers of one shape)
+            # must not each choose by their own timings, or equal inputs could give different bits
+            with self._build_lock:
+                with self._lock:
+                    program = self._programs.get(key)
+                if program is None:
+                    self._choose(key, builders, inputs, outputs, fallback)
+                    return  # the timing runs wrote the outputs
+        _run(program, inputs, outputs, fallback)
+
+    def _choose(self, key: Hashable, builders: dict[str, Callable[[], Program]], inputs: list, outputs: list,
+                fallback: Callable[[list, list], None] | None) -> None:
+        """Build the candidates of ``key``, time them on the arrays and keep the fastest."""
+        # the replaced kernel first: a oneDNN program replaces it only where it wins by MARGIN
+        candidates: list[Any] = [FALLBACK] if fallback is not None and self.only is None else []
+        for name, build in builders.items():
+            if self.only is not None and name != self.only:
+                continue
+            try:
+                candidates.append(build())
+            except RuntimeError as exc:  # DnnlError: this way is not supported here
+                self.refusals.append(f"{key[0]}: {exc}")
+        if fallback is not None and not candidates:  # every builder refused
+            candidates.append(FALLBACK)
+        program = fastest(candidates, inputs, outputs, fallback)
+        with self._lock:
+            self.builds += 1
+            self._programs[key] = program
+            while len(self._programs) > self.capacity:
+                self._programs.popitem(last=False)
+
+    def chosen(self) -> dict[Hashable, str]:
+        """Per key, what serves it: ``"fallback"`` or the implementations of the program's primitives."""
+        with self._lock:
+            items = list(self._programs.items())
+        return {key: "fallback" if program is FALLBACK else
+                " + ".join(primitive.descriptor.implementation for primitive, _ in program.steps)
+                for key, program in items}
+
+    def __len__(self) -> int:
+        return len(self._programs)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._programs.clear()
+
+
+#: the process's programs
+PROGRAMS = ProgramCache()
+
+__all__ = ["FALLBACK", "MARGIN", "MAX_PROGRAMS", "PROGRAMS", "TRIALS", "Builder", "Program", "ProgramCache", "fastest",
+           "release_workspace", "thread_workspace"]
