@@ -3,6 +3,8 @@ recently used program evicted first, and the fastest candidate kept."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 from onednn_harness import needs_onednn, run
 
@@ -26,7 +28,16 @@ def test_a_shape_builds_once_and_later_calls_allocate_nothing(monkeypatch):
     workspace = program.thread_workspace(0)
     allocations = []
     real_empty = np.empty
-    monkeypatch.setattr(program.np, "empty", lambda *a, **k: allocations.append(a) or real_empty(*a, **k))
+    caller = threading.get_ident()
+
+    def counting_empty(*args, **kwargs):
+        # numpy.empty is patched process-wide: count only this thread's calls (an engine worker
+        # finishing an earlier test's operation may allocate meanwhile)
+        if threading.get_ident() == caller:
+            allocations.append(args)
+        return real_empty(*args, **kwargs)
+
+    monkeypatch.setattr(program.np, "empty", counting_empty)
     again = run("Convolution", [x, w], **PARAMS)[0]
     assert cache.builds == 1 and cache._programs[key] is built
     assert [primitive.scratchpad for primitive, _ in built.steps] == scratchpads
