@@ -1,9 +1,11 @@
 """mxkit.core.files: durable replacement of a file (temp + fsync + rename + directory fsync)."""
 
-import errno
 import os
 import signal
 import stat
+import subprocess
+import sys
+import textwrap
 
 import pytest
 from mxkit.core import files
@@ -13,20 +15,25 @@ def temporaries(directory):
     return sorted(name for name in os.listdir(directory) if files.TEMP_MARKER in name)
 
 
-def run_in_child(action):
-    """Run ``action()`` in a forked child; return its wait status."""
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child
-        code = 1
-        try:
-            action()
-            code = 0
-        except OSError as exc:
-            code = 3 if exc.errno in (errno.EFBIG, errno.ENOSPC) else 4
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    return status
+def run_in_child(code, target):
+    """Run ``code`` in a fresh interpreter with ``target`` (a path) and ``files`` in scope; its
+    exit status (3: the write failed with EFBIG or ENOSPC, 4: another OSError).
+
+    A new interpreter rather than os.fork(): the test process may hold threads (an engine's
+    workers, Ray's clients) whose locks a forked child would inherit held.
+    """
+    body = textwrap.indent(textwrap.dedent(code).strip(), "    ")
+    program = "\n".join([
+        "import errno, os, signal, sys",
+        "from mxkit.core import files",
+        f"target = {str(target)!r}",
+        "try:",
+        body,
+        "except OSError as exc:",
+        "    sys.exit(3 if exc.errno in (errno.EFBIG, errno.ENOSPC) else 4)",
+    ])
+    done = subprocess.run([sys.executable, "-c", program], check=False, timeout=120)
+    return done.returncode
 
 
 def test_atomic_write_replaces_the_file_and_leaves_no_temporary(tmp_path):
@@ -51,16 +58,13 @@ def test_an_error_inside_the_block_keeps_the_old_file(tmp_path):
 def test_disk_full_keeps_the_old_file(tmp_path):
     target = tmp_path / "big.bin"
     target.write_bytes(b"old contents")
-
-    def write_too_much():
+    status = run_in_child("""
         import resource
-
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit then fails with EFBIG
         resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
         files.atomic_write(target, b"x" * 100_000)
-
-    status = run_in_child(write_too_much)
-    assert os.waitstatus_to_exitcode(status) == 3  # the write failed with EFBIG
+        """, target)
+    assert status == 3  # the write failed with EFBIG
     assert target.read_bytes() == b"old contents"
     assert temporaries(tmp_path) == []  # the failed writer removed its temporary
 
@@ -68,13 +72,11 @@ def test_disk_full_keeps_the_old_file(tmp_path):
 def test_a_writer_killed_mid_write_keeps_the_old_file_and_the_next_save_cleans_up(tmp_path):
     target = tmp_path / "states.bin"
     target.write_bytes(b"epoch 1")
-
-    def killed_before_the_rename():
-        os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)
+    status = run_in_child("""
+        os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)  # killed before the rename
         files.atomic_write(target, b"epoch 2" * 1000)
-
-    status = run_in_child(killed_before_the_rename)
-    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+        """, target)
+    assert status == -signal.SIGKILL
     assert target.read_bytes() == b"epoch 1"
     assert len(temporaries(tmp_path)) == 1  # what the dead writer left
     files.atomic_write(target, b"epoch 3")

@@ -119,12 +119,20 @@ def reset() -> None:
             previous.shutdown()
 
 
+#: engines inherited from the parent by a forked child, kept referenced and never released
+_parent_engines: list[Any] = []
+
+
 def _forget_process_engine_in_child() -> None:
     # The parent's worker threads do not exist in the child: the next get() makes a new
     # engine of the same type. (The lock may have been held by a parent thread: renew it.)
+    # The parent's engine object is kept alive, not released: releasing it would run its
+    # destructor, which stops and joins worker threads that the child does not have, under
+    # mutexes that a parent thread may have held at the fork, and would hang the child.
     global _process_engine, _engine_name_after_fork, _lock
     if _process_engine is not None:
         _engine_name_after_fork = getattr(_process_engine, "name", None)
+        _parent_engines.append(_process_engine)
     _process_engine = None
     _lock = threading.Lock()
 
