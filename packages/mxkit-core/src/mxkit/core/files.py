@@ -56,7 +56,7 @@ def remove_stale_temporaries(target: str | os.PathLike[str]) -> list[str]:
     path = os.path.abspath(os.fspath(target))
     directory, name = os.path.split(path)
     prefix = f".{name}{TEMP_MARKER}"
-    removed = []
+    removed: list[str] = []
     try:
         entries = os.listdir(directory)
     except OSError:

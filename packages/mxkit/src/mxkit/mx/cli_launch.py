@@ -60,7 +60,8 @@ def run_launch(args: argparse.Namespace) -> int:
     # `kill` of the launcher tears the job down like Ctrl-C does
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        return launch(spec)
+        status: int = launch(spec)
+        return status
     finally:
         signal.signal(signal.SIGTERM, previous)
 

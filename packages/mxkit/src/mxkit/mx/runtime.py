@@ -23,6 +23,7 @@ import importlib.util
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 from mxkit.core.errors import MXKitError
 
@@ -100,7 +101,7 @@ def feature_list() -> list[Feature]:
     return features
 
 
-class Features(OrderedDict):
+class Features(OrderedDict[str, Any]):
     """Feature name to :class:`Feature`, made once per process (MXNet's singleton)."""
 
     _instance: Features | None = None

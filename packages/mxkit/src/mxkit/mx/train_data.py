@@ -176,7 +176,7 @@ def finite_rows(table: np.ndarray, source: str, first_line: int, drop: bool) -> 
             f"--drop-nonfinite to leave those rows out")
     import warnings
 
-    kept = table[~bad.any(axis=1)]
+    kept: np.ndarray = table[~bad.any(axis=1)]
     if not len(kept):
         raise FormatError(f"{source}: every row holds a non-finite value; nothing is left to train on")
     warnings.warn(f"{source}: left out {len(rows)} row(s) holding non-finite values (first at line "

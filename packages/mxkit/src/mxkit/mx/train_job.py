@@ -149,8 +149,8 @@ def _train_iterator(dataset: Any, batch_size: int, rank: int = 0, num_workers: i
     if not 1 <= batch_size <= count:
         shard = f" of worker {rank}'s shard (1/{num_workers})" if num_workers > 1 else ""
         raise ConfigError(f"--batch-size must be between 1 and the {count} training samples{shard}, got {batch_size}")
-    shard = slice(rank * count, (rank + 1) * count)
-    return mx.io.NDArrayIter(dataset.train_data[shard], dataset.train_label[shard], batch_size, shuffle=True,
+    rows = slice(rank * count, (rank + 1) * count)
+    return mx.io.NDArrayIter(dataset.train_data[rows], dataset.train_label[rows], batch_size, shuffle=True,
                              last_batch_handle="discard")
 
 

@@ -20,15 +20,17 @@ def default_dtype() -> type:
     return np.float32
 
 
-def default_rtols() -> dict[np.dtype, float]:
+def default_rtols() -> dict[np.dtype[Any], float]:
     """Relative tolerance per dtype used when a comparison gives none."""
-    floats = {np.dtype(np.float16): 1e-2, np.dtype(np.float32): 1e-4, np.dtype(np.float64): 1e-5}
+    floats: dict[np.dtype[Any], float] = {np.dtype(np.float16): 1e-2, np.dtype(np.float32): 1e-4,
+                                          np.dtype(np.float64): 1e-5}
     return floats | dict.fromkeys(_EXACT_DTYPES, 0.0)
 
 
-def default_atols() -> dict[np.dtype, float]:
+def default_atols() -> dict[np.dtype[Any], float]:
     """Absolute tolerance per dtype used when a comparison gives none."""
-    floats = {np.dtype(np.float16): 1e-1, np.dtype(np.float32): 1e-3, np.dtype(np.float64): 1e-20}
+    floats: dict[np.dtype[Any], float] = {np.dtype(np.float16): 1e-1, np.dtype(np.float32): 1e-3,
+                                          np.dtype(np.float64): 1e-20}
     return floats | dict.fromkeys(_EXACT_DTYPES, 0.0)
 
 
@@ -56,7 +58,7 @@ def get_etol(etol: float | None = None) -> float:
     return 0 if etol is None else etol
 
 
-def get_tolerance(data: Any, tol: float | dict | None, default_tol: dict) -> float:
+def get_tolerance(data: Any, tol: Any, default_tol: dict[Any, float]) -> float:
     """The tolerance for comparing ``data``: a number as given, else by its dtype.
 
     ``tol`` may be a dict of dtype to tolerance; dtypes it lacks use ``default_tol``.
@@ -64,13 +66,13 @@ def get_tolerance(data: Any, tol: float | dict | None, default_tol: dict) -> flo
     if isinstance(tol, numbers.Number):
         return float(tol)  # type: ignore[arg-type]
     dtype = np.dtype(getattr(data, "dtype", np.float64))
-    table = {np.dtype(k): v for k, v in (tol or {}).items()}
+    table = {np.dtype(k): float(v) for k, v in (tol or {}).items()}
     if dtype in table:
         return table[dtype]
     if dtype not in default_tol:
         # bfloat16 and other dtypes without a table entry: compare them as float16 is compared
         dtype = np.dtype(np.float16) if dtype.kind == "f" or dtype.kind == "V" else np.dtype(np.float64)
-    return default_tol[dtype]
+    return float(default_tol[dtype])
 
 
 def get_tols(x: Any, y: Any, rtol: Any, atol: Any) -> tuple[float, float]:
@@ -84,7 +86,8 @@ def get_tols(x: Any, y: Any, rtol: Any, atol: Any) -> tuple[float, float]:
 def as_numpy(value: Any) -> np.ndarray:
     """A numpy array of an NDArray (synchronising), a numpy array or anything array-like."""
     if hasattr(value, "asnumpy"):
-        return value.asnumpy()
+        host: np.ndarray = value.asnumpy()
+        return host
     return np.asarray(value)
 
 
@@ -154,7 +157,8 @@ locationError = location_error
 
 
 def _mismatch_mask(a: np.ndarray, b: np.ndarray, rtol: float, atol: float, equal_nan: bool) -> np.ndarray:
-    return ~np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+    different: np.ndarray = ~np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan)
+    return different
 
 
 def assert_almost_equal(a: Any, b: Any, rtol: Any = None, atol: Any = None, names: tuple[str, str] = ("a", "b"),
@@ -240,8 +244,8 @@ def assert_almost_equal_ignore_nan(a: Any, b: Any, rtol: Any = None, atol: Any =
     assert_almost_equal(a, b, rtol, atol, names)
 
 
-def assert_exception(f: Callable[..., Any], exception_type: type[BaseException] | tuple, *args: Any,
-                     **kwargs: Any) -> BaseException:
+def assert_exception(f: Callable[..., Any], exception_type: type[BaseException] | tuple[type[BaseException], ...],
+                     *args: Any, **kwargs: Any) -> BaseException:
     """Call ``f(*args, **kwargs)`` and return the ``exception_type`` it raises.
 
     Raises
@@ -273,7 +277,9 @@ def np_reduce(dat: np.ndarray, axis: int | Iterable[int] | None, keepdims: bool,
         ``f(array, axis=i)``, e.g. ``np.sum``.
     """
     ndim = np.ndim(dat)
-    axes = list(range(ndim)) if axis is None else [axis] if isinstance(axis, numbers.Integral) else list(axis)
+    axes: list[int] = (list(range(ndim)) if axis is None
+                       else [int(axis)] if isinstance(axis, numbers.Integral)
+                       else [int(a) for a in axis])  # type: ignore[union-attr]
     for a in axes:
         if not -ndim <= a < max(ndim, 1):
             raise MXKitError(f"np_reduce: axis {a} is out of range for an array of {ndim} dimensions; "

@@ -19,8 +19,10 @@ import numpy as np
 from mxkit.core.errors import FormatError, MXKitError
 
 #: idx type code -> big-endian numpy dtype
-IDX_DTYPES = {0x08: np.dtype(">u1"), 0x09: np.dtype(">i1"), 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"),
-              0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
+IDX_DTYPES: dict[int, np.dtype[Any]] = {
+    0x08: np.dtype(">u1"), 0x09: np.dtype(">i1"), 0x0B: np.dtype(">i2"), 0x0C: np.dtype(">i4"),
+    0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8"),
+}
 
 MNIST_FILES = {
     "train_data": "train-images-idx3-ubyte",
@@ -58,7 +60,8 @@ def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
     if len(data) - header != expected:
         raise FormatError(f"{path}: shape {shape} of {dtype.name} needs {expected} bytes after the header, the file "
                           f"has {len(data) - header}")
-    return np.frombuffer(data, dtype=dtype, offset=header).astype(dtype.newbyteorder("=")).reshape(shape)
+    values: np.ndarray = np.frombuffer(data, dtype=dtype, offset=header).astype(dtype.newbyteorder("="))
+    return values.reshape(shape)
 
 
 def write_idx(path: str | os.PathLike[str], array: np.ndarray) -> None:

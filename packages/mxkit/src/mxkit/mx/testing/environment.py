@@ -24,7 +24,7 @@ from mxkit.core.errors import MXKitError
 _PREFIX = "MXKIT_"
 
 
-def _parse_arguments(args: tuple) -> dict[str, str | None]:
+def _parse_arguments(args: tuple[Any, ...]) -> dict[str, str | None]:
     if len(args) == 1 and isinstance(args[0], Mapping):
         variables = dict(args[0])
     elif len(args) == 2:
@@ -109,8 +109,8 @@ def _refresh_numexpr_mode(stack: ExitStack) -> None:
     module = sys.modules.get("mxkit.ndarray.ops.fused_elemwise")
     if module is None:
         return  # not imported yet: it will read the configuration on first use
-    previous = module._mode
-    module._mode = None  # read the configuration again on next use
+    previous = getattr(module, "_mode")  # noqa: B009 (the module's cached mode, read through the module)
+    setattr(module, "_mode", None)  # noqa: B010 (read the configuration again on next use)
     stack.callback(setattr, module, "_mode", previous)
 
 

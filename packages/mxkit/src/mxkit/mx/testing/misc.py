@@ -76,7 +76,8 @@ def collapse_sum_like(a: np.ndarray, shape: Sequence[int]) -> np.ndarray:
         return np.zeros(shape, dtype=a.dtype)
     lead = len(a.shape) - len(shape)
     axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape) if s != a.shape[lead + i])
-    return a.sum(axis=axes).reshape(shape)
+    summed: np.ndarray = a.sum(axis=axes).reshape(shape)
+    return summed
 
 
 def compare_ndarray_tuple(t1: Any, t2: Any, rtol: float | None = None, atol: float | None = None) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 
-def gen_buckets_probs_with_ppf(ppf: Callable[[float], float], nbuckets: int) -> tuple[list, list]:
+def gen_buckets_probs_with_ppf(ppf: Callable[[float], float], nbuckets: int) -> tuple[list[Any], list[float]]:
     """``nbuckets`` buckets of equal probability from a quantile function ``ppf``."""
     if nbuckets <= 0:
         raise ValueError(f"nbuckets must be positive, got {nbuckets}")
@@ -37,7 +37,7 @@ def var_check(generator: Callable[[int], Any], sigma: float, nsamples: int = 100
     return bool(sigma ** 2 - bound < var < sigma ** 2 + bound)
 
 
-def chi_square_check(generator: Callable[[int], Any], buckets: list, probs: Sequence[float],
+def chi_square_check(generator: Callable[[int], Any], buckets: list[Any], probs: Sequence[float],
                      nsamples: int = 1000000) -> tuple[float, np.ndarray, np.ndarray]:
     """Pearson's chi-square test of ``generator``'s samples against ``probs`` over ``buckets``.
 
@@ -66,7 +66,7 @@ def chi_square_check(generator: Callable[[int], Any], buckets: list, probs: Sequ
     return float(p), observed, expected
 
 
-def verify_generator(generator: Callable[[int], Any], buckets: list, probs: Sequence[float],
+def verify_generator(generator: Callable[[int], Any], buckets: list[Any], probs: Sequence[float],
                      nsamples: int = 1000000, nrepeat: int = 5, success_rate: float = 0.2,
                      alpha: float = 0.05) -> list[float]:
     """Repeat :func:`chi_square_check` ``nrepeat`` times; fail unless ``success_rate`` of them pass.

@@ -222,7 +222,7 @@ def check_numeric_gradient(sym: Any, location: Any, aux_states: Any = None, nume
 
 def check_symbolic_forward(sym: Any, location: Any, expected: Any, rtol: Any = None, atol: Any = None,
                            aux_states: Any = None, ctx: Any = None, equal_nan: bool = False,
-                           dtype: Any = np.float32) -> list:
+                           dtype: Any = np.float32) -> list[Any]:
     """Run ``sym`` forward (``is_train=False``) and compare each output with ``expected``.
 
     Parameters
@@ -252,12 +252,13 @@ def check_symbolic_forward(sym: Any, location: Any, expected: Any, rtol: Any = N
     for name, expect, output in zip(output_names, expected, outputs):
         assert_almost_equal(expect, output, rtol, atol, (f"EXPECTED_{name}", f"FORWARD_{name}"),
                             equal_nan=equal_nan)
-    return outputs
+    return list(outputs)
 
 
 def check_symbolic_backward(sym: Any, location: Any, out_grads: Any, expected: Any, rtol: Any = None,
                             atol: Any = None, aux_states: Any = None, grad_req: Any = "write", ctx: Any = None,
-                            grad_stypes: Any = None, equal_nan: bool = False, dtype: Any = np.float32) -> dict:
+                            grad_stypes: Any = None, equal_nan: bool = False,
+                            dtype: Any = np.float32) -> dict[str, Any]:
     """Run ``sym`` forward and backward with ``out_grads`` and compare the argument gradients
     with ``expected``.
 
@@ -324,7 +325,8 @@ def _smaller_dtype(first: Any, second: Any) -> Any:
 def check_consistency(sym: Any, ctx_list: Sequence[Mapping[str, Any]], scale: float = 1.0, grad_req: Any = "write",
                       arg_params: Mapping[str, Any] | None = None, aux_params: Mapping[str, Any] | None = None,
                       rtol: Any = None, atol: Any = None, raise_on_err: bool = True, ground_truth: Any = None,
-                      equal_nan: bool = False, use_uniform: bool = False, rand_type: Any = np.float64) -> dict:
+                      equal_nan: bool = False, use_uniform: bool = False,
+                      rand_type: Any = np.float64) -> dict[str, Any]:
     """Run one symbol (or one per entry) on several devices and dtypes and compare.
 
     Parameters
@@ -413,7 +415,8 @@ def check_consistency(sym: Any, ctx_list: Sequence[Mapping[str, Any]], scale: fl
     return truth
 
 
-def _compare_runs(executors: list, truth_index: int, truth: dict, names: list[str], dtypes: list, rtol: Any,
+def _compare_runs(executors: list[Any], truth_index: int, truth: dict[str, Any], names: list[str], dtypes: list[Any],
+                  rtol: Any,
                   atol: Any, equal_nan: bool, raise_on_err: bool, phase: str) -> None:
     for i, executor in enumerate(executors):
         if i == truth_index:
