@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
+import signal
 
 import pytest
 from mxkit.core.errors import MXKitError
@@ -29,7 +30,10 @@ def test_forked_workers_get_their_own_position(tmp_path):
     reader = recordio.MXRecordIO(str(path), "r")
     assert reader.read() == b"record 0"  # the parent has moved its (shared) file offset
     context = multiprocessing.get_context("fork")
-    with context.Pool(2) as pool:
+    # The children are stopped with SIGTERM: give them the default action, not a handler this
+    # process may have installed (Ray's driver has one, which exits through atexit hooks that a
+    # forked copy cannot run, and the pool waited for them forever)
+    with context.Pool(2, initializer=signal.signal, initargs=(signal.SIGTERM, signal.SIG_DFL)) as pool:
         results = pool.map(_read_all_in_child, [reader, reader])
     expected = [f"record {i}".encode() * (i + 1) for i in range(20)]
     assert results == [expected, expected]  # pickled readers re-open at the start

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import os
 import sys
 import sysconfig
 from pathlib import Path
@@ -27,7 +26,9 @@ _state: dict[str, object] = {}
 
 def candidate_paths() -> list[Path]:
     """Where the wheel's ``libdnnl.so.3`` may be: ``MXKIT_ONEDNN_ROOT``, then this environment's prefixes."""
-    prefixes = [os.environ.get("MXKIT_ONEDNN_ROOT"), sysconfig.get_path("data"), sys.prefix, sys.base_prefix]
+    from mxkit.core import config
+
+    prefixes = [config.get("onednn_root"), sysconfig.get_path("data"), sys.prefix, sys.base_prefix]
     seen: list[Path] = []
     for prefix in prefixes:
         if prefix and (path := Path(prefix) / "lib" / SONAME) not in seen:
@@ -48,8 +49,11 @@ def _load() -> ModuleType:
 def load() -> ModuleType | None:
     """The extension module, or None (once logged) when oneDNN or the extension cannot be loaded."""
     if "module" not in _state:
-        if os.environ.get("MXKIT_ONEDNN_DISABLE", "") not in ("", "0"):
-            _state["module"], _state["reason"] = None, "disabled by MXKIT_ONEDNN_DISABLE"
+        from mxkit.core import config
+
+        if config.get("onednn_disable"):
+            source = config.get_config().source("onednn_disable")
+            _state["module"], _state["reason"] = None, f"disabled by config onednn_disable ({source})"
         else:
             try:
                 _state["module"], _state["reason"] = _load(), None

@@ -7,6 +7,15 @@ mxkit-cpu's (which they keep, to serve the cases oneDNN does not cover).
 """
 
 from mxkit.core import hookimpl
+from mxkit.core.specs import OptionSpec
+
+
+@hookimpl
+def mxkit_options():
+    yield OptionSpec("onednn_disable", "bool", False,
+                     "register no oneDNN kernel: mxkit-cpu's kernels serve every operator")
+    yield OptionSpec("onednn_root", "str", "",
+                     "another oneDNN install prefix (include/, lib/libdnnl.so.3) to build against and load")
 
 
 @hookimpl(tryfirst=True)
