@@ -5,7 +5,6 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
-import signal
 
 import pytest
 from mxkit.core.errors import MXKitError
@@ -30,11 +29,15 @@ def test_forked_workers_get_their_own_position(tmp_path):
     reader = recordio.MXRecordIO(str(path), "r")
     assert reader.read() == b"record 0"  # the parent has moved its (shared) file offset
     context = multiprocessing.get_context("fork")
-    # The children are stopped with SIGTERM: give them the default action, not a handler this
-    # process may have installed (Ray's driver has one, which exits through atexit hooks that a
-    # forked copy cannot run, and the pool waited for them forever)
-    with context.Pool(2, initializer=signal.signal, initargs=(signal.SIGTERM, signal.SIG_DFL)) as pool:
+    pool = context.Pool(2)
+    try:
         results = pool.map(_read_all_in_child, [reader, reader])
+    finally:
+        # close + join, not the context manager's terminate(): terminate races with the pool's
+        # own thread that replaces exited workers, and a worker forked during that race was
+        # left waiting for a task forever (seen in a random-order run of the whole suite)
+        pool.close()
+        pool.join()
     expected = [f"record {i}".encode() * (i + 1) for i in range(20)]
     assert results == [expected, expected]  # pickled readers re-open at the start
     # The parent's own position is untouched by the children.
