@@ -202,7 +202,6 @@ class PlotMetrics:
         figure.set_size_inches(4.8 * max(1, len(names)), 4.0)
         for index, name in enumerate(names):
             draw_metric_series(self.series(name), figure.add_subplot(1, len(names), index + 1))
-        figure.tight_layout()
         self.combined_path = self._save(figure, ALL_METRICS_FILE)
         return self.combined_path
 
