@@ -9,15 +9,20 @@ from mxkit.gluon.nn.activations import Activation
 from mxkit.gluon.parameter import GluonError
 
 
-class Sequential(Block):
-    """Children run one after another (MXNet's ``nn.Sequential``)."""
+class _ChildrenInOrder:
+    """What Sequential and HybridSequential share: children added in order, run one after
+    another (a child returning a tuple passes its first element on and the rest as extra
+    arguments to the next), indexed and sliced like a list."""
 
-    def add(self, *blocks: Block) -> None:
+    _children: dict[str, Any]
+    _prefix: str
+
+    def add(self, *blocks: Any) -> None:
         """Append blocks."""
         for block in blocks:
-            self.register_child(block)
+            self.register_child(block)  # type: ignore[attr-defined]
 
-    def forward(self, x: Any, *args: Any) -> Any:
+    def _run_children(self, x: Any, *args: Any) -> Any:
         for block in self._children.values():
             x = block(x, *args)
             args = ()
@@ -28,14 +33,21 @@ class Sequential(Block):
     def __getitem__(self, key: Any) -> Any:
         children = list(self._children.values())
         if isinstance(key, slice):
-            net = type(self)(prefix=self._prefix)
-            with net.name_scope():
+            net = type(self)(prefix=self._prefix)  # type: ignore[call-arg]
+            with net.name_scope():  # type: ignore[attr-defined]
                 net.add(*children[key])
             return net
         return children[key]
 
     def __len__(self) -> int:
         return len(self._children)
+
+
+class Sequential(_ChildrenInOrder, Block):
+    """Children run one after another (MXNet's ``nn.Sequential``)."""
+
+    def forward(self, x: Any, *args: Any) -> Any:
+        return self._run_children(x, *args)
 
     def hybridize(self, active: bool = True, **kwargs: Any) -> None:
         """Hybridize the children (this container itself stays imperative)."""
@@ -47,33 +59,11 @@ class Sequential(Block):
         super().hybridize(active, **kwargs)
 
 
-class HybridSequential(HybridBlock):
+class HybridSequential(_ChildrenInOrder, HybridBlock):
     """Hybrid children run one after another (MXNet's ``nn.HybridSequential``)."""
 
-    def add(self, *blocks: HybridBlock) -> None:
-        """Append blocks."""
-        for block in blocks:
-            self.register_child(block)
-
     def hybrid_forward(self, F: Any, x: Any, *args: Any) -> Any:
-        for block in self._children.values():
-            x = block(x, *args)
-            args = ()
-            if isinstance(x, tuple | list):
-                args, x = tuple(x[1:]), x[0]
-        return (x, *args) if args else x
-
-    def __getitem__(self, key: Any) -> Any:
-        children = list(self._children.values())
-        if isinstance(key, slice):
-            net = type(self)(prefix=self._prefix)
-            with net.name_scope():
-                net.add(*children[key])
-            return net
-        return children[key]
-
-    def __len__(self) -> int:
-        return len(self._children)
+        return self._run_children(x, *args)
 
 
 class Dense(HybridBlock):
