@@ -142,3 +142,16 @@ def test_plot_network_memplan_bad_input(fake_graphviz, memplan, shape, message):
 
     with pytest.raises(ShapeError, match=message):
         visualization.plot_network(_deep_mlp(), shape=shape, memplan=memplan)
+
+
+def test_plot_network_boxes_grow_to_fit_long_labels(fake_graphviz, require_ops):
+    # MXNet's fixed 1.3-inch boxes clipped "FullyConnected" and "softmax_label"; here that size
+    # is a minimum, and a caller can still ask for fixed boxes
+    require_ops("FullyConnected", "Activation", "SoftmaxOutput")
+    dot = visualization.plot_network(_mlp())
+    labels = {label.split("\n")[0] for label, _ in dot.nodes.values()}
+    assert {"FullyConnected", "softmax_label"} <= labels
+    for label, attrs in dot.nodes.values():
+        assert (attrs["fixedsize"], attrs["width"], attrs["height"]) == ("false", "1.3", "0.8034"), label
+    fixed = visualization.plot_network(_mlp(), node_attrs={"fixedsize": "true"})
+    assert {attrs["fixedsize"] for _, attrs in fixed.nodes.values()} == {"true"}

@@ -189,7 +189,9 @@ def plot_network(symbol: Any, title: str = "plot", save_format: str = "pdf", sha
     shape : dict of str to tuple, optional
         Input shapes; edges are then labelled with the shapes (batch axis left out).
     node_attrs : dict, optional
-        Graphviz attributes for every node (``{"fixedsize": "false"}``).
+        Graphviz attributes for every node. Boxes are at least MXNet's size (1.3 x 0.8 inches)
+        and grow to fit their label; ``{"fixedsize": "true"}`` gives MXNet's fixed boxes, which
+        clip long labels.
     hide_weights : bool
         Leave out parameter variables (``*_weight``, ``*_bias``, ``*_gamma``...).
     memplan : str or MemoryPlan, optional
@@ -209,7 +211,9 @@ def plot_network(symbol: Any, title: str = "plot", save_format: str = "pdf", sha
         When ``memplan`` names a strategy but no ``shape`` is given, or is neither a name nor a plan.
     """
     graphviz = _import_graphviz()
-    style = {"shape": "box", "fixedsize": "true", "width": "1.3", "height": "0.8034", "style": "filled"}
+    # MXNet's box size, as a minimum: with fixedsize=false Graphviz grows a node whose label is
+    # wider ("FullyConnected", "softmax_label") instead of clipping the text at the border
+    style = {"shape": "box", "fixedsize": "false", "width": "1.3", "height": "0.8034", "style": "filled"}
     style.update(node_attrs or {})
     dot = graphviz.Digraph(name=title, format=save_format)
     shapes = _entry_shapes(symbol, shape)
@@ -225,8 +229,6 @@ def plot_network(symbol: Any, title: str = "plot", save_format: str = "pdf", sha
             dot.node(name=ids[id(node)], label=node.name, **dict(style, fillcolor="#8dd3c7", shape="oval"))
             continue
         attrs = dict(style, fillcolor=_FILL.get(node.op.name, "#fccde5"))
-        if node.op.name == FUSED_OPERATOR:
-            attrs["fixedsize"] = "false"
         label = _layer_label(node)
         if (id(node), 0) in buffers:
             buffer = buffers[(id(node), 0)]
