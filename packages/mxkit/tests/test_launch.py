@@ -43,8 +43,10 @@ def _tagged_processes(tag: str) -> list[int]:
     return found
 
 
-def _launch(args: list[str], tag: str, cache: Path | None = None, **popen: object) -> subprocess.Popen:
-    env = {**os.environ, MARKER: tag}
+def _launch(args: list[str], tag: str, cache: Path | None = None, drop_env: tuple[str, ...] = (),
+            **popen: object) -> subprocess.Popen:
+    env = {name: value for name, value in os.environ.items() if name not in drop_env}
+    env[MARKER] = tag
     if cache is not None:  # a fresh digits cache, which both workers pack at once
         env["XDG_CACHE_HOME"] = str(cache)
     return subprocess.Popen([sys.executable, "-m", "mxkit.mx.cli", "launch", *args], env=env, text=True,
@@ -99,21 +101,30 @@ def test_two_workers_sum_through_the_servers_and_everything_is_torn_down(worker_
 
 
 def test_a_failing_worker_fails_the_launch_and_stops_the_others(worker_script, tmp_path):
+    # rank 0 prints without flushing, as a plain print to a pipe does, before rank 1 fails: the
+    # line must still reach the launcher's output although rank 0 is then stopped by a signal
     script = worker_script(f"""
         import os, sys, time
         rank = int(os.environ["MXKIT_RANK"])
-        open(os.path.join({str(tmp_path)!r}, f"pid{{rank}}"), "w").write(str(os.getpid()))
+        folder = {str(tmp_path)!r}
+        open(os.path.join(folder, f"pid{{rank}}"), "w").write(str(os.getpid()))
         if rank == 1:
+            deadline = time.monotonic() + 100
+            while not os.path.exists(os.path.join(folder, "printed0")) and time.monotonic() < deadline:
+                time.sleep(0.05)
             print("giving up", flush=True)
             sys.exit(3)
+        print("waiting for rank 1")
+        open(os.path.join(folder, "printed0"), "w").close()
         time.sleep(600)  # a worker that would wait forever for the failed one
         """)
     tag = uuid.uuid4().hex
     started = time.monotonic()
-    launcher = _launch(["-n", "2", "--", sys.executable, script], tag)
+    launcher = _launch(["-n", "2", "--", sys.executable, script], tag, drop_env=("PYTHONUNBUFFERED",))
     out, err = launcher.communicate(timeout=200)
     assert launcher.returncode == 3
     assert "[1] giving up" in out
+    assert "[0] waiting for rank 1" in out, out
     assert "worker 1 exited with status 3" in err
     assert time.monotonic() - started < 120  # not the sleeping worker's 600 s
     _assert_nothing_left(tag)

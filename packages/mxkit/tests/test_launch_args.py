@@ -66,3 +66,8 @@ def test_workers_on_one_machine_share_its_cores_unless_told_otherwise():
     assert all(env["OMP_NUM_THREADS"] == "3" for env in envs)  # the user's own setting wins
     assert worker_environments({}, {}, {}, 4, cores=2)[0]["MKL_NUM_THREADS"] == "1"
     assert "OMP_NUM_THREADS" not in worker_environments({}, {}, {}, 2)[0]  # spread over nodes: left alone
+
+
+def test_python_workers_write_unbuffered_unless_told_otherwise():
+    assert all(env["PYTHONUNBUFFERED"] == "1" for env in worker_environments({}, {}, {}, 2))
+    assert worker_environments({"PYTHONUNBUFFERED": ""}, {}, {}, 1)[0]["PYTHONUNBUFFERED"] == ""

@@ -85,6 +85,10 @@ class _PrefixedPrinter:
             self._stream.flush()
 
 
+#: how long a finished worker's remaining output is waited for (a loaded machine can be slow to drain it)
+OUTPUT_DRAIN_SECONDS = 10.0
+
+
 class LocalWorker:
     """One worker as a local process in its own process group (so stopping it stops its children)."""
 
@@ -114,7 +118,9 @@ class LocalWorker:
         """The exit status once the worker has exited (and its output is all printed), else None."""
         status = self._process.poll()
         if status is not None:
-            self._reader.join(timeout=2.0)
+            # its last lines may still be in the pipe; bounded, as a child it left behind can hold
+            # the pipe open for ever
+            self._reader.join(timeout=OUTPUT_DRAIN_SECONDS)
         return status
 
     def stop(self) -> None:
@@ -128,7 +134,7 @@ class LocalWorker:
         # children that outlived their parent are still in the group
         _signal_group(self._process.pid, signal.SIGKILL)
         self._process.wait()
-        self._reader.join(timeout=2.0)
+        self._reader.join(timeout=OUTPUT_DRAIN_SECONDS)
 
 
 def _signal_group(pgid: int, sig: int) -> None:
@@ -210,6 +216,9 @@ def worker_environments(base: dict[str, str], cluster_env: dict[str, str], job_e
                         num_workers: int, cores: int | None = None) -> list[dict[str, str]]:
     """The environment of each worker: the launcher's, then the cluster's and the job's, then its rank.
 
+    Python workers write unbuffered (``PYTHONUNBUFFERED=1``) unless the launcher's environment
+    says otherwise, so each line is printed when the worker prints it.
+
     With ``cores`` (the workers share this machine), each worker's thread pools get an equal
     share of them unless the launcher's environment sets a size: every worker sizing its
     pools for the whole machine made two MLP workers on two cores 15 times slower.
@@ -218,7 +227,10 @@ def worker_environments(base: dict[str, str], cluster_env: dict[str, str], job_e
     if cores is not None:
         share = str(max(1, cores // num_workers))
         shared = {name: share for name in THREAD_VARIABLES if name not in base}
-    return [{**base, **shared, **cluster_env, **job_env, "MXKIT_RANK": str(rank),
+    # A Python worker writing to the launcher's pipe buffers its output in blocks: lines would
+    # arrive late, and be lost when the worker is stopped by a signal after another one failed.
+    unbuffered = {} if "PYTHONUNBUFFERED" in base else {"PYTHONUNBUFFERED": "1"}
+    return [{**base, **shared, **unbuffered, **cluster_env, **job_env, "MXKIT_RANK": str(rank),
              "MXKIT_NUM_WORKERS": str(num_workers)} for rank in range(num_workers)]
 
 
