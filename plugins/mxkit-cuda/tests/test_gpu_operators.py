@@ -237,6 +237,22 @@ def test_convolution_through_cudnn_and_im2col_matches_cpu(inputs, params, cudnn_
     assert_same_on_gpu("Convolution", inputs, dict(params, cudnn_off=cudnn_off))
 
 
+@pytest.mark.parametrize("autotune", [True, False], ids=["measured", "heuristic"])
+def test_measured_and_heuristic_algorithm_choices_both_match_cpu(autotune):
+    from mxkit.core import config
+    from mxkit_cuda import cudnn
+
+    if cudnn.library() is None:
+        pytest.skip("cuDNN is not installed")
+    # a 1x1 convolution goes through cuDNN only with measured algorithms (cuBLAS otherwise)
+    for inputs, params in CONVOLUTIONS[:2]:
+        with config.override(cuda_conv_autotune=autotune):
+            assert_same_on_gpu("Convolution", inputs, dict(params, cudnn_off=False))
+    searched = [plan.searched for plan in cudnn._plans.values()]
+    if autotune:  # every direction of the geometries just run was timed, not guessed
+        assert {"forward", "backward_data", "backward_filter"} in searched
+
+
 def test_cudnn_is_found_where_it_is_installed():
     from mxkit_cuda import cudnn
 

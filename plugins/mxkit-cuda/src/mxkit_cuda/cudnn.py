@@ -5,8 +5,11 @@ mxkit-cuda[cudnn]``) or the system. Without it, :func:`library` returns None and
 convolution kernels fall back to im2col and cuBLAS. Everything runs on the device's
 compute stream (the legacy default stream, see :mod:`mxkit_cuda.backend`).
 
-For each convolution geometry (shapes, dtype, parameters) the descriptors and the
-algorithms that cuDNN's heuristics rank first are made once and cached. Float32 math
+For each convolution geometry (shapes, dtype, parameters) the descriptors are made once
+and cached, with an algorithm per direction: with config ``cuda_conv_autotune`` (on by
+default, as MXNet's ``MXNET_CUDNN_AUTOTUNE_DEFAULT``) the first call of each direction times
+cuDNN's algorithms on its real buffers (``cudnnFind*AlgorithmEx``) and keeps the fastest;
+off, the one cuDNN's heuristics rank first. Float32 math
 uses TF32 tensor cores only when config ``cuda_tf32`` allows it (on by default, as
 PyTorch does for convolutions); off, results match the CPU to float32 rounding.
 """
@@ -150,6 +153,7 @@ class ConvPlan:
         self.math = _FMA_MATH if strict else _TENSOR_OP_MATH if dtype == "float16" else _DEFAULT_MATH
         _check(lib.cudnnSetConvolutionMathType(self.conv, self.math), "cudnnSetConvolutionMathType")
         h = self.handle.ptr
+        self.searched: set[str] = set()  # directions whose algorithm was measured, not guessed
         self.forward = self._choose("cudnnGetConvolutionForwardAlgorithm_v7", "cudnnGetConvolutionForwardWorkspaceSize",
                                     (h, self.x, self.w, self.conv, self.y))
         self.backward_data = self._choose("cudnnGetConvolutionBackwardDataAlgorithm_v7",
@@ -174,6 +178,41 @@ class ConvPlan:
                 continue
             return perf.algo, size.value
         raise DeviceError(f"cuDNN has no usable algorithm for this convolution ({finder})")
+
+    def search(self, direction: str, finder: str, descriptors_and_buffers: tuple) -> None:
+        """Time cuDNN's algorithms for ``direction`` on real buffers and keep the fastest usable
+        one (once; the output buffer is overwritten, which the caller is about to do anyway)."""
+        if direction in self.searched:
+            return
+        self.searched.add(direction)
+        import cupy
+
+        lib = library()
+        free, _ = cupy.cuda.runtime.memGetInfo()
+        limit = min(_WORKSPACE_LIMIT, free // 2)  # leave the network its memory
+        try:
+            space = cupy.empty(max(limit, 1), dtype=cupy.uint8)
+        except cupy.cuda.memory.OutOfMemoryError:
+            return  # keep the heuristic choice
+        perfs = (_Perf * _MAX_ALGOS)()
+        count = ctypes.c_int()
+        status = getattr(lib, finder)(self.handle.ptr, *descriptors_and_buffers, _MAX_ALGOS, ctypes.byref(count),
+                                      perfs, _ptr(space), ctypes.c_size_t(limit))
+        del space
+        if status != 0:
+            return  # keep the heuristic choice
+        for perf in perfs[:count.value]:  # sorted fastest first
+            if perf.status != 0 or perf.memory > limit:
+                continue
+            if self.math == _FMA_MATH and perf.mathType not in (_DEFAULT_MATH, _FMA_MATH):
+                continue
+            setattr(self, direction, (perf.algo, perf.memory))
+            return
+
+
+def autotune() -> bool:
+    """Whether convolution algorithms are measured on first use (config ``cuda_conv_autotune``)."""
+    return bool(config.get("cuda_conv_autotune"))
 
 
 _plans: dict[tuple, ConvPlan] = {}
@@ -214,10 +253,13 @@ def _ptr(array: Any) -> ctypes.c_void_p:
 
 def forward(plan: ConvPlan, x: Any, w: Any, y: Any) -> None:
     """``y = conv(x, w)`` (all C-contiguous)."""
-    algo, size = plan.forward
-    space = _workspace(size)
     one, zero = _scalars(x.dtype)
     with plan.handle.lock:
+        if autotune():
+            plan.search("forward", "cudnnFindConvolutionForwardAlgorithmEx",
+                        (plan.x, _ptr(x), plan.w, _ptr(w), plan.conv, plan.y, _ptr(y)))
+        algo, size = plan.forward
+        space = _workspace(size)
         _check(library().cudnnConvolutionForward(plan.handle.ptr, one, plan.x, _ptr(x), plan.w, _ptr(w), plan.conv,
                                                   algo, _ptr(space), ctypes.c_size_t(size), zero, plan.y, _ptr(y)),
                "cudnnConvolutionForward")
@@ -225,10 +267,13 @@ def forward(plan: ConvPlan, x: Any, w: Any, y: Any) -> None:
 
 def backward_data(plan: ConvPlan, w: Any, dy: Any, dx: Any) -> None:
     """``dx`` = the data gradient of the convolution for output gradient ``dy``."""
-    algo, size = plan.backward_data
-    space = _workspace(size)
     one, zero = _scalars(dy.dtype)
     with plan.handle.lock:
+        if autotune():
+            plan.search("backward_data", "cudnnFindConvolutionBackwardDataAlgorithmEx",
+                        (plan.w, _ptr(w), plan.y, _ptr(dy), plan.conv, plan.x, _ptr(dx)))
+        algo, size = plan.backward_data
+        space = _workspace(size)
         _check(library().cudnnConvolutionBackwardData(plan.handle.ptr, one, plan.w, _ptr(w), plan.y, _ptr(dy),
                                                        plan.conv, algo, _ptr(space), ctypes.c_size_t(size), zero,
                                                        plan.x, _ptr(dx)), "cudnnConvolutionBackwardData")
@@ -236,10 +281,13 @@ def backward_data(plan: ConvPlan, w: Any, dy: Any, dx: Any) -> None:
 
 def backward_filter(plan: ConvPlan, x: Any, dy: Any, dw: Any) -> None:
     """``dw`` = the weight gradient of the convolution for output gradient ``dy``."""
-    algo, size = plan.backward_filter
-    space = _workspace(size)
     one, zero = _scalars(dy.dtype)
     with plan.handle.lock:
+        if autotune():
+            plan.search("backward_filter", "cudnnFindConvolutionBackwardFilterAlgorithmEx",
+                        (plan.x, _ptr(x), plan.y, _ptr(dy), plan.conv, plan.w, _ptr(dw)))
+        algo, size = plan.backward_filter
+        space = _workspace(size)
         _check(library().cudnnConvolutionBackwardFilter(plan.handle.ptr, one, plan.x, _ptr(x), plan.y, _ptr(dy),
                                                          plan.conv, algo, _ptr(space), ctypes.c_size_t(size), zero,
                                                          plan.w, _ptr(dw)), "cudnnConvolutionBackwardFilter")

@@ -49,6 +49,9 @@ def mxkit_kernels(registry):
 
 @hookimpl
 def mxkit_options():
-    """``cuda_tf32`` (mxkit_cuda.cudnn)."""
+    """``cuda_tf32`` and ``cuda_conv_autotune`` (mxkit_cuda.cudnn)."""
     yield OptionSpec("cuda_tf32", "bool", True,
                      "let cuDNN run float32 convolutions on TF32 tensor cores (faster, ~1e-3 relative error)")
+    yield OptionSpec("cuda_conv_autotune", "bool", True,
+                     "time cuDNN's convolution algorithms on the first call of each shape and keep the fastest "
+                     "(as MXNet's MXNET_CUDNN_AUTOTUNE_DEFAULT); off, cuDNN's heuristic choice")
