@@ -81,10 +81,10 @@ def test_trainer_argument_errors():
 def test_symbol_block_and_model_zoo_errors():
     with pytest.raises(GluonError, match="must be variables"):
         SymbolBlock(mx.sym.var("x") + 1, mx.sym.var("x") * 2)
-    with pytest.raises(GluonError, match=r"choose one of \[18, 34, 50\]"):
+    with pytest.raises(GluonError, match=r"choose one of \[18, 34, 50, 101, 152\]"):
         vision.get_resnet(1, 19)
-    with pytest.raises(GluonError, match="version 1 is"):
-        vision.get_resnet(2, 18)
+    with pytest.raises(GluonError, match="version 1 or 2"):
+        vision.get_resnet(3, 18)
 
 
 def test_data_and_utils_errors():
