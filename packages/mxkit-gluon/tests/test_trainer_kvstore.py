@@ -134,3 +134,46 @@ def test_refusals_are_clear():
     single = _net([mx.cpu(0)])
     with pytest.raises(GluonError, match="needs a store"):
         Trainer(single.collect_params(), "sgd", kvstore=None, update_on_kvstore=True).step(1)
+
+
+class _AsyncStore:
+    """Just enough of a dist_async store for Trainer's choices (no server behind it)."""
+
+    type = "dist_async"
+
+    def __init__(self):
+        self.optimizer = None
+        self.calls = []
+
+    def is_capable(self, capability):
+        return capability == "optimizer"
+
+    def set_optimizer(self, optimizer):
+        self.optimizer = optimizer
+
+    def init(self, key, value):
+        self.calls.append(("init", key))
+
+    def broadcast(self, key, value, out, priority=0):
+        self.calls.append(("broadcast", key))
+
+    def push(self, key, value, priority=0):
+        self.calls.append(("push", key))
+
+    def pull(self, key, out=None, priority=0, ignore_sparse=True):
+        self.calls.append(("pull", key))
+
+    def pushpull(self, key, value, out=None, priority=0):
+        self.calls.append(("pushpull", key))
+
+
+def test_an_asynchronous_store_runs_the_optimizer():
+    net = _net([mx.cpu(0)])
+    store = _AsyncStore()
+    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": LR}, kvstore=store, update_on_kvstore=None)
+    _step(net, trainer, 0, [mx.cpu(0)])
+    assert store.optimizer is trainer.optimizer  # the servers got the optimizer
+    assert [c for c in store.calls if c[0] == "pushpull"] == [("pushpull", 0), ("pushpull", 1)]
+    refused = Trainer(net.collect_params(), "sgd", kvstore=_AsyncStore(), update_on_kvstore=False)
+    with pytest.raises(GluonError, match="asynchronous store"):
+        refused.step(1)
