@@ -20,8 +20,8 @@ from mxkit.gluon.model_zoo import vision
 
 NAMES = json.load(open(__import__("pathlib").Path(__file__).parent / "fixtures" / "model_zoo_names.json"))
 OUTPUTS = {"resnet18_v2": 32, "vgg11_bn": 32, "alexnet": 64, "squeezenet1.1": 224, "mobilenet0.25": 32,
-           "mobilenetv2_0.25": 32, "densenet121": 224}
-SLOW = {"densenet121", "squeezenet1.1"}
+           "mobilenetv2_0.25": 32, "densenet121": 224, "inceptionv3": 299}
+SLOW = {"densenet121", "squeezenet1.1", "inceptionv3"}
 
 
 def _digest(names):

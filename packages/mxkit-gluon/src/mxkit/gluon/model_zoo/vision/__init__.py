@@ -17,6 +17,7 @@ from mxkit.gluon.model_zoo.vision.densenet import (
     densenet201,
     get_densenet,
 )
+from mxkit.gluon.model_zoo.vision.inception import Inception3, inception_v3
 from mxkit.gluon.model_zoo.vision.mobilenet import (
     MobileNet,
     MobileNetV2,
@@ -73,7 +74,7 @@ _MODELS = {
     "resnet101_v2": resnet101_v2, "resnet152_v2": resnet152_v2,
     "vgg11": vgg11, "vgg13": vgg13, "vgg16": vgg16, "vgg19": vgg19,
     "vgg11_bn": vgg11_bn, "vgg13_bn": vgg13_bn, "vgg16_bn": vgg16_bn, "vgg19_bn": vgg19_bn,
-    "alexnet": alexnet,
+    "alexnet": alexnet, "inceptionv3": inception_v3,
     "densenet121": densenet121, "densenet161": densenet161, "densenet169": densenet169, "densenet201": densenet201,
     "squeezenet1.0": squeezenet1_0, "squeezenet1.1": squeezenet1_1,
     "mobilenet1.0": mobilenet1_0, "mobilenet0.75": mobilenet0_75, "mobilenet0.5": mobilenet0_5,
@@ -94,10 +95,11 @@ def get_model(name: str, **kwargs: Any) -> Any:
 
 
 __all__ = [
-    "VGG", "AlexNet", "BasicBlockV1", "BasicBlockV2", "BottleneckV1", "BottleneckV2", "DenseNet", "LeNet",
+    "VGG", "AlexNet", "BasicBlockV1", "BasicBlockV2", "BottleneckV1", "BottleneckV2", "DenseNet", "Inception3", "LeNet",
     "MobileNet", "MobileNetV2", "ResNetV1", "ResNetV2", "SqueezeNet", "alexnet", "densenet121", "densenet161",
     "densenet169", "densenet201", "get_densenet", "get_mobilenet", "get_mobilenet_v2", "get_model", "get_resnet",
-    "get_squeezenet", "get_vgg", "lenet", "mlp", "mobilenet0_5", "mobilenet0_25", "mobilenet0_75", "mobilenet1_0",
+    "get_squeezenet", "get_vgg", "inception_v3", "lenet", "mlp", "mobilenet0_5", "mobilenet0_25", "mobilenet0_75",
+    "mobilenet1_0",
     "mobilenet_v2_0_5", "mobilenet_v2_0_25", "mobilenet_v2_0_75", "mobilenet_v2_1_0", "resnet18_v1", "resnet18_v2",
     "resnet34_v1", "resnet34_v2", "resnet50_v1", "resnet50_v2", "resnet101_v1", "resnet101_v2", "resnet152_v1",
     "resnet152_v2", "squeezenet1_0", "squeezenet1_1", "vgg11", "vgg11_bn", "vgg13", "vgg13_bn", "vgg16", "vgg16_bn",
