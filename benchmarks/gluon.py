@@ -3,12 +3,17 @@
 Rows: an MLP (784-256-128-10, batch 128) and ResNet-18 v1 (thumbnail stem, 10 classes,
 batch 8 of 3x32x32), each imperative and hybridized. One step is forward, softmax
 cross-entropy, backward and an SGD-with-momentum update, waited for. The same Gluon code
-runs on mxkit and (in a subprocess of the interpreter named by ``MXKIT_BENCH_MXNET_PYTHON``
-or ``--mxnet-python``) on MXNet 1.9.1; PyTorch runs the same networks eagerly (interpreter
+runs on mxkit and (in the interpreter named by ``MXKIT_BENCH_MXNET_PYTHON`` or
+``--mxnet-python``) on MXNet 1.9.1; PyTorch runs the same networks eagerly (interpreter
 ``MXKIT_BENCH_TORCH_PYTHON`` or ``--torch-python``). Without an interpreter a column stays
-empty. Printed: samples/s (best of ``--repeats`` blocks) and mxkit's speed over each anchor's;
-for mxkit's hybridized rows also the bytes of the executor's memory plan. Nothing here
-asserts on time.
+empty.
+
+Every row of every framework runs in a fresh process, so that its peak memory is its own:
+printed are samples/s (best of ``--repeats`` blocks), the peak resident set size over the
+process's RSS before the network is built (parameters, gradients, optimizer state,
+activations and whatever the framework caches; Linux's ``VmHWM``, reset at that point), and
+mxkit's speed over each anchor's; for mxkit's hybridized rows also the bytes of the
+executor's memory plan. Nothing here asserts on time or memory.
 
     MXKIT_BENCH_MXNET_PYTHON=... MXKIT_BENCH_TORCH_PYTHON=... python benchmarks/gluon.py
 """
@@ -17,6 +22,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
+import sys
 
 import numpy as np
 from _timing import best_seconds_per_step, run_anchor
@@ -35,8 +42,39 @@ def _gluon_network(mx, model: str):
     return net
 
 
-def measure_gluon(framework: str, steps: int, repeats: int, models: list[str]) -> dict[str, dict]:
-    """Samples/s of each ``model/imperative|hybridized`` row under 'mxkit' or 'mxnet'."""
+def _status_kib(field: str) -> int | None:
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def start_peak_rss() -> int:
+    """Reset the process's peak RSS to its current RSS (Linux); returns the current RSS in bytes."""
+    try:
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")  # resets VmHWM
+    except OSError:
+        pass
+    current = _status_kib("VmRSS")
+    return 1024 * current if current is not None else 1024 * resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def peak_rss_since(baseline: int) -> int:
+    """Bytes of the peak RSS since :func:`start_peak_rss` above that call's RSS."""
+    peak = _status_kib("VmHWM")
+    peak = 1024 * peak if peak is not None else 1024 * resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak - baseline
+
+
+def measure_gluon(framework: str, steps: int, repeats: int, models: list[str],
+                  modes: tuple[str, ...] = ("imperative", "hybridized")) -> dict[str, dict]:
+    """Samples/s and peak RSS of each ``model/imperative|hybridized`` row under 'mxkit' or
+    'mxnet' (the RSS is meaningful for the first row of a process only)."""
     if framework == "mxnet":
         import mxnet as mx
     else:
@@ -47,7 +85,9 @@ def measure_gluon(framework: str, steps: int, repeats: int, models: list[str]) -
         rng = np.random.RandomState(0)
         x = mx.nd.array(rng.rand(batch, *shape).astype(np.float32))
         y = mx.nd.array(rng.randint(0, 10, size=batch).astype(np.float32))
-        for hybridize in (False, True):
+        mx.nd.waitall()
+        for hybridize in [mode == "hybridized" for mode in modes]:
+            baseline = start_peak_rss()
             net = _gluon_network(mx, model)
             net.initialize(mx.init.Xavier())
             if hybridize:
@@ -62,7 +102,7 @@ def measure_gluon(framework: str, steps: int, repeats: int, models: list[str]) -
                 trainer.step(batch)
 
             seconds = best_seconds_per_step(step, mx.nd.waitall, steps, repeats)
-            row = {"samples_per_s": batch / seconds}
+            row = {"samples_per_s": batch / seconds, "peak_rss": peak_rss_since(baseline)}
             if framework == "mxkit" and hybridize:
                 plan = net.memory_plan()
                 row["plan_bytes"] = sum(p.size for p in plan.pools)
@@ -98,14 +138,15 @@ def measure_torch(steps: int, repeats: int, models: list[str]) -> dict[str, dict
     results: dict[str, dict] = {}
     for model in models:
         batch, shape = SHAPES[model]
+        rng = np.random.RandomState(0)
+        x = torch.from_numpy(rng.rand(batch, *shape).astype(np.float32))
+        y = torch.from_numpy(rng.randint(0, 10, size=batch))
+        baseline = start_peak_rss()
         if model == "mlp":
             net = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
         else:
             net = resnet18_thumbnail()  # as Gluon's resnet18_v1(thumbnail=True)
         optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-        rng = np.random.RandomState(0)
-        x = torch.from_numpy(rng.rand(batch, *shape).astype(np.float32))
-        y = torch.from_numpy(rng.randint(0, 10, size=batch))
         loss_fn = nn.CrossEntropyLoss()
 
         def step(net=net, optimizer=optimizer, loss_fn=loss_fn, x=x, y=y):
@@ -114,20 +155,24 @@ def measure_torch(steps: int, repeats: int, models: list[str]) -> dict[str, dict
             optimizer.step()
 
         seconds = best_seconds_per_step(step, lambda: None, steps, repeats)
-        results[f"{model}/imperative"] = {"samples_per_s": batch / seconds}
+        results[f"{model}/imperative"] = {"samples_per_s": batch / seconds, "peak_rss": peak_rss_since(baseline)}
     return results
 
 
-_ANCHOR_SCRIPT = """
+_ROW_SCRIPT = """
 import json, sys
 sys.path.insert(0, {folder!r})
 import gluon as bench
-framework, steps, repeats, models = json.loads(sys.argv[1])
+framework, steps, repeats, model, mode = json.loads(sys.argv[1])
 if framework == "torch":
-    print("RESULT " + json.dumps(bench.measure_torch(steps, repeats, models)))
+    print("RESULT " + json.dumps(bench.measure_torch(steps, repeats, [model])))
 else:
-    print("RESULT " + json.dumps(bench.measure_gluon(framework, steps, repeats, models)))
+    print("RESULT " + json.dumps(bench.measure_gluon(framework, steps, repeats, [model], (mode,))))
 """
+
+
+def _mib(value: int | None) -> str:
+    return f"{value / 2**20:.1f}" if value is not None else "-"
 
 
 def main() -> None:
@@ -138,26 +183,37 @@ def main() -> None:
     parser.add_argument("--mxnet-python", default=os.environ.get("MXKIT_BENCH_MXNET_PYTHON"))
     parser.add_argument("--torch-python", default=os.environ.get("MXKIT_BENCH_TORCH_PYTHON"))
     args = parser.parse_args()
-    models = args.models.split(",")
     folder = os.path.dirname(os.path.abspath(__file__))
-    script = _ANCHOR_SCRIPT.format(folder=folder)
-    ours = measure_gluon("mxkit", args.steps, args.repeats, models)
-    mxnet = run_anchor(args.mxnet_python, script, ["mxnet", args.steps, args.repeats, models])
-    torch = run_anchor(args.torch_python, script, ["torch", args.steps, args.repeats, models])
-    print(f"{'row':24} {'mxkit samples/s':>16} {'MXNet 1.9.1':>12} {'mxkit/MXNet':>12} {'PyTorch eager':>14} "
-          f"{'mxkit/PyTorch':>14} {'mxkit plan bytes':>17}")
-    for row, values in ours.items():
-        speed = values["samples_per_s"]
-        cells = []
-        for anchor in (mxnet, torch):
-            model = row.split("/")[0]
-            other = anchor.get(row, anchor.get(f"{model}/imperative") if anchor is torch else None)
-            other_speed = other["samples_per_s"] if other else None
-            cells.append(f"{other_speed:12.1f}" if other_speed else f"{'-':>12}")
-            cells.append(f"{speed / other_speed:12.2f}" if other_speed else f"{'-':>12}")
-        plan = values.get("plan_bytes")
-        print(f"{row:24} {speed:16.1f} {cells[0]} {cells[1]} {cells[2]:>14} {cells[3]:>14} "
-              f"{plan if plan else '-':>17}")
+    script = _ROW_SCRIPT.format(folder=folder)
+    interpreters = {"mxkit": sys.executable, "mxnet": args.mxnet_python, "torch": args.torch_python}
+    rows: dict[str, dict[str, dict]] = {}
+    for model in args.models.split(","):
+        for mode in ("imperative", "hybridized"):
+            row = f"{model}/{mode}"
+            # the frameworks of one row one after the other, so that a neighbour's load hits them alike
+            for framework, interpreter in interpreters.items():
+                if framework == "torch" and mode == "hybridized":
+                    continue  # eager only: the hybridized rows compare with the imperative PyTorch row
+                found = run_anchor(interpreter, script, [framework, args.steps, args.repeats, model, mode])
+                rows.setdefault(row, {})[framework] = found.get(row)
+    header = (f"{'row':20} {'mxkit samples/s':>15} {'RSS MiB':>8} {'MXNet 1.9.1':>11} {'RSS MiB':>8} "
+              f"{'mxkit/MXNet':>11} {'PyTorch eager':>13} {'RSS MiB':>8} {'mxkit/PyTorch':>13} {'plan bytes':>11}")
+    print(header)
+    for row, by_framework in rows.items():
+        ours = by_framework.get("mxkit")
+        if ours is None:
+            continue
+        speed = ours["samples_per_s"]
+        cells = [f"{speed:15.1f}", f"{_mib(ours.get('peak_rss')):>8}"]
+        torch_row = rows.get(f"{row.split('/')[0]}/imperative", {}).get("torch")
+        for other, width in ((by_framework.get("mxnet"), 11), (torch_row, 13)):
+            if other:
+                cells += [f"{other['samples_per_s']:{width}.1f}", f"{_mib(other.get('peak_rss')):>8}",
+                          f"{speed / other['samples_per_s']:{width}.2f}"]
+            else:
+                cells += [f"{'-':>{width}}", f"{'-':>8}", f"{'-':>{width}}"]
+        plan = ours.get("plan_bytes")
+        print(f"{row:20} {' '.join(cells)} {plan if plan else '-':>11}")
 
 
 if __name__ == "__main__":

@@ -20,3 +20,29 @@ def fresh_names():
 
     with NameManager():
         yield
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "ray: needs Ray (mxkit-kvstore[dist]); skipped without it")
+
+
+@pytest.fixture(scope="session")
+def start_dist_job():
+    """``start_dist_job(num_workers, num_servers)``: a distributed-store job on a loopback Ray
+    cluster (2 CPUs), stopped, with the cluster, at the end of the session."""
+    pytest.importorskip("ray", reason="the distributed Trainer tests need Ray: pip install 'mxkit-kvstore[dist]'")
+    from mxkit.kvstore.dist import runtime
+    from mxkit.kvstore.dist.job import start_job
+
+    runtime.init_ray(num_cpus=2, object_store_memory=256 * 2**20)
+    jobs = []
+
+    def make(num_workers, num_servers, **options):
+        job = start_job(num_workers, num_servers, **options)
+        jobs.append(job)
+        return job
+
+    yield make
+    for job in jobs:
+        job.stop()
+    runtime.shutdown_ray()

@@ -37,8 +37,8 @@ def test_dataset_transforms_and_errors():
     assert len(dataset.filter(lambda item: item[0] > 1)) == 1
     with pytest.raises(GluonError, match="same length"):
         data.ArrayDataset(np.zeros(3), np.zeros(4))
-    with pytest.raises(GluonError, match="thread_pool=True for worker threads"):
-        data.DataLoader(dataset, batch_size=1, num_workers=2)
+    with pytest.raises(GluonError, match="timeout must be a positive number"):
+        data.DataLoader(dataset, batch_size=1, num_workers=2, timeout=0)
     with pytest.raises(GluonError, match="needs batch_size"):
         data.DataLoader(dataset)
 
@@ -95,3 +95,80 @@ def test_worker_threads_keep_order_cover_every_sample_and_surface_errors():
 
     with pytest.raises(ValueError, match="sample 4 is corrupt"):
         list(data.DataLoader(Broken(), batch_size=2, num_workers=2, thread_pool=True))
+
+
+class _Squares(data.Dataset):
+    """Sample i: (a 2x2 float array of i, the int i); sample ``broken`` raises; ``die`` ends the process."""
+
+    def __init__(self, length, broken=None, die=None):
+        self.length, self.broken, self.die = length, broken, die
+
+    def __len__(self):
+        return self.length
+
+    def __getitem__(self, idx):
+        import os
+
+        if idx == self.broken:
+            raise ValueError(f"sample {idx} is corrupt")
+        if idx == self.die:
+            os._exit(3)
+        return np.full((2, 2), idx, np.float64), idx
+
+
+def test_worker_processes_cover_every_sample_once_per_epoch_in_order():
+    loader = data.DataLoader(_Squares(11), batch_size=3, shuffle=True, num_workers=2)
+    try:
+        for _ in range(2):  # the same workers serve both epochs
+            seen = []
+            for x, y in loader:
+                assert isinstance(x, mx.nd.NDArray) and x.dtype == np.float32 and x.shape[1:] == (2, 2)
+                np.testing.assert_array_equal(x.asnumpy()[:, 0, 0], y.asnumpy())
+                seen.extend(int(v) for v in y.asnumpy())
+            assert sorted(seen) == list(range(11))
+        ordered = data.DataLoader(data.SimpleDataset(list(range(10))), batch_size=2, num_workers=3)
+        assert [b.asnumpy().tolist() for b in ordered] == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]
+        ordered.close()
+    finally:
+        loader.close()
+
+
+def test_worker_processes_leave_no_files_and_keep_a_custom_batchify():
+    import os
+
+    def batchify(samples):  # runs in the worker: numpy arrays come back as numpy, other values as they are
+        return np.stack([s[0] for s in samples]), [s[1] for s in samples], "tag"
+
+    loader = data.DataLoader(_Squares(7), batch_size=2, num_workers=2, batchify_fn=batchify, prefetch=4)
+    first = next(iter(loader))  # an epoch left early: its prefetched batches are dropped
+    x, labels, tag = first
+    assert isinstance(x, np.ndarray) and x.shape == (2, 2, 2) and labels == [0, 1] and tag == "tag"
+    directory = loader._pool._directory
+    batches = list(loader)
+    assert [b[1] for b in batches] == [[0, 1], [2, 3], [4, 5], [6]]
+    assert os.listdir(directory) == []
+    loader.close()
+    assert not os.path.exists(directory)
+
+
+def test_worker_process_exception_is_raised_with_its_traceback():
+    loader = data.DataLoader(_Squares(6, broken=4), batch_size=2, num_workers=2)
+    with pytest.raises(data.WorkerError, match="ValueError: sample 4 is corrupt") as info:
+        list(loader)
+    assert "__getitem__" in str(info.value)  # the worker's traceback
+    loader.close()
+
+
+def test_a_dead_worker_process_is_reported_not_waited_for():
+    loader = data.DataLoader(_Squares(6, die=3), batch_size=2, num_workers=2, timeout=60)
+    with pytest.raises(data.WorkerError, match="exited with code 3"):
+        list(loader)
+    loader.close()
+
+
+def test_object_arrays_cannot_leave_a_worker():
+    loader = data.DataLoader(data.SimpleDataset([object(), object()]), batch_size=2, num_workers=1,
+                             batchify_fn=lambda samples: np.array(samples, dtype=object))
+    with pytest.raises(data.WorkerError, match="cannot leave a worker process"):
+        list(loader)
+    loader.close()

@@ -87,8 +87,6 @@ def test_trainer_reduces_gradients_over_contexts():
 def test_trainer_refuses_what_it_cannot_do():
     net = nn.Dense(1, in_units=2)
     net.initialize()
-    with pytest.raises(GluonError, match="distributed training through Trainer is not supported"):
-        Trainer(net.collect_params(), "sgd", kvstore="dist_sync")
     trainer = Trainer(net.collect_params(), "sgd")
     with pytest.raises(GluonError, match="batch_size must be positive"):
         trainer.step(0)

@@ -101,6 +101,42 @@ def _flatten_arrays(values: Any, what: str) -> list[Any]:
     return [values]
 
 
+def flatten_nested(values: Any) -> tuple[list[Any], Any]:
+    """Arrays nested in lists and tuples as a flat list, and the format to rebuild them.
+
+    The format is MXNet's: ``0`` for one array, ``n > 1`` for a Symbol of ``n`` outputs, a
+    list of formats for a list. It lets a hybridized block take and return nested arguments
+    (an RNN's list of states) while its graph has flat inputs and outputs.
+    """
+    from mxkit.symbol import Symbol
+
+    if isinstance(values, list | tuple):
+        flat: list[Any] = []
+        fmts: list[Any] = []
+        for value in values:
+            items, fmt = flatten_nested(value)
+            flat.extend(items)
+            fmts.append(fmt)
+        return flat, fmts
+    if isinstance(values, Symbol):
+        count = len(values.list_outputs())
+        return [values], count if count > 1 else 0
+    return [values], 0
+
+
+def regroup_nested(flat: list[Any], fmt: Any) -> tuple[Any, list[Any]]:
+    """The inverse of :func:`flatten_nested`: the nested value and the unused rest of ``flat``."""
+    if isinstance(fmt, int):
+        if fmt == 0:
+            return flat[0], flat[1:]
+        return flat[:fmt], flat[fmt:]
+    nested = []
+    for item in fmt:
+        value, flat = regroup_nested(flat, item)
+        nested.append(value)
+    return nested, flat
+
+
 class Block:
     """The base class of all layers and models (MXNet's ``gluon.Block``).
 
@@ -375,6 +411,11 @@ class HybridBlock(Block):
         self._flags: dict[str, Any] = {}
         self._cached_graph: tuple[list[Any], Any] | None = None
         self._cached_runner: Any = None
+        #: the nesting of the positional arguments of the call being hybridized (flatten_nested)
+        self._in_fmt: Any = None
+        self._graph_in_fmt: Any = None
+        self._out_fmt: Any = 0
+        self._out_index: list[int] = [0]
 
     def register_child(self, block: Block, name: str | None = None) -> None:
         if not isinstance(block, HybridBlock):
@@ -413,21 +454,34 @@ class HybridBlock(Block):
     def _get_graph(self, *args: Any) -> tuple[list[Any], Any]:
         from mxkit import symbol
 
+        in_fmt = self._in_fmt if self._in_fmt is not None else [0] * len(args)
+        if self._cached_graph is not None and self._graph_in_fmt != in_fmt:
+            self._clear_cached_graph()  # called with another nesting of arguments: trace again
         if self._cached_graph is None:
             if not args:
                 raise GluonError(f"{type(self).__name__}: a hybridized block needs at least one input")
             names = ["data"] if len(args) == 1 else [f"data{i}" for i in range(len(args))]
             inputs = [symbol.var(name) for name in names]
             params = {key: param.var() for key, param in self._reg_params.items()}
+            nested, _ = regroup_nested(list(inputs), in_fmt)
             with self.name_scope():
-                out = self.hybrid_forward(symbol, *inputs, **params)
-            outputs = _flatten_arrays(out, "output")
-            self._out_single = not isinstance(out, list | tuple)
+                out = self.hybrid_forward(symbol, *nested, **params)
+            outputs, self._out_fmt = flatten_nested(out)
+            if len(outputs) == 1 and isinstance(self._out_fmt, int) and self._out_fmt > 1:
+                outputs = [outputs[0][i] for i in range(self._out_fmt)]  # one Symbol of several outputs
+            # a graph output listed twice (an LSTM step's h is its output and its first state) is
+            # computed once: the graph gets unique outputs, forward repeats them where they were
+            unique: dict[str, int] = {}
+            self._out_index = [unique.setdefault(o.list_outputs()[0], len(unique)) for o in outputs]
+            outputs = [o for i, o in enumerate(outputs) if self._out_index.index(self._out_index[i]) == i]
+            self._out_single = False  # forward regroups the flat outputs with _out_fmt
+            self._graph_in_fmt = in_fmt
             self._cached_graph = (inputs, symbol.Group(outputs) if len(outputs) > 1 else outputs[0])
         return self._cached_graph
 
     def infer_shape(self, *args: Any) -> None:
-        """Fill the unknown parameter shapes from the shapes of ``args``."""
+        """Fill the unknown parameter shapes from the shapes of ``args`` (flat: nested lists of
+        arguments are passed as their arrays in order)."""
         inputs, out = self._get_graph(*args)
         shapes = {sym.name: tuple(arg.shape) for sym, arg in zip(inputs, args)}
         arg_shapes, _, aux_shapes = out.infer_shape(**shapes)
@@ -437,27 +491,66 @@ class HybridBlock(Block):
             if param.name in known and known[param.name] is not None:
                 param.shape = known[param.name]
 
+    def _infer_by_running(self, args: tuple) -> bool:
+        """Finish deferred initialisation by one imperative inference pass, in which every child
+        infers its own shapes from the arrays it receives (a fused RNN layer's packed weights hide
+        the input width from the graph's shape inference). False when that cannot be done."""
+        from mxkit.ndarray import NDArray, autograd
+
+        if getattr(self, "_running_to_infer", False) or not all(isinstance(a, NDArray) for a in args):
+            return False
+        nested, _ = regroup_nested(list(args), self._in_fmt if self._in_fmt is not None else [0] * len(args))
+        blocks = [b for b in self._self_and_descendants() if isinstance(b, HybridBlock)]
+        active = [b._active for b in blocks]
+        self._running_to_infer = True
+        try:
+            for block in blocks:
+                block._active = False
+            with autograd.pause():
+                self.forward(*nested)
+        finally:
+            self._running_to_infer = False
+            for block, was in zip(blocks, active):
+                block._active = was
+        return True
+
     def _deferred_infer_shape(self, *args: Any) -> None:
+        error: Exception | None = None
         try:
             self.infer_shape(*args)
         except Exception as exc:
+            error = exc
+        if error is None and all(p.shape and all(int(d) > 0 for d in p.shape)
+                                 for p in self.collect_params().values()):
+            return
+        try:
+            if self._infer_by_running(args):
+                return
+        except Exception as exc:
+            error = error or exc
+        if error is not None:
             raise GluonError(f"{type(self).__name__} {self.name}: deferred initialisation failed because the "
                              f"parameter shapes could not be inferred from inputs of shape "
-                             f"{[tuple(a.shape) for a in args]}: {exc}") from exc
+                             f"{[tuple(a.shape) for a in args]}: {error}") from error
 
     def forward(self, x: Any, *args: Any) -> Any:
         from mxkit import ndarray, symbol
 
         if isinstance(x, ndarray.NDArray):
+            flat, in_fmt = flatten_nested([x, *args])
             if self._active:
                 from mxkit.gluon.cached_graph import run_hybridized
 
-                return run_hybridized(self, (x, *args))
+                self._in_fmt = in_fmt
+                outputs = run_hybridized(self, tuple(flat))
+                outputs = outputs if isinstance(outputs, list) else [outputs]
+                return regroup_nested([outputs[i] for i in self._out_index], self._out_fmt)[0]
             ctx = x.context
             try:
                 params = {key: param.data(ctx) for key, param in self._reg_params.items()}
             except DeferredInitializationError:
-                self._deferred_infer_shape(x, *args)
+                self._in_fmt = in_fmt
+                self._deferred_infer_shape(*flat)
                 for param in self.collect_params().values():
                     param._finish_deferred_init()
                 params = {key: param.data(ctx) for key, param in self._reg_params.items()}

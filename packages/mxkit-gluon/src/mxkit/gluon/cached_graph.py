@@ -50,6 +50,7 @@ class HybridRunner:
         self.block = block
         self.bindings: dict[tuple, list[_Binding]] = {}
         self.last: _Binding | None = None
+        self._by_name: dict[str, Any] | None = None
 
     def memory_plan(self) -> Any:
         return None if self.last is None else self.last.exe.memory_plan
@@ -58,14 +59,18 @@ class HybridRunner:
         from mxkit.symbol import binding as sym_binding
 
         inputs, sym = self.block._get_graph(*args)
-        all_params = self.block.collect_params()
-        if not all(p.is_initialized for p in all_params.values()):
-            self.block._deferred_infer_shape(*args)
-            for param in all_params.values():
-                param._finish_deferred_init()
-        by_name = {p.name: p for p in all_params.values()}
+        by_name = self._by_name
+        if by_name is None:
+            # collected once per runner (a new graph gets a new runner): walking the block tree
+            # on every call costs more than the rest of a small network's dispatch
+            all_params = self.block.collect_params()
+            if not all(p.is_initialized for p in all_params.values()):
+                self.block._deferred_infer_shape(*args)
+                for param in all_params.values():
+                    param._finish_deferred_init()
+            by_name = self._by_name = {p.name: p for p in all_params.values()}
         versions = tuple(p.version for p in by_name.values())
-        key = (tuple((tuple(a.shape), str(a.dtype)) for a in args), str(ctx), input_grads, versions)
+        key = (tuple((a.shape, a.dtype) for a in args), ctx, input_grads, versions)
         candidates = list(self.bindings.get(key, []))
         if not any(input_grads):
             # a call that needs no input gradient (inference, or data without attach_grad) can run on

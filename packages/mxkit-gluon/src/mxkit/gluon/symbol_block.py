@@ -71,6 +71,9 @@ class SymbolBlock(HybridBlock):
                                         dtype_source="saved")
         return block
 
+    def _get_graph(self, *args: Any) -> tuple[list[Any], Any]:
+        return self._graph  # given, not traced
+
     def _clear_cached_graph(self) -> None:
         self._cached_graph = self._graph if hasattr(self, "_graph") else None
         self._cached_runner = None

@@ -1,15 +1,45 @@
-"""Gluon's ``Trainer``: applies an optimizer to a set of parameters.
+"""Gluon's ``Trainer``: applies an optimizer to a set of parameters, through a KVStore.
 
-Gradients of a parameter that lives on several contexts are summed across them first
-(what MXNet's ``device``/``local`` KVStore does for one machine), then each copy is
-updated by its context's updater, so the copies stay equal.
+As in MXNet 1.9.1, the store is made at the first ``step`` (parameters may be initialised
+late): none for one device and a non-distributed type, else ``mx.kv.create(kvstore)``.
+Parameter ``i`` of the trainer is key ``i`` of the store. With ``update_on_kvstore`` the
+store runs the optimizer: gradients are pushed and the updated weights pulled into every
+copy. Without it, gradients are pushed and their sum (over devices, and over workers for a
+``dist_*`` store) pulled back, and each device's updater applies the optimizer to its copy.
+With no store and several devices the gradients are summed over the devices locally, so the
+copies stay equal.
+
+Optimizer states are saved in mxkit's archive format (arrays and a JSON manifest, never a
+pickle): the updater's, or the store's when it runs the optimizer.
 """
 
 from __future__ import annotations
 
+import os
+from math import prod
 from typing import Any
 
 from mxkit.gluon.parameter import GluonError, Parameter, ParameterDict
+
+# a 'local' store stops running the optimizer past this many elements in one array (MXNet's
+# rule: one CPU update per key becomes the bottleneck)
+_LOCAL_UPDATE_LIMIT = 1024 * 1024 * 16
+
+
+def _default_update_on_kvstore() -> bool:
+    from mxkit.core import config
+
+    value, source = config.resolve("update_on_kvstore")
+    if source == "default" and "MXNET_UPDATE_ON_KVSTORE" in os.environ:
+        raw = os.environ["MXNET_UPDATE_ON_KVSTORE"]  # MXNet's name, for scripts written for it
+        if raw not in ("0", "1"):
+            raise GluonError(f"MXNET_UPDATE_ON_KVSTORE must be 0 or 1, got {raw!r}")
+        return raw == "1"
+    return bool(value)
+
+
+def _is_kvstore(value: Any) -> bool:
+    return all(callable(getattr(value, attr, None)) for attr in ("init", "push", "pull"))
 
 
 class Trainer:
@@ -21,15 +51,19 @@ class Trainer:
     optimizer : str or Optimizer
     optimizer_params : dict, optional
         Arguments of the optimizer (``learning_rate``, ``momentum``, ``wd``...).
-    kvstore : str or None
-        ``'device'``/``'local'`` (or None): gradients are reduced across this machine's
-        contexts. Distributed stores are not supported by Trainer yet.
-    update_on_kvstore : bool or None
-        Only ``None``/``False`` (each context updates its own copy).
+    kvstore : str, KVStore or None
+        ``'device'``/``'local'`` reduce gradients across this machine's devices (no store is
+        made for one device); ``'dist_sync'``/``'dist_async'``/``'dist_ssp'`` (or a store made
+        by ``mx.kv.create``) across workers too; None sums over devices locally.
+    compression_params : dict, optional
+        Gradient compression of the store (``{'type': '2bit', 'threshold': 0.5}``).
+    update_on_kvstore : bool, optional
+        Whether the store runs the optimizer (default: config ``update_on_kvstore``, forced on
+        for ``dist_async``).
     """
 
     def __init__(self, params: Any, optimizer: Any, optimizer_params: dict | None = None, kvstore: Any = "device",
-                 compression_params: Any = None, update_on_kvstore: bool | None = None) -> None:
+                 compression_params: dict | None = None, update_on_kvstore: bool | None = None) -> None:
         if isinstance(params, dict | ParameterDict):
             params = [params[key] for key in sorted(params.keys())]
         if not isinstance(params, list | tuple):
@@ -42,18 +76,23 @@ class Trainer:
                 raise GluonError(f"Trainer's params must be Parameters; item {index} is {type(param).__name__}")
             self._param2idx[param.name] = index
             self._params.append(param)
-        kind = kvstore if isinstance(kvstore, str) else getattr(kvstore, "type", "")
-        if isinstance(kind, str) and kind.startswith("dist"):
-            raise GluonError(f"Trainer(kvstore={kind!r}): distributed training through Trainer is not supported "
-                             f"yet; use 'device' or 'local'")
-        if update_on_kvstore:
-            raise GluonError("Trainer(update_on_kvstore=True) is not supported; each context updates its own copy")
-        if compression_params is not None:
-            raise GluonError("Trainer(compression_params=...) needs a distributed KVStore, which Trainer does not "
-                             "support yet")
-        self._kvstore = kvstore
+        if kvstore is not None and not isinstance(kvstore, str) and not _is_kvstore(kvstore):
+            raise GluonError(f"Trainer(kvstore=...) takes a store type ('device', 'local', 'dist_sync'...), a store "
+                             f"made by mx.kv.create, or None; got {type(kvstore).__name__}")
+        if update_on_kvstore not in (None, True, False):
+            raise GluonError(f"update_on_kvstore must be None, True or False, got {update_on_kvstore!r}")
+        if compression_params is not None and not isinstance(compression_params, dict):
+            raise GluonError(f"compression_params must be a dict such as {{'type': '2bit', 'threshold': 0.5}}, got "
+                             f"{type(compression_params).__name__}")
+        self._compression_params = compression_params
+        self._kvstore_params = {"kvstore": kvstore, "update_on_kvstore": update_on_kvstore}
         self._init_optimizer(optimizer, optimizer_params or {})
         self._scale = self._optimizer.rescale_grad
+        self._kv_initialized = False
+        self._kvstore: Any = None
+        self._update_on_kvstore: bool | None = None
+        self._distributed = False
+        self._params_to_init: list[Parameter] = list(self._params)
 
     def _init_optimizer(self, optimizer: Any, optimizer_params: dict) -> None:
         from mxkit.train import optimizer as opt
@@ -76,43 +115,163 @@ class Trainer:
             self._updaters[key] = opt.get_updater(self._optimizer)
         return self._updaters[key]
 
+    # -- the store --------------------------------------------------------------------------
+
+    def _contexts(self) -> list[Any]:
+        contexts: list[Any] = []
+        for param in self._params:
+            try:
+                found = param.list_ctx()
+            except GluonError:
+                continue  # not initialised at all: initialize() will fail clearly on use
+            for ctx in found:
+                if ctx not in contexts:
+                    contexts.append(ctx)
+        return contexts
+
+    def _init_kvstore(self) -> None:
+        kind = self._kvstore_params["kvstore"]
+        explicit = self._kvstore_params["update_on_kvstore"]
+        update_on_kvstore = _default_update_on_kvstore()
+        contexts = self._contexts()
+        if kind is None:
+            kv = None
+        elif isinstance(kind, str):
+            if len(contexts) <= 1 and "dist" not in kind:
+                kv = None  # one device on one machine: the updater runs in place
+            else:
+                import mxkit.kvstore as kvs
+
+                kv = kvs.create(kind)
+                if kind == "local":
+                    sizes = [prod(p.shape) for p in self._params if p.shape and all(d > 0 for d in p.shape)]
+                    if sizes and max(sizes) > _LOCAL_UPDATE_LIMIT:
+                        update_on_kvstore = False
+        else:
+            kv = kind
+        self._distributed = kv is not None and "dist" in str(kv.type)
+        if kv is not None:
+            if self._distributed and "async" in str(kv.type):
+                if explicit is False:
+                    raise GluonError("Trainer(update_on_kvstore=False) cannot train with an asynchronous store: "
+                                     "the servers must run the optimizer; set update_on_kvstore=True or None")
+                update_on_kvstore = True
+            if explicit is not None:
+                update_on_kvstore = explicit
+            capable = getattr(kv, "is_capable", None)
+            if update_on_kvstore and capable is not None and not capable("optimizer"):
+                if explicit:
+                    raise GluonError(f"Trainer(update_on_kvstore=True): the store {kv.type!r} cannot run an "
+                                     f"optimizer; set update_on_kvstore=False")
+                update_on_kvstore = False
+            if self._compression_params:
+                kv.set_gradient_compression(self._compression_params)
+            if update_on_kvstore:
+                kv.set_optimizer(self._optimizer)
+            self._kvstore, self._update_on_kvstore = kv, bool(update_on_kvstore)
+        else:
+            if explicit:
+                raise GluonError("Trainer(update_on_kvstore=True) needs a store, but none is used (kvstore=None, or "
+                                 "one device with a non-distributed type); set update_on_kvstore=None or False")
+            if self._compression_params:
+                raise GluonError("Trainer(compression_params=...) needs a store, but none is used (kvstore=None, or "
+                                 "one device with a non-distributed type)")
+            self._kvstore, self._update_on_kvstore = None, None
+        self._kv_initialized = True
+
+    def _init_params(self) -> None:
+        """Seed the store with the parameters initialised since the last call (every worker
+        starts from worker 0's values)."""
+        waiting = []
+        for param in self._params_to_init:
+            if not param.is_initialized:
+                waiting.append(param)  # deferred: its shape is known after the first forward pass
+                continue
+            if self._kvstore is not None:
+                index = self._param2idx[param.name]
+                arrays = param.list_data()
+                self._kvstore.broadcast(index, arrays[0], out=arrays, priority=-index)
+        self._params_to_init = waiting
+
+    def _ready(self) -> None:
+        if not self._kv_initialized:
+            self._init_kvstore()
+        if self._params_to_init:
+            self._init_params()
+
+    # -- the public API ---------------------------------------------------------------------
+
     @property
     def optimizer(self) -> Any:
+        """The optimizer (its learning rate, counters...)."""
         return self._optimizer
 
     @property
     def learning_rate(self) -> float:
+        """The optimizer's current learning rate."""
         return self._optimizer.learning_rate
 
     def set_learning_rate(self, lr: float) -> None:
         """Set the learning rate of the optimizer."""
         self._optimizer.set_learning_rate(lr)
 
+    def _rescale(self, batch_size: Any) -> None:
+        if not isinstance(batch_size, int | float) or batch_size <= 0:
+            raise GluonError(f"Trainer.step: batch_size must be positive, got {batch_size!r}")
+        scale = self._scale / batch_size
+        if self._update_on_kvstore and self._distributed and self._kv_initialized \
+                and self._optimizer.rescale_grad != scale:
+            raise GluonError(f"Trainer.step: the batch size changed to {batch_size}, but the servers' optimizer "
+                             f"keeps the gradient scale of the first step ({self._optimizer.rescale_grad}); with a "
+                             f"distributed store and update_on_kvstore=True keep the batch size fixed")
+        self._optimizer.rescale_grad = scale
+
     def step(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
-        """One update: gradients are divided by ``batch_size``, reduced across contexts and applied."""
-        if batch_size <= 0:
-            raise GluonError(f"Trainer.step: batch_size must be positive, got {batch_size}")
-        self._optimizer.rescale_grad = self._scale / batch_size
-        self.allreduce_grads()
-        self.update(batch_size, ignore_stale_grad)
+        """One update: gradients are divided by ``batch_size``, reduced across devices (and
+        workers) and applied."""
+        self._rescale(batch_size)
+        self._ready()
+        self._allreduce_grads()
+        self._update()
 
     def allreduce_grads(self) -> None:
-        """Sum each parameter's gradients over its contexts and write the sum back to each."""
-        for param in self._params:
+        """Sum each parameter's gradients over its devices (and workers), writing the sum into
+        each gradient; for use with :meth:`update` (gradient clipping between the two)."""
+        self._ready()
+        if self._kvstore is not None and self._update_on_kvstore:
+            raise GluonError("allreduce_grads() is not available when the store runs the optimizer; create the "
+                             "Trainer with update_on_kvstore=False")
+        self._allreduce_grads()
+
+    def _allreduce_grads(self) -> None:
+        for index, param in enumerate(self._params):
             if param.grad_req == "null":
                 continue
             grads = param.list_grad()
-            if len(grads) < 2:
-                continue
-            total = grads[0].copy()
-            for other in grads[1:]:
-                total += other.as_in_context(total.context)
-            for grad in grads:
-                grad[:] = total.as_in_context(grad.context)
+            if self._kvstore is not None:
+                if self._update_on_kvstore:
+                    self._kvstore.pushpull(index, grads, out=param.list_data(), priority=-index)
+                else:
+                    self._kvstore.pushpull(index, grads, priority=-index)
+            elif len(grads) > 1:
+                total = grads[0].copy()
+                for other in grads[1:]:
+                    total += other.as_in_context(total.context)
+                for grad in grads:
+                    grad[:] = total.as_in_context(grad.context)
 
     def update(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
-        """Apply the optimizer (call after :meth:`allreduce_grads`)."""
-        self._optimizer.rescale_grad = self._scale / batch_size
+        """Apply the optimizer to gradients already reduced by :meth:`allreduce_grads`."""
+        self._ready()
+        if self._kvstore is not None and self._update_on_kvstore:
+            raise GluonError("update() is not available when the store runs the optimizer; create the Trainer "
+                             "with update_on_kvstore=False")
+        self._rescale(batch_size)
+        self._update()
+
+    def _update(self) -> None:
+        if self._kvstore is not None and self._update_on_kvstore:
+            return  # the store applied the optimizer when the gradients were pushed
         per_ctx: dict[str, list[tuple[int, Any, Any]]] = {}
         for index, param in enumerate(self._params):
             if param.grad_req == "null":
@@ -125,7 +284,15 @@ class Trainer:
             updater(list(indices), list(grads), list(weights))
 
     def save_states(self, fname: str) -> None:
-        """Save the optimizer's states (momenta...) and update counts to ``fname``."""
+        """Save the optimizer's states (momenta...) and update counts to ``fname`` (an archive of
+        arrays and a JSON manifest, not a pickle)."""
+        self._ready()
+        if self._update_on_kvstore:
+            if self._params_to_init:
+                raise GluonError("Trainer.save_states: some parameters are not initialised in the store yet; run a "
+                                 "step first")
+            self._kvstore.save_optimizer_states(fname, dump_optimizer=True)
+            return
         if not self._updaters:
             raise GluonError("Trainer.save_states: no step has run yet, so there are no states to save")
         updater = next(iter(self._updaters.values()))
@@ -133,13 +300,24 @@ class Trainer:
             f.write(updater.get_states(dump_optimizer=True))
 
     def load_states(self, fname: str) -> None:
-        """Load states written by :meth:`save_states` (the optimizer is restored too)."""
+        """Load states written by :meth:`save_states` (the optimizer's counters too).
+
+        Raises
+        ------
+        FormatError
+            When ``fname`` is not such a file (MXNet's pickled states are refused: unpickling
+            can run code).
+        """
+        self._ready()
+        if self._update_on_kvstore:
+            self._kvstore.load_optimizer_states(fname)
+            return
+        from mxkit.train import optimizer as opt
+
         with open(fname, "rb") as f:
             states = f.read()
-        contexts = {str(ctx) for p in self._params for ctx in p.list_ctx()} or {"cpu(0)"}
+        contexts = {str(ctx) for ctx in self._contexts()} or {"cpu(0)"}
         for key in contexts:
-            from mxkit.train import optimizer as opt
-
             updater = opt.get_updater(self._optimizer)
             updater.set_states(states)
             self._updaters[key] = updater

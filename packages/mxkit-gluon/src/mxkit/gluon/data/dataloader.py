@@ -1,10 +1,9 @@
-"""``DataLoader``: batches of a dataset, in the main process or in worker threads.
+"""``DataLoader``: batches of a dataset, in the main process, in worker processes or in threads.
 
-With ``num_workers > 0`` and ``thread_pool=True``, batches are made by a pool of threads
-and handed over in order, ``prefetch`` of them ahead of the consumer (decoding and numpy
-work release the GIL). Worker processes (MXNet's default for ``num_workers > 0``) are not
-implemented: that combination is refused with an error rather than silently run in one
-process.
+With ``num_workers > 0``, batches are made by that many worker processes (see
+:mod:`mxkit.gluon.data.worker_pool`: arrays come back through shared memory, never as
+pickles), or with ``thread_pool=True`` by a pool of threads (decoding and numpy work release
+the GIL). Either way they are handed over in order, ``prefetch`` of them ahead of the consumer.
 """
 
 from __future__ import annotations
@@ -49,7 +48,13 @@ class DataLoader:
     batchify_fn : callable, optional
         Makes a batch of a list of samples (default: :func:`default_batchify_fn`).
     num_workers : int
-        Only 0 (the main process) is supported.
+        0: batches are made in this process; more: by that many worker processes (or threads).
+    prefetch : int, optional
+        Batches requested ahead of the consumer (default ``2 * num_workers``).
+    thread_pool : bool
+        Use threads instead of processes for ``num_workers > 0``.
+    timeout : float
+        Seconds to wait for a worker process's batch before raising an error.
     """
 
     def __init__(self, dataset: Any, batch_size: int | None = None, shuffle: bool = False,
@@ -70,13 +75,16 @@ class DataLoader:
             raise GluonError("batch_size, shuffle, sampler and last_batch must not be given with batch_sampler")
         if num_workers < 0:
             raise GluonError(f"num_workers must be a non-negative int, got {num_workers}")
-        if num_workers > 0 and not thread_pool:
-            raise GluonError(f"DataLoader(num_workers={num_workers}): worker processes are not implemented in "
-                             f"mxkit yet; pass thread_pool=True for worker threads, or num_workers=0")
+        if not isinstance(timeout, int | float) or timeout <= 0:
+            raise GluonError(f"DataLoader: timeout must be a positive number of seconds, got {timeout!r}")
         self._batch_sampler = batch_sampler
+        self._default_batchify = batchify_fn is None
         self._batchify_fn = batchify_fn if batchify_fn is not None else default_batchify_fn
         self._num_workers = num_workers
+        self._thread_pool = thread_pool
+        self._timeout = timeout
         self._prefetch = max(1, prefetch if prefetch is not None else 2 * num_workers)
+        self._pool: Any = None
 
     def _make_batch(self, indices: list[int]) -> Any:
         return self._batchify_fn([self._dataset[index] for index in indices])
@@ -85,6 +93,9 @@ class DataLoader:
         if self._num_workers == 0:
             for indices in self._batch_sampler:
                 yield self._make_batch(indices)
+            return
+        if not self._thread_pool:
+            yield from self._iter_processes()
             return
         from collections import deque
         from concurrent.futures import ThreadPoolExecutor
@@ -101,6 +112,43 @@ class DataLoader:
             finally:
                 for future in pending:
                     future.cancel()
+
+    def _iter_processes(self) -> Iterator[Any]:
+        from collections import deque
+
+        from mxkit.gluon.data.worker_pool import WorkerPool, numpy_batchify
+
+        if self._pool is None or not self._pool.alive():
+            if self._pool is not None:
+                self._pool.close()
+            batchify = numpy_batchify if self._default_batchify else self._batchify_fn
+            self._pool = WorkerPool(self._dataset, batchify, self._num_workers, self._timeout,
+                                    ndarray_batches=self._default_batchify)
+        pool = self._pool
+        pending: deque = deque()
+        try:
+            for indices in self._batch_sampler:
+                pending.append(pool.submit(indices))
+                if len(pending) >= self._prefetch:
+                    yield pool.get(pending.popleft())
+            while pending:
+                yield pool.get(pending.popleft())
+        finally:
+            if pool.alive():
+                for task in pending:  # an epoch left early: the workers' files must not be left behind
+                    pool.discard(task)
+
+    def close(self) -> None:
+        """Stop the worker processes (they are also stopped when the loader is collected)."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
 
     def __len__(self) -> int:
         return len(self._batch_sampler)
