@@ -30,7 +30,7 @@ def spark():
                .config("spark.sql.shuffle.partitions", "2").config("spark.default.parallelism", "2")
                # a barrier stage's allGather gives up instead of waiting a year (Spark's default)
                .config("spark.barrier.sync.timeout", "120")
-               .config("spark.python.worker.reuse", "true")
+               .config("spark.python.worker.reuse", "true").config("spark.ui.showConsoleProgress", "false")
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     yield session

@@ -49,7 +49,7 @@ def plain_fit_accuracy(x, y, val_x, val_y):
 
     np.random.seed(42)
     nd_random.seed(42)
-    module = Module(mlp(), context=cpu(), logger=None)
+    module = Module(mlp(), context=cpu())
     module.fit(NDArrayIter(x, y, BATCH, shuffle=True, last_batch_handle="discard"), num_epoch=EPOCHS,
                optimizer="sgd", optimizer_params={"learning_rate": 0.1, "momentum": 0.9, "wd": 1e-4},
                initializer=Xavier(rnd_type="gaussian", factor_type="in", magnitude=2), kvstore="local")
@@ -79,8 +79,10 @@ def test_fit_learns_like_a_plain_fit_and_transform_matches_the_checkpoint(spark,
     # the UDF's outputs are the checkpoint's: Module.predict on the same rows in this process
     from mxkit.io import NDArrayIter
 
-    module = Module.load(str(tmp_path / "mlp"), EPOCHS, logger=None)
-    reference = module.predict(NDArrayIter(features, labels, BATCH)).asnumpy()
+    module = Module.load(str(tmp_path / "mlp"), EPOCHS)
+    iterator = NDArrayIter(features, labels, BATCH)
+    module.bind(data_shapes=iterator.provide_data, label_shapes=iterator.provide_label, for_training=False)
+    reference = module.predict(iterator).asnumpy()
     np.testing.assert_allclose(predicted, reference, rtol=1e-5, atol=1e-6)
 
     plain_accuracy = plain_fit_accuracy(train_x, train_y, val_x, val_y)

@@ -18,8 +18,7 @@ import uuid
 from typing import Any
 
 from mxkit.core.errors import ConfigError, DTypeError, KVStoreError, MXKitError, ShapeError
-from mxkit.spark.columns import IMAGE, VECTOR, FeatureColumn, check_feature_shape, check_label, feature_kind, \
-    sample_of
+from mxkit.spark.columns import IMAGE, VECTOR, FeatureColumn, check_feature_shape, check_label, feature_kind, sample_of
 from mxkit.spark.predict import PredictPlan, prediction_udf
 from mxkit.spark.worker import WorkerPlan, error_from_spark, train_partition
 
@@ -303,7 +302,7 @@ class Estimator:
             try:
                 reports = data.rdd.barrier().mapPartitions(functools.partial(train_partition, plan)).collect()
                 return sorted(reports), attempt
-            except Exception as exc:  # noqa: BLE001 - Spark's errors are Py4J's and pyspark's
+            except Exception as exc:
                 error = error_from_spark(exc)
                 if isinstance(error, _DETERMINISTIC):
                     raise error from None
@@ -335,7 +334,7 @@ def _from_gluon(block: Any, sample_shape: tuple[int, ...], prefix: str, data_nam
     try:
         from mxkit.gluon import HybridBlock
     except ImportError:
-        HybridBlock = None  # noqa: N806 - the class, when mxkit-gluon is installed
+        HybridBlock = None
     if HybridBlock is None or not isinstance(block, HybridBlock):
         raise ConfigError(f"network must be a Symbol or a Gluon HybridBlock (pip install 'mxkit-spark[gluon]'), "
                           f"got {type(block).__name__}")

@@ -8,6 +8,7 @@ row's outputs as a float array.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -43,7 +44,7 @@ def cached_module(plan: PredictPlan) -> Any:
             from mxkit.train.module import Module
 
             module = Module.load(plan.checkpoint_prefix, plan.epoch, context=cpu(), data_names=(plan.data_name,),
-                                 label_names=(plan.label_name,), logger=None)
+                                 label_names=(plan.label_name,), logger=logging.getLogger(__name__))
             module.bind(data_shapes=[DataDesc(plan.data_name, (plan.batch_size, *plan.features.sample_shape))],
                         label_shapes=[DataDesc(plan.label_name, (plan.batch_size,))], for_training=False)
             _modules[key] = module
@@ -78,14 +79,16 @@ def prediction_udf(plan: PredictPlan) -> Any:
     decoder = RowDecoder(arrives_as, None)
     sample_shape = plan.features.sample_shape
 
-    @pandas_udf("array<float>")  # type: ignore[call-overload]
-    def predict(batches: Iterator[pd.Series]) -> Iterator[pd.Series]:
+    def predict(batches):  # type: ignore[no-untyped-def]
         for batch in batches:
             samples = [decoder.sample(value) for value in batch.tolist()]
             shaped = (np.stack(samples).reshape(len(samples), *sample_shape) if samples
                       else np.zeros((0, *sample_shape), np.float32))
             yield pd.Series(list(predict_batch(plan, shaped)))
 
+    # real types, not this module's postponed strings: Spark reads the UDF's kind from them
+    predict.__annotations__ = {"batches": Iterator[pd.Series], "return": Iterator[pd.Series]}
+    predict = pandas_udf("array<float>")(predict)
     return predict
 
 

@@ -18,7 +18,7 @@ once and leaves the retry to the driver.
 from __future__ import annotations
 
 import json
-import os
+import logging
 import re
 import socket
 import tempfile
@@ -99,7 +99,7 @@ def train_partition(plan: WorkerPlan, rows: Iterable[Any]) -> Iterator[tuple[int
     context = BarrierTaskContext.get()
     rank = context.partitionId()
     try:
-        if context.stageAttemptNumber() > 0 or context.attemptNumber() > 0:
+        if context.attemptNumber() > 0:
             raise KVStoreError("Spark re-attempted the barrier stage; its servers have moved on, so the driver "
                                "retries the fit from the last checkpoint instead")
         peers = [json.loads(message) for message in
@@ -108,7 +108,7 @@ def train_partition(plan: WorkerPlan, rows: Iterable[Any]) -> Iterator[tuple[int
             raise KVStoreError(f"the barrier stage has ranks {sorted(p['rank'] for p in peers)}; a job of "
                                f"{plan.num_workers} workers needs ranks 0..{plan.num_workers - 1}")
         yield _fit(plan, rank, rows)
-    except Exception as exc:  # noqa: BLE001 - every failure leaves with its rank named
+    except Exception as exc:
         raise _tagged(exc, rank) from exc
 
 
@@ -141,7 +141,8 @@ def _run_module(plan: WorkerPlan, rank: int, train_iter: Any) -> float:
     np.random.seed(plan.seed)
     nd_random.seed(plan.seed)
     symbol = load_json(plan.symbol_json)
-    module = Module(symbol, data_names=(plan.data_name,), label_names=(plan.label_name,), context=cpu(), logger=None)
+    module = Module(symbol, data_names=(plan.data_name,), label_names=(plan.label_name,), context=cpu(),
+                    logger=logging.getLogger(__name__))
     kvstore = create(plan.kvstore, rank=rank, num_workers=plan.num_workers, namespace=plan.namespace,
                      address=plan.address, timeout=plan.timeout)
     arg_params = aux_params = None
