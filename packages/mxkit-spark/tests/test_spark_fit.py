@@ -2,10 +2,12 @@
 
 The reference is the same MLP, seed and optimizer trained by ``Module.fit`` in this process
 on the same rows; the Spark fit runs two workers (one per partition) against a
-``dist_sync`` server. The two do not take the same steps (two workers' gradients summed
-per round against one worker's batches), so their accuracies are compared with a bound:
-on these 360 validation digits both reach the 95-98% plateau in 6 epochs, and a difference
-beyond 3 points (11 samples) means the distributed fit learnt less.
+``dist_sync`` server. The two do not take the same steps: a round applies the sum of two
+workers' batch-mean gradients, twice the step of one worker's batch, so the distributed fit
+moves faster per sample (measured: 98.6% against the plain fit's 95.6% after 6 epochs on
+these 360 validation digits). The defect to catch is a fit that learns less (a broken
+round sits near chance, 10%), so the bound is one-sided: at most 3 points (11 samples)
+below the plain fit.
 """
 
 import os
@@ -87,7 +89,7 @@ def test_fit_learns_like_a_plain_fit_and_transform_matches_the_checkpoint(spark,
 
     plain_accuracy = plain_fit_accuracy(train_x, train_y, val_x, val_y)
     assert spark_accuracy > 0.9, spark_accuracy
-    assert abs(spark_accuracy - plain_accuracy) <= 0.03, (spark_accuracy, plain_accuracy)
+    assert spark_accuracy >= plain_accuracy - 0.03, (spark_accuracy, plain_accuracy)
 
 
 def _training_workers():
