@@ -117,3 +117,35 @@ def test_estimator_settings_are_checked_when_made(tmp_path):
         Estimator(None, str(tmp_path / "m"), num_workers=0)
     with pytest.raises(ConfigError, match="checkpoint_prefix must be a path prefix"):
         Estimator(None, "")
+
+
+def test_a_gluon_block_becomes_a_softmax_symbol_and_a_starting_checkpoint(tmp_path):
+    pytest.importorskip("mxkit.gluon", reason="pip install 'mxkit-spark[gluon]'")
+    from mxkit.gluon import nn
+    from mxkit.ndarray import array
+    from mxkit.spark.estimator import _from_gluon
+    from mxkit.train.model.checkpoint import load_checkpoint
+
+    block = nn.HybridSequential()
+    block.add(nn.Dense(8, activation="relu"), nn.Dense(3))
+    symbol, start = _from_gluon(block, (5,), str(tmp_path / "g"), "data")
+    assert start == (str(tmp_path / "g"), 0)
+    assert symbol.list_outputs() == ["softmax_output"]
+    assert "softmax_label" in symbol.list_arguments()
+    _, arg_params, _ = load_checkpoint(str(tmp_path / "g"), 0)
+    # the checkpoint holds the block's own parameters: the Symbol with them computes the block's softmax
+    x = np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32)
+    expected = block(array(x)).asnumpy()
+    expected = np.exp(expected - expected.max(axis=1, keepdims=True))
+    expected /= expected.sum(axis=1, keepdims=True)
+    executor = symbol.bind(None, {"data": array(x), "softmax_label": array(np.zeros(4, np.float32)),
+                                  **arg_params})
+    np.testing.assert_allclose(executor.forward()[0].asnumpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+def test_a_network_that_is_neither_symbol_nor_block_is_refused(tmp_path):
+    from mxkit.core.errors import ConfigError
+    from mxkit.spark.estimator import _from_gluon
+
+    with pytest.raises(ConfigError, match="network must be a Symbol or a Gluon HybridBlock.*got dict"):
+        _from_gluon({}, (5,), str(tmp_path / "g"), "data")
