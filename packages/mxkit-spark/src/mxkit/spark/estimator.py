@@ -291,7 +291,9 @@ class Estimator:
         data = df.select(self.features_col, self.label_col).repartition(self.num_workers)
         begin_epoch, failures = 0, []
         for attempt in range(1, self.max_attempts + 1):
-            job = start_job(self.num_workers, self.num_servers, namespace=f"mxkit-spark-{uuid.uuid4().hex[:12]}")
+            # with two servers or more, each keeps its shards on the next one too: a lost server comes back
+            job = start_job(self.num_workers, self.num_servers, namespace=f"mxkit-spark-{uuid.uuid4().hex[:12]}",
+                            replicate=self.num_servers >= 2)
             plan = WorkerPlan(symbol_json=symbol.tojson(), features=features, label=self.label_col,
                               data_name=self.data_name, label_name=self.label_name, kvstore=self.kvstore,
                               num_workers=self.num_workers, namespace=job.namespace, address=cluster.address,
