@@ -5,7 +5,7 @@ on the same rows; the Spark fit runs two workers (one per partition) against a
 ``dist_sync`` server. The two do not take the same steps: a round applies the sum of two
 workers' batch-mean gradients, twice the step of one worker's batch, so the distributed fit
 moves faster per sample (measured: 98.6% against the plain fit's 95.6% after 6 epochs on
-these 360 validation digits). The defect to catch is a fit that learns less (a broken
+these 360 validation digits; both above 94% after 4). The defect to catch is a fit that learns less (a broken
 round sits near chance, 10%), so the bound is one-sided: at most 3 points (11 samples)
 below the plain fit.
 """
@@ -20,7 +20,7 @@ import pytest
 
 pytestmark = pytest.mark.spark
 
-EPOCHS = 6
+EPOCHS = 4
 BATCH = 32
 
 
@@ -59,6 +59,7 @@ def plain_fit_accuracy(x, y, val_x, val_y):
     return float((outputs.argmax(axis=1) == val_y).mean())
 
 
+@pytest.mark.slow
 def test_fit_learns_like_a_plain_fit_and_transform_matches_the_checkpoint(spark, ray_cluster, digits, tmp_path):
     from mxkit.spark import Estimator
     from mxkit.train.module import Module
@@ -67,8 +68,9 @@ def test_fit_learns_like_a_plain_fit_and_transform_matches_the_checkpoint(spark,
     estimator = Estimator(mlp(), str(tmp_path / "mlp"), num_workers=2, num_servers=1, batch_size=BATCH,
                           epochs=EPOCHS, timeout=60)
     model = estimator.fit(vector_frame(spark, train_x, train_y))
-    assert sorted(report[0] for report in model.history) == [0, 1]
-    assert sum(report[2] for report in model.history) == len(train_x)  # every row trained on, once per epoch
+    assert [report.rank for report in model.history] == [0, 1]
+    assert sum(report.rows for report in model.history) == len(train_x)  # every row trained on, once per epoch
+    assert all(len(report.epoch_seconds) == EPOCHS for report in model.history)
     assert model.attempts == 1
 
     rows = model.transform(vector_frame(spark, val_x, val_y)).collect()
@@ -110,13 +112,14 @@ def _training_workers():
         stack.extend(children.get(pid, []))
         try:
             with open(f"/proc/{pid}/maps") as handle:
-                if "samples.f32" in handle.read() :
+                if "samples.f32" in handle.read():
                     found.append(pid)
         except OSError:
             continue
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds the worker processes through /proc")
 def test_a_worker_killed_mid_fit_is_retried_from_the_last_checkpoint(spark, ray_cluster, digits, tmp_path):
     from mxkit.spark import Estimator
@@ -139,13 +142,13 @@ def test_a_worker_killed_mid_fit_is_retried_from_the_last_checkpoint(spark, ray_
 
     killer = threading.Thread(target=kill_after_first_checkpoint, daemon=True)
     killer.start()
-    model = Estimator(mlp(), prefix, num_workers=2, batch_size=BATCH, epochs=4, timeout=60,
+    model = Estimator(mlp(), prefix, num_workers=2, batch_size=BATCH, epochs=3, timeout=60,
                       max_attempts=2).fit(vector_frame(spark, train_x[:600], train_y[:600]))
     killer.join(5)
     assert killed, "no training worker was found to kill"
     assert model.attempts == 2
-    assert saved_epochs(prefix) == [1, 2, 3, 4]
-    for epoch in range(1, 5):
+    assert saved_epochs(prefix) == [1, 2, 3]
+    for epoch in range(1, 4):
         _, arg_params, _ = load_checkpoint(prefix, epoch)
         assert sorted(arg_params) == ["fc1_bias", "fc1_weight", "fc2_bias", "fc2_weight", "fc3_bias", "fc3_weight"]
         assert all(np.isfinite(value.asnumpy()).all() for value in arg_params.values())

@@ -147,5 +147,5 @@ def test_a_network_that_is_neither_symbol_nor_block_is_refused(tmp_path):
     from mxkit.core.errors import ConfigError
     from mxkit.spark.estimator import _from_gluon
 
-    with pytest.raises(ConfigError, match="network must be a Symbol or a Gluon HybridBlock.*got dict"):
+    with pytest.raises(ConfigError, match=r"network must be a Symbol or a Gluon HybridBlock.*got dict"):
         _from_gluon({}, (5,), str(tmp_path / "g"), "data")

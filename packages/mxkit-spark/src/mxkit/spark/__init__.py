@@ -8,5 +8,6 @@ computed by a pandas UDF on the executors. See docs/spark.md.
 
 from mxkit.spark.columns import FeatureColumn
 from mxkit.spark.estimator import KVSTORE_TYPES, Estimator, Model, check_java
+from mxkit.spark.worker import WorkerReport
 
-__all__ = ["KVSTORE_TYPES", "Estimator", "FeatureColumn", "Model", "check_java"]
+__all__ = ["KVSTORE_TYPES", "Estimator", "FeatureColumn", "Model", "WorkerReport", "check_java"]

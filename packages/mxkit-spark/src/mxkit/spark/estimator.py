@@ -20,7 +20,7 @@ from typing import Any
 from mxkit.core.errors import ConfigError, DTypeError, KVStoreError, MXKitError, ShapeError
 from mxkit.spark.columns import IMAGE, VECTOR, FeatureColumn, check_feature_shape, check_label, feature_kind, sample_of
 from mxkit.spark.predict import PredictPlan, prediction_udf
-from mxkit.spark.worker import WorkerPlan, error_from_spark, train_partition
+from mxkit.spark.worker import WorkerPlan, WorkerReport, error_from_spark, train_partition
 
 KVSTORE_TYPES = ("dist_sync", "dist_async", "dist_ssp")
 #: errors that a retry cannot cure (the data or the settings are wrong): they fail the fit at once
@@ -75,16 +75,15 @@ class Model:
         The column ``transform`` adds.
     data_name, label_name : str
         The network's input names.
-    history : list, optional
-        What each worker of the last attempt reported (``(rank, host, rows, batches per
-        epoch, seconds)``).
+    history : list of WorkerReport, optional
+        What each worker of the last attempt reported, by rank.
     attempts : int
         Runs of the barrier stage the fit took (more than 1 after a retry).
     """
 
     def __init__(self, checkpoint_prefix: str, epoch: int, features: FeatureColumn, batch_size: int = 64,
                  prediction_col: str = "prediction", data_name: str = "data", label_name: str = "softmax_label",
-                 history: list[tuple[Any, ...]] | None = None, attempts: int = 1):
+                 history: list[WorkerReport] | None = None, attempts: int = 1):
         self.checkpoint_prefix = str(checkpoint_prefix)
         self.epoch = int(epoch)
         self.features = features
@@ -281,7 +280,7 @@ class Estimator:
                      history=history, attempts=attempts)
 
     def _run_attempts(self, df: Any, features: FeatureColumn, symbol: Any, start: tuple[str, int] | None,
-                      cluster: Any, timeout: float) -> tuple[list[tuple[Any, ...]], int]:
+                      cluster: Any, timeout: float) -> tuple[list[WorkerReport], int]:
         from mxkit.kvstore.dist.job import start_job
         from mxkit.train.model.checkpoint import params_path, saved_epochs
 
@@ -303,7 +302,7 @@ class Estimator:
                               seed=self.seed, timeout=timeout, initial_checkpoint=start)
             try:
                 reports = data.rdd.barrier().mapPartitions(functools.partial(train_partition, plan)).collect()
-                return sorted(reports), attempt
+                return sorted(reports, key=lambda report: report.rank), attempt
             except Exception as exc:
                 error = error_from_spark(exc)
                 if isinstance(error, _DETERMINISTIC):

@@ -62,6 +62,32 @@ class WorkerPlan:
                                                                  "magnitude": 2})
 
 
+@dataclass(frozen=True)
+class WorkerReport:
+    """What a worker reports when its fit ends.
+
+    Attributes
+    ----------
+    rank : int
+    host : str
+    rows : int
+        Rows of its partition.
+    batches : int
+        Batches per epoch.
+    seconds : float
+        Time in ``Module.fit`` (joining the store, initialising, every epoch).
+    epoch_seconds : tuple of float
+        Time of each epoch this run trained (the epochs after a retry's start only).
+    """
+
+    rank: int
+    host: str
+    rows: int
+    batches: int
+    seconds: float
+    epoch_seconds: tuple[float, ...]
+
+
 def _tagged(exc: BaseException, rank: int) -> MXKitError:
     where = f"worker rank {rank} on {socket.gethostname()}"
     name = type(exc).__name__ if isinstance(exc, MXKitError) else "MXKitError"
@@ -86,13 +112,13 @@ def error_from_spark(exc: BaseException) -> MXKitError | None:
     return cls(message)
 
 
-def train_partition(plan: WorkerPlan, rows: Iterable[Any]) -> Iterator[tuple[int, str, int, int, float]]:
+def train_partition(plan: WorkerPlan, rows: Iterable[Any]) -> Iterator[WorkerReport]:
     """Train one worker of the job on ``rows`` (run by Spark in a barrier task).
 
     Yields
     ------
-    tuple
-        ``(rank, host, rows, batches per epoch, seconds)``, once.
+    WorkerReport
+        Once, when the fit ends.
     """
     from pyspark import BarrierTaskContext
 
@@ -112,7 +138,7 @@ def train_partition(plan: WorkerPlan, rows: Iterable[Any]) -> Iterator[tuple[int
         raise _tagged(exc, rank) from exc
 
 
-def _fit(plan: WorkerPlan, rank: int, rows: Iterable[Any]) -> tuple[int, str, int, int, float]:
+def _fit(plan: WorkerPlan, rank: int, rows: Iterable[Any]) -> WorkerReport:
     from mxkit.spark.cluster import task_environment
     from mxkit.spark.partition_data import partition_iterator, spill_rows
 
@@ -123,13 +149,13 @@ def _fit(plan: WorkerPlan, rank: int, rows: Iterable[Any]) -> tuple[int, str, in
             from mxkit.kvstore.dist import runtime
 
             try:
-                seconds = _run_module(plan, rank, train_iter)
+                seconds, epoch_seconds = _run_module(plan, rank, train_iter)
             finally:
                 runtime.shutdown_ray()  # a reused Python worker must not stay on this job's cluster
-        return rank, socket.gethostname(), partition.count, len(train_iter), seconds
+        return WorkerReport(rank, socket.gethostname(), partition.count, len(train_iter), seconds, epoch_seconds)
 
 
-def _run_module(plan: WorkerPlan, rank: int, train_iter: Any) -> float:
+def _run_module(plan: WorkerPlan, rank: int, train_iter: Any) -> tuple[float, tuple[float, ...]]:
     import numpy as np
     from mxkit.core.context import cpu
     from mxkit.kvstore import create
@@ -151,7 +177,10 @@ def _run_module(plan: WorkerPlan, rank: int, train_iter: Any) -> float:
 
         arg_params, aux_params = load_params(*plan.initial_checkpoint)
 
+    epoch_ends: list[float] = []
+
     def checkpoint(epoch: int, sym: Any, arg: dict[str, Any], aux: dict[str, Any]) -> None:
+        epoch_ends.append(time.perf_counter())
         if rank == 0:  # the workers of a dist_sync job hold the same weights: one checkpoint
             module.save_checkpoint(plan.checkpoint_prefix, epoch + 1)
 
@@ -160,7 +189,9 @@ def _run_module(plan: WorkerPlan, rank: int, train_iter: Any) -> float:
                optimizer_params=dict(plan.optimizer_params), initializer=Xavier(**plan.initializer),
                arg_params=arg_params, aux_params=aux_params, epoch_end_callback=checkpoint,
                begin_epoch=plan.begin_epoch, num_epoch=plan.num_epoch)
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    # an epoch's time runs from the previous epoch's end (the first from fit's start: it joins the store too)
+    return seconds, tuple(float(b - a) for a, b in zip([start, *epoch_ends], epoch_ends))
 
 
-__all__ = ["ERROR_PATTERN", "WorkerPlan", "error_from_spark", "train_partition"]
+__all__ = ["ERROR_PATTERN", "WorkerPlan", "WorkerReport", "error_from_spark", "train_partition"]
