@@ -149,3 +149,16 @@ def test_a_network_that_is_neither_symbol_nor_block_is_refused(tmp_path):
 
     with pytest.raises(ConfigError, match=r"network must be a Symbol or a Gluon HybridBlock.*got dict"):
         _from_gluon({}, (5,), str(tmp_path / "g"), "data")
+
+
+def test_the_ray_token_a_plan_carries_stays_out_of_its_repr():
+    from mxkit.spark.columns import FeatureColumn
+    from mxkit.spark.worker import WorkerPlan
+
+    plan = WorkerPlan(symbol_json="{}", features=FeatureColumn("f", "vector", (4,)), label="y", data_name="data",
+                      label_name="softmax_label", kvstore="dist_sync", num_workers=2, namespace="ns",
+                      address="127.0.0.1:1", task_env={"RAY_AUTH_TOKEN": "s3cr3t-token"}, batch_size=8,
+                      begin_epoch=0, num_epoch=1, optimizer="sgd", optimizer_params={}, checkpoint_prefix="/p",
+                      seed=1, timeout=5.0)
+    assert "s3cr3t-token" not in repr(plan)
+    assert plan.task_env["RAY_AUTH_TOKEN"] == "s3cr3t-token"

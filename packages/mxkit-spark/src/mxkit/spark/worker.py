@@ -47,7 +47,7 @@ class WorkerPlan:
     num_workers: int
     namespace: str
     address: str
-    task_env: dict[str, str]
+    task_env: dict[str, str] = field(repr=False)  # holds the Ray cluster's token: never in a message
     batch_size: int
     begin_epoch: int
     num_epoch: int
