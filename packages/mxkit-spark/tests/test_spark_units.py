@@ -43,6 +43,8 @@ def test_vectors_and_arrays_decode_to_float32_and_sizes_are_checked():
     with pytest.raises(ShapeError, match="label column 'y' has a null value"):
         decoder.label_of(None)
     assert RowDecoder(FeatureColumn("f", "array", (2, 2)), "y").sample([1, 2, 3, 4]).shape == (4,)
+    scaled = RowDecoder(FeatureColumn("f", "array", (2,), scale=0.5), "y").sample([2, 6])
+    assert scaled.dtype == np.float32 and scaled.tolist() == [1.0, 3.0]
 
 
 def test_image_bytes_decode_to_channels_first_and_other_shapes_fail():
@@ -115,6 +117,8 @@ def test_estimator_settings_are_checked_when_made(tmp_path):
         Estimator(None, str(tmp_path / "m"), kvstore="local")
     with pytest.raises(ConfigError, match="num_workers must be a positive int, got 0"):
         Estimator(None, str(tmp_path / "m"), num_workers=0)
+    with pytest.raises(ConfigError, match="feature_scale must be a positive finite number, got 0"):
+        Estimator(None, str(tmp_path / "m"), feature_scale=0)
     with pytest.raises(ConfigError, match="checkpoint_prefix must be a path prefix"):
         Estimator(None, "")
 

@@ -25,13 +25,15 @@ VECTOR, ARRAY, IMAGE = "vector", "array", "image"
 
 @dataclass(frozen=True)
 class FeatureColumn:
-    """A checked feature column: its name, kind (``vector``, ``array``, ``image``) and
-    the shape of one sample (``(size,)`` for vectors and arrays, ``(channels, height,
-    width)`` for images)."""
+    """A checked feature column: its name, kind (``vector``, ``array``, ``image``), the
+    shape of one sample (``(size,)`` for vectors and arrays, ``(channels, height, width)``
+    for images) and the factor every value is multiplied by (``1/255`` maps image bytes to
+    [0, 1])."""
 
     name: str
     kind: str
     sample_shape: tuple[int, ...]
+    scale: float = 1.0
 
 
 def _numeric(data_type: Any) -> bool:
@@ -165,7 +167,8 @@ class RowDecoder:
         elif array.size != self.sample_size:
             raise ShapeError(f"a row of the {column.kind} column {column.name!r} has {array.size} values; every "
                              f"row must have {self.sample_size} (the feature_shape {column.sample_shape})")
-        return array.reshape(-1)
+        flat = array.reshape(-1)
+        return flat * np.float32(column.scale) if column.scale != 1.0 else flat
 
     def label_of(self, value: Any) -> float:
         """One row's label as a float.

@@ -140,6 +140,9 @@ class Estimator:
         A vector, number-array or image-bytes column, and a numeric label column.
     feature_shape : tuple of int, optional
         The shape of one sample (default: that of the first row; images ``(C, H, W)``).
+    feature_scale : float
+        Every feature value is multiplied by it, in training and in ``transform``
+        (``1/255`` maps image bytes to [0, 1]; default 1).
     num_workers, num_servers : int
         Barrier tasks (one partition each) and parameter servers.
     kvstore : str
@@ -167,7 +170,8 @@ class Estimator:
     """
 
     def __init__(self, network: Any, checkpoint_prefix: str, *, features_col: str = "features",
-                 label_col: str = "label", feature_shape: Any = None, num_workers: int = 2, num_servers: int = 1,
+                 label_col: str = "label", feature_shape: Any = None, feature_scale: float = 1.0,
+                 num_workers: int = 2, num_servers: int = 1,
                  kvstore: str = "dist_sync", batch_size: int = 32, epochs: int = 8, optimizer: str = "sgd",
                  optimizer_params: dict[str, Any] | None = None, seed: int = 42, ray_address: str | None = None,
                  timeout: float | None = None, max_attempts: int = 2, prediction_col: str = "prediction",
@@ -186,6 +190,10 @@ class Estimator:
         self.checkpoint_prefix = os.path.abspath(str(checkpoint_prefix))
         self.features_col, self.label_col = features_col, label_col
         self.feature_shape = feature_shape
+        if isinstance(feature_scale, bool) or not isinstance(feature_scale, (int, float)) or \
+                not (feature_scale > 0 and feature_scale < float("inf")):
+            raise ConfigError(f"feature_scale must be a positive finite number, got {feature_scale!r}")
+        self.feature_scale = float(feature_scale)
         self.num_workers = _positive("num_workers", num_workers)
         self.num_servers = _positive("num_servers", num_servers)
         self.kvstore = kvstore
@@ -219,13 +227,13 @@ class Estimator:
         check_label(df.schema, self.label_col)
         if self.feature_shape is not None:
             return FeatureColumn(self.features_col, kind, check_feature_shape(kind, self.feature_shape,
-                                                                              self.features_col))
+                                                                              self.features_col), self.feature_scale)
         first = df.select(self.features_col).first()  # one row to the driver, for its shape
         if first is None:
             raise ShapeError("the DataFrame has no rows to train on")
         sample = sample_of(kind, first[0], self.features_col)
         shape = sample.shape if kind == IMAGE else (int(sample.size),)
-        return FeatureColumn(self.features_col, kind, tuple(int(d) for d in shape))
+        return FeatureColumn(self.features_col, kind, tuple(int(d) for d in shape), self.feature_scale)
 
     def _symbol_and_start(self, features: FeatureColumn) -> tuple[Any, tuple[str, int] | None]:
         """The training Symbol, and the checkpoint to start from (a Gluon block's parameters)."""
