@@ -192,3 +192,35 @@ def test_a_feature_shape_the_network_does_not_take_fails_on_the_driver(spark, tm
     df = spark.createDataFrame([([0.0] * 5, 1.0)], ["features", "label"])
     with pytest.raises(ShapeError, match=r"samples of shape \(5,\) from column 'features' do not fit the network"):
         Estimator(net, str(tmp_path / "m")).fit(df)
+
+
+def test_transform_decodes_image_bytes_on_the_executors(spark, digits, tmp_path):
+    """A checkpoint written here, applied by the UDF to PNG bytes, gives Module.predict's outputs
+    on the same pixels scaled the same way."""
+    pytest.importorskip("cv2", reason="image columns decode with OpenCV (mxkit-io[image])")
+    from mxkit.core.context import cpu
+    from mxkit.io import NDArrayIter
+    from mxkit.io.image import imencode
+    from mxkit.ndarray import random as nd_random
+    from mxkit.spark import FeatureColumn, Model
+    from mxkit.train.initializer import Xavier
+    from mxkit.train.module import Module
+
+    _, _, val_x, val_y = digits
+    pixels = np.rint(val_x[:40] * 255).astype(np.uint8).reshape(-1, 8, 8)
+    nd_random.seed(3)
+    module = Module(mlp(), context=cpu())
+    module.bind(data_shapes=[("data", (8, 1, 8, 8))], label_shapes=[("softmax_label", (8,))])
+    module.init_params(Xavier(magnitude=2))
+    module.save_checkpoint(str(tmp_path / "img"), 1)
+
+    df = spark.createDataFrame([(bytearray(imencode(image[:, :, None], ".png")), float(label))
+                                for image, label in zip(pixels, val_y[:40])], ["image", "label"])
+    model = Model(str(tmp_path / "img"), 1, FeatureColumn("image", "image", (1, 8, 8), scale=1 / 255), batch_size=8)
+    predicted = np.array([row["prediction"] for row in model.transform(df).collect()], dtype=np.float32)
+
+    samples = pixels.reshape(-1, 1, 8, 8).astype(np.float32) * np.float32(1 / 255)
+    module.bind(data_shapes=[("data", (8, 1, 8, 8))], label_shapes=[("softmax_label", (8,))], for_training=False,
+                force_rebind=True)
+    reference = module.predict(NDArrayIter(samples, val_y[:40], 8)).asnumpy()
+    np.testing.assert_allclose(predicted, reference, rtol=1e-5, atol=1e-6)
