@@ -19,6 +19,9 @@ ALLOWED = {
     "mxkit-caffe": {"mxkit-core", "mxkit-ndarray", "mxkit-symbol", "mxkit-engine", "mxkit-memplan"},
     "mxkit-gluon": {"mxkit-core", "mxkit-ndarray", "mxkit-symbol", "mxkit-train", "mxkit-kvstore", "mxkit-io",
                     "mxkit-engine", "mxkit-memplan"},
+    # training and prediction on Spark data: above train (and gluon, an optional extra)
+    "mxkit-spark": {"mxkit-core", "mxkit-engine", "mxkit-ndarray", "mxkit-symbol", "mxkit-io", "mxkit-kvstore",
+                    "mxkit-train", "mxkit-memplan", "mxkit-gluon"},
     "mxkit-cpu": {"mxkit-core", "mxkit-ndarray"},
     "mxkit-cuda": {"mxkit-core", "mxkit-ndarray"},
     # its kernels fall back to mxkit-cpu's through the registry (never an import)

@@ -15,8 +15,8 @@ def test_no_distribution_ships_an_mxkit_init():
 def test_every_component_is_in_the_namespace_path():
     # (__pycache__ holds the bytecode of the plugin modules beside the components, mxkit.ndarray_plugin...)
     components = sorted({p.name for p in ROOT.glob("packages/*/src/mxkit/*") if p.is_dir() and p.name != "__pycache__"})
-    assert components == ["caffe", "core", "engine", "gluon", "io", "kvstore", "memplan", "mx", "ndarray", "symbol",
-                          "train"]
+    assert components == ["caffe", "core", "engine", "gluon", "io", "kvstore", "memplan", "mx", "ndarray", "spark",
+                          "symbol", "train"]
     assert getattr(mxkit, "__file__", None) is None  # a namespace package has no file
     for name in components:
         module = __import__(f"mxkit.{name}", fromlist=["_"])
