@@ -209,8 +209,9 @@ cdef class NaiveEngine:
 
     # -- pushing -----------------------------------------------------------------------
 
-    def push(self, fn, reads=(), writes=(), ctx=None, priority=0, name=None, copy=False):
+    def push(self, fn, reads=(), writes=(), ctx=None, priority=0, name=None, copy=False, small=False):
         """Run ``fn()`` now; then count a completed write on every var in ``writes``.
+        (``small`` is accepted for the threaded engines' sake: everything runs inline here.)
 
         Raises
         ------
@@ -296,6 +297,11 @@ cdef class NaiveEngine:
     def pending(self):
         """Operations pushed and not yet complete (always 0 here)."""
         return 0
+
+    @property
+    def inline_small_ops(self):
+        """True: :meth:`push` takes ``small=`` (and runs every op inline anyway)."""
+        return True
 
     def __repr__(self):
         return "<NaiveEngine>"

@@ -77,7 +77,8 @@ def _same_shape_elementwise(op: Any, inputs: list, params: dict) -> NDArray:
     reads = [first._var]
     if len(inputs) > 1 and inputs[1]._var is not first._var:
         reads.append(inputs[1]._var)
-    eng.push(_invoke_module.on_device(ctx, backend, run), reads, [result._var], ctx, 0, op.name)
+    _invoke_module.push_kernel(eng, run if ctx.device_type == "cpu" else backend.bind_to_device(run), reads,
+                               [result._var], ctx, op.name, out_data.nbytes * (1 + len(inputs)))
     if out_data.nbytes >= 65536:
         _invoke_module.in_flight.add(eng, result._var, out_data.nbytes)
     return result
