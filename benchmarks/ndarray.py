@@ -189,7 +189,7 @@ def dispatch_stages(count: int, repeats: int) -> list[tuple[str, str, float]]:
     _, add_kernel = ops("broadcast_add")
     mul, mul_kernel = ops("broadcast_mul")
     target = eng.new_var()
-    reads, writes = [a._var, b._var], [target]
+    reads, writes = [a.var, b.var], [target]
     supports_small = getattr(eng, "inline_small_ops", False)
     push_args = (False, True) if supports_small else ()
 
@@ -209,7 +209,7 @@ def dispatch_stages(count: int, repeats: int) -> list[tuple[str, str, float]]:
     stages = {
         "kernel_add": hundred(lambda: add_kernel(xp, [a_data, b_data], [out], {})),
         "kernel_mul": hundred(lambda: mul_kernel(xp, [a_data, b_data], [out], {})),
-        "allocate": hundred(lambda: NDArray._from_data(backend.empty((10,), a.dtype), a.context, eng.new_var())),
+        "allocate": hundred(lambda: NDArray.from_storage(backend.empty((10,), a.dtype), a.context, eng.new_var())),
         "push": hundred(lambda: eng.push(noop, reads, writes, a.context, 0, "stage", *push_args)),
         "sync": hundred(lambda: eng.wait_for_var(target)),
         "add_total": hundred(lambda: a + b),
