@@ -190,7 +190,7 @@ def dispatch_stages(count: int, repeats: int) -> list[tuple[str, str, float]]:
     mul, mul_kernel = ops("broadcast_mul")
     target = eng.new_var()
     reads, writes = [a.var, b.var], [target]
-    supports_small = getattr(eng, "inline_small_ops", False)
+    supports_small = getattr(type(eng), "inline_small_ops", False)
     push_args = (False, True) if supports_small else ()
 
     def hundred(fn):

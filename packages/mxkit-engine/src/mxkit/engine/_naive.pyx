@@ -178,6 +178,8 @@ cdef class NaiveEngine:
     """
 
     cdef readonly str name
+    #: :meth:`push` takes ``small=`` (read on the type; every op runs inline here anyway)
+    inline_small_ops = True
 
     def __init__(self, **options):
         if options:
@@ -298,10 +300,6 @@ cdef class NaiveEngine:
         """Operations pushed and not yet complete (always 0 here)."""
         return 0
 
-    @property
-    def inline_small_ops(self):
-        """True: :meth:`push` takes ``small=`` (and runs every op inline anyway)."""
-        return True
 
     def __repr__(self):
         return "<NaiveEngine>"

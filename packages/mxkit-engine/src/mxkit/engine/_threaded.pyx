@@ -38,6 +38,10 @@ cdef class ThreadedEngine:
         Compute workers per GPU device (a separate pool of the same size takes copies).
     """
 
+    #: A class attribute, read on the type (a wrapper that forwards attributes to an engine
+    #: does not inherit it by accident): :meth:`push` takes ``small=``.
+    inline_small_ops = True
+
     def __init__(self, str name="threaded_per_device", num_workers=None, priority_workers=1, gpu_workers=1):
         if name not in ("threaded", "threaded_per_device"):
             raise EngineError(f"unknown threaded engine kind {name!r}; choose 'threaded' or 'threaded_per_device'")
@@ -273,10 +277,6 @@ cdef class ThreadedEngine:
         """Operations pushed and not yet complete."""
         return self._core.pending
 
-    @property
-    def inline_small_ops(self):
-        """True: :meth:`push` takes ``small=True`` (an engine without it is pushed to without)."""
-        return True
 
     @property
     def num_pools(self):

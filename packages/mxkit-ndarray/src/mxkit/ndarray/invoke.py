@@ -227,8 +227,10 @@ SMALL_OP_BYTES = 65536
 
 def push_kernel(eng: Any, fn: Any, reads: list, writes: list, ctx: Context, name: str, nbytes: int) -> None:
     """Push a synchronous kernel touching ``nbytes`` bytes: as ``small`` when it is a small
-    CPU op and the engine takes the flag (``inline_small_ops``), as a plain push otherwise."""
-    if nbytes < SMALL_OP_BYTES and ctx.device_type == "cpu" and getattr(eng, "inline_small_ops", False):
+    CPU op and the engine's type says its push takes the flag (class attribute
+    ``inline_small_ops``: read on the type, so that a wrapper forwarding attributes to such
+    an engine is pushed to without it), as a plain push otherwise."""
+    if nbytes < SMALL_OP_BYTES and ctx.device_type == "cpu" and getattr(type(eng), "inline_small_ops", False):
         eng.push(fn, reads, writes, ctx, 0, name, False, True)
     else:
         eng.push(fn, reads, writes, ctx, 0, name)
