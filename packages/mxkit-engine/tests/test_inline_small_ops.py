@@ -125,6 +125,24 @@ def test_a_failing_inline_op_keeps_its_error_on_its_outputs(engine_name):
         _close(eng)
 
 
+@pytest.mark.parametrize("engine_name", THREADED_NAMES)
+def test_ctrl_c_inside_an_inline_op_interrupts_the_caller_and_fails_the_op(engine_name):
+    eng = _make(engine_name)
+    try:
+        var = eng.new_var()
+
+        def interrupted():
+            raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            eng.push(interrupted, writes=[var], small=True, name="interrupted")
+        assert eng.pending == 0  # the op completed (failed): nothing waits behind it forever
+        with pytest.raises(EngineError, match="'interrupted' failed: KeyboardInterrupt"):
+            eng.wait_for_var(var)
+    finally:
+        _close(eng)
+
+
 def test_the_naive_engine_takes_small_and_runs_at_push_as_always():
     eng = _make("naive")
     var = eng.new_var()

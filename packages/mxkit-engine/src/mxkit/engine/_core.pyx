@@ -339,11 +339,18 @@ cdef class EngineCore:
         an op pushed from inside an operation (worker or inline) is queued, never nested."""
         if getattr(_worker_state, "core", None) is not None:
             return self.dispatch(op, -1)
+        cdef Py_ssize_t failures_before = len(self.errors)
         _worker_state.core = self
         try:
             self.execute(op, -1)
         finally:
             _worker_state.core = None
+        if len(self.errors) > failures_before:
+            exc = (<ErrorBox>self.errors[len(self.errors) - 1]).exc
+            if isinstance(exc, KeyboardInterrupt):
+                # Ctrl-C landed in the op: it failed like any op (its outputs hold the
+                # error), and the caller is interrupted as it would be outside the engine
+                raise KeyboardInterrupt() from exc
         return 0
 
     cdef int wait_var(self, Var var) except -1:

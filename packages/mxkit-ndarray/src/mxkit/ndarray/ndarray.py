@@ -85,14 +85,6 @@ def _same_shape_elementwise(op: Any, inputs: list, params: dict) -> NDArray:
     return result
 
 
-def _recorded(op: Any, inputs: list, params: dict, result: NDArray) -> NDArray:
-    """``result`` of the hot path, recorded for autograd as invoke would record it (the
-    elementwise kernels ignore training mode, so nothing else differs)."""
-    if _autograd_state.recording:
-        _record_op(op, params, inputs, [result])
-    return result
-
-
 def _is_scalar(value: Any) -> bool:
     return isinstance(value, (int, float, np.number, np.bool_)) and not isinstance(value, np.ndarray)
 
@@ -386,13 +378,19 @@ class NDArray:
             args = [other, self] if reverse else [self, other]
             if out is None and self._data.shape == other._data.shape and self._data.dtype == other._data.dtype \
                     and self._ctx is other._ctx:
-                return _recorded(ops[0], args, _NO_PARAMS, _same_shape_elementwise(ops[0], args, _NO_PARAMS))
+                result = _same_shape_elementwise(ops[0], args, _NO_PARAMS)
+                if _autograd_state.recording:  # (the elementwise kernels ignore training mode)
+                    _record_op(ops[0], _NO_PARAMS, args, [result])
+                return result
             return invoke(ops[0], args, _NO_PARAMS, out)[0]
         if _is_scalar(other):
             params = {"scalar": float(other)}
             if out is None:
                 op = ops[2] if reverse else ops[1]
-                return _recorded(op, [self], params, _same_shape_elementwise(op, [self], params))
+                result = _same_shape_elementwise(op, [self], params)
+                if _autograd_state.recording:
+                    _record_op(op, params, [self], [result])
+                return result
             return invoke(ops[2] if reverse else ops[1], [self], params, out)[0]
         if isinstance(other, (np.ndarray, list, tuple)):
             from mxkit.ndarray.creation import array
