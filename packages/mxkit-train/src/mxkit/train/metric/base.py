@@ -57,16 +57,30 @@ def check_label_shapes(labels: Any, preds: Any, wrap: bool = False, shape: bool 
     return labels, preds
 
 
+_ndarray_api: list[Any] = []  # (NDArray, backend_of, push_raw), imported on first use
+
+
+def _ndarray() -> tuple[Any, Any, Any]:
+    if not _ndarray_api:
+        from mxkit.ndarray import NDArray
+        from mxkit.ndarray.invoke import backend_of, push_raw
+
+        _ndarray_api[:] = [NDArray, backend_of, push_raw]
+    return _ndarray_api[0], _ndarray_api[1], _ndarray_api[2]
+
+
 def on_one_device(arrays: list[Any]) -> bool:
     """True if ``arrays`` are all mxkit NDArrays on one device (what :func:`count_on_device` takes)."""
-    try:
-        from mxkit.ndarray import NDArray
-    except ImportError:  # pragma: no cover - train always comes with ndarray
-        return False
-    if not arrays or not all(isinstance(array, NDArray) for array in arrays):
-        return False
-    ctx = arrays[0].context
-    return all(array.context == ctx for array in arrays[1:])
+    ndarray_type = _ndarray()[0]
+    ctx = None
+    for array in arrays:
+        if not isinstance(array, ndarray_type):
+            return False
+        if ctx is None:
+            ctx = array.context
+        elif array.context is not ctx and array.context != ctx:
+            return False
+    return ctx is not None
 
 
 def count_on_device(compute: Callable[..., Any], arrays: list[Any], name: str) -> Any:
@@ -78,13 +92,12 @@ def count_on_device(compute: Callable[..., Any], arrays: list[Any], name: str) -
     CPU), so the host formula can be used unchanged and gives the same count."""
     if not on_one_device(arrays):
         return None
-    from mxkit.ndarray import empty
-    from mxkit.ndarray.invoke import backend_of, push_raw
-
+    ndarray_type, backend_of, push_raw = _ndarray()
     ctx = arrays[0].context
-    out = empty((1,), ctx=ctx, dtype="float64")
-    xp = backend_of(ctx).xp
-    target = out.storage
+    backend = backend_of(ctx)
+    target = backend.empty((1,), np.float64)
+    out = ndarray_type.from_storage(target, ctx)
+    xp = backend.xp
 
     def run() -> None:
         target[...] = compute(xp, *[array.storage for array in arrays])
