@@ -106,7 +106,7 @@ cdef class ThreadedEngine:
         copy : bool
             A device copy: runs on the device's copy pool (GPUs), not its compute pool.
         small : bool
-            ``fn`` takes microseconds (a kernel on a few KiB): when every var is granted at
+            ``fn`` is short (a kernel on a few KiB to MiB): when every var is granted at
             once and the pool has nothing ready, it runs right here on the calling thread,
             which saves the hand-over to a worker and back (its errors still stay on its
             writes, raised by the next wait). Leave False for anything long: it would
