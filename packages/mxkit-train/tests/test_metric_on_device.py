@@ -95,3 +95,42 @@ def test_ndarrays_on_two_devices_fall_back_to_the_host_path():
     label = mx.nd.array([0, 1], ctx=mx.cpu(1))
     metric.update([label], [mx.nd.array([[1, 0], [1, 0]], ctx=mx.cpu(0))])
     assert metric.get() == ("accuracy", 0.5)
+
+
+def _fit_and_record(monkeypatch, on_engine):
+    import mxkit.train.metric.classification as classification
+
+    counted = []
+    if on_engine:  # count the batches counted on the engine (device 0's; device 1's labels are on cpu(0))
+        real = classification.count_on_device
+        monkeypatch.setattr(classification, "count_on_device",
+                            lambda *args: counted.append(1) or real(*args))
+    else:
+        monkeypatch.setattr(classification, "on_one_device", lambda arrays: False)
+    rng = np.random.RandomState(0)
+    x = rng.randn(60, 12).astype("float32")  # 60 = 3 batches of 16 and a last one padded by 4
+    y = (x[:, :4] + 0.3 * rng.randn(60, 4)).argmax(axis=1).astype("float32")
+    net = mx.sym.FullyConnected(mx.sym.Variable("data"), num_hidden=16, name="fc1")
+    net = mx.sym.SoftmaxOutput(mx.sym.FullyConnected(mx.sym.Activation(net, act_type="tanh"), num_hidden=4,
+                                                     name="fc2"), name="softmax")
+    module = mx.mod.Module(net, context=[mx.cpu(0), mx.cpu(1)])
+    seen = []
+    module.fit(mx.io.NDArrayIter(x, y, 16), num_epoch=2, initializer=mx.init.Xavier(rnd_type="uniform"),
+               optimizer_params={"learning_rate": 0.3, "momentum": 0.9},
+               batch_end_callback=lambda param: seen.append(
+                   (param.epoch, param.nbatch, param.eval_metric.get(), param.eval_metric.num_inst)))
+    arg_params, _ = module.get_params()
+    assert len(counted) == (8 if on_engine else 0)
+    return seen, {name: value.asnumpy() for name, value in arg_params.items()}
+
+
+def test_module_fit_on_two_devices_gives_the_metric_and_weights_of_the_host_path(monkeypatch):
+    mx.random.seed(3)
+    on_engine, weights_engine = _fit_and_record(monkeypatch, True)
+    monkeypatch.undo()
+    mx.random.seed(3)
+    on_host, weights_host = _fit_and_record(monkeypatch, False)
+    assert on_engine == on_host and len(on_engine) == 8
+    assert weights_engine.keys() == weights_host.keys()
+    for name in weights_engine:
+        np.testing.assert_array_equal(weights_engine[name], weights_host[name])
