@@ -134,3 +134,12 @@ def test_module_fit_on_two_devices_gives_the_metric_and_weights_of_the_host_path
     assert weights_engine.keys() == weights_host.keys()
     for name in weights_engine:
         np.testing.assert_array_equal(weights_engine[name], weights_host[name])
+
+
+def test_a_bad_axis_fails_on_ndarrays_as_on_numpy_arrays():
+    pred, label = np.zeros((4, 3), "float32"), np.zeros(4, "float32")
+    with pytest.raises(Exception) as on_host:
+        mx.metric.Accuracy(axis=5).update([label], [pred])
+    with pytest.raises(Exception) as on_device:
+        mx.metric.Accuracy(axis=5).update([mx.nd.array(label)], [mx.nd.array(pred)])
+    assert type(on_device.value) is type(on_host.value) and str(on_device.value) == str(on_host.value)

@@ -66,7 +66,7 @@ class Accuracy(EvalMetric):
             return False
         label_shape, pred_shape = tuple(label.shape), tuple(pred.shape)
         if pred_shape != label_shape:
-            if not -len(pred_shape) <= self.axis < max(len(pred_shape), 1) or not pred_shape:
+            if not pred_shape or not -len(pred_shape) <= self.axis < len(pred_shape):
                 return False  # the host path raises numpy's own error for a bad axis
             axis = self.axis % len(pred_shape)
             pred_shape = pred_shape[:axis] + pred_shape[axis + 1:]
