@@ -56,7 +56,7 @@ def _nadam_update(xp, inputs, outputs, params):
 
 def _ftml_update(xp, inputs, outputs, params):
     weight, grad, d, v, z = inputs
-    if params["clip_grad"] >= 0:  # MXNet's name of this operator's clip_gradient
+    if params.get("clip_grad", -1.0) >= 0:  # MXNet's name of this operator's clip_gradient
         params = {**params, "clip_gradient": params["clip_grad"]}
     step = _grad_with_wd(xp, weight, grad, params)
     beta1, beta2, t = params["beta1"], params["beta2"], params["t"]
