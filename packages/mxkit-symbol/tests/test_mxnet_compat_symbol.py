@@ -203,3 +203,21 @@ def test_an_explicit_none_is_written_where_the_parameter_accepts_it():
     assert executor.forward()[0].asnumpy().tolist() == [1, 2, 3, 4]
     # where None is not a value of the parameter, it still means "not given"
     assert "kernel" not in json.loads(mx.sym.Pooling(x, kernel=None, global_pool=True).tojson())["nodes"][1]["attrs"]
+
+
+def test_attributes_are_stored_and_listed_as_mxnet_does():
+    # hidden keys (lr_mult, wd_mult, ctx_group...) are stored dunder and listed under both
+    # names; a variable's other attributes are stored as given
+    data = mx.sym.Variable("data", attr={"mood": "angry"})
+    conv = mx.sym.Convolution(data=data, name="conv", kernel=(1, 1), num_filter=1,
+                              attr={"__mood__": "so so", "wd_mult": "x"}, lr_mult=1)
+    listed = conv.list_attr()
+    assert listed["__wd_mult__"] == listed["wd_mult"] == "x" and listed["__mood__"] == "so so"
+    assert listed["__lr_mult__"] == listed["lr_mult"] == "1"
+    everything = conv.attr_dict()
+    assert everything["data"] == {"mood": "angry"}
+    # the weight and bias made for the operator carry its attributes (MXNet copies them)
+    for name in ("conv_weight", "conv_bias"):
+        assert everything[name]["__mood__"] == "so so" and everything[name]["lr_mult"] == "1"
+    assert conv.attr("wd_mult") == "x" and data.attr("mood") == "angry"
+    assert mx.sym.load_json(conv.tojson()).attr_dict() == everything

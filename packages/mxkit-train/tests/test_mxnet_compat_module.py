@@ -42,3 +42,23 @@ def test_optimizer_states_saved_on_several_devices_load_on_one(tmp_path):
     assert sorted(states) == [0, 1]
     for index, name in enumerate(names):
         np.testing.assert_allclose(states[index].asnumpy(), -0.1 * grads[name] / 4, rtol=1e-6)
+
+
+def test_lr_and_wd_mult_given_to_an_operator_reach_its_parameters():
+    data = mx.sym.Variable("data")
+    bias = mx.sym.Variable("fc1_bias", lr_mult=1.0)  # an explicit variable keeps its own multiplier
+    fc1 = mx.sym.FullyConnected(data=data, bias=bias, name="fc1", num_hidden=4, lr_mult=0)
+    fc2 = mx.sym.FullyConnected(data=fc1, name="fc2", num_hidden=4, wd_mult=0.5)
+    mod = mx.mod.Module(symbol=fc2, label_names=None, context=mx.cpu())
+    mod.bind(data_shapes=[("data", (5, 3))])
+    mod.init_params(initializer=mx.init.Uniform(1.0))
+    mod.init_optimizer(optimizer_params={"learning_rate": 1.0})
+    assert mod._optimizer.lr_mult == {"fc1_bias": 1.0, "fc1_weight": 0.0}
+    assert mod._optimizer.wd_mult == {"fc2_bias": 0.5, "fc2_weight": 0.5, "fc1_bias": 0.0}
+    before = {k: v.asnumpy() for k, v in mod.get_params()[0].items()}
+    mod.forward(mx.io.DataBatch(data=[mx.nd.ones((5, 3))], label=None), is_train=True)
+    mod.backward(mod.get_outputs())
+    mod.update()
+    after = {k: v.asnumpy() for k, v in mod.get_params()[0].items()}
+    np.testing.assert_array_equal(before["fc1_weight"], after["fc1_weight"])  # lr_mult=0: frozen
+    assert not np.allclose(before["fc1_bias"], after["fc1_bias"])
