@@ -1,4 +1,5 @@
-"""Arguments MXNet 1.x accepts that ported code passes: inplace reshapes, scalar operands, ftml's clip_grad."""
+"""What MXNet 1.x accepts that ported code passes: inplace reshapes, scalar operands, ftml's clip_grad,
+0-d sources, numpy shapes, axis lists, one-element assignment, from_numpy, contrib.isinf/isnan/isfinite."""
 
 import numpy as np
 import pytest
@@ -59,3 +60,62 @@ def test_ftml_update_takes_mxnet_clip_grad():
 
     np.testing.assert_array_equal(step(clip_grad=1e-3), step(clip_gradient=1e-3))
     assert not np.array_equal(step(clip_grad=1e-3), step())
+
+
+def test_a_0d_source_gives_a_0d_array():
+    scalar = nd.array(np.ones([]))
+    assert scalar.shape == () and scalar.asnumpy() == 1.0
+    assert nd.array(2.5).shape == () and nd.array([2.5]).shape == (1,)
+
+
+def test_shapes_given_as_numpy_arrays_and_axis_lists():
+    assert nd.ones((1, 3)).broadcast_to(shape=np.array([4, 3])).shape == (4, 3)
+    x = nd.array(np.arange(210.0).reshape(5, 6, 7))
+    for source, destination in [(0, -1), ([0, 1], [-1, -2]), ((2, 0), (0, 2)), ([], [])]:
+        np.testing.assert_array_equal(nd.moveaxis(x, source, destination).asnumpy(),
+                                      np.moveaxis(x.asnumpy(), source, destination))
+    with pytest.raises(ShapeError, match="same number of axes"):
+        nd.moveaxis(x, [0, 1], [0])
+    with pytest.raises(ShapeError, match="out of range"):
+        nd.moveaxis(x, 3, 0)
+    with pytest.raises(ShapeError, match="repeated"):
+        nd.moveaxis(x, [0, 0], [1, 2])
+
+
+def test_one_element_into_one_element():
+    b = nd.zeros(2)
+    b[0] = np.array([47.844944], dtype=np.float32)
+    b[1] = nd.array([3.0])
+    np.testing.assert_array_equal(b.asnumpy(), np.array([47.844944, 3.0], dtype=np.float32))
+    with pytest.raises(ShapeError, match=r"shape \(2,\) to an array of shape \(\)"):
+        b[0] = np.array([1.0, 2.0])
+    with pytest.raises(ShapeError, match="to a selection of shape"):
+        b[0] = nd.ones((2,))
+
+
+@pytest.mark.parametrize("zero_copy", [False, True])
+def test_from_numpy_keeps_values_and_dtype(zero_copy):
+    for source in (np.arange(6, dtype=np.float32).reshape(3, 2), np.array(7).reshape(()), np.zeros((1, 0, 2))):
+        array = nd.from_numpy(source, zero_copy=zero_copy)
+        assert array.dtype == source.dtype
+        np.testing.assert_array_equal(array.asnumpy(), source)
+
+
+def test_from_numpy_zero_copy_shares_memory_and_freezes_the_source():
+    source = np.arange(6, dtype=np.float32).reshape(3, 2)
+    array = nd.from_numpy(source)
+    with pytest.raises(ValueError, match="read-only"):
+        source[2, 1] = 0
+    array[2, 1] = 100
+    array.wait_to_read()
+    assert source[2, 1] == 100
+    with pytest.raises(ShapeError, match="C-contiguous"):
+        nd.from_numpy(np.ones((3, 2)).T)
+
+
+def test_contrib_isinf_isnan_isfinite_match_numpy():
+    values = np.array([[np.inf, -np.inf], [np.nan, 5.0]], dtype=np.float32)
+    data = nd.array(values)
+    np.testing.assert_array_equal(nd.contrib.isinf(data).asnumpy(), np.isinf(values))
+    np.testing.assert_array_equal(nd.contrib.isnan(data).asnumpy(), np.isnan(values))
+    np.testing.assert_array_equal(nd.contrib.isfinite(data).asnumpy(), np.isfinite(values))

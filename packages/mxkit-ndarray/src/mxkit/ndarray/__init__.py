@@ -14,7 +14,7 @@ from typing import Any
 
 from mxkit.ndarray import _internal, autograd, contrib, linalg, random
 from mxkit.ndarray.creation import arange, array, concatenate, empty, eye, full, moveaxis, ones, waitall, zeros
-from mxkit.ndarray.dlpack import from_dlpack, to_dlpack_for_read, to_dlpack_for_write
+from mxkit.ndarray.dlpack import from_dlpack, from_numpy, to_dlpack_for_read, to_dlpack_for_write
 from mxkit.ndarray.invoke import OperatorError
 from mxkit.ndarray.ndarray import NDArray
 from mxkit.ndarray.params import ParamError
@@ -104,7 +104,7 @@ _generate()
 __all__ = [
     "NDArray", "OpDef", "OperatorError", "ParamError", "_internal",
     "add", "arange", "array", "autograd", "concatenate", "contrib",
-    "divide", "empty", "equal", "eye", "from_dlpack", "full", "get_op", "get_registry", "greater",
+    "divide", "empty", "equal", "eye", "from_dlpack", "from_numpy", "full", "get_op", "get_registry", "greater",
     "greater_equal", "hypot", "lesser", "lesser_equal", "linalg", "load", "load_frombuffer", "maximum", "minimum",
     "modulo", "moveaxis", "multiply", "not_equal", "ones", "power", "random", "save", "subtract",
     "to_dlpack_for_read", "to_dlpack_for_write", "true_divide", "waitall", "zeros",

@@ -142,12 +142,16 @@ def set_item(array: Any, key: Any, value: Any) -> None:
     if _is_basic(key):
         _check_basic(array, key)
         target = array._view(array._data[_view_key(key)])
+        if isinstance(value, NDArray) and not target.shape and value.size == 1:
+            value = value.reshape(())  # one element into one element, as MXNet allows
         if isinstance(value, NDArray):
             try:
-                np.broadcast_shapes(value.shape, target.shape)
+                fits = np.broadcast_shapes(value.shape, target.shape) == tuple(target.shape)
             except ValueError:
+                fits = False
+            if not fits:
                 raise ShapeError(f"cannot assign an array of shape {value.shape} to a selection of shape "
-                                 f"{target.shape} (index {key!r} of an array of shape {array.shape})") from None
+                                 f"{target.shape} (index {key!r} of an array of shape {array.shape})")
         copy_into(target, value)
         return
     index = _host_index(array, key)
