@@ -221,3 +221,25 @@ def test_attributes_are_stored_and_listed_as_mxnet_does():
         assert everything[name]["__mood__"] == "so so" and everything[name]["lr_mult"] == "1"
     assert conv.attr("wd_mult") == "x" and data.attr("mood") == "angry"
     assert mx.sym.load_json(conv.tojson()).attr_dict() == everything
+
+
+def test_children_of_a_multi_output_node_are_listed_once():
+    data = mx.sym.Variable("data")
+    sliced = mx.sym.SliceChannel(data, num_outputs=3, name="slice")
+    assert sliced.get_children().list_outputs() == ["data"]
+    concat = mx.sym.Concat(*list(sliced))
+    assert concat.get_children().list_outputs() == ["slice_output0", "slice_output1", "slice_output2"]
+    net = mx.sym.FullyConnected(mx.sym.FullyConnected(data, name="fc1", num_hidden=4), name="fc2", num_hidden=2)
+    assert net.get_children().list_outputs() == ["fc1_output", "fc2_weight", "fc2_bias"]
+
+
+def test_partial_type_inference_passes_through_a_cast():
+    data = mx.sym.Variable("data")
+    net = mx.sym.SoftmaxOutput(mx.sym.FullyConnected(mx.sym.Cast(data, dtype="float32"), num_hidden=3, name="fc"),
+                               name="softmax")
+    arg, out, aux = net.infer_type_partial()
+    # the cast fixes everything after it; its own input stays unknown
+    assert arg == [None, np.float32, np.float32, np.float32] and out == [np.float32] and aux == []
+    assert net.infer_type() == (None, None, None)
+    arg, out, _ = net.infer_type(data=np.float16)
+    assert arg == [np.float16, np.float32, np.float32, np.float32] and out == [np.float32]

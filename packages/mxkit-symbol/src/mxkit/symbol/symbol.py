@@ -147,8 +147,10 @@ class Symbol:
         return Symbol(entries)
 
     def get_children(self) -> Symbol | None:
-        """A group of the inputs of this symbol's node(s); ``None`` for a variable."""
-        entries = [e for out in self._outputs for e in out.node.inputs]
+        """A group of the inputs of this symbol's node(s), each node once (so the outputs of
+        one multi-output node give its inputs once, as in MXNet); ``None`` for a variable."""
+        nodes = list({id(out.node): out.node for out in self._outputs}.values())
+        entries = [e for node in nodes for e in node.inputs]
         return Symbol(entries) if entries else None
 
     # -- attributes -----------------------------------------------------------------------
