@@ -119,3 +119,19 @@ def test_contrib_isinf_isnan_isfinite_match_numpy():
     np.testing.assert_array_equal(nd.contrib.isinf(data).asnumpy(), np.isinf(values))
     np.testing.assert_array_equal(nd.contrib.isnan(data).asnumpy(), np.isnan(values))
     np.testing.assert_array_equal(nd.contrib.isfinite(data).asnumpy(), np.isfinite(values))
+
+
+def test_fully_connected_takes_1d_data_as_one_feature_per_sample():
+    # MXNet's FullyConnected(flatten=True) reads (batch,) data as (batch, 1)
+    from mxkit.ndarray import autograd
+
+    x, w, b = nd.array([1.0, 2.0, 3.0]), nd.array([[2.0], [3.0]]), nd.array([1.0, 0.0])
+    x.attach_grad()
+    w.attach_grad()
+    with autograd.record():
+        y = nd.FullyConnected(x, w, b, num_hidden=2)
+    y.backward(nd.ones((3, 2)))
+    column = np.array([[1.0], [2.0], [3.0]])
+    np.testing.assert_allclose(y.asnumpy(), column @ np.array([[2.0, 3.0]]) + [1.0, 0.0])
+    np.testing.assert_allclose(x.grad.asnumpy(), [5.0, 5.0, 5.0])  # each row of ones times the weights
+    np.testing.assert_allclose(w.grad.asnumpy(), [[6.0], [6.0]])
