@@ -3,6 +3,7 @@
 import warnings
 
 import numpy as np
+import pytest
 from mxkit import mx
 
 
@@ -62,3 +63,29 @@ def test_lr_and_wd_mult_given_to_an_operator_reach_its_parameters():
     after = {k: v.asnumpy() for k, v in mod.get_params()[0].items()}
     np.testing.assert_array_equal(before["fc1_weight"], after["fc1_weight"])  # lr_mult=0: frozen
     assert not np.allclose(before["fc1_bias"], after["fc1_bias"])
+
+
+def test_forward_rebinds_for_new_non_batch_shapes_and_keeps_parameters():
+    # MXNet's Module.forward re-binds for any new input shape (here the image size)
+    data = mx.sym.Variable("data")
+    conv = mx.sym.Convolution(data=data, kernel=(3, 3), num_filter=2, name="conv")
+    net = mx.sym.FullyConnected(mx.sym.sum(conv, axis=(2, 3)), num_hidden=4, name="fc")
+    mod = mx.mod.Module(net, label_names=None, context=mx.cpu())
+    mod.bind(data_shapes=[("data", (2, 1, 8, 8))])
+    mod.init_params(initializer=mx.init.Uniform(0.5))
+    weights = mod.get_params()[0]["conv_weight"].asnumpy()
+    for shape in ((2, 1, 8, 8), (3, 1, 12, 10)):
+        images = np.random.default_rng(0).uniform(size=shape).astype(np.float32)
+        mod.forward(mx.io.DataBatch([mx.nd.array(images)]), is_train=False)
+        params = mod.get_params()[0]
+        features = mx.nd.sum(mx.nd.Convolution(mx.nd.array(images), params["conv_weight"], params["conv_bias"],
+                                               kernel=(3, 3), num_filter=2), axis=(2, 3))
+        expected = mx.nd.FullyConnected(features, params["fc_weight"], params["fc_bias"], num_hidden=4)
+        np.testing.assert_allclose(mod.get_outputs()[0].asnumpy(), expected.asnumpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(mod.get_params()[0]["conv_weight"].asnumpy(), weights)
+    # a shape that would change a parameter is a clear error
+    fc = mx.mod.Module(mx.sym.FullyConnected(mx.sym.var("data"), num_hidden=3, name="fc"), label_names=None)
+    fc.bind([("data", (4, 5))])
+    fc.init_params()
+    with pytest.raises(mx.base.MXNetError, match="fc_weight"):
+        fc.forward(mx.io.DataBatch([mx.nd.ones((4, 6))]))

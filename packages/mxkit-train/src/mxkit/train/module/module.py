@@ -329,7 +329,7 @@ class Module(OptimizingMixin, BaseModule):
         Raises
         ------
         ShapeError
-            When a data input differs from the bound shape in a non-batch axis.
+            When the new shapes would change a parameter's shape.
         """
         from mxkit.io import DataDesc
 
@@ -344,8 +344,7 @@ class Module(OptimizingMixin, BaseModule):
                               f"{len(self._data_shapes)} ({', '.join(self._data_names)})")  # type: ignore[arg-type]
         current = tuple(tuple(desc.shape) for desc in self._data_shapes)  # type: ignore[union-attr]
         new = tuple(tuple(array.shape) for array in batch.data)
-        if current != new:
-            self._check_batch_shapes(new)
+        if current != new:  # any axis may change, as in MXNet: the executors re-bind, parameters kept
             if getattr(batch, "provide_data", None):
                 new_dshape = batch.provide_data
             else:
@@ -365,20 +364,6 @@ class Module(OptimizingMixin, BaseModule):
             self.reshape(new_dshape, new_lshape)
         assert self._exec_group is not None
         self._exec_group.forward(batch, is_train)
-
-    def _check_batch_shapes(self, new: tuple) -> None:
-        from mxkit.core.errors import ShapeError
-        from mxkit.io import DataDesc
-
-        for desc, shape in zip(self._data_shapes, new):  # type: ignore[arg-type]
-            axis = DataDesc.get_batch_axis(getattr(desc, "layout", None))
-            bound = list(desc.shape)
-            given = list(shape)
-            if axis >= 0 and len(given) == len(bound):
-                bound[axis] = given[axis] = -1
-            if bound != given:
-                raise ShapeError(f"data {desc.name!r} has shape {tuple(shape)}, but the module was bound for "
-                                 f"{tuple(desc.shape)}; only the batch axis may change")
 
     def backward(self, out_grads: Any = None) -> None:
         """Backward on every device."""
