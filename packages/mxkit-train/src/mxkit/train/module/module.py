@@ -331,6 +331,7 @@ class Module(OptimizingMixin, BaseModule):
         ShapeError
             When the new shapes would change a parameter's shape.
         """
+        from mxkit.core.errors import ShapeError
         from mxkit.io import DataDesc
 
         self._require(bound=True, initialized=True, what="forward")
@@ -361,7 +362,11 @@ class Module(OptimizingMixin, BaseModule):
                               for d in self._label_shapes]
             else:
                 new_lshape = None
-            self.reshape(new_dshape, new_lshape)
+            try:
+                self.reshape(new_dshape, new_lshape)
+            except ShapeError as exc:
+                raise ShapeError(f"the batch's data shapes {list(new)} differ from the bound {list(current)}, and the "
+                                 f"module cannot re-bind for them: {exc}") from None
         assert self._exec_group is not None
         self._exec_group.forward(batch, is_train)
 
