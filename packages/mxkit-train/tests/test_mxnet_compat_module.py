@@ -89,3 +89,21 @@ def test_forward_rebinds_for_new_non_batch_shapes_and_keeps_parameters():
     fc.init_params()
     with pytest.raises(mx.base.MXNetError, match="fc_weight"):
         fc.forward(mx.io.DataBatch([mx.nd.ones((4, 6))]))
+
+
+def test_set_params_raises_what_mxnet_raises():
+    # MXNet: a missing parameter is a RuntimeError, an extra one a ValueError
+    net = mx.sym.FullyConnected(mx.sym.var("data"), num_hidden=2, name="fc")
+    mod = mx.mod.Module(net, label_names=None, context=mx.cpu())
+    mod.bind(data_shapes=[("data", (1, 2))])
+    full = {"fc_weight": mx.nd.ones((2, 2)), "fc_bias": mx.nd.zeros(2)}
+    missing = {"fc_weight": mx.nd.ones((2, 2))}
+    extra = {**full, "other_weight": mx.nd.ones(2)}
+    mod.set_params(full, {})
+    mod.set_params(missing, {}, allow_missing=True)
+    with pytest.raises(RuntimeError, match="fc_bias"):
+        mod.set_params(missing, {}, allow_missing=False)
+    mod.set_params(extra, {}, allow_missing=True, allow_extra=True)
+    with pytest.raises(ValueError, match="'other_weight' is not an argument"):
+        mod.set_params(extra, {}, allow_missing=True, allow_extra=False)
+    np.testing.assert_array_equal(mod.get_params()[0]["fc_weight"].asnumpy(), np.ones((2, 2)))
