@@ -38,7 +38,9 @@ def _init_data(data: Any, allow_empty: bool, default_name: str) -> list[tuple[st
         raise ShapeError("NDArrayIter needs data: pass an array, a list of arrays, or a dict of arrays")
     if isinstance(data, Mapping):
         named = sorted(data.items())
-    elif isinstance(data, (list, tuple)) and data and not np.isscalar(data[0]) and np.ndim(data[0]) > 0:
+    elif isinstance(data, (list, tuple)) and not data:
+        named = []  # an empty list is no arrays (MXNet's label=[] means no label), not a 0-length array
+    elif isinstance(data, (list, tuple)) and not np.isscalar(data[0]) and np.ndim(data[0]) > 0:
         if len(data) == 1:
             named = [(default_name, data[0])]
         else:
