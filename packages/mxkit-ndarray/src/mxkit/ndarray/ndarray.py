@@ -94,7 +94,7 @@ class NDArray:
     operations return new arrays immediately while their work runs on the engine.
     """
 
-    __slots__ = ("__weakref__", "_ag", "_ctx", "_data", "_grad", "_grad_req", "_var")
+    __slots__ = ("__weakref__", "_ag", "_ctx", "_data", "_fresh_grad", "_grad", "_grad_req", "_var")
     __array_priority__ = 1000.0  # numpy defers to NDArray's reflected operators
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -109,6 +109,9 @@ class NDArray:
         self._ag = None
         self._grad = None
         self._grad_req = "null"
+        # set by backward when it writes this variable's gradient; cleared by whoever consumes it
+        # (MXNet's flag, which Gluon's Trainer reads to find stale gradients)
+        self._fresh_grad = False
         if _memory_profile.on:  # profile_memory: count the storage (views share the var: once)
             from mxkit.engine.profiler import track_ndarray
 
