@@ -364,3 +364,14 @@ def test_ndarrayiter_empty_label_list_means_no_label():
     assert next(data_iter).label == []
     with pytest.raises(ShapeError, match="at least one data array"):
         NDArrayIter([], batch_size=2)
+
+
+def test_ndarrayiter_idx_is_the_shuffle_applied():
+    data = np.arange(12.0).reshape(6, 2)
+    np.random.seed(3)
+    data_iter = NDArrayIter(data, np.arange(6.0), batch_size=1, shuffle=True)
+    order = data_iter.idx.copy()
+    assert sorted(order) == list(range(6))
+    for i, batch in enumerate(data_iter):
+        np.testing.assert_array_equal(np.asarray(batch.data[0])[0], data[order[i]])
+        assert np.asarray(batch.label[0])[0] == order[i]

@@ -127,10 +127,12 @@ class NDArrayIter(DataIter):
         return self.num_data // self.batch_size
 
     def _shuffle_data(self) -> None:
+        # As MXNet: ``idx`` stays the permutation just applied to the current order, so after
+        # the first shuffle sample i of the epoch is the input's sample idx[i]; each later
+        # shuffle permutes the previous epoch's order (the same draws and orders as MXNet).
         np.random.shuffle(self.idx)
         self.data = [(k, v[self.idx]) for k, v in self.data]
         self.label = [(k, v[self.idx]) for k, v in self.label]
-        self.idx = np.arange(self.num_data)
 
     def hard_reset(self) -> None:
         """Restart from the first sample, dropping anything rolled over."""
