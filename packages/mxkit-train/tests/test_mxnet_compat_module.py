@@ -107,3 +107,18 @@ def test_set_params_raises_what_mxnet_raises():
     with pytest.raises(ValueError, match="'other_weight' is not an argument"):
         mod.set_params(extra, {}, allow_missing=True, allow_extra=False)
     np.testing.assert_array_equal(mod.get_params()[0]["fc_weight"].asnumpy(), np.ones((2, 2)))
+
+
+def test_forward_takes_any_object_with_data_and_new_shapes():
+    from collections import namedtuple
+
+    Batch = namedtuple("Batch", ["data"])  # MXNet code passes such light batches to forward
+    mod = mx.mod.Module(symbol=mx.sym.Variable("data") * 2, label_names=None, context=mx.cpu())
+    mod.bind(data_shapes=[("data", (1, 10))])
+    mod.init_params()
+    mod.forward(Batch([mx.nd.ones((1, 10))]))
+    assert mod.get_outputs()[0].shape == (1, 10)
+    mod.forward(Batch([mx.nd.ones((3, 5))]))
+    np.testing.assert_array_equal(mod.get_outputs()[0].asnumpy(), np.full((3, 5), 2.0))
+    with pytest.raises(mx.base.MXNetError, match="pre-sliced per device"):
+        mod.forward([mx.io.DataBatch([mx.nd.ones((1, 10))])])

@@ -335,7 +335,8 @@ class Module(OptimizingMixin, BaseModule):
         from mxkit.io import DataDesc
 
         self._require(bound=True, initialized=True, what="forward")
-        if isinstance(data_batch, list | tuple):
+        # a namedtuple with a data field (MXNet accepts any object with .data) is one batch
+        if isinstance(data_batch, list | tuple) and not hasattr(data_batch, "data"):
             raise ModuleError(f"forward got a list of {len(data_batch)} DataBatch (pre-sliced per device), which "
                               f"this Module does not take; pass one DataBatch and it is split over the devices "
                               f"by work_load_list")
@@ -353,7 +354,7 @@ class Module(OptimizingMixin, BaseModule):
                               for d, shape in zip(self._data_shapes, new)]  # type: ignore[arg-type]
             if getattr(batch, "provide_label", None):
                 new_lshape = batch.provide_label
-            elif batch.label and self._label_shapes:
+            elif getattr(batch, "label", None) and self._label_shapes:
                 new_lshape = [DataDesc(d.name, tuple(array.shape), d.dtype, d.layout)
                               for d, array in zip(self._label_shapes, batch.label)]
             elif self._label_shapes:
