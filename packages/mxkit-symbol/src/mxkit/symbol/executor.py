@@ -385,6 +385,8 @@ class Executor:
 
         self._engine.wait_for_var(self._internal_var)
         for node in nodes:
+            if id(node) in self._graph.unmonitored_ids:
+                continue
             if self._monitor_all:
                 for entry in node.inputs:
                     label = f"{node.name}_{entry.node.output_names()[entry.index]}"
