@@ -56,3 +56,11 @@ def test_create_takes_composites_and_name_kwargs_pairs_as_json():
         metric.create('["acc", {}]', 3)
     with pytest.raises(UnknownNameError, match="must be a config"):
         metric.create('[1, 2, 3]')
+
+
+def test_perplexity_clips_out_of_range_labels_as_mxnets_pick():
+    probs = np.array([[0.2, 0.8], [0.6, 0.4], [0.5, 0.5]])
+    perplexity = metric.create("perplexity", ignore_label=-1)
+    perplexity.update([np.array([5, 1, -1])], [probs])  # 5 reads class 1; -1 is ignored
+    expected = np.exp(-(np.log(0.8) + np.log(0.4)) / 2)
+    assert perplexity.get()[1] == pytest.approx(expected, rel=1e-12)
