@@ -145,3 +145,18 @@ def test_monitor_reports_the_nodes_mxnet_reports():
     counts = [sum(name.startswith(prefix) for name in names)
               for prefix in ("act_0", "act_1", "data", "fc_0", "fc_1", "softmax")]
     assert len(names) == 21 and counts == [2, 2, 1, 6, 6, 4]
+
+
+def test_bucket_symbols_get_the_same_automatic_names():
+    def sym_gen(seq_len):
+        embed = mx.sym.Embedding(data=mx.sym.Variable("data"), input_dim=10, output_dim=4)  # unnamed
+        pred = mx.sym.FullyConnected(mx.sym.Reshape(embed, shape=(-1, 4)), num_hidden=10, name="pred")
+        return mx.sym.SoftmaxOutput(pred, mx.sym.Reshape(mx.sym.Variable("softmax_label"), shape=(-1,)),
+                                    name="softmax"), ("data",), ("softmax_label",)
+
+    mod = mx.mod.BucketingModule(sym_gen, default_bucket_key=6, context=[mx.cpu()])
+    mod.bind([("data", (2, 6))], [("softmax_label", (2, 6))])
+    mod.init_params()
+    assert mod.symbol.list_arguments()[1] == "embedding0_weight"
+    mod.switch_bucket(3, [("data", (2, 3))], [("softmax_label", (2, 3))])  # shares embedding0_weight
+    assert mod.symbol.list_arguments()[1] == "embedding0_weight"
