@@ -314,8 +314,11 @@ def dumps(reset: bool = False, format: str = "table", sort_by: str = "total", as
     reset : bool
         Forget every record afterwards (the next statistics start from zero).
     format : {"table", "json"}
-        A text table, or JSON ``{"Time": {"operator": {name: {"Count", "Total", "Min",
-        "Max", "Avg"}}}, "Unit": {"Time": "ms"}}``.
+        A text table of the operators, or JSON ``{"Time": {"operator": {name: {"Count",
+        "Total", "Min", "Max", "Avg"}}, <domain>: {...}}, "Memory": {<domain>: {counter:
+        {"Count", "Min", "Max", "Avg"}}}, "Unit": {"Time": "ms", "Memory": "kB"}}``: the
+        user's tasks, frames and events by domain beside the operators, and the values of
+        counters (the user's; memory in use with ``profile_memory``), as MXNet's.
     sort_by : {"total", "avg", "min", "max", "count"}
         The column that orders the rows.
     ascending : bool
@@ -327,8 +330,9 @@ def dumps(reset: bool = False, format: str = "table", sort_by: str = "total", as
         For an unknown ``sort_by`` or ``format``.
     """
     _stats.check_choices(sort_by, format)
-    ops: list[tuple[Any, ...]] = _take_all(reset)[0]
-    table: str = _stats.render(_stats.aggregate(ops), sort_by=sort_by, ascending=ascending, format=format)
+    ops, _flows_taken, memory, host = _take_all(reset)
+    table: str = _stats.render(_stats.aggregate(ops), sort_by=sort_by, ascending=ascending, format=format,
+                               host=_stats.aggregate_host(host), counters=_stats.aggregate_counters(host, memory))
     return table
 
 
