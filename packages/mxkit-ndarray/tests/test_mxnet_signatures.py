@@ -4,7 +4,7 @@
 import numpy as np
 import pytest
 from mxkit import ndarray as nd
-from mxkit.core.errors import ShapeError
+from mxkit.core.errors import MXKitError, ShapeError
 from mxkit.ndarray import ParamError
 
 
@@ -109,6 +109,14 @@ def test_from_numpy_zero_copy_shares_memory_and_freezes_the_source():
     array[2, 1] = 100
     array.wait_to_read()
     assert source[2, 1] == 100
+    again = nd.from_numpy(source)  # sharing it a second time: both NDArrays write it
+    again[0, 0] = -5
+    again.wait_to_read()
+    assert source[0, 0] == -5 and array.asnumpy()[0, 0] == -5 and not source.flags.writeable
+    immutable = np.frombuffer(bytes(32), dtype=np.float64)  # memory of a bytes object: never writeable
+    with pytest.raises(MXKitError, match="zero_copy=False"):
+        nd.from_numpy(immutable)
+    np.testing.assert_array_equal(nd.from_numpy(immutable, zero_copy=False).asnumpy(), np.zeros(4))
     with pytest.raises(ShapeError, match="C-contiguous"):
         nd.from_numpy(np.ones((3, 2)).T)
 

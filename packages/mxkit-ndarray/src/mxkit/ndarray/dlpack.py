@@ -117,6 +117,14 @@ def from_numpy(ndarray: Any, zero_copy: bool = True) -> Any:
     if not ndarray.flags.c_contiguous:
         raise ShapeError("from_numpy(zero_copy=True) needs a C-contiguous numpy array; pass "
                          "np.ascontiguousarray(a), or zero_copy=False to copy it")
+    if not ndarray.flags.writeable:
+        # read-only already (e.g. shared before): the NDArray still writes it, as MXNet's does,
+        # so its view must be taken while the array is writeable
+        try:
+            ndarray.flags.writeable = True
+        except ValueError:
+            raise MXKitError("from_numpy(zero_copy=True) cannot share a read-only view of memory it does not "
+                             "own; pass zero_copy=False to copy it") from None
     shared = from_dlpack(ndarray)
     ndarray.flags.writeable = False
     return shared
