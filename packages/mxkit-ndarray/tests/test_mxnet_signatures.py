@@ -82,6 +82,16 @@ def test_shapes_given_as_numpy_arrays_and_axis_lists():
         nd.moveaxis(x, [0, 0], [1, 2])
 
 
+def test_a_value_with_extra_leading_axes_of_length_1_assigns():
+    target = nd.zeros((2, 4, 3))
+    target[0] = np.arange(3.0).reshape(1, 1, 1, 3)  # MXNet drops the extra leading 1s
+    target[1] = nd.ones((1, 4, 3))
+    expected = np.stack([np.tile(np.arange(3.0), (4, 1)), np.ones((4, 3))])
+    np.testing.assert_array_equal(target.asnumpy(), expected)
+    with pytest.raises(ShapeError, match=r"\(2, 1, 3\)"):
+        target[0] = np.ones((2, 1, 3))
+
+
 def test_one_element_into_one_element():
     b = nd.zeros(2)
     b[0] = np.array([47.844944], dtype=np.float32)

@@ -144,6 +144,9 @@ def set_item(array: Any, key: Any, value: Any) -> None:
         target = array._view(array._data[_view_key(key)])
         if isinstance(value, NDArray) and not target.shape and value.size == 1:
             value = value.reshape(())  # one element into one element, as MXNet allows
+        if isinstance(value, NDArray) and value.ndim > target.ndim and \
+                all(n == 1 for n in value.shape[:value.ndim - target.ndim]):
+            value = value.reshape(value.shape[value.ndim - target.ndim:])  # extra leading 1s go, as in MXNet
         if isinstance(value, NDArray):
             try:
                 fits = np.broadcast_shapes(value.shape, target.shape) == tuple(target.shape)

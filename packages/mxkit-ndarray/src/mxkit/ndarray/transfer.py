@@ -63,6 +63,9 @@ def copy_into(target: Any, source: Any) -> None:
                          f"use numbers, a numpy array or an NDArray")
     if not target.shape and host.size == 1:
         host = host.reshape(())  # one element into one element: b[0] = np.array([x]), as MXNet allows
+    extra = host.ndim - len(target.shape)
+    if extra > 0 and all(n == 1 for n in host.shape[:extra]):
+        host = host.reshape(host.shape[extra:])  # MXNet drops a value's extra leading axes of length 1
     try:
         fits = np.broadcast_shapes(host.shape, target.shape) == tuple(target.shape)
     except ValueError:
