@@ -153,3 +153,20 @@ def test_fully_connected_takes_1d_data_as_one_feature_per_sample():
     np.testing.assert_allclose(y.asnumpy(), column @ np.array([[2.0, 3.0]]) + [1.0, 0.0])
     np.testing.assert_allclose(x.grad.asnumpy(), [5.0, 5.0, 5.0])  # each row of ones times the weights
     np.testing.assert_allclose(w.grad.asnumpy(), [[6.0], [6.0]])
+
+
+def test_broadcast_like_with_mxnet_axes():
+    from mxkit.ndarray import autograd
+
+    lhs = nd.array(np.arange(3.0).reshape(1, 3, 1))
+    out = nd.broadcast_like(lhs, nd.ones((4, 5, 6)), lhs_axes=(0, 2), rhs_axes=(0, 1))
+    np.testing.assert_array_equal(out.asnumpy(), np.broadcast_to(np.arange(3.0).reshape(1, 3, 1), (4, 3, 5)))
+    lhs.attach_grad()
+    with autograd.record():
+        out = nd.broadcast_like(lhs, nd.ones((4, 5, 6)), lhs_axes=(0, 2), rhs_axes=(0, 1))
+    out.backward()
+    np.testing.assert_array_equal(lhs.grad.asnumpy().ravel(), [20.0, 20.0, 20.0])  # 4 x 5 copies each
+    with pytest.raises(ShapeError, match="cannot be broadcast"):
+        nd.broadcast_like(nd.ones((2, 3)), nd.ones((4, 5)), lhs_axes=(0,), rhs_axes=(0,))
+    with pytest.raises(ShapeError, match="same length"):
+        nd.broadcast_like(nd.ones((1, 3)), nd.ones((4, 5)), lhs_axes=(0,), rhs_axes=(0, 1))
