@@ -41,7 +41,8 @@ def test_conv_lstm_step_matches_numpy():
     values = {"x": rng.normal(size=shape), "h": rng.normal(size=(1, hidden, 5, 4)),
               "c": rng.normal(size=(1, hidden, 5, 4)), "c_i2h_weight": rng.normal(size=(4 * hidden, 3, 3, 3)) * 0.3,
               "c_i2h_bias": rng.normal(size=4 * hidden),
-              "c_h2h_weight": rng.normal(size=(4 * hidden, hidden, 3, 3)) * 0.3, "c_h2h_bias": rng.normal(size=4 * hidden)}
+              "c_h2h_weight": rng.normal(size=(4 * hidden, hidden, 3, 3)) * 0.3,
+              "c_h2h_bias": rng.normal(size=4 * hidden)}
     got = mx.sym.Group([next_h, next_c]).eval(**{k: mx.nd.array(v) for k, v in values.items()})
     gates = (_conv_same(values["x"], values["c_i2h_weight"], values["c_i2h_bias"])
              + _conv_same(values["h"], values["c_h2h_weight"], values["c_h2h_bias"]))
