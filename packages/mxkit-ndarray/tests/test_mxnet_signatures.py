@@ -170,3 +170,11 @@ def test_broadcast_like_with_mxnet_axes():
         nd.broadcast_like(nd.ones((2, 3)), nd.ones((4, 5)), lhs_axes=(0,), rhs_axes=(0,))
     with pytest.raises(ShapeError, match="same length"):
         nd.broadcast_like(nd.ones((1, 3)), nd.ones((4, 5)), lhs_axes=(0,), rhs_axes=(0, 1))
+    with pytest.raises(ShapeError, match="empty"):
+        nd.broadcast_like(nd.ones((1, 3)), nd.ones((4, 5)), lhs_axes=(), rhs_axes=())
+    cases = [((1, 2, 1, 3), (5, 6, 7, 8), (0, 2), (1, 3), (6, 2, 8, 3)), ((1,), (5,), (0,), (-1,), (5,)),
+             ((1, 7, 9, 1, 1), (9, 1), (-2, -1), (-2, -1), (1, 7, 9, 9, 1)),
+             ((2, 1), (1, 7, 9, 1, 1), (1,), (-3,), (2, 9))]
+    for lhs_shape, rhs_shape, lhs_axes, rhs_axes, expected in cases:  # MXNet's own cases
+        assert nd.broadcast_like(nd.ones(lhs_shape), nd.ones(rhs_shape), lhs_axes=lhs_axes,
+                                 rhs_axes=rhs_axes).shape == expected

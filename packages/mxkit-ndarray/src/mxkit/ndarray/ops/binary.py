@@ -303,6 +303,9 @@ def _broadcast_like_axes(data: tuple, like: tuple, lhs_axes: tuple, rhs_axes: tu
 
     if len(lhs_axes) != len(rhs_axes):
         raise ShapeError(f"broadcast_like: lhs_axes {lhs_axes} and rhs_axes {rhs_axes} must have the same length")
+    if not lhs_axes:
+        raise ShapeError("broadcast_like: lhs_axes and rhs_axes are empty; give the axes, or leave both out to "
+                         "broadcast lhs to rhs's whole shape")
     out = list(data)
     for lhs_axis, rhs_axis in zip(lhs_axes, rhs_axes):
         if not -len(data) <= lhs_axis < len(data) or not -len(like) <= rhs_axis < len(like):
