@@ -52,3 +52,13 @@ def test_backward_marks_written_gradients_fresh():
         out = x.detach() + y
     out.backward()
     assert not x._fresh_grad and y._fresh_grad
+
+
+def test_in_place_writes_into_the_recorded_graph_are_refused():
+    target, value = nd.zeros((3, 4)), nd.ones((4,))
+    value.attach_grad()
+    with autograd.record(), pytest.raises(AutogradError, match="in-place writes"):
+        target[0] = value  # the gradient to value would be lost
+    with autograd.record():
+        target[1] = nd.ones((4,))  # nothing recorded is involved: a plain write
+    np.testing.assert_array_equal(target.asnumpy()[1], np.ones(4))

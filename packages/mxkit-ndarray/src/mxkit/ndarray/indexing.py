@@ -135,10 +135,24 @@ def _recorded_basic(array: Any, key: Any) -> Any:
 
 
 def set_item(array: Any, key: Any, value: Any) -> None:
-    """``array[key] = value``: pushes a write of the selected elements (ordered by the array's var)."""
+    """``array[key] = value``: pushes a write of the selected elements (ordered by the array's var).
+
+    Raises
+    ------
+    AutogradError
+        While recording, when ``array`` or ``value`` is part of the recorded graph: the write
+        is not differentiable (MXNet refuses in-place writes there too), and going on would
+        lose the gradient silently.
+    """
+    from mxkit.ndarray import autograd
     from mxkit.ndarray.ndarray import NDArray
     from mxkit.ndarray.transfer import copy_into
 
+    if autograd.is_recording() and (array._ag is not None or (isinstance(value, NDArray) and value._ag is not None)):
+        raise autograd.AutogradError(
+            "in-place writes (x[...] = v) are not supported while recording with autograd when x or v is part of "
+            "the recorded graph; build the result with operators (mx.nd.where, concat, slice) or write it outside "
+            "autograd.record()")
     if _is_basic(key):
         _check_basic(array, key)
         target = array._view(array._data[_view_key(key)])
