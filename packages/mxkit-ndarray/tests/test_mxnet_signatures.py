@@ -178,3 +178,16 @@ def test_broadcast_like_with_mxnet_axes():
     for lhs_shape, rhs_shape, lhs_axes, rhs_axes, expected in cases:  # MXNet's own cases
         assert nd.broadcast_like(nd.ones(lhs_shape), nd.ones(rhs_shape), lhs_axes=lhs_axes,
                                  rhs_axes=rhs_axes).shape == expected
+
+
+def test_dropout_of_everything_is_allowed_as_in_mxnet():
+    from mxkit.ndarray import autograd
+
+    x = nd.ones((3, 4))
+    x.attach_grad()
+    with autograd.record():
+        y = nd.Dropout(x, p=1.0)  # training: every input dropped
+    y.backward()
+    np.testing.assert_array_equal(y.asnumpy(), np.zeros((3, 4)))
+    np.testing.assert_array_equal(x.grad.asnumpy(), np.zeros((3, 4)))
+    np.testing.assert_array_equal(nd.Dropout(x, p=1.0).asnumpy(), np.ones((3, 4)))  # inference: identity
