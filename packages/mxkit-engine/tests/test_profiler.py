@@ -379,3 +379,27 @@ def test_each_device_is_a_process_and_each_worker_a_thread_track():
         else:
             device_id = name[3]
             assert (device, thread.rsplit("-", 1)[0]) == (f"cpu({device_id})", f"mxkit-engine-cpu{device_id}")
+
+
+def test_dumps_json_has_mxnets_sections_for_domains_and_counters():
+    domain = profiler.Domain("training")
+    counter = domain.new_counter("batches", 10)
+    profiler.set_state("run")
+    with domain.new_task("epoch"):
+        counter += 5
+        counter -= 2
+    event = profiler.Event("io")
+    event.start()
+    event.stop()
+    profiler.set_state("stop")
+    dumped = json.loads(profiler.dumps(format="json"))
+    assert set(dumped) == {"Time", "Memory", "Unit"} and dumped["Unit"] == {"Time": "ms", "Memory": "kB"}
+    assert dumped["Time"]["training"]["epoch"]["Count"] == 1 and dumped["Time"]["event"]["io"]["Count"] == 1
+    assert dumped["Memory"]["training"]["batches"] == {"Count": 2, "Min": 13.0, "Max": 15.0, "Avg": 14.0}
+    for sort_by, column in (("min", "Min"), ("max", "Max"), ("avg", "Avg"), ("count", "Count")):
+        for ascending in (False, True):
+            for section in ("Time", "Memory"):
+                for rows in json.loads(profiler.dumps(format="json", sort_by=sort_by, ascending=ascending))[
+                        section].values():
+                    values = [row[column] for row in rows.values()]
+                    assert values == sorted(values, reverse=not ascending)

@@ -47,7 +47,7 @@ def test_constant_is_not_trained():
 
 
 def test_layer_argument_errors():
-    with pytest.raises(GluonError, match=r"Dropout rate must be in \[0, 1\)"):
+    with pytest.raises(GluonError, match=r"Dropout rate must be in \[0, 1\]"):
         nn.Dropout(1.5)
     with pytest.raises(GluonError, match="slope alpha must be no less than 0"):
         nn.LeakyReLU(-0.1)

@@ -64,3 +64,16 @@ def test_a_device_with_numpy_batches_is_refused(monkeypatch):
     monkeypatch.setenv("MXKIT_IO_BATCH_TYPE", "numpy")
     with pytest.raises(ConfigError, match="io_batch_type is 'numpy'"):
         PrefetchingIter(NDArrayIter(np.zeros((4, 2)), np.zeros(4), 2), ctx=DEVICE)
+
+
+def test_ndarray_batches_keep_the_iterators_dtype(ndarray_batches):
+    # an int32 CSVIter gives int32 NDArray batches, as MXNet's; labels stay float32
+    from mxkit.io import CSVIter
+    from mxkit_io_test_helpers import FIXTURES
+
+    data_iter = CSVIter(data_csv=str(FIXTURES / "mxnet_csv_data.csv"), data_shape=(2, 3), batch_size=2,
+                        dtype="int32")
+    batch = next(data_iter)
+    assert isinstance(batch.data[0], nd.NDArray)
+    assert batch.data[0].dtype == np.int32 and batch.label[0].dtype == np.float32
+    assert data_iter.getdata().dtype == np.int32

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from mxkit.core.errors import ConfigError, DTypeError, FormatError, MissingComponentError, ShapeError
+from mxkit.core.errors import ConfigError, DTypeError, FormatError, MissingComponentError, MXKitError, ShapeError
 from mxkit.io import CSVIter, DataBatch, DataDesc, DataIter, LibSVMIter, NDArrayIter, PrefetchingIter, ResizeIter
 from mxkit.io._batching import RoundBatchSchedule
 from mxkit_io_test_helpers import FIXTURES
@@ -339,3 +339,39 @@ def test_an_abandoned_prefetchingiter_stops_its_thread():
             break
         time.sleep(0.05)
     assert not thread.is_alive()
+
+
+def test_csviter_accessors_return_one_array_as_mxnets_cpp_iterators():
+    # MXNet's C++ iterators answer getdata()/getlabel() with one array and advance by iter_next()
+    data_iter = CSVIter(data_csv=str(FIXTURES / "mxnet_csv_data.csv"), data_shape=(2, 3), batch_size=2)
+    with pytest.raises(MXKitError, match="no current batch"):
+        data_iter.getdata()
+    batches = []
+    while data_iter.iter_next():
+        batches.append((np.asarray(data_iter.getdata()).copy(), np.asarray(data_iter.getlabel()).copy(),
+                        data_iter.getpad()))
+    fresh = CSVIter(data_csv=str(FIXTURES / "mxnet_csv_data.csv"), data_shape=(2, 3), batch_size=2)
+    for (data, label, pad), batch in zip(batches, fresh, strict=True):
+        assert data.shape == (2, 2, 3)
+        np.testing.assert_array_equal(data, np.asarray(batch.data[0]))
+        np.testing.assert_array_equal(label, np.asarray(batch.label[0]))
+        assert pad == batch.pad
+
+
+def test_ndarrayiter_empty_label_list_means_no_label():
+    data_iter = NDArrayIter(np.ones((10, 2)), [], batch_size=4)
+    assert data_iter.provide_label == []
+    assert next(data_iter).label == []
+    with pytest.raises(ShapeError, match="at least one data array"):
+        NDArrayIter([], batch_size=2)
+
+
+def test_ndarrayiter_idx_is_the_shuffle_applied():
+    data = np.arange(12.0).reshape(6, 2)
+    np.random.seed(3)
+    data_iter = NDArrayIter(data, np.arange(6.0), batch_size=1, shuffle=True)
+    order = data_iter.idx.copy()
+    assert sorted(order) == list(range(6))
+    for i, batch in enumerate(data_iter):
+        np.testing.assert_array_equal(np.asarray(batch.data[0])[0], data[order[i]])
+        assert np.asarray(batch.label[0])[0] == order[i]

@@ -165,7 +165,9 @@ def test_init_copies_the_value_and_push_does_not_alias_the_pushed_array():
 def test_describes_itself_like_mxnet():
     kv = create("local")
     assert (kv.type, kv.rank, kv.num_workers) == ("local", 0, 1)
-    assert create("local_allreduce_device").type == "device"
+    # as in MXNet, a store reports the name it was made with, aliases included
+    assert create("local_allreduce_device").type == "local_allreduce_device"
+    assert create("local_allreduce_cpu").type == "local_allreduce_cpu"
     kv.barrier()
     assert kv.is_capable(kv.OPTIMIZER) and not kv.is_capable("sparse")
 

@@ -203,3 +203,43 @@ def test_an_explicit_none_is_written_where_the_parameter_accepts_it():
     assert executor.forward()[0].asnumpy().tolist() == [1, 2, 3, 4]
     # where None is not a value of the parameter, it still means "not given"
     assert "kernel" not in json.loads(mx.sym.Pooling(x, kernel=None, global_pool=True).tojson())["nodes"][1]["attrs"]
+
+
+def test_attributes_are_stored_and_listed_as_mxnet_does():
+    # hidden keys (lr_mult, wd_mult, ctx_group...) are stored dunder and listed under both
+    # names; a variable's other attributes are stored as given
+    data = mx.sym.Variable("data", attr={"mood": "angry"})
+    conv = mx.sym.Convolution(data=data, name="conv", kernel=(1, 1), num_filter=1,
+                              attr={"__mood__": "so so", "wd_mult": "x"}, lr_mult=1)
+    listed = conv.list_attr()
+    assert listed["__wd_mult__"] == listed["wd_mult"] == "x" and listed["__mood__"] == "so so"
+    assert listed["__lr_mult__"] == listed["lr_mult"] == "1"
+    everything = conv.attr_dict()
+    assert everything["data"] == {"mood": "angry"}
+    # the weight and bias made for the operator carry its attributes (MXNet copies them)
+    for name in ("conv_weight", "conv_bias"):
+        assert everything[name]["__mood__"] == "so so" and everything[name]["lr_mult"] == "1"
+    assert conv.attr("wd_mult") == "x" and data.attr("mood") == "angry"
+    assert mx.sym.load_json(conv.tojson()).attr_dict() == everything
+
+
+def test_children_of_a_multi_output_node_are_listed_once():
+    data = mx.sym.Variable("data")
+    sliced = mx.sym.SliceChannel(data, num_outputs=3, name="slice")
+    assert sliced.get_children().list_outputs() == ["data"]
+    concat = mx.sym.Concat(*list(sliced))
+    assert concat.get_children().list_outputs() == ["slice_output0", "slice_output1", "slice_output2"]
+    net = mx.sym.FullyConnected(mx.sym.FullyConnected(data, name="fc1", num_hidden=4), name="fc2", num_hidden=2)
+    assert net.get_children().list_outputs() == ["fc1_output", "fc2_weight", "fc2_bias"]
+
+
+def test_partial_type_inference_passes_through_a_cast():
+    data = mx.sym.Variable("data")
+    net = mx.sym.SoftmaxOutput(mx.sym.FullyConnected(mx.sym.Cast(data, dtype="float32"), num_hidden=3, name="fc"),
+                               name="softmax")
+    arg, out, aux = net.infer_type_partial()
+    # the cast fixes everything after it; its own input stays unknown
+    assert arg == [None, np.float32, np.float32, np.float32] and out == [np.float32] and aux == []
+    assert net.infer_type() == (None, None, None)
+    arg, out, _ = net.infer_type(data=np.float16)
+    assert arg == [np.float16, np.float32, np.float32, np.float32] and out == [np.float32]

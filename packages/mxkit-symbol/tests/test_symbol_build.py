@@ -108,10 +108,14 @@ def test_attributes_variables_scopes_and_attr_dict():
         with AttrScope(lr_mult="0.1"):
             out = sym.dot(sym.Variable("data"), weight, name="fc")
     assert out.attr("ctx_group") == "stage1" and out.attr("lr_mult") == "0.1"
-    assert out.list_attr() == {"__ctx_group__": "stage1", "__lr_mult__": "0.1"}
+    # hidden keys are stored dunder and listed under both names, as MXNet lists them
+    assert out.list_attr() == {"__ctx_group__": "stage1", "__lr_mult__": "0.1", "ctx_group": "stage1",
+                               "lr_mult": "0.1"}
     everything = out.attr_dict()
     assert everything["fc"]["__ctx_group__"] == "stage1"
-    assert everything["w"]["__lr_mult__"] == "2"
+    assert everything["w"]["__lr_mult__"] == everything["w"]["lr_mult"] == "2"
+    assert everything["w"]["note"] == "x"  # a variable's other attributes are stored as given
+    assert weight.tojson().count('"note": "x"') == 1
     assert "fc$__ctx_group__" in out.list_attr(recursive=True)
 
 

@@ -229,3 +229,14 @@ def test_bad_inputs_are_clear_errors():
         mx.init.create('["xavier"]')
     with pytest.raises(TrainingValueError, match="only subclasses of Initializer"):
         mx.init.register(dict)
+
+
+def test_constant_dumps_arrays_as_lists_and_keeps_that_description():
+    for value in (mx.nd.ones((2, 3)), np.ones((2, 3))):
+        init = mx.init.Constant(value)
+        assert json.loads(init.dumps()) == ["constant", {"value": [[1.0] * 3] * 2}]
+        assert init.dumps() == json.dumps(["constant", init._kwargs])  # MXNet's Constant keeps the list form
+        weight = mx.nd.zeros((2, 3))
+        init(mx.init.InitDesc("w_weight"), weight)
+        np.testing.assert_array_equal(weight.asnumpy(), np.ones((2, 3)))
+    assert mx.init.Constant(1).dumps() == '["constant", {"value": 1}]'

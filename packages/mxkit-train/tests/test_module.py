@@ -162,7 +162,8 @@ def test_wrong_data_shape_is_a_clear_error():
     module = mx.mod.Module(_mlp(), context=mx.cpu())
     module.bind(data_shapes=[("data", (4, FEATURES))], label_shapes=[("softmax_label", (4,))])
     module.init_params(mx.init.Uniform(0.1))
-    with pytest.raises(ShapeError, match=r"\(4, 7\).*bound for \(4, 12\)"):
+    # any axis may change (the module re-binds), but not so that a parameter's shape changes
+    with pytest.raises(ShapeError, match=r"\(4, 7\).*bound \[\(4, 12\)\].*fc1_weight"):
         module.forward(mx.io.DataBatch([mx.nd.zeros((4, 7))], [mx.nd.zeros(4)]))
 
 

@@ -339,6 +339,8 @@ def test_learning_rate_overrides_the_schedulers_base_lr_with_a_warning():
     assert scheduler.base_lr == 0.1
     with pytest.raises(TrainingValueError, match="lr_scheduler"):
         optimizer.set_learning_rate(0.5)
+    with pytest.raises(UserWarning, match="lr_scheduler"):  # what MXNet raises, for code that catches it
+        optimizer.set_learning_rate(0.5)
     plain = mx.optimizer.SGD()
     assert plain.learning_rate == 0.01
     plain.set_learning_rate(0.5)

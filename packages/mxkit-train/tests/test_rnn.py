@@ -268,3 +268,19 @@ def test_bucket_whose_parameters_change_shape_is_rejected():
     batch = mx.io.DataBatch([mx.nd.ones((2, 3))], bucket_key=3, provide_data=[mx.io.DataDesc("data", (2, 3))])
     with pytest.raises(MXKitError, match=r"bucket key 3: parameter 'fc_weight' has shape \(4, 3\), but the default"):
         module.forward(batch)
+
+
+def test_containers_list_the_variables_of_their_cells():
+    # MXNet's SequentialRNNCell and BidirectionalCell collect their cells' parameters
+    stack = mx.rnn.SequentialRNNCell()
+    for i in range(3):
+        lstm = mx.rnn.LSTMCell(4, prefix=f"s{i}_")
+        stack.add(mx.rnn.ResidualCell(lstm) if i == 1 else lstm)
+    names = sorted(stack.params._params)
+    assert names == sorted(f"s{i}_{kind}" for i in range(3) for kind in ("i2h_weight", "i2h_bias", "h2h_weight",
+                                                                           "h2h_bias"))
+    bi = mx.rnn.ResidualCell(mx.rnn.BidirectionalCell(mx.rnn.GRUCell(3, prefix="l_"), mx.rnn.GRUCell(3, prefix="r_")))
+    assert sorted(bi.params._params) == sorted(f"{side}_{kind}" for side in "lr" for kind in
+                                               ("i2h_weight", "i2h_bias", "h2h_weight", "h2h_bias"))
+    outputs, _ = stack.unroll(2, [mx.sym.var(f"t{i}") for i in range(2)])
+    assert set(names) <= set(mx.sym.Group(outputs).list_arguments())

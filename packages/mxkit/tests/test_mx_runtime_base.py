@@ -53,6 +53,10 @@ def test_features_list_components_and_cuda_follows_num_gpus():
     assert repr(features["NDARRAY"]) == "✔ NDARRAY"
     with pytest.raises(MXKitError, match="feature 'SSE42' is unknown; known features are: ENGINE, NDARRAY"):
         features.is_enabled("SSE42")
+    # MXNet's build flags are known and off: code written for MXNet picks its default path
+    assert features.is_enabled("PROFILER")
+    for flag in ("INT64_TENSOR_SIZE", "MKLDNN", "NCCL", "TENSORRT", "BLAS_OPEN", "CPU_AVX2", "SIGNAL_HANDLER"):
+        assert not features.is_enabled(flag), flag
 
 
 def test_features_name_installed_and_hand_registered_plugins():

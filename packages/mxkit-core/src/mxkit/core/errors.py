@@ -1,16 +1,19 @@
 """The error classes of mxkit.
 
 Every error mxkit raises on purpose is an :class:`MXKitError`, so a user can catch the
-framework's complaints in one clause. Subclasses say which part complained; several also
-derive from the builtin exception a Python programmer would expect (``ValueError`` for a
-bad value, ``KeyError``-free lookups raise :class:`UnknownPluginError`, a ``LookupError``).
+framework's complaints in one clause. :class:`MXKitError` is a ``RuntimeError``, as MXNet's
+``MXNetError`` is, so code written for MXNet that catches ``RuntimeError`` (or
+``mx.base.MXNetError``, the same class here) catches mxkit's errors too. Subclasses say
+which part complained; several also derive from the builtin exception a Python programmer
+would expect (``ValueError`` for a bad value, ``KeyError``-free lookups raise
+:class:`UnknownPluginError`, a ``LookupError``).
 """
 
 from __future__ import annotations
 
 
-class MXKitError(Exception):
-    """Base class of every error raised by mxkit (MXNet's ``MXNetError``)."""
+class MXKitError(RuntimeError):
+    """Base class of every error raised by mxkit (MXNet's ``MXNetError``, a ``RuntimeError``)."""
 
 
 class PluginError(MXKitError):

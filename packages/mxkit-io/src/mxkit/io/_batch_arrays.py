@@ -52,9 +52,12 @@ def batch_converter(ctx: Any = None) -> Any:
                 "(`pip install mxkit-ndarray mxkit-cpu`) or set io_batch_type to 'numpy' or 'auto'"
             )
         return _identity
-    if ctx is None:
-        return constructor
-    return functools.partial(constructor, ctx=ctx)
+    def convert(array: np.ndarray) -> Any:
+        # the batch keeps its dtype (an int32 CSVIter gives int32 batches), as MXNet's iterators do;
+        # mx.nd.array alone would make every numpy array float32
+        return constructor(array, ctx=ctx, dtype=array.dtype)
+
+    return convert
 
 
 def _identity(array: np.ndarray) -> np.ndarray:

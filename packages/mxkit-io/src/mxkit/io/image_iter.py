@@ -25,6 +25,7 @@ import numpy as np
 from mxkit.core.errors import ConfigError, DTypeError, FormatError, ShapeError
 from mxkit.io._batch_arrays import batch_converter
 from mxkit.io._batching import RoundBatchSchedule
+from mxkit.io._current_batch import CurrentBatchAccessors
 from mxkit.io._format import READ_BUFFER_BYTES, RecordReader
 from mxkit.io._streams import open_binary
 from mxkit.io.databatch import DataBatch, DataDesc, DataIter
@@ -63,7 +64,7 @@ def _read_index_offsets(path_imgidx: str, begin: int, end: int) -> list[int]:
     return sorted(offsets)
 
 
-class ImageRecordIter(DataIter):
+class ImageRecordIter(CurrentBatchAccessors, DataIter):
     """Batches of images from a RecordIO file (MXNet's ``mx.io.ImageRecordIter``).
 
     Parameters
@@ -379,7 +380,7 @@ class ImageRecordIter(DataIter):
         data, label, pad, indices = item
         if self.label_width == 1:
             label = label.reshape(self.batch_size)
-        return DataBatch([self._convert(data)], [self._convert(label)], pad=pad, index=indices)
+        return self._remember(DataBatch([self._convert(data)], [self._convert(label)], pad=pad, index=indices))
 
     def close(self) -> None:
         """Stop the threads (also done when the iterator is garbage-collected)."""

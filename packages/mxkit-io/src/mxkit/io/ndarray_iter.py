@@ -38,7 +38,9 @@ def _init_data(data: Any, allow_empty: bool, default_name: str) -> list[tuple[st
         raise ShapeError("NDArrayIter needs data: pass an array, a list of arrays, or a dict of arrays")
     if isinstance(data, Mapping):
         named = sorted(data.items())
-    elif isinstance(data, (list, tuple)) and data and not np.isscalar(data[0]) and np.ndim(data[0]) > 0:
+    elif isinstance(data, (list, tuple)) and not data:
+        named = []  # an empty list is no arrays (MXNet's label=[] means no label), not a 0-length array
+    elif isinstance(data, (list, tuple)) and not np.isscalar(data[0]) and np.ndim(data[0]) > 0:
         if len(data) == 1:
             named = [(default_name, data[0])]
         else:
@@ -125,10 +127,12 @@ class NDArrayIter(DataIter):
         return self.num_data // self.batch_size
 
     def _shuffle_data(self) -> None:
+        # As MXNet: ``idx`` stays the permutation just applied to the current order, so after
+        # the first shuffle sample i of the epoch is the input's sample idx[i]; each later
+        # shuffle permutes the previous epoch's order (the same draws and orders as MXNet).
         np.random.shuffle(self.idx)
         self.data = [(k, v[self.idx]) for k, v in self.data]
         self.label = [(k, v[self.idx]) for k, v in self.label]
-        self.idx = np.arange(self.num_data)
 
     def hard_reset(self) -> None:
         """Restart from the first sample, dropping anything rolled over."""

@@ -9,6 +9,7 @@ import numpy as np
 from mxkit.core.errors import DTypeError, FormatError, ShapeError
 from mxkit.io._batch_arrays import batch_converter
 from mxkit.io._batching import RoundBatchSchedule
+from mxkit.io._current_batch import CurrentBatchAccessors
 from mxkit.io._streams import open_text
 from mxkit.io.databatch import DataBatch, DataDesc, DataIter
 
@@ -60,7 +61,7 @@ def _output_dtype(dtype: Any) -> np.dtype[Any]:
     return resolved
 
 
-class _TextBatchIter(DataIter):
+class _TextBatchIter(CurrentBatchAccessors, DataIter):
     """Batches over samples held in memory, cut by a :class:`RoundBatchSchedule`."""
 
     def __init__(self, data: np.ndarray, label: np.ndarray, batch_size: int, round_batch: bool,
@@ -110,7 +111,7 @@ class _TextBatchIter(DataIter):
             data = np.concatenate([data, self._tail(0, len(indices), data)])
             label = np.concatenate([label, self._tail(1, len(indices), label)])
         self._previous = (data, label)
-        return DataBatch([self._convert(data)], [self._convert(label)], pad=pad, index=indices)
+        return self._remember(DataBatch([self._convert(data)], [self._convert(label)], pad=pad, index=indices))
 
     def _tail(self, which: int, filled: int, current: np.ndarray) -> np.ndarray:
         if self._previous is None:

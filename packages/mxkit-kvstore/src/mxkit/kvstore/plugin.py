@@ -59,7 +59,7 @@ def _local_store(name: str, **options: Any) -> Any:
     from mxkit.kvstore import LOCAL_TYPES
     from mxkit.kvstore.store import KVStore
 
-    return KVStore(LOCAL_TYPES[name], **options)
+    return KVStore(LOCAL_TYPES[name], type_name=name, **options)
 
 
 def _dist_store(name: str, **options: Any) -> Any:

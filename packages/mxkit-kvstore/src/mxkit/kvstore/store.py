@@ -41,16 +41,21 @@ class KVStore(KVStoreBase):
         Where sums run: on the CPU, or on the devices of the pushed values.
     consistency : str, optional
         A consistency model name (default: config ``consistency``).
+    type_name : str, optional
+        What :attr:`type` reports (MXNet reports the name the store was made with, such as
+        ``"local_allreduce_cpu"``); ``kvtype`` by default.
     **consistency_options
         Options of the model (``tau=2`` for ``bounded_delay``).
     """
 
-    def __init__(self, kvtype: str = "local", consistency: str | None = None, **consistency_options: Any):
+    def __init__(self, kvtype: str = "local", consistency: str | None = None, type_name: str | None = None,
+                 **consistency_options: Any):
         from mxkit.kvstore.consistency import make_model
 
         if kvtype not in ("local", "device"):
             raise KVStoreError(f"KVStore type {kvtype!r} is not a single-machine store; use 'local' or 'device'")
-        self._type = kvtype
+        self._kind = kvtype
+        self._type = type_name or kvtype
         self._model = make_model(consistency, num_workers=1, **consistency_options)
         self._entries: dict[Any, ops.Entry] = {}
         self._key_kind: type | None = None
@@ -82,7 +87,7 @@ class KVStore(KVStoreBase):
                 raise KVStoreError(f"duplicate init of key {k!r}; each key is initialised once, with one value")
         for k, values in pairs:
             self._key_kind = key_kind(k)
-            home = _CPU0 if self._type == "local" else None
+            home = _CPU0 if self._kind == "local" else None
             self._entries[k] = ops.Entry(k, values[0], home)
 
     def _entry(self, key: Any, what: str) -> ops.Entry:

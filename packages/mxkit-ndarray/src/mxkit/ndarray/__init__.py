@@ -7,16 +7,40 @@ choose an operator from their arguments (``mx.nd.add(a, 1)`` uses ``_plus_scalar
 
 from __future__ import annotations
 
+import math
+import operator
+from collections.abc import Callable
 from typing import Any
 
 from mxkit.ndarray import _internal, autograd, contrib, linalg, random
 from mxkit.ndarray.creation import arange, array, concatenate, empty, eye, full, moveaxis, ones, waitall, zeros
-from mxkit.ndarray.dlpack import from_dlpack, to_dlpack_for_read, to_dlpack_for_write
+from mxkit.ndarray.dlpack import from_dlpack, from_numpy, to_dlpack_for_read, to_dlpack_for_write
 from mxkit.ndarray.invoke import OperatorError
 from mxkit.ndarray.ndarray import NDArray
 from mxkit.ndarray.params import ParamError
 from mxkit.ndarray.registry import OpDef, get_op, get_registry
 from mxkit.ndarray.saveload import load, load_frombuffer, save
+
+
+def _scalars(name: str, lhs: Any, rhs: Any, scalar_function: Callable[[Any, Any], Any]) -> Any:
+    """Two Python numbers give a Python number, as in MXNet (``mx.nd.power(2.0, 3)`` is 8.0)."""
+    numbers = (int, float, bool)
+    if not (isinstance(lhs, numbers) and isinstance(rhs, numbers)):
+        raise ParamError(f"mx.nd.{name} needs NDArrays or numbers, got {type(lhs).__name__} and "
+                         f"{type(rhs).__name__}")
+    return scalar_function(lhs, rhs)
+
+
+def _compare(test: Callable[[Any, Any], bool]) -> Callable[[Any, Any], int]:
+    return lambda x, y: 1 if test(x, y) else 0  # MXNet returns 1 or 0 for two scalars
+
+
+_SCALAR_FUNCTIONS: dict[str, Callable[[Any, Any], Any]] = {
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
+    "mod": operator.mod, "pow": operator.pow, "eq": _compare(operator.eq), "ne": _compare(operator.ne),
+    "gt": _compare(operator.gt), "ge": _compare(operator.ge), "lt": _compare(operator.lt),
+    "le": _compare(operator.le),
+}
 
 
 def _binary_function(name: str, kind: str):
@@ -25,8 +49,7 @@ def _binary_function(name: str, kind: str):
             return lhs._binary(rhs, kind)
         if isinstance(rhs, NDArray):
             return rhs._binary(lhs, kind, reverse=True)
-        raise ParamError(f"mx.nd.{name} needs at least one NDArray operand, got {type(lhs).__name__} and "
-                         f"{type(rhs).__name__}")
+        return _scalars(name, lhs, rhs, _SCALAR_FUNCTIONS[kind])
 
     function.__name__ = name
     function.__doc__ = f"Elementwise {name} of two arrays (broadcasting) or an array and a scalar."
@@ -48,7 +71,7 @@ lesser = _binary_function("lesser", "lt")
 lesser_equal = _binary_function("lesser_equal", "le")
 
 
-def _extremum(name: str, broadcast_op: str, scalar_op: str):
+def _extremum(name: str, broadcast_op: str, scalar_op: str, scalar_function: Callable[[Any, Any], Any]):
     def function(lhs: Any, rhs: Any) -> Any:
         from mxkit.ndarray.invoke import invoke_by_name
 
@@ -58,16 +81,16 @@ def _extremum(name: str, broadcast_op: str, scalar_op: str):
             return invoke_by_name(scalar_op, lhs, scalar=float(rhs))
         if isinstance(rhs, NDArray):
             return invoke_by_name(scalar_op, rhs, scalar=float(lhs))
-        raise ParamError(f"mx.nd.{name} needs at least one NDArray operand")
+        return _scalars(name, lhs, rhs, scalar_function)
 
     function.__name__ = name
     function.__doc__ = f"Elementwise {name} of two arrays (broadcasting) or an array and a scalar."
     return function
 
 
-maximum = _extremum("maximum", "broadcast_maximum", "_maximum_scalar")
-minimum = _extremum("minimum", "broadcast_minimum", "_minimum_scalar")
-hypot = _extremum("hypot", "broadcast_hypot", "_hypot_scalar")
+maximum = _extremum("maximum", "broadcast_maximum", "_maximum_scalar", lambda x, y: x if x > y else y)
+minimum = _extremum("minimum", "broadcast_minimum", "_minimum_scalar", lambda x, y: x if x < y else y)
+hypot = _extremum("hypot", "broadcast_hypot", "_hypot_scalar", math.hypot)
 
 
 def _generate() -> None:
@@ -81,7 +104,7 @@ _generate()
 __all__ = [
     "NDArray", "OpDef", "OperatorError", "ParamError", "_internal",
     "add", "arange", "array", "autograd", "concatenate", "contrib",
-    "divide", "empty", "equal", "eye", "from_dlpack", "full", "get_op", "get_registry", "greater",
+    "divide", "empty", "equal", "eye", "from_dlpack", "from_numpy", "full", "get_op", "get_registry", "greater",
     "greater_equal", "hypot", "lesser", "lesser_equal", "linalg", "load", "load_frombuffer", "maximum", "minimum",
     "modulo", "moveaxis", "multiply", "not_equal", "ones", "power", "random", "save", "subtract",
     "to_dlpack_for_read", "to_dlpack_for_write", "true_divide", "waitall", "zeros",

@@ -35,13 +35,14 @@ _GRAD_REQS = ("write", "add", "null")
 class _Node:
     """One recorded operator application."""
 
-    __slots__ = ("inputs", "op", "outputs", "params")
+    __slots__ = ("freed", "inputs", "op", "outputs", "params")
 
     def __init__(self, op: OpDef, params: dict, inputs: Sequence[Any], outputs: Sequence[Any]):
         self.op = op
         self.params = params
         self.inputs = list(inputs)
         self.outputs = list(outputs)
+        self.freed = False  # differentiated once without retain_graph: MXNet frees it then
 
 
 class _Variable:
@@ -235,8 +236,12 @@ def _accumulate(store: dict, key: Any, grad: Any) -> None:
 
 
 def _compute(heads: Sequence[Any], head_grads: Sequence[Any] | None, create_graph: bool,
-             train: bool) -> dict[int, tuple[Any, Any]]:
-    """Gradients of ``heads`` w.r.t. every reached variable: ``{id(var): (var, grad)}``."""
+             train: bool, retain_graph: bool = True) -> dict[int, tuple[Any, Any]]:
+    """Gradients of ``heads`` w.r.t. every reached variable: ``{id(var): (var, grad)}``.
+
+    Without ``retain_graph`` the recorded nodes are spent, as MXNet frees them: a second
+    differentiation through them is an error rather than a silent repeat.
+    """
     from mxkit.ndarray.creation import ones
     from mxkit.ndarray.ndarray import NDArray
 
@@ -266,7 +271,16 @@ def _compute(heads: Sequence[Any], head_grads: Sequence[Any] | None, create_grap
             elif head._ag is not None:
                 node, index = head._ag
                 _accumulate(entry_grads, (id(node), index), grad)
-        for node in reversed(_topological_nodes(heads)):
+        nodes = _topological_nodes(heads)
+        spent = next((node for node in nodes if node.freed), None)
+        if spent is not None:
+            raise AutogradError(f"the recorded graph through {spent.op.name} was already differentiated without "
+                                f"retain_graph=True and is freed; pass retain_graph=True to every backward but "
+                                f"the last to differentiate a graph more than once")
+        if not retain_graph:
+            for node in nodes:
+                node.freed = True
+        for node in reversed(nodes):
             out_grads = [entry_grads.pop((id(node), i), None) for i in range(len(node.outputs))]
             if all(g is None for g in out_grads):
                 continue
@@ -306,11 +320,14 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
 
     ``grad_req="write"`` overwrites the buffer, ``"add"`` adds to it, ``"null"`` skips it.
     """
-    for variable, grad in _compute(heads, head_grads, False, train_mode).values():
+    for variable, grad in _compute(heads, head_grads, False, train_mode, retain_graph).values():
         if variable._grad_req == "write":
             variable._grad[:] = grad
         elif variable._grad_req == "add":
             variable._grad += grad
+        else:
+            continue
+        variable._fresh_grad = True
 
 
 def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool | None = None,
@@ -328,7 +345,8 @@ def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool 
         if variable._ag is not VARIABLE:
             raise AutogradError("grad() needs variables marked with attach_grad() (or mark_variables) "
                                 f"before recording; got an unmarked array of shape {variable.shape}")
-    computed = _compute(heads, head_grads, create_graph, train_mode)
+    retain = create_graph if retain_graph is None else retain_graph  # MXNet's default
+    computed = _compute(heads, head_grads, create_graph, train_mode, retain)
     results = []
     for variable in variables:
         entry = computed.get(id(variable))

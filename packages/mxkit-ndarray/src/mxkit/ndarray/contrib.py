@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 from mxkit.ndarray.op_functions import make_function
 from mxkit.ndarray.registry import get_registry
 
@@ -17,4 +20,19 @@ def _generate() -> list[str]:
     return names
 
 
-__all__ = _generate()
+def isinf(data: Any) -> Any:
+    """1 where ``data`` is +inf or -inf, else 0 (in ``data``'s dtype, as MXNet's)."""
+    return data.abs() == np.inf
+
+
+def isnan(data: Any) -> Any:
+    """1 where ``data`` is NaN, else 0 (NaN is the only value unequal to itself)."""
+    return data != data
+
+
+def isfinite(data: Any) -> Any:
+    """1 where ``data`` is neither infinite nor NaN, else 0."""
+    return (data == data) * (data.abs() != np.inf)
+
+
+__all__ = [*_generate(), "isfinite", "isinf", "isnan"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -73,7 +74,8 @@ def array(source_array: Any, ctx: Any = None, dtype: Any = None) -> NDArray:
         name = dtype_name(dtype) if dtype is not None else "float32"
     context = resolve_context(ctx)
     backend = backend_of(context)
-    data = backend.from_host(np.ascontiguousarray(host, dtype=numpy_dtype(name)))
+    # np.asarray keeps a 0-d source 0-d (np.ascontiguousarray would make it (1,)), as MXNet does
+    data = backend.from_host(np.asarray(host, dtype=numpy_dtype(name), order="C"))
     return NDArray._from_data(data, context, engine().new_var())
 
 
@@ -111,12 +113,30 @@ def _ctx(ctx: Any) -> Any:
     return resolve_context(ctx)
 
 
-def moveaxis(tensor: NDArray, source: int, destination: int) -> NDArray:
-    """Move axis ``source`` of ``tensor`` to position ``destination``."""
-    axes = list(range(tensor.ndim))
-    source, destination = source % tensor.ndim, destination % tensor.ndim
-    axes.insert(destination, axes.pop(source))
-    return invoke_by_name("transpose", tensor, axes=tuple(axes))
+def _axes(value: int | Sequence[int], ndim: int, what: str) -> list[int]:
+    axes = [value] if isinstance(value, int) else list(value)
+    normalized = []
+    for axis in axes:
+        if not -ndim <= axis < ndim:
+            raise ShapeError(f"moveaxis: {what} axis {axis} is out of range for an array of {ndim} dimensions")
+        normalized.append(axis % ndim)
+    if len(set(normalized)) != len(normalized):
+        raise ShapeError(f"moveaxis: repeated {what} axis in {value}")
+    return normalized
+
+
+def moveaxis(tensor: NDArray, source: int | Sequence[int], destination: int | Sequence[int]) -> NDArray:
+    """Move axes ``source`` of ``tensor`` to positions ``destination`` (each an int or a
+    sequence of ints, as numpy's ``moveaxis``); the other axes keep their order."""
+    sources = _axes(source, tensor.ndim, "source")
+    destinations = _axes(destination, tensor.ndim, "destination")
+    if len(sources) != len(destinations):
+        raise ShapeError(f"moveaxis: source {source} and destination {destination} must have the same number "
+                         f"of axes")
+    order = [axis for axis in range(tensor.ndim) if axis not in sources]
+    for dest, src in sorted(zip(destinations, sources)):
+        order.insert(dest, src)
+    return invoke_by_name("transpose", tensor, axes=tuple(order))
 
 
 def concatenate(arrays: list[NDArray], axis: int = 0, always_copy: bool = True) -> NDArray:

@@ -89,4 +89,45 @@ def to_dlpack_for_write(data: Any) -> Any:
     return data.to_dlpack_for_write()
 
 
-__all__ = ["from_dlpack", "to_dlpack_for_read", "to_dlpack_for_write"]
+def from_numpy(ndarray: Any, zero_copy: bool = True) -> Any:
+    """An NDArray of a numpy array's values, in its dtype (MXNet's ``mx.nd.from_numpy``).
+
+    Parameters
+    ----------
+    ndarray : numpy.ndarray
+        A C-contiguous array when ``zero_copy``.
+    zero_copy : bool
+        Share the numpy array's memory instead of copying it. As in MXNet, the numpy array
+        is then made read-only, so that it changes only through the NDArray (whose writes
+        are ordered by the engine).
+
+    Raises
+    ------
+    ShapeError
+        If ``zero_copy`` is asked of an array that is not C-contiguous.
+    """
+    import numpy as np
+    from mxkit.core.errors import ShapeError
+    from mxkit.ndarray.creation import array
+
+    if not isinstance(ndarray, np.ndarray):
+        raise MXKitError(f"from_numpy needs a numpy.ndarray, got {type(ndarray).__name__}")
+    if not zero_copy:
+        return array(ndarray, dtype=ndarray.dtype)
+    if not ndarray.flags.c_contiguous:
+        raise ShapeError("from_numpy(zero_copy=True) needs a C-contiguous numpy array; pass "
+                         "np.ascontiguousarray(a), or zero_copy=False to copy it")
+    if not ndarray.flags.writeable:
+        # read-only already (e.g. shared before): the NDArray still writes it, as MXNet's does,
+        # so its view must be taken while the array is writeable
+        try:
+            ndarray.flags.writeable = True
+        except ValueError:
+            raise MXKitError("from_numpy(zero_copy=True) cannot share a read-only view of memory it does not "
+                             "own; pass zero_copy=False to copy it") from None
+    shared = from_dlpack(ndarray)
+    ndarray.flags.writeable = False
+    return shared
+
+
+__all__ = ["from_dlpack", "from_numpy", "to_dlpack_for_read", "to_dlpack_for_write"]

@@ -135,19 +135,40 @@ def _recorded_basic(array: Any, key: Any) -> Any:
 
 
 def set_item(array: Any, key: Any, value: Any) -> None:
-    """``array[key] = value``: pushes a write of the selected elements (ordered by the array's var)."""
+    """``array[key] = value``: pushes a write of the selected elements (ordered by the array's var).
+
+    Raises
+    ------
+    AutogradError
+        While recording, when ``array`` or ``value`` is part of the recorded graph: the write
+        is not differentiable (MXNet refuses in-place writes there too), and going on would
+        lose the gradient silently.
+    """
+    from mxkit.ndarray import autograd
     from mxkit.ndarray.ndarray import NDArray
     from mxkit.ndarray.transfer import copy_into
 
+    if autograd.is_recording() and (array._ag is not None or (isinstance(value, NDArray) and value._ag is not None)):
+        raise autograd.AutogradError(
+            "in-place writes (x[...] = v) are not supported while recording with autograd when x or v is part of "
+            "the recorded graph; build the result with operators (mx.nd.where, concat, slice) or write it outside "
+            "autograd.record()")
     if _is_basic(key):
         _check_basic(array, key)
         target = array._view(array._data[_view_key(key)])
+        if isinstance(value, NDArray) and not target.shape and value.size == 1:
+            value = value.reshape(())  # one element into one element, as MXNet allows
+        if isinstance(value, NDArray) and value.ndim > target.ndim and \
+                all(n == 1 for n in value.shape[:value.ndim - target.ndim]):
+            value = value.reshape(value.shape[value.ndim - target.ndim:])  # extra leading 1s go, as in MXNet
         if isinstance(value, NDArray):
             try:
-                np.broadcast_shapes(value.shape, target.shape)
+                fits = np.broadcast_shapes(value.shape, target.shape) == tuple(target.shape)
             except ValueError:
+                fits = False
+            if not fits:
                 raise ShapeError(f"cannot assign an array of shape {value.shape} to a selection of shape "
-                                 f"{target.shape} (index {key!r} of an array of shape {array.shape})") from None
+                                 f"{target.shape} (index {key!r} of an array of shape {array.shape})")
         copy_into(target, value)
         return
     index = _host_index(array, key)

@@ -96,7 +96,7 @@ class NDArray:
     operations return new arrays immediately while their work runs on the engine.
     """
 
-    __slots__ = ("__weakref__", "_ag", "_ctx", "_data", "_grad", "_grad_req", "_var")
+    __slots__ = ("__weakref__", "_ag", "_ctx", "_data", "_fresh_grad", "_grad", "_grad_req", "_var")
     __array_priority__ = 1000.0  # numpy defers to NDArray's reflected operators
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -111,6 +111,9 @@ class NDArray:
         self._ag = None
         self._grad = None
         self._grad_req = "null"
+        # set by backward when it writes this variable's gradient; cleared by whoever consumes it
+        # (MXNet's flag, which Gluon's Trainer reads to find stale gradients)
+        self._fresh_grad = False
         if _memory_profile.on:  # profile_memory: count the storage (views share the var: once)
             from mxkit.engine.profiler import track_ndarray
 
@@ -543,5 +546,48 @@ METHOD_OPS = {
 
 for _name, _op in METHOD_OPS.items():
     setattr(NDArray, _name, _method(_op, _name))
+
+
+# MXNet's flatten, expand_dims and squeeze methods take inplace=True: the result is then a
+# reshaped view that shares this array's memory (writes to either show in both).
+
+
+def _flatten(self: NDArray, inplace: bool = False) -> NDArray:
+    """Collapse every axis after the first (MXNet's ``flatten``); ``inplace``: a view."""
+    if not inplace:
+        return _op_functions().call("Flatten", (self,), {})  # type: ignore[no-any-return]
+    return self.reshape((0, -1)) if self.ndim else self.reshape((1, 1))
+
+
+def _expand_dims(self: NDArray, axis: int, inplace: bool = False) -> NDArray:
+    """Insert an axis of length 1 at ``axis``; ``inplace``: a view."""
+    if not inplace:
+        return _op_functions().call("expand_dims", (self,), {"axis": axis})  # type: ignore[no-any-return]
+    ndim = len(self.shape)
+    if not -ndim - 1 <= axis <= ndim:
+        raise ShapeError(f"expand_dims: axis {axis} is outside [{-ndim - 1}, {ndim}] for shape {self.shape}")
+    shape = list(self.shape)
+    shape.insert(axis + ndim + 1 if axis < 0 else axis, 1)
+    return self.reshape(tuple(shape))
+
+
+def _squeeze(self: NDArray, axis: int | tuple[int, ...] | None = None, inplace: bool = False) -> NDArray:
+    """Remove axes of length 1 (all, or those in ``axis``); ``inplace``: a view."""
+    if not inplace:
+        return _op_functions().call("squeeze", (self,), {"axis": axis})  # type: ignore[no-any-return]
+    ndim = len(self.shape)
+    axes = [i for i, n in enumerate(self.shape) if n == 1] if axis is None else (
+        [axis] if isinstance(axis, int) else list(axis))
+    axes = [a + ndim if a < 0 else a for a in axes]
+    for a in axes:
+        if not 0 <= a < ndim or self.shape[a] != 1:
+            raise ShapeError(f"squeeze: axis {a} of shape {self.shape} is not an axis of length 1")
+    shape = tuple(n for i, n in enumerate(self.shape) if i not in axes)
+    return self.reshape(shape or (1,))  # as the operator: squeezing every axis leaves (1,)
+
+
+for _name, _function in (("flatten", _flatten), ("expand_dims", _expand_dims), ("squeeze", _squeeze)):
+    _function.__name__ = _name
+    setattr(NDArray, _name, _function)
 
 __all__ = ["NDArray"]

@@ -297,12 +297,15 @@ def run_off_engine(job: Callable[[], None], op_type: str, what: str, on_complete
     (with a :class:`CustomOpError` naming ``op_type`` if it raised)."""
 
     def task() -> None:
+        from mxkit.engine.profiler import custom_operator_scope
         from mxkit.ndarray.invoke import in_flight
 
         in_flight.exempt_this_thread()
         _running.op_type = op_type
         try:
-            job()
+            # profiled as MXNet's: "<op_type>::pure_python" and "<op_type>::<op>" ("_backward_<op_type>" for backward)
+            with custom_operator_scope(op_type if what == "forward" else f"_backward_{op_type}"):
+                job()
         except BaseException as exc:
             if isinstance(exc, CustomOpError):
                 error = exc

@@ -73,6 +73,8 @@ def _to_shape(value: Any) -> tuple[int, ...]:
         if text in ("()", "[]", ""):
             return ()
         value = _literal(text)
+    if getattr(value, "ndim", 0) == 1:  # a numpy array of ints (MXNet accepts np.random.randint(...))
+        value = value.tolist()
     if isinstance(value, (int,)) and not isinstance(value, bool):
         return (int(value),)
     if hasattr(value, "__index__") and not isinstance(value, bool):

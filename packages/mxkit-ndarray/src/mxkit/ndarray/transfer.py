@@ -61,11 +61,17 @@ def copy_into(target: Any, source: Any) -> None:
     if host.dtype == object:
         raise DTypeError(f"cannot assign a {type(source).__name__} of mixed objects to an NDArray; "
                          f"use numbers, a numpy array or an NDArray")
+    if not target.shape and host.size == 1:
+        host = host.reshape(())  # one element into one element: b[0] = np.array([x]), as MXNet allows
+    extra = host.ndim - len(target.shape)
+    if extra > 0 and all(n == 1 for n in host.shape[:extra]):
+        host = host.reshape(host.shape[extra:])  # MXNet drops a value's extra leading axes of length 1
     try:
-        np.broadcast_shapes(host.shape, target.shape)
+        fits = np.broadcast_shapes(host.shape, target.shape) == tuple(target.shape)
     except ValueError:
-        raise ShapeError(f"cannot assign a value of shape {host.shape} to an array of shape {target.shape}") \
-            from None
+        fits = False
+    if not fits:  # the value must broadcast to the target, not the target to the value
+        raise ShapeError(f"cannot assign a value of shape {host.shape} to an array of shape {target.shape}")
     ctx = target._ctx
     if ctx.device_type != "cpu":
         # a device with its own memory: one copy op, from a snapshot of the host data

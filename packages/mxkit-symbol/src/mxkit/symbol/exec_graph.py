@@ -45,6 +45,9 @@ class ExecGraph:
     head_grad_nodes : list of Node or None
         Per head, the variable its gradient is fed through (``None`` for loss heads, heads
         nothing is differentiated through, and prediction-only binds).
+    unmonitored_ids : set of int
+        Ids of nodes the graph adds that MXNet's graph does not have (the constant gradient
+        of a loss head): a monitor does not report them.
     grad_writers : dict of str to Entry
         Argument name to the entry whose producer writes its gradient array.
     grad_inputs : dict of str to Node
@@ -68,6 +71,7 @@ class ExecGraph:
     forward_nodes: list[Node] = field(default_factory=list)
     backward_nodes: list[Node] = field(default_factory=list)
     head_grad_nodes: list[Node | None] = field(default_factory=list)
+    unmonitored_ids: set[int] = field(default_factory=set)
     grad_writers: dict[str, Entry] = field(default_factory=dict)
     grad_inputs: dict[str, Node] = field(default_factory=dict)
     shapes: dict[Any, tuple] = field(default_factory=dict)
@@ -272,7 +276,9 @@ def _add_backward(graph: ExecGraph, wrt: list[Node]) -> None:
     for head in graph.heads:
         if is_loss_head(head):
             graph.head_grad_nodes.append(None)
-            head_grads.append(GraphApplier(f"{head.node.name}_head", graph.shapes, graph.dtypes)("ones_like", head))
+            ones = GraphApplier(f"{head.node.name}_head", graph.shapes, graph.dtypes)("ones_like", head)
+            graph.unmonitored_ids.add(id(ones.node))
+            head_grads.append(ones)
         else:
             variable = Node(None, f"{head.node.output_names()[head.index]}_head_grad")
             graph.head_grad_nodes.append(variable)

@@ -27,6 +27,10 @@ class ExecutorError(MXKitError):
     """An executor was bound or called with arrays it cannot use."""
 
 
+class UnknownParameterError(ExecutorError, ValueError):
+    """A parameter was given that the executor does not have (a ``ValueError``, as in MXNet)."""
+
+
 def _nd():
     from mxkit.ndarray import invoke, ndarray
 
@@ -355,8 +359,9 @@ class Executor:
 
         Raises
         ------
-        ExecutorError
-            For a name that is not bound, unless ``allow_extra_params``.
+        UnknownParameterError
+            For a name that is not bound, unless ``allow_extra_params`` (an ``ExecutorError``
+            and a ``ValueError``, which MXNet raises here).
         """
         for source, targets, what in ((arg_params, self.arg_dict, "argument"),
                                       (aux_params or {}, self.aux_dict, "auxiliary state")):
@@ -364,9 +369,9 @@ class Executor:
                 if name not in targets:
                     if allow_extra_params:
                         continue
-                    raise ExecutorError(f"copy_params_from: {name!r} is not an {what} of the executor; its "
-                                        f"{what}s are: {', '.join(targets) or 'none'} (allow_extra_params=True "
-                                        f"skips extras)")
+                    raise UnknownParameterError(
+                        f"copy_params_from: {name!r} is not an {what} of the executor; its {what}s are: "
+                        f"{', '.join(targets) or 'none'} (allow_extra_params=True skips extras)")
                 targets[name][:] = value
 
     def set_monitor_callback(self, callback: Any, monitor_all: bool = False) -> None:
@@ -380,6 +385,8 @@ class Executor:
 
         self._engine.wait_for_var(self._internal_var)
         for node in nodes:
+            if id(node) in self._graph.unmonitored_ids:
+                continue
             if self._monitor_all:
                 for entry in node.inputs:
                     label = f"{node.name}_{entry.node.output_names()[entry.index]}"
@@ -483,4 +490,4 @@ def _unique(values: Sequence[Any]) -> list[Any]:
     return out
 
 
-__all__ = ["Executor", "ExecutorError"]
+__all__ = ["Executor", "ExecutorError", "UnknownParameterError"]

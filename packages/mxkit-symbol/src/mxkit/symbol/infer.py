@@ -147,6 +147,10 @@ def _infer_node_shape(node: Node, values: _Values, finished: set[int]) -> None:
         finished.add(id(node))
 
 
+#: operators whose output dtype is their ``dtype`` parameter, known before their input's
+_CASTS = frozenset({"Cast", "amp_cast"})
+
+
 def infer_dtypes(order: Sequence[Node], known: Mapping[Key, str]) -> dict[Key, str]:
     """dtype names of every entry that ``known`` determines (as :func:`infer_shapes`).
 
@@ -163,12 +167,17 @@ def infer_dtypes(order: Sequence[Node], known: Mapping[Key, str]) -> dict[Key, s
             known_ins = [d for d in ins if d is not None]
             outs = [values.get((id(node), i)) for i in range(node.num_outputs())]
             fill = known_ins[0] if known_ins else (outs[0] if outs and outs[0] is not None else None)
+            if node.op.name in _CASTS:
+                fill = None  # a cast's input dtype says nothing of its other inputs or its output
             if fill is not None:
                 for position, dtype in enumerate(ins):
                     if dtype is None and node.inputs[position].node.is_variable:
                         values.assign(key(node.inputs[position]), fill, node, position, output=False)
                 ins = [values.get(key(e)) for e in node.inputs]
             if any(d is None for d in ins):
+                if node.op.name in _CASTS and node.params.get("dtype") is not None:
+                    # a cast's output dtype is its parameter whatever the input (MXNet infers it too)
+                    values.assign((id(node), 0), _canonical(node.params["dtype"]), node, 0, output=True)
                 continue
             try:
                 out_dtypes = node.op.infer_dtype(node.params, list(ins))

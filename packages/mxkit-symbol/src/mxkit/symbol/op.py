@@ -67,8 +67,9 @@ def create(op_name: str, *args: Any, name: str | None = None, attr: Mapping[str,
         raise ParamError(f"{exc} (creating symbol {name or op_name})") from None
     node_name = make_name(name, hint or op_name.lower())
     input_names = list(op.list_inputs(params)) + list(op.list_aux(params))
-    inputs = _collect_inputs(op, node_name, input_names, args, symbol_kwargs)
-    scope_attrs = dunder_attrs(_attribute.current().get(dict(attr) if attr else None)) | dunder_attrs(hidden)
+    scope_attrs = dunder_attrs(_attribute.current().get(dict(attr) if attr else None), every_key=True)
+    scope_attrs |= dunder_attrs(hidden)
+    inputs = _collect_inputs(op, node_name, input_names, args, symbol_kwargs, scope_attrs)
     for position, init in COMPOSE_INITIALIZERS.get(op.name, {}).items():
         if position < len(inputs) and inputs[position].node.is_variable:
             inputs[position].node.attrs.setdefault("__init__", init)
@@ -126,7 +127,10 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _collect_inputs(op: OpDef, node_name: str, input_names: list[str], args: tuple, named: dict) -> list[Entry]:
+def _collect_inputs(op: OpDef, node_name: str, input_names: list[str], args: tuple, named: dict,
+                    node_attrs: Mapping[str, str]) -> list[Entry]:
+    """The input entries; inputs not given become variables ``<node>_<input>`` that carry the
+    node's attributes (``lr_mult=0`` on an operator applies to its weight and bias), as in MXNet."""
     if len(args) > len(input_names):
         raise SymbolError(f"{op.name} {node_name!r}: got {len(args)} input symbols, the operator takes "
                           f"{len(input_names)} ({', '.join(input_names)})")
@@ -145,7 +149,9 @@ def _collect_inputs(op: OpDef, node_name: str, input_names: list[str], args: tup
         elif input_name in named:
             inputs.append(_single_entry(named[input_name], f"{op.name} {node_name!r} input {input_name!r}"))
         else:
-            inputs.append(Variable(f"{node_name}_{input_name}")._outputs[0])
+            variable = Variable(f"{node_name}_{input_name}")._outputs[0]
+            variable.node.attrs.update(node_attrs)
+            inputs.append(variable)
     return inputs
 
 

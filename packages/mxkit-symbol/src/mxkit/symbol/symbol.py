@@ -147,30 +147,39 @@ class Symbol:
         return Symbol(entries)
 
     def get_children(self) -> Symbol | None:
-        """A group of the inputs of this symbol's node(s); ``None`` for a variable."""
-        entries = [e for out in self._outputs for e in out.node.inputs]
+        """A group of the inputs of this symbol's node(s), each node once (so the outputs of
+        one multi-output node give its inputs once, as in MXNet); ``None`` for a variable."""
+        nodes = list({id(out.node): out.node for out in self._outputs}.values())
+        entries = [e for node in nodes for e in node.inputs]
         return Symbol(entries) if entries else None
 
     # -- attributes -----------------------------------------------------------------------
 
     def attr(self, key: str) -> str | None:
-        """The string attribute ``key`` of this single-output symbol's node, or ``None``."""
+        """The string attribute ``key`` of this single-output symbol's node, or ``None``.
+
+        A key is found in its stored dunder form too (``lr_mult`` as ``__lr_mult__``).
+        """
         node = self._single_node("attr")
         if key in node.attrs:
             return node.attrs[key]
-        dunder = f"__{key}__"
-        return node.attrs.get(dunder)
+        return node.attrs.get(f"__{key}__")
 
     def list_attr(self, recursive: bool = False) -> dict[str, str]:
         """The attributes of this symbol's node (``recursive``: of every node, keyed
-        ``node_name$key``, as MXNet 0.x did; prefer :meth:`attr_dict`)."""
+        ``node_name$key``, as MXNet 0.x did; prefer :meth:`attr_dict`).
+
+        A hidden key is listed in its stored form and by its plain name (``__lr_mult__``
+        and ``lr_mult``), as MXNet lists it.
+        """
         if recursive:
-            return {f"{n.name}${k}": v for n in self._order() for k, v in n.attrs.items()}
-        return dict(self._single_node("list_attr").attrs)
+            return {f"{n.name}${k}": v for n in self._order() for k, v in _listed(n.attrs).items()}
+        return _listed(self._single_node("list_attr").attrs)
 
     def attr_dict(self) -> dict[str, dict[str, str]]:
-        """Node name to its attributes, for every node with attributes."""
-        return {n.name: dict(n.attrs) for n in self._order() if n.attrs}
+        """Node name to its attributes (hidden keys also by their plain names), for every
+        node with attributes."""
+        return {n.name: _listed(n.attrs) for n in self._order() if n.attrs}
 
     def _set_attr(self, **attrs: str) -> None:
         """Set string attributes on this symbol's node (MXNet's ``_set_attr``)."""
@@ -451,13 +460,34 @@ def _python_number(value: Any) -> int | float:
     return float(value)
 
 
-def dunder_attrs(attrs: Mapping[str, str] | None) -> dict[str, str]:
-    """Attribute keys in MXNet's stored form: ``ctx_group`` becomes ``__ctx_group__``."""
+#: Attribute names MXNet stores in dunder form (``lr_mult`` as ``__lr_mult__``) and lists
+#: under both names; any other attribute is stored as given (MXNet's ``kHiddenKeys``).
+ATTRIBUTE_HIDDEN_KEYS = ("ctx_group", "lr_mult", "wd_mult", "force_mirroring", "mirror_stage", "profiler_scope")
+
+
+def dunder_attrs(attrs: Mapping[str, str] | None, every_key: bool = False) -> dict[str, str]:
+    """Attribute keys in MXNet's stored form: the hidden keys become dunder (``ctx_group``
+    becomes ``__ctx_group__``), the others stay as given (``mood``, ``__mood__``).
+
+    ``every_key``: make every key dunder. Operator nodes need it: a plain key there would be
+    read back from JSON as an operator parameter (MXNet refuses such an attribute instead).
+    """
     out: dict[str, str] = {}
     for key, value in (attrs or {}).items():
-        stored = key if key.startswith("__") and key.endswith("__") else f"__{key}__"
+        dunder = key.startswith("__") and key.endswith("__")
+        stored = f"__{key}__" if not dunder and (every_key or key in ATTRIBUTE_HIDDEN_KEYS) else key
         out[stored] = value if isinstance(value, str) else str(value)
     return out
+
+
+def _listed(attrs: Mapping[str, str]) -> dict[str, str]:
+    """``attrs`` plus the plain name of every stored hidden key, as MXNet lists them."""
+    listed = dict(attrs)
+    for key in ATTRIBUTE_HIDDEN_KEYS:
+        stored = f"__{key}__"
+        if stored in attrs:
+            listed.setdefault(key, attrs[stored])
+    return listed
 
 
 def _map_entry(entry: Entry, mapping: dict[int, Node], replace: Mapping[str, Entry]) -> Entry:

@@ -54,6 +54,8 @@ LAZY_NAMES: dict[str, tuple[str, str | None, str, str]] = {
     "kvstore": ("mxkit.kvstore", None, *_KV),
     "io": ("mxkit.io", None, *_IO),
     "recordio": ("mxkit.io.recordio", None, *_IO),
+    "image": ("mxkit.mx.image", None, "mxkit", ""),
+    "img": ("mxkit.mx.image", None, "mxkit", ""),
     "optimizer": ("mxkit.train.optimizer", None, *_TRAIN),
     "lr_scheduler": ("mxkit.train.lr_scheduler", None, *_TRAIN),
     "init": ("mxkit.train.initializer", None, *_TRAIN),

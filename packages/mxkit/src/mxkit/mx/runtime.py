@@ -10,7 +10,10 @@ components and plugins. ``Features()`` maps upper-case names to :class:`Feature`
   components (``pip install mxkit-<name>``);
 - ``CPU`` (the mxkit-cpu plugin's kernels), ``NUMEXPR`` (fused kernels through numexpr),
   ``OPENCV`` (cv2 importable);
-- ``PLUGIN_<NAME>`` for every plugin registered through the ``mxkit`` entry points.
+- ``PLUGIN_<NAME>`` for every plugin registered through the ``mxkit`` entry points;
+- ``PROFILER`` (the engine's profiler), and MXNet's other build flags (``INT64_TENSOR_SIZE``,
+  ``MKLDNN``, ``NCCL``, ``BLAS_OPEN``, ``CPU_AVX2``...), always disabled: they have no mxkit
+  counterpart, and code written for MXNet asks for them to choose a code path.
 
     >>> features = mx.runtime.Features()
     >>> features.is_enabled("CUDA")
@@ -41,6 +44,15 @@ _COMPONENTS = {
     "NUMEXPR": ("numexpr", "fused elementwise kernels through numexpr"),
     "OPENCV": ("cv2", "OpenCV image decoding"),
 }
+
+
+#: MXNet 1.9.1's build flags that mxkit has no counterpart of: known, always disabled, so
+#: ``is_enabled("INT64_TENSOR_SIZE")`` answers False (MXNet's default build) instead of failing
+_MXNET_BUILD_FLAGS = (
+    "NCCL", "CUDA_RTC", "TENSORRT", "CPU_SSE", "CPU_SSE2", "CPU_SSE3", "CPU_SSE4_1", "CPU_SSE4_2", "CPU_SSE4A",
+    "CPU_AVX", "CPU_AVX2", "OPENMP", "SSE", "F16C", "JEMALLOC", "BLAS_OPEN", "BLAS_ATLAS", "BLAS_MKL",
+    "BLAS_APPLE", "LAPACK", "MKLDNN", "CXX14", "INT64_TENSOR_SIZE", "SIGNAL_HANDLER", "DEBUG", "TVM_OP",
+)
 
 
 @dataclass(frozen=True)
@@ -97,7 +109,10 @@ def feature_list() -> list[Feature]:
     features += _cuda_features()
     features.append(Feature("DIST_KVSTORE", _installed("mxkit.kvstore") and _installed("ray"),
                             "distributed KVStore on Ray (pip install mxkit-kvstore[dist])"))
+    features.append(Feature("PROFILER", _installed("mxkit.engine"), "the engine's profiler (mx.profiler)"))
     features += _plugin_features()
+    features += [Feature(name, False, "an MXNet build flag with no mxkit counterpart") for name in _MXNET_BUILD_FLAGS
+                 if name not in {f.name for f in features}]
     return features
 
 

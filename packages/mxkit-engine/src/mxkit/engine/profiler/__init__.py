@@ -250,6 +250,37 @@ def scope(name: str = "<unk>:", append_mode: bool = False) -> Iterator[None]:
                                "end_ns": time.monotonic_ns(), "ident": threading.get_ident()})
 
 
+#: the aggregate domain of custom operators' Python code and of what they push (MXNet's name)
+CUSTOM_OPERATOR_DOMAIN = "Custom Operator"
+_custom_scopes: set[str] = set()
+
+
+@contextmanager
+def custom_operator_scope(name: str) -> Iterator[None]:
+    """Profile a custom operator's Python method, as MXNet does: the time of the body is
+    ``<name>::pure_python`` and every operation pushed inside is ``<name>::<op>``, both in
+    the ``"Custom Operator"`` domain of :func:`dumps`.
+
+    Parameters
+    ----------
+    name : str
+        The operator type (``"MySigmoid"``; ``"_backward_MySigmoid"`` for its backward).
+    """
+    prefix = f"{name}::"
+    with _lock:
+        _custom_scopes.add(prefix)
+    previous = getattr(_scope_local, "name", None)
+    _scope_local.name = prefix
+    start = time.monotonic_ns()
+    try:
+        yield
+    finally:
+        _scope_local.name = previous
+        if is_recording():
+            record_host_event({"name": f"{name}::pure_python", "cat": CUSTOM_OPERATOR_DOMAIN, "ph": "X",
+                               "t_ns": start, "end_ns": time.monotonic_ns(), "ident": threading.get_ident()})
+
+
 def _take_all(reset: bool) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
     with _lock:
         _collect()
@@ -314,8 +345,11 @@ def dumps(reset: bool = False, format: str = "table", sort_by: str = "total", as
     reset : bool
         Forget every record afterwards (the next statistics start from zero).
     format : {"table", "json"}
-        A text table, or JSON ``{"Time": {"operator": {name: {"Count", "Total", "Min",
-        "Max", "Avg"}}}, "Unit": {"Time": "ms"}}``.
+        A text table of the operators, or JSON ``{"Time": {"operator": {name: {"Count",
+        "Total", "Min", "Max", "Avg"}}, <domain>: {...}}, "Memory": {<domain>: {counter:
+        {"Count", "Min", "Max", "Avg"}}}, "Unit": {"Time": "ms", "Memory": "kB"}}``: the
+        user's tasks, frames and events by domain beside the operators, and the values of
+        counters (the user's; memory in use with ``profile_memory``), as MXNet's.
     sort_by : {"total", "avg", "min", "max", "count"}
         The column that orders the rows.
     ascending : bool
@@ -327,8 +361,17 @@ def dumps(reset: bool = False, format: str = "table", sort_by: str = "total", as
         For an unknown ``sort_by`` or ``format``.
     """
     _stats.check_choices(sort_by, format)
-    ops: list[tuple[Any, ...]] = _take_all(reset)[0]
-    table: str = _stats.render(_stats.aggregate(ops), sort_by=sort_by, ascending=ascending, format=format)
+    ops, _flows_taken, memory, host = _take_all(reset)
+    with _lock:
+        custom_scopes = set(_custom_scopes)
+    in_custom = [record[3] in custom_scopes for record in ops]
+    domains = _stats.aggregate_host(host)
+    custom = _stats.aggregate(record for record, inside in zip(ops, in_custom) if inside)
+    if custom:
+        domains.setdefault(CUSTOM_OPERATOR_DOMAIN, {}).update(custom)
+    table: str = _stats.render(_stats.aggregate(record for record, inside in zip(ops, in_custom) if not inside),
+                               sort_by=sort_by, ascending=ascending, format=format, host=domains,
+                               counters=_stats.aggregate_counters(host, memory))
     return table
 
 
@@ -397,7 +440,7 @@ def _dump_at_exit() -> None:
         print(f"mxkit profiler: could not write the trace at exit: {exc}", file=sys.stderr)
 
 
-__all__ = ["Counter", "Domain", "Event", "Frame", "Marker", "Task", "autostart", "dump", "dumps", "get_config",
-           "get_state", "is_recording", "memory_state", "pause", "profiler_set_config", "profiler_set_state", "reset",
-           "resume", "scope", "set_config",
-           "set_state", "trace", "track_buffer", "track_ndarray"]
+__all__ = ["CUSTOM_OPERATOR_DOMAIN", "Counter", "Domain", "Event", "Frame", "Marker", "Task", "autostart",
+           "custom_operator_scope", "dump", "dumps", "get_config", "get_state", "is_recording", "memory_state", "pause",
+           "profiler_set_config", "profiler_set_state", "reset", "resume", "scope", "set_config", "set_state", "trace",
+           "track_buffer", "track_ndarray"]

@@ -1,5 +1,8 @@
 """The aggregate table of :func:`mxkit.engine.profiler.dumps`: per operator name, how many
-ran and their total, minimum, maximum and mean execution time (end - start) in ms."""
+ran and their total, minimum, maximum and mean execution time (end - start) in ms; per
+domain, the same of the user's tasks, frames and events; and, as MXNet's "Memory" section,
+the count, minimum, maximum and mean of every counter's values (the user's counters, and
+with ``profile_memory`` the kB in use per device and kind)."""
 
 from __future__ import annotations
 
@@ -34,6 +37,43 @@ def aggregate(ops: Iterable[tuple[Any, ...]]) -> dict[str, dict[str, float]]:
     return stats
 
 
+def aggregate_host(host_events: Iterable[dict[str, Any]]) -> dict[str, dict[str, dict[str, float]]]:
+    """Per domain and name, the durations (ms) of the host's tasks, frames and events."""
+    domains: dict[str, dict[str, dict[str, float]]] = {}
+    for event in host_events:
+        if event.get("ph") != "X" or "end_ns" not in event or event.get("cat") == "scope":
+            continue
+        ms = (event["end_ns"] - event["t_ns"]) / 1e6
+        entry = domains.setdefault(str(event.get("cat")), {}).get(event["name"])
+        if entry is None:
+            domains[str(event.get("cat"))][event["name"]] = {"Count": 1, "Total": ms, "Min": ms, "Max": ms}
+        else:
+            entry["Count"] += 1
+            entry["Total"] += ms
+            entry["Min"] = min(entry["Min"], ms)
+            entry["Max"] = max(entry["Max"], ms)
+    for stats in domains.values():
+        for entry in stats.values():
+            entry["Avg"] = entry["Total"] / entry["Count"]
+    return domains
+
+
+def aggregate_counters(host_events: Iterable[dict[str, Any]],
+                       memory_events: Iterable[tuple[int, str, str, int]]) -> dict[str, dict[str, dict[str, float]]]:
+    """Per domain and counter name: Count, Min, Max and Avg of the values it took (MXNet's
+    "Memory" section); memory in use is ``Memory: <device>`` / ``<kind>`` in kB."""
+    values: dict[str, dict[str, list[float]]] = {}
+    for event in host_events:
+        if event.get("ph") == "C":
+            for name, value in event.get("args", {}).items():
+                values.setdefault(str(event.get("cat")), {}).setdefault(name, []).append(float(value))
+    for _t_ns, device, kind, in_use in memory_events:
+        values.setdefault(f"Memory: {device}", {}).setdefault(kind, []).append(in_use / 1024.0)
+    return {domain: {name: {"Count": len(v), "Min": min(v), "Max": max(v), "Avg": sum(v) / len(v)}
+                     for name, v in counters.items()}
+            for domain, counters in values.items()}
+
+
 def check_choices(sort_by: Any, format: Any) -> None:
     """Raise :class:`ConfigError` for a ``sort_by`` or ``format`` outside the choices."""
     if sort_by not in SORT_KEYS:
@@ -43,15 +83,27 @@ def check_choices(sort_by: Any, format: Any) -> None:
         raise ConfigError(f"dumps(format={format!r}) is not a known format; choose 'table' or 'json'")
 
 
+def _sorted(stats: dict[str, dict[str, float]], column: str, ascending: bool) -> list[tuple[str, dict[str, float]]]:
+    # counters have no Total: they sort by Count there, as MXNet's memory rows do
+    return sorted(stats.items(), key=lambda item: (item[1].get(column, item[1]["Count"]), item[0]),
+                  reverse=not ascending)
+
+
 def render(stats: dict[str, dict[str, float]], sort_by: str = "total", ascending: bool = False,
-           format: str = "table") -> str:
-    """The statistics as MXNet's aggregate table (``format="table"``) or JSON."""
+           format: str = "table", host: dict[str, dict[str, dict[str, float]]] | None = None,
+           counters: dict[str, dict[str, dict[str, float]]] | None = None) -> str:
+    """The statistics as MXNet's aggregate table (``format="table"``) or JSON
+    (``{"Time": {domain: {name: stats}}, "Memory": {domain: {name: stats}}, "Unit": ...}``)."""
     check_choices(sort_by, format)
     column = _COLUMN[sort_by]
-    rows = sorted(stats.items(), key=lambda item: (item[1][column], item[0]), reverse=not ascending)
+    rows = _sorted(stats, column, ascending)
     if format == "json":
-        return json.dumps({"Time": {"operator": {name: dict(entry) for name, entry in rows}},
-                           "Unit": {"Time": "ms"}}, indent=1)
+        time = {"operator": {name: dict(entry) for name, entry in rows}}
+        for domain, domain_stats in (host or {}).items():
+            time[domain] = {name: dict(entry) for name, entry in _sorted(domain_stats, column, ascending)}
+        memory = {domain: {name: dict(entry) for name, entry in _sorted(domain_stats, column, ascending)}
+                  for domain, domain_stats in (counters or {}).items()}
+        return json.dumps({"Time": time, "Memory": memory, "Unit": {"Time": "ms", "Memory": "kB"}}, indent=1)
     width = max([40] + [len(name) + 2 for name, _ in rows])
     headers = ("Total Count", "Time (ms)", "Min Time (ms)", "Max Time (ms)", "Avg Time (ms)")
     lines = ["Profile Statistics:", "\tNote the difference in units for different entries.", "",

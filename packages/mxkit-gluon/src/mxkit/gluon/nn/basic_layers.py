@@ -112,8 +112,8 @@ class Dropout(HybridBlock):
 
     def __init__(self, rate: float, axes: tuple = (), **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if not 0 <= rate < 1:
-            raise GluonError(f"Dropout rate must be in [0, 1), got {rate}")
+        if not 0 <= rate <= 1:  # MXNet's range: rate 1 drops everything in training
+            raise GluonError(f"Dropout rate must be in [0, 1], got {rate}")
         self._rate = rate
         self._axes = axes
 

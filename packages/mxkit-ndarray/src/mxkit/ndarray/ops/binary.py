@@ -296,12 +296,36 @@ define(OpDef(
 ))
 
 
+def _broadcast_like_axes(data: tuple, like: tuple, lhs_axes: tuple, rhs_axes: tuple) -> tuple:
+    """MXNet's ``lhs_axes``/``rhs_axes``: axis ``lhs_axes[i]`` of ``data`` (of length 1)
+    takes the length of axis ``rhs_axes[i]`` of ``like``; the other axes stay."""
+    from mxkit.core.errors import ShapeError
+
+    if len(lhs_axes) != len(rhs_axes):
+        raise ShapeError(f"broadcast_like: lhs_axes {lhs_axes} and rhs_axes {rhs_axes} must have the same length")
+    if not lhs_axes:
+        raise ShapeError("broadcast_like: lhs_axes and rhs_axes are empty; give the axes, or leave both out to "
+                         "broadcast lhs to rhs's whole shape")
+    out = list(data)
+    for lhs_axis, rhs_axis in zip(lhs_axes, rhs_axes):
+        if not -len(data) <= lhs_axis < len(data) or not -len(like) <= rhs_axis < len(like):
+            raise ShapeError(f"broadcast_like: axes {lhs_axis} of {data} and {rhs_axis} of {like} are out of range")
+        if data[lhs_axis] not in (1, like[rhs_axis]):
+            raise ShapeError(f"broadcast_like: axis {lhs_axis} of {data} has length {data[lhs_axis]}, which cannot "
+                             f"be broadcast to {like[rhs_axis]} (axis {rhs_axis} of {like})")
+        out[lhs_axis] = like[rhs_axis]
+    return tuple(out)
+
+
 def _broadcast_like_kernel(xp, inputs, outputs, params):
     write(xp, outputs[0], xp.broadcast_to(inputs[0], outputs[0].shape))
 
 
 def _broadcast_like_shape(params, in_shapes):
     data, like = tuple(in_shapes[0]), tuple(in_shapes[1])
+    lhs_axes, rhs_axes = params.get("lhs_axes"), params.get("rhs_axes")
+    if lhs_axes is not None or rhs_axes is not None:
+        return [_broadcast_like_axes(data, like, lhs_axes or (), rhs_axes or ())]
     out = broadcast_shape(data, like, "broadcast_like")
     if out != like:
         from mxkit.core.errors import ShapeError
@@ -312,6 +336,8 @@ def _broadcast_like_shape(params, in_shapes):
 
 define(OpDef(
     name="broadcast_like", infer_shape=_broadcast_like_shape, kernel=_broadcast_like_kernel,
+    params=schema([Param("lhs_axes", "shape", None, optional=True, doc="Axes of lhs to broadcast (None: all)."),
+                   Param("rhs_axes", "shape", None, optional=True, doc="The axes of rhs whose lengths they take.")]),
     num_inputs=2, input_names=("lhs", "rhs"), backward_ignores=frozenset({1}), reads_shape_only=frozenset({1}),
     infer_dtype=lambda p, dtypes: [dtypes[0]],
     gradient=lambda F, p, i, o, g: [F("_reduce_sum_like", g[0], i[0]), None],

@@ -33,10 +33,7 @@ def _fc_shape(params: dict, in_shapes: list) -> list:
     data = in_shapes[0]
     if data is None or len(data) == 0:
         raise ShapeError(f"FullyConnected: data shape {fmt(data)} must have at least one axis")
-    data = tuple(data)
-    if len(data) == 1 and params["flatten"]:
-        raise ShapeError(f"FullyConnected: data of shape {data} needs a batch axis and a feature axis "
-                         f"(flatten=True collapses every axis after the first)")
+    data = tuple(data)  # (batch,) with flatten=True is (batch, 1) data, as in MXNet
     features = _fc_in_features(params, data)
     expect_shape("FullyConnected", "weight", in_shapes[1], (num_hidden, features),
                  f"(num_hidden, input features) for num_hidden={num_hidden} and data {data}")

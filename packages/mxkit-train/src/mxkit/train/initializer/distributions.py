@@ -64,6 +64,8 @@ class Constant(Initializer):
         value = self._kwargs["value"]
         if not np.isscalar(value):
             value = np.asarray(value if isinstance(value, (np.ndarray, list, tuple)) else value.asnumpy()).tolist()
+            # as MXNet: the description keeps the JSON form, so json.dumps(self._kwargs) works too
+            self._kwargs["value"] = value
         return json.dumps([_INITIALIZERS.name_of(type(self)), {"value": value}])
 
 

@@ -17,7 +17,7 @@ from mxkit.train.metric.base import (
     np_metric,
     register,
 )
-from mxkit.train.metric.classification import F1, MCC, Accuracy, TopKAccuracy
+from mxkit.train.metric.classification import F1, MCC, PCC, Accuracy, TopKAccuracy
 from mxkit.train.metric.probability import Caffe, CrossEntropy, Loss, NegativeLogLikelihood, Perplexity, Torch
 from mxkit.train.metric.regression import MAE, MSE, RMSE, PearsonCorrelation
 
@@ -25,7 +25,8 @@ from mxkit.train.metric.regression import MAE, MSE, RMSE, PearsonCorrelation
 np = np_metric
 
 __all__ = [
-    "F1", "MAE", "MCC", "MSE", "RMSE", "Accuracy", "Caffe", "CompositeEvalMetric", "CrossEntropy", "CustomMetric",
-    "EvalMetric", "Loss", "NegativeLogLikelihood", "PearsonCorrelation", "Perplexity", "TopKAccuracy", "Torch",
+    "F1", "MAE", "MCC", "MSE", "PCC", "RMSE", "Accuracy", "Caffe", "CompositeEvalMetric", "CrossEntropy",
+    "CustomMetric", "EvalMetric", "Loss", "NegativeLogLikelihood", "PearsonCorrelation", "Perplexity",
+    "TopKAccuracy", "Torch",
     "alias", "check_label_shapes", "create", "np", "np_metric", "register",
 ]

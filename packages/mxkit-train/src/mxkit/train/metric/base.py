@@ -15,6 +15,7 @@ training loop that updates it every step then never waits for the step to finish
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -277,6 +278,8 @@ def create(metric: Any, *args: Any, **kwargs: Any) -> EvalMetric:
         for child in metric:
             composite.add(create(child, *args, **kwargs))
         return composite
+    if isinstance(metric, str) and metric.lstrip().startswith(("{", "[")):
+        return _create_from_json(metric, args, kwargs)
     if isinstance(metric, str):
         return _METRICS.lookup(metric)(*args, **kwargs)
     if isinstance(metric, Mapping):
@@ -359,6 +362,24 @@ class CompositeEvalMetric(EvalMetric):
         config = super().get_config()
         config["metrics"] = [m.get_config() for m in self.metrics]
         return config
+
+
+def _create_from_json(text: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> EvalMetric:
+    """MXNet's registry strings: ``json.dumps(metric.get_config())`` or ``'["name", {kwargs}]'``."""
+    if args or kwargs:
+        raise UnknownNameError("a metric given as a JSON string takes its arguments from the string, "
+                               f"not from extra arguments {args or ''}{dict(kwargs) or ''}")
+    try:
+        spec = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UnknownNameError(f"a metric string starting with '{{' or '[' must be JSON "
+                               f"(json.dumps(metric.get_config())): {exc}") from None
+    if isinstance(spec, Mapping) and "metric" in spec:
+        return _create_from_config(spec)
+    if isinstance(spec, list) and len(spec) == 2 and isinstance(spec[0], str) and isinstance(spec[1], Mapping):
+        return create(spec[0], **spec[1])
+    raise UnknownNameError(f"a metric JSON string must be a config {{\"metric\": name, ...}} or [name, {{kwargs}}], "
+                           f"got {text[:200]!r}")
 
 
 def _create_from_config(config: Mapping[str, Any]) -> EvalMetric:

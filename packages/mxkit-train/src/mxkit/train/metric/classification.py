@@ -264,4 +264,79 @@ class MCC(_BinaryMetric):
         super().__init__(name, output_names, label_names, average)
 
 
-__all__ = ["F1", "MCC", "Accuracy", "BinaryCounts", "TopKAccuracy", "f1_score", "matthews_cc"]
+def multiclass_pcc(confusion: np.ndarray) -> float:
+    """The multiclass Matthews/Pearson correlation of a K x K confusion matrix (Gorodkin 2004):
+    ``sum(n * C_kk - x_k * y_k) / sqrt(sum(x_k * (n - x_k)) * sum(y_k * (n - y_k)))`` with row
+    sums ``x``, column sums ``y`` and ``n`` samples; nan when every sample is in one class."""
+    n = confusion.sum()
+    rows, columns = confusion.sum(axis=1), confusion.sum(axis=0)
+    cov_xx = float(np.sum(rows * (n - rows)))
+    cov_yy = float(np.sum(columns * (n - columns)))
+    if cov_xx == 0 or cov_yy == 0:
+        return float("nan")
+    cov_xy = float(np.sum(confusion.diagonal() * n - rows * columns))
+    return cov_xy / math.sqrt(cov_xx * cov_yy)
+
+
+@register
+class PCC(EvalMetric):
+    """The multiclass Matthews correlation (Pearson's on the confusion matrix; MXNet's ``pcc``).
+
+    Predictions are class indices shaped like the labels, or (batch, classes) scores whose
+    ``argmax`` is the class. The value is that of the confusion matrix of every sample
+    since the last (local) reset, which grows as larger class indices appear; with two
+    classes it equals :class:`MCC` with ``average='micro'``.
+
+    Parameters
+    ----------
+    name, output_names, label_names
+        As :class:`EvalMetric`.
+    """
+
+    def __init__(self, name: str = "pcc", output_names: list[str] | None = None,
+                 label_names: list[str] | None = None) -> None:
+        self.local_confusion = np.zeros((2, 2), dtype=np.int64)
+        self.global_confusion = np.zeros((2, 2), dtype=np.int64)
+        super().__init__(name, output_names=output_names, label_names=label_names, has_global_stats=True)
+
+    def update(self, labels: Any, preds: Any) -> None:
+        labels, preds = check_label_shapes(labels, preds, True)
+        for label, pred in zip(labels, preds):
+            label, pred = as_numpy(label).astype(np.int64).ravel(), as_numpy(pred)
+            pred = (pred.argmax(axis=1) if pred.ndim == 2 and pred.shape[0] == label.size and pred.size != label.size
+                    else pred).astype(np.int64).ravel()
+            if pred.shape != label.shape:
+                raise ShapeError(f"{self.name}: {label.size} labels but {pred.size} predicted classes")
+            if label.size and min(label.min(), pred.min()) < 0:
+                raise TrainingValueError(f"{self.name}: class indices must be >= 0, got "
+                                         f"{min(label.min(), pred.min())}")
+            classes = int(max(label.max(), pred.max())) + 1 if label.size else 0
+            if classes > len(self.local_confusion):
+                self.local_confusion = self._grown(self.local_confusion, classes)
+                self.global_confusion = self._grown(self.global_confusion, classes)
+            size = len(self.local_confusion)
+            batch = np.bincount(pred * size + label, minlength=size * size).reshape(size, size)
+            self.local_confusion += batch
+            self.global_confusion += batch
+            self.num_inst += 1
+            self.global_num_inst += 1
+        self.sum_metric = multiclass_pcc(self.local_confusion) * self.num_inst
+        self.global_sum_metric = multiclass_pcc(self.global_confusion) * self.global_num_inst
+
+    @staticmethod
+    def _grown(confusion: np.ndarray, classes: int) -> np.ndarray:
+        grown = np.zeros((classes, classes), dtype=np.int64)
+        grown[:len(confusion), :len(confusion)] = confusion
+        return grown
+
+    def reset(self) -> None:
+        super().reset()
+        self.local_confusion = np.zeros_like(self.local_confusion)
+        self.global_confusion = np.zeros_like(self.global_confusion)
+
+    def reset_local(self) -> None:
+        super().reset_local()
+        self.local_confusion = np.zeros_like(self.local_confusion)
+
+
+__all__ = ["F1", "MCC", "PCC", "Accuracy", "BinaryCounts", "TopKAccuracy", "f1_score", "matthews_cc", "multiclass_pcc"]

@@ -103,7 +103,9 @@ class Perplexity(EvalMetric):
             if label.size != scores.shape[0]:
                 raise ShapeError(f"{self.name}: {label.size} labels for predictions of shape {pred.shape} "
                                  f"({scores.shape[0]} distributions along axis {self.axis})")
-            prob = scores[np.arange(label.size), label.astype(np.int64)].astype(np.float64)
+            # out-of-range labels take the nearest class, as MXNet's pick(mode='clip') gives them
+            classes = np.clip(label.astype(np.int64), 0, scores.shape[-1] - 1)
+            prob = scores[np.arange(label.size), classes].astype(np.float64)
             if self.ignore_label is not None:
                 ignored = label == self.ignore_label
                 count -= int(ignored.sum())

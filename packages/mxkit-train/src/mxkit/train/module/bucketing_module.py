@@ -90,7 +90,12 @@ class BucketingModule(BaseModule):
         return module
 
     def _call_sym_gen(self, bucket_key: Any) -> tuple[Any, list[str], list[str]]:
-        result = self._sym_gen(bucket_key)
+        from mxkit.symbol.name import NameManager
+
+        # a fresh name manager per call, as MXNet's: an unnamed Embedding is embedding0 in
+        # every bucket, so the buckets share its parameters
+        with NameManager():
+            result = self._sym_gen(bucket_key)
         if not isinstance(result, tuple) or len(result) != 3:
             raise ModuleError(f"sym_gen({bucket_key!r}) must return (symbol, data_names, label_names), got "
                               f"{type(result).__name__}")

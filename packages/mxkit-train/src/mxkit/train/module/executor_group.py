@@ -313,8 +313,9 @@ class DataParallelExecutorGroup:
         self._load(data_batch.data, self.data_arrays, self.data_layouts, "data")
         if is_train is None:
             is_train = self.for_training
-        if self.label_arrays and data_batch.label:
-            self._load(data_batch.label, self.label_arrays, self.label_layouts, "label")
+        labels = getattr(data_batch, "label", None)  # a batch may be any object with .data, as in MXNet
+        if self.label_arrays and labels:
+            self._load(labels, self.label_arrays, self.label_layouts, "label")
         for executor in self.execs:
             executor.forward(is_train=is_train)
 

@@ -329,12 +329,14 @@ class Module(OptimizingMixin, BaseModule):
         Raises
         ------
         ShapeError
-            When a data input differs from the bound shape in a non-batch axis.
+            When the new shapes would change a parameter's shape.
         """
+        from mxkit.core.errors import ShapeError
         from mxkit.io import DataDesc
 
         self._require(bound=True, initialized=True, what="forward")
-        if isinstance(data_batch, list | tuple):
+        # a namedtuple with a data field (MXNet accepts any object with .data) is one batch
+        if isinstance(data_batch, list | tuple) and not hasattr(data_batch, "data"):
             raise ModuleError(f"forward got a list of {len(data_batch)} DataBatch (pre-sliced per device), which "
                               f"this Module does not take; pass one DataBatch and it is split over the devices "
                               f"by work_load_list")
@@ -344,8 +346,7 @@ class Module(OptimizingMixin, BaseModule):
                               f"{len(self._data_shapes)} ({', '.join(self._data_names)})")  # type: ignore[arg-type]
         current = tuple(tuple(desc.shape) for desc in self._data_shapes)  # type: ignore[union-attr]
         new = tuple(tuple(array.shape) for array in batch.data)
-        if current != new:
-            self._check_batch_shapes(new)
+        if current != new:  # any axis may change, as in MXNet: the executors re-bind, parameters kept
             if getattr(batch, "provide_data", None):
                 new_dshape = batch.provide_data
             else:
@@ -353,7 +354,7 @@ class Module(OptimizingMixin, BaseModule):
                               for d, shape in zip(self._data_shapes, new)]  # type: ignore[arg-type]
             if getattr(batch, "provide_label", None):
                 new_lshape = batch.provide_label
-            elif batch.label and self._label_shapes:
+            elif getattr(batch, "label", None) and self._label_shapes:
                 new_lshape = [DataDesc(d.name, tuple(array.shape), d.dtype, d.layout)
                               for d, array in zip(self._label_shapes, batch.label)]
             elif self._label_shapes:
@@ -362,23 +363,13 @@ class Module(OptimizingMixin, BaseModule):
                               for d in self._label_shapes]
             else:
                 new_lshape = None
-            self.reshape(new_dshape, new_lshape)
+            try:
+                self.reshape(new_dshape, new_lshape)
+            except ShapeError as exc:
+                raise ShapeError(f"the batch's data shapes {list(new)} differ from the bound {list(current)}, and the "
+                                 f"module cannot re-bind for them: {exc}") from None
         assert self._exec_group is not None
         self._exec_group.forward(batch, is_train)
-
-    def _check_batch_shapes(self, new: tuple) -> None:
-        from mxkit.core.errors import ShapeError
-        from mxkit.io import DataDesc
-
-        for desc, shape in zip(self._data_shapes, new):  # type: ignore[arg-type]
-            axis = DataDesc.get_batch_axis(getattr(desc, "layout", None))
-            bound = list(desc.shape)
-            given = list(shape)
-            if axis >= 0 and len(given) == len(bound):
-                bound[axis] = given[axis] = -1
-            if bound != given:
-                raise ShapeError(f"data {desc.name!r} has shape {tuple(shape)}, but the module was bound for "
-                                 f"{tuple(desc.shape)}; only the batch axis may change")
 
     def backward(self, out_grads: Any = None) -> None:
         """Backward on every device."""

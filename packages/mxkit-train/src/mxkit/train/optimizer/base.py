@@ -23,6 +23,15 @@ from mxkit.ndarray.invoke import invoke
 from mxkit.ndarray.ndarray import NDArray
 from mxkit.train._registry import NameRegistry, TrainingValueError, check_number
 
+
+class SchedulerConflictError(TrainingValueError, UserWarning):
+    """The learning rate was set on an optimizer whose lr_scheduler owns it.
+
+    MXNet raises ``UserWarning`` here, so code written for it may catch that; this error
+    is both that and a :class:`TrainingValueError`.
+    """
+
+
 _OPTIMIZERS = NameRegistry("optimizer")
 
 
@@ -152,9 +161,15 @@ class Optimizer:
         return self.lr
 
     def set_learning_rate(self, lr: float) -> None:
-        """Set the learning rate (only without a scheduler, as in MXNet)."""
+        """Set the learning rate (only without a scheduler, as in MXNet).
+
+        Raises
+        ------
+        SchedulerConflictError
+            With a scheduler; it is also a ``UserWarning``, which MXNet raises here.
+        """
         if self.lr_scheduler is not None:
-            raise TrainingValueError("set_learning_rate cannot change the learning rate of an optimizer with an "
+            raise SchedulerConflictError("set_learning_rate cannot change the learning rate of an optimizer with an "
                                      "lr_scheduler; change the scheduler's base_lr instead")
         self.lr = check_number(type(self).__name__, "learning_rate", lr)
 
@@ -356,4 +371,4 @@ def loads(text: str | bytes) -> Optimizer:
     return create(**description)
 
 
-__all__ = ["Optimizer", "create", "loads", "register"]
+__all__ = ["Optimizer", "SchedulerConflictError", "create", "loads", "register"]

@@ -7,6 +7,7 @@ modifiers combine them. :class:`BucketSentenceIter` feeds ``mx.mod.BucketingModu
 
 from mxkit.train.rnn.cells import BaseRNNCell, GRUCell, LSTMCell, RNNCell, RNNParams
 from mxkit.train.rnn.checkpoint import do_rnn_checkpoint, load_rnn_checkpoint, save_rnn_checkpoint
+from mxkit.train.rnn.conv_cells import BaseConvRNNCell, ConvGRUCell, ConvLSTMCell, ConvRNNCell
 from mxkit.train.rnn.fused import FusedRNN, FusedRNNCell
 from mxkit.train.rnn.io import BucketSentenceIter, encode_sentences
 from mxkit.train.rnn.wrappers import (
@@ -18,6 +19,7 @@ from mxkit.train.rnn.wrappers import (
     ZoneoutCell,
 )
 
-__all__ = ["BaseRNNCell", "BidirectionalCell", "BucketSentenceIter", "DropoutCell", "FusedRNN", "FusedRNNCell",
-           "GRUCell", "LSTMCell", "ModifierCell", "RNNCell", "RNNParams", "ResidualCell", "SequentialRNNCell",
-           "ZoneoutCell", "do_rnn_checkpoint", "encode_sentences", "load_rnn_checkpoint", "save_rnn_checkpoint"]
+__all__ = ["BaseConvRNNCell", "BaseRNNCell", "BidirectionalCell", "BucketSentenceIter", "ConvGRUCell", "ConvLSTMCell",
+           "ConvRNNCell", "DropoutCell", "FusedRNN", "FusedRNNCell", "GRUCell", "LSTMCell", "ModifierCell", "RNNCell",
+           "RNNParams", "ResidualCell", "SequentialRNNCell", "ZoneoutCell", "do_rnn_checkpoint", "encode_sentences",
+           "load_rnn_checkpoint", "save_rnn_checkpoint"]

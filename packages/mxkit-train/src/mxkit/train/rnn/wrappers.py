@@ -19,6 +19,12 @@ def _share_params(owner: BaseRNNCell, cell: BaseRNNCell) -> None:
     owner.params._params.update(cell.params._params)
 
 
+def _collect_params(owner: BaseRNNCell, cell: BaseRNNCell) -> None:
+    """List ``cell``'s variables in ``owner``'s container too, as MXNet's containers do
+    (``stack.params`` then names every variable of the stack)."""
+    owner.params._params.update(cell.params._params)
+
+
 class SequentialRNNCell(BaseRNNCell):
     """Cells stacked: each one's output is the next one's input.
 
@@ -38,6 +44,7 @@ class SequentialRNNCell(BaseRNNCell):
         self._cells.append(cell)
         if self._override_cell_params:
             _share_params(self, cell)
+        _collect_params(self, cell)
 
     @property
     def state_info(self) -> list:
@@ -107,6 +114,8 @@ class BidirectionalCell(BaseRNNCell):
         if self._override_cell_params:
             _share_params(self, l_cell)
             _share_params(self, r_cell)
+        _collect_params(self, l_cell)
+        _collect_params(self, r_cell)
         self._cells = [l_cell, r_cell]
 
     def unpack_weights(self, args: dict) -> dict:

@@ -1,0 +1,75 @@
+"""MXNet's ``mx.image`` (also ``mx.img``): image functions, augmenters and ``ImageIter`` on NDArrays.
+
+Decoding and resizing need OpenCV: ``pip install 'mxkit[image]'``. The threaded record
+reader is ``mx.io.ImageRecordIter``; this module is MXNet's Python-level image toolbox.
+"""
+
+from mxkit.mx.image.augmenters import (
+    Augmenter,
+    BrightnessJitterAug,
+    CastAug,
+    CenterCropAug,
+    ColorJitterAug,
+    ColorNormalizeAug,
+    ContrastJitterAug,
+    CreateAugmenter,
+    ForceResizeAug,
+    HorizontalFlipAug,
+    HueJitterAug,
+    LightingAug,
+    RandomCropAug,
+    RandomGrayAug,
+    RandomOrderAug,
+    RandomSizedCropAug,
+    ResizeAug,
+    SaturationJitterAug,
+    SequentialAug,
+)
+from mxkit.mx.image.functions import (
+    center_crop,
+    color_normalize,
+    copyMakeBorder,
+    fixed_crop,
+    imdecode,
+    imread,
+    imresize,
+    random_crop,
+    random_size_crop,
+    resize_short,
+    scale_down,
+)
+from mxkit.mx.image.image_iter import ImageIter
+
+__all__ = [
+    "Augmenter",
+    "BrightnessJitterAug",
+    "CastAug",
+    "CenterCropAug",
+    "ColorJitterAug",
+    "ColorNormalizeAug",
+    "ContrastJitterAug",
+    "CreateAugmenter",
+    "ForceResizeAug",
+    "HorizontalFlipAug",
+    "HueJitterAug",
+    "ImageIter",
+    "LightingAug",
+    "RandomCropAug",
+    "RandomGrayAug",
+    "RandomOrderAug",
+    "RandomSizedCropAug",
+    "ResizeAug",
+    "SaturationJitterAug",
+    "SequentialAug",
+    "center_crop",
+    "color_normalize",
+    "copyMakeBorder",
+    "fixed_crop",
+    "imdecode",
+    "imread",
+    "imresize",
+    "random_crop",
+    "random_size_crop",
+    "resize_short",
+    "scale_down",
+]
