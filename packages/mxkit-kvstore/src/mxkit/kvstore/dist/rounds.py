@@ -96,6 +96,21 @@ class ShardTable:
                                f"on every worker first")
         return shard
 
+    def shape_of(self, shard_id: Any) -> tuple[int, ...]:
+        """The shape of a shard's value (shards are added, never reshaped: no lock needed).
+
+        Raises
+        ------
+        KVStoreError
+            If there is no such shard.
+        """
+        shard = self.shards.get(shard_id) if type(shard_id) is tuple else None
+        if shard is None:
+            key = shard_id[0] if type(shard_id) is tuple and shard_id else shard_id
+            raise KVStoreError(f"push of key {key!r} before init; call kv.init({key!r}, value) on every worker "
+                               f"first")
+        return shard.value.shape
+
     def init(self, items: list[tuple[ShardId, np.ndarray]]) -> None:
         """Store each ``(shard_id, value)`` (copied)."""
         with self.condition:
@@ -152,11 +167,14 @@ class ShardTable:
 
     # -- push -------------------------------------------------------------------------
 
-    def push(self, rank: int, epoch: int, items: list[tuple[ShardId, int, Any]], resend: bool = False) -> None:
+    def push(self, rank: int, epoch: int, items: list[tuple[ShardId, int, Any]], resend: bool = False,
+             owned: bool = False) -> None:
         """Contribute each ``(shard_id, round, value)`` of ``rank`` (``round`` counts from the epoch's start).
 
         ``resend=True`` marks pushes sent again after this server was restarted: rounds it
-        already holds (applied, or pending with this rank's part) are skipped.
+        already holds (applied, or pending with this rank's part) are skipped. ``owned=True``
+        says that nothing else holds the values (a data-channel frame's fresh buffer): the
+        first push of a round then becomes the round's sum without a copy.
         """
         self._check_rank(rank)
         with self.condition:
@@ -177,7 +195,10 @@ class ShardTable:
                     continue
                 entry = shard.pending.get(round_index)
                 if entry is None:
-                    shard.pending[round_index] = [np.array(value, dtype=shard.value.dtype, copy=True), [rank]]
+                    adopt = (owned and value.dtype == shard.value.dtype and value.flags.c_contiguous
+                             and value.flags.writeable)
+                    merged = value if adopt else np.array(value, dtype=shard.value.dtype, copy=True)
+                    shard.pending[round_index] = [merged, [rank]]
                 else:
                     if rank in entry[1]:
                         raise KVStoreError(f"rank {rank} pushed round {local_round} of key {shard.key!r} twice")
@@ -191,14 +212,22 @@ class ShardTable:
         # a worker's pushes apply in its own order (a threaded server may receive them out of
         # order): round r of a contributor waits for its rounds before r. Under a model that
         # merges every worker's push (sequential) that makes rounds apply one after another.
-        for round_index in sorted(shard.pending):
-            merged, contributors = shard.pending[round_index]
-            if any(shard.applied[rank] != round_index for rank in contributors):
+        # (Runs once per pushed key: the common case, one pending round and no rank in a
+        # barrier, takes no sort and no scan of the ended ranks.)
+        pending, applied, ready = shard.pending, shard.applied, self.model.ready_to_apply
+        for round_index in sorted(pending) if len(pending) > 1 else list(pending):
+            merged, contributors = pending[round_index]
+            if len(contributors) == 1:
+                if applied[contributors[0]] != round_index:
+                    continue
+            elif any(applied[rank] != round_index for rank in contributors):
                 continue
-            received = len(contributors) + sum(1 for r in self._excused(shard, round_index) if r not in contributors)
-            if not self.model.ready_to_apply(received):
+            received = len(contributors)
+            if self.ended:
+                received += sum(1 for r in self._excused(shard, round_index) if r not in contributors)
+            if not ready(received):
                 continue
-            del shard.pending[round_index]
+            del pending[round_index]
             # merged is this table's own array (the first push was copied into it)
             shard.value = self.apply(shard.key, merged, shard.value) if self.apply is not None else merged
             for rank in contributors:
@@ -213,10 +242,12 @@ class ShardTable:
     # -- pull -------------------------------------------------------------------------
 
     def _slowest(self, shard: Shard) -> int | None:
+        if not self.ended:
+            return min(shard.applied)
         active = [shard.applied[rank] for rank in range(self.num_workers) if rank not in self.ended]
         return min(active) if active else None
 
-    def _readable(self, shard: Shard, rank: int, worker_round: int) -> bool:
+    def _readable(self, shard: Shard, rank: int, worker_round: int, slowest: int | None) -> bool:
         if self.replicating and shard.replicated < shard.version:
             return False  # what a worker reads must survive this server (it drops its copy)
         if shard.applied[rank] < worker_round:
@@ -224,7 +255,6 @@ class ShardTable:
             # perhaps run after it here, are in what it reads (MXNet's in-order server gives that)
             return False
         pull_ready = getattr(self.model, "pull_ready", None)
-        slowest = self._slowest(shard)
         return pull_ready is None or slowest is None or bool(pull_ready(worker_round, slowest))
 
     def pull(self, rank: int, epoch: int, items: list[tuple[ShardId, int]], timeout: float
@@ -250,15 +280,16 @@ class ShardTable:
                 if self.restored and shard.pushed[rank] < worker_round:
                     raise ResendRequest(f"server restarted: rank {rank} pushed {worker_round} rounds of key "
                                         f"{shard.key!r}, this server has {shard.pushed[rank]}; resend them")
-                while not self._readable(shard, rank, worker_round):
+                slowest = self._slowest(shard)
+                while not self._readable(shard, rank, worker_round, slowest):
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         raise self._timeout_error(shard, rank, worker_round, timeout)
                     self.condition.wait(remaining)
                     if self.epoch != epoch:  # cannot happen while this rank waits here; kept honest
                         self._advance(rank, epoch)
+                    slowest = self._slowest(shard)
                 values.append(shard.value)  # never written in place: no copy needed
-                slowest = self._slowest(shard)
                 clocks.append((worker_round, worker_round if slowest is None else slowest))
         return values, clocks
 

@@ -336,10 +336,26 @@ class DistKVStore(KVStoreBase):
     def _pull_batches(self, checked: list[tuple[Key, list[Any]]]) -> dict[int, list[Any]]:
         """Per server: the ``(shard_id, rounds this worker pushed)`` of each part to read."""
         batches: dict[int, list[Any]] = {}
+        rounds = self._rounds
         for entry, _ in checked:
+            key = entry.key
             for part in entry.parts:
-                batches.setdefault(part.server, []).append(((entry.key, part.index), self._rounds.get(entry.key, 0)))
+                items = batches.get(part.server)
+                if items is None:
+                    items = batches[part.server] = []
+                items.append(((key, part.index), rounds.get(key, 0)))
         return batches
+
+    def _shapes(self, items: list[Any]) -> list[tuple[int, ...]]:
+        """The shape of each ``(shard_id, round)``'s value as a server stores it (the key's
+        shape for a whole key, flat for a part of a split one)."""
+        keys = self._keys
+        shapes = []
+        for (key, index), _ in items:
+            entry = keys[key]
+            part = entry.parts[index]
+            shapes.append(entry.shape if part.whole else (part.size,))
+        return shapes
 
     # -- pull -------------------------------------------------------------------------
 
@@ -367,7 +383,8 @@ class DistKVStore(KVStoreBase):
         refs = []
         for server, items in pull_batches.items():  # one request per server: its pushes ride along
             rounds, values = push_batches.pop(server, ([], []))
-            refs.append(self._channels[server].pull(self._rank, self._epoch, items, self._timeout, rounds, values))
+            refs.append(self._channels[server].pull(self._rank, self._epoch, items, self._timeout, rounds, values,
+                                                    self._shapes(items)))
         # servers with pushed parts but nothing to read (out names other keys)
         for server, (rounds, values) in push_batches.items():
             self._in_flight.append(self._channels[server].push(self._rank, self._epoch, rounds, values))
@@ -379,7 +396,7 @@ class DistKVStore(KVStoreBase):
         self._receive(checked, pull_batches, self._ask(send, "pull"))
 
     def _pull_refs(self, batches: dict[int, list[Any]]) -> list[Any]:
-        return [self._channels[server].pull(self._rank, self._epoch, items, self._timeout)
+        return [self._channels[server].pull(self._rank, self._epoch, items, self._timeout, shapes=self._shapes(items))
                 for server, items in batches.items()]
 
     def _receive(self, checked: list[tuple[Key, list[Any]]], batches: dict[int, list[Any]],
