@@ -334,3 +334,49 @@ def test_an_updater_runs_on_the_servers_kept_weight_and_on_a_value_replaced_unde
     finally:
         connection.close()
         server._channel.close()
+
+
+class _AggregatingMomentum:
+    """Momentum SGD with MXNet's aggregated protocol (lists of indices, weights, grads and
+    states in one ``update`` call when ``aggregate_num > 1``); it records each call's size."""
+
+    def __init__(self, aggregate_num):
+        self.aggregate_num = aggregate_num
+        self.calls = []
+
+    def create_state(self, index, weight):
+        return nd.zeros(weight.shape, ctx=weight.context, dtype=weight.dtype)
+
+    def update(self, index, weight, grad, state):
+        many = isinstance(index, list)
+        self.calls.append(len(index) if many else 1)
+        for w, g, s in zip(*(x if many else [x] for x in (weight, grad, state)), strict=True):
+            s[:] = s * 0.75 - g * 0.5
+            w[:] = w + s
+
+
+def test_the_rounds_one_request_completes_are_applied_in_one_optimizer_call_with_the_same_bits():
+    from mxkit.kvstore.updater import OptimizerUpdater
+
+    rng = np.random.default_rng(3)
+    keys = [f"k{i}" for i in range(6)]
+    start = {key: rng.normal(size=(i + 1, 3)).astype(np.float32) for i, key in enumerate(keys)}
+    servers, optimizers = [], []
+    for aggregate_num in (4, 0):
+        server = ParameterServer(0, num_workers=1, secret=SECRET)
+        server.configure(0, "sequential", {})
+        server.init([((key, 0), value.copy()) for key, value in start.items()])
+        optimizers.append(_AggregatingMomentum(aggregate_num))
+        server._set_update(OptimizerUpdater(optimizers[-1]))
+        servers.append(server)
+    requests = [[((key, 0), 0) for key in keys], [((key, 0), 1) for key in keys[:3]] + [(("k0", 0), 2)],
+                [((key, 0), r) for key in keys[3:] for r in (1, 2)] + [((key, 0), 2) for key in keys[1:3]]]
+    for rounds in requests:
+        grads = [rng.normal(size=start[shard[0]].shape).astype(np.float32) for shard, _ in rounds]
+        for server in servers:
+            server.push_values(0, 0, rounds, [g.copy() for g in grads])
+    for key in keys:
+        assert servers[0].table.rounds((key, 0)) == servers[1].table.rounds((key, 0)) == ([3], [3])
+        np.testing.assert_array_equal(servers[0].value((key, 0)), servers[1].value((key, 0)))
+    assert max(optimizers[0].calls) == 4 and sum(optimizers[0].calls) == 18
+    assert optimizers[1].calls == [1] * 18

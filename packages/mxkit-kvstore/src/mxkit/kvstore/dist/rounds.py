@@ -20,7 +20,9 @@ what the network adds:
   the ranks it waits for.
 
 Values are numpy arrays (a big key's part is flat); ``apply(key, merged, value)`` returns
-the value after a round (an optimizer), else the round's sum becomes the value. A stored
+the value after a round (an optimizer), else the round's sum becomes the value; with
+``apply_many``, the rounds one push request completes go to the optimizer in one call
+(MXNet's aggregated update: one call instead of one per key). A stored
 value is never written in place, only replaced, so a pull hands out the array itself and
 Ray serialises it after the lock is released, with no copy here.
 """
@@ -73,6 +75,8 @@ class ShardTable:
         self.num_workers = num_workers
         self.model: Any = None
         self.apply: Callable[[Any, np.ndarray, np.ndarray], np.ndarray] | None = None
+        #: ``apply`` of several ``(keys, merged, values)`` at once (an optimizer's aggregated update)
+        self.apply_many: Callable[[list[Any], list[np.ndarray], list[np.ndarray]], list[np.ndarray]] | None = None
         self.decode: Callable[[Shard, Any], np.ndarray] | None = None
         self.shards: dict[ShardId, Shard] = {}
         self.epoch = 0
@@ -181,34 +185,61 @@ class ShardTable:
             self._advance(rank, epoch)
             if rank in self.ended:
                 raise KVStoreError(f"rank {rank} pushed after entering the barrier of epoch {epoch}")
-            for shard_id, local_round, payload in items:
-                shard = self._shard(shard_id, "push")
-                value = self.decode(shard, payload) if self.decode is not None else payload
-                if value.shape != shard.value.shape:
-                    raise KVStoreError(f"push of key {shard.key!r}: a value of shape {value.shape} for a part of "
-                                       f"shape {shard.value.shape}")
-                round_index = shard.base + local_round
-                # with replication a push may arrive twice: sent again after a restart, and the
-                # original, queued while the server restarted; the first one counts
-                if (resend or self.replicating) and (round_index < shard.applied[rank] or
-                               rank in shard.pending.get(round_index, (None, ()))[1]):
-                    continue
-                entry = shard.pending.get(round_index)
-                if entry is None:
-                    adopt = (owned and value.dtype == shard.value.dtype and value.flags.c_contiguous
-                             and value.flags.writeable)
-                    merged = value if adopt else np.array(value, dtype=shard.value.dtype, copy=True)
-                    shard.pending[round_index] = [merged, [rank]]
-                else:
-                    if rank in entry[1]:
-                        raise KVStoreError(f"rank {rank} pushed round {local_round} of key {shard.key!r} twice")
-                    np.add(entry[0], value, out=entry[0], casting="unsafe")
-                    entry[1].append(rank)
-                shard.pushed[rank] = max(shard.pushed[rank], round_index + 1)
-                self._apply_ready_rounds(shard)
-            self.condition.notify_all()
+            # with an aggregating updater, the rounds this request completes are applied together
+            ready: list[tuple[Shard, list[Any]]] | None = [] if self.apply_many is not None and len(items) > 1 \
+                else None
+            try:
+                self._push_items(rank, epoch, items, resend, owned, ready)
+            finally:
+                if ready:
+                    self._apply_together(ready)
+                self.condition.notify_all()
 
-    def _apply_ready_rounds(self, shard: Shard) -> None:
+    def _push_items(self, rank: int, epoch: int, items: list[tuple[ShardId, int, Any]], resend: bool, owned: bool,
+                    ready: list[tuple[Shard, list[Any]]] | None) -> None:
+        """The items of :meth:`push` (called under the lock); rounds they complete are applied,
+        or set aside in ``ready`` when it is a list."""
+        for shard_id, local_round, payload in items:
+            shard = self._shard(shard_id, "push")
+            value = self.decode(shard, payload) if self.decode is not None else payload
+            if value.shape != shard.value.shape:
+                raise KVStoreError(f"push of key {shard.key!r}: a value of shape {value.shape} for a part of "
+                                   f"shape {shard.value.shape}")
+            round_index = shard.base + local_round
+            # with replication a push may arrive twice: sent again after a restart, and the
+            # original, queued while the server restarted; the first one counts
+            if (resend or self.replicating) and (round_index < shard.applied[rank] or
+                           rank in shard.pending.get(round_index, (None, ()))[1]):
+                continue
+            entry = shard.pending.get(round_index)
+            if entry is None:
+                adopt = (owned and value.dtype == shard.value.dtype and value.flags.c_contiguous
+                         and value.flags.writeable)
+                merged = value if adopt else np.array(value, dtype=shard.value.dtype, copy=True)
+                shard.pending[round_index] = [merged, [rank]]
+            else:
+                if rank in entry[1]:
+                    raise KVStoreError(f"rank {rank} pushed round {local_round} of key {shard.key!r} twice")
+                np.add(entry[0], value, out=entry[0], casting="unsafe")
+                entry[1].append(rank)
+            shard.pushed[rank] = max(shard.pushed[rank], round_index + 1)
+            self._apply_ready_rounds(shard, ready)
+
+    def _apply_together(self, ready: list[tuple[Shard, list[Any]]]) -> None:
+        """Apply rounds set aside by :meth:`_apply_ready_rounds` in one ``apply_many`` call,
+        then the rounds of the same shards that became ready after them."""
+        results = self.apply_many([shard.key for shard, _ in ready], [entry[0] for _, entry in ready],
+                                  [shard.value for shard, _ in ready])
+        for (shard, (_, contributors)), value in zip(ready, results, strict=True):
+            shard.value = value
+            for rank in contributors:
+                shard.applied[rank] += 1
+            self._changed(shard)
+        for shard, _ in ready:
+            if shard.pending:
+                self._apply_ready_rounds(shard)
+
+    def _apply_ready_rounds(self, shard: Shard, set_aside: list[tuple[Shard, list[Any]]] | None = None) -> None:
         # a worker's pushes apply in its own order (a threaded server may receive them out of
         # order): round r of a contributor waits for its rounds before r. Under a model that
         # merges every worker's push (sequential) that makes rounds apply one after another.
@@ -228,6 +259,10 @@ class ShardTable:
             if not ready(received):
                 continue
             del pending[round_index]
+            if set_aside is not None:
+                # applied later with the request's other rounds; this shard's later rounds wait for it
+                set_aside.append((shard, [merged, contributors]))
+                return
             # merged is this table's own array (the first push was copied into it)
             shard.value = self.apply(shard.key, merged, shard.value) if self.apply is not None else merged
             for rank in contributors:

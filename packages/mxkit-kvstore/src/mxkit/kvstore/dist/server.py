@@ -178,6 +178,38 @@ class ParameterServer:
         self._updater = updater
         self._weights.clear()
         self.table.apply = self._apply_updater
+        # an optimizer's updater takes the rounds a request completes in one call
+        self.table.apply_many = self._apply_updater_many if callable(getattr(updater, "update_all", None)) else None
+
+    def _weight_for(self, key: Any, value: np.ndarray) -> Any:
+        """The NDArray the updater updates for ``key``, holding ``value``."""
+        import mxkit.ndarray as nd
+
+        cached = self._weights.get(key)
+        if cached is not None and cached[0] is value:
+            return cached[1]
+        return nd.array(value, dtype=value.dtype)
+
+    def _grad_for(self, merged: np.ndarray, value: np.ndarray, weight: Any) -> Any:
+        import mxkit.ndarray as nd
+
+        if merged.dtype == value.dtype and merged.flags.c_contiguous and merged.flags.writeable:
+            return nd.NDArray.from_storage(merged, weight.context)
+        return nd.array(merged, dtype=value.dtype)
+
+    def _kept(self, key: Any, weight: Any, shape: tuple[int, ...]) -> np.ndarray:
+        result = weight.asnumpy().reshape(shape)
+        self._weights[key] = (result, weight)
+        return result
+
+    def _apply_updater_many(self, keys: list[Any], merged: list[np.ndarray], values: list[np.ndarray]
+                            ) -> list[np.ndarray]:
+        """:meth:`_apply_updater` of several keys, the optimizer called once for all (see
+        :meth:`mxkit.kvstore.updater.OptimizerUpdater.update_all`)."""
+        weights = [self._weight_for(key, value) for key, value in zip(keys, values, strict=True)]
+        grads = [self._grad_for(m, value, weight) for m, value, weight in zip(merged, values, weights, strict=True)]
+        self._updater.update_all(keys, grads, weights)
+        return [self._kept(key, weight, value.shape) for key, weight, value in zip(keys, weights, values, strict=True)]
 
     def _apply_updater(self, key: Any, merged: np.ndarray, value: np.ndarray) -> np.ndarray:
         """The value after the updater ran on ``value`` with the round's ``merged`` gradient.
@@ -188,21 +220,9 @@ class ParameterServer:
         updater without a copy. The result is a copy, because a stored value is never
         written in place (a pull may be sending the previous one).
         """
-        import mxkit.ndarray as nd
-
-        cached = self._weights.get(key)
-        if cached is not None and cached[0] is value:
-            weight = cached[1]
-        else:
-            weight = nd.array(value, dtype=value.dtype)
-        if merged.dtype == value.dtype and merged.flags.c_contiguous and merged.flags.writeable:
-            grad = nd.NDArray.from_storage(merged, weight.context)
-        else:
-            grad = nd.array(merged, dtype=value.dtype)
-        self._updater(key, grad, weight)
-        result = weight.asnumpy().reshape(value.shape)
-        self._weights[key] = (result, weight)
-        return result
+        weight = self._weight_for(key, value)
+        self._updater(key, self._grad_for(merged, value, weight), weight)
+        return self._kept(key, weight, value.shape)
 
     def set_compression(self, rank: int, params: dict[str, Any]) -> None:
         """Decode pushes with the compressor ``params`` (``{"type": ..., ...}``)."""
