@@ -380,3 +380,15 @@ def test_the_rounds_one_request_completes_are_applied_in_one_optimizer_call_with
         np.testing.assert_array_equal(servers[0].value((key, 0)), servers[1].value((key, 0)))
     assert max(optimizers[0].calls) == 4 and sum(optimizers[0].calls) == 18
     assert optimizers[1].calls == [1] * 18
+
+
+def test_a_pushed_frame_buffer_is_kept_only_by_a_value_that_is_most_of_it(plain_server):
+    # a kept view keeps the whole frame body alive: a big value is kept without a copy, a
+    # small one riding in the same body is copied
+    plain_server.init([(("big", 0), np.zeros(1000, np.float32)), (("small", 0), np.zeros(4, np.float32))])
+    body = np.arange(1004 * 4, dtype=np.uint8)
+    big, small = body[:4000].view(np.float32), body[4000:].view(np.float32)
+    plain_server.push_values(0, 0, [(("big", 0), 0), (("small", 0), 0)], [big, small], owned=True)
+    assert np.shares_memory(plain_server.table.shards[("big", 0)].value, body)
+    assert not np.shares_memory(plain_server.table.shards[("small", 0)].value, body)
+    np.testing.assert_array_equal(plain_server.table.shards[("small", 0)].value, small)

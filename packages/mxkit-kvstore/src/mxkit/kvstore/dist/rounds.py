@@ -62,6 +62,16 @@ class Shard:
         self.replicated = 0  # the version the backup has acknowledged
 
 
+def _most_of_its_buffer(value: np.ndarray) -> bool:
+    """Whether ``value`` is at least half of the buffer it views: a kept view keeps its whole
+    buffer alive (a frame's body, with the request's other values), so a small value of a
+    large frame is copied instead; what is kept is then at most twice what is stored."""
+    root = value
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    return 2 * value.nbytes >= root.nbytes
+
+
 class ShardTable:
     """The shards of one server and the rounds on them (thread-safe).
 
@@ -214,7 +224,7 @@ class ShardTable:
             entry = shard.pending.get(round_index)
             if entry is None:
                 adopt = (owned and value.dtype == shard.value.dtype and value.flags.c_contiguous
-                         and value.flags.writeable)
+                         and value.flags.writeable and _most_of_its_buffer(value))
                 merged = value if adopt else np.array(value, dtype=shard.value.dtype, copy=True)
                 shard.pending[round_index] = [merged, [rank]]
             else:
