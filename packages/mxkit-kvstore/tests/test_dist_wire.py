@@ -2,6 +2,7 @@
 the receiver knows, large ones and compressed tuples as they are; every count is checked."""
 
 import socket
+import threading
 
 import numpy as np
 import pytest
@@ -10,14 +11,19 @@ from hypothesis import strategies as st
 from mxkit.kvstore.dist import frames, wire
 from mxkit.kvstore.dist.frames import ChannelError
 
+pytestmark = pytest.mark.timeout(120)
+
 DTYPES = [np.float32, np.float64, np.float16, np.int32, np.uint8, np.bool_]
 
 
 def _through_a_socket(layout, groups, arrays):
     left, right = socket.socketpair()
     with left, right:
-        frames.send_frame(left, {"values": layout, "packed": groups}, arrays)
+        # a frame may be larger than the socket's buffer: it is sent while it is read
+        sender = threading.Thread(target=frames.send_frame, args=(left, {"values": layout, "packed": groups}, arrays))
+        sender.start()
         header, received = frames.receive_frame(right)
+        sender.join()
     return header["values"], header["packed"], received
 
 
