@@ -1,6 +1,7 @@
 """MXNet 1.x's Python functions that pick an operator, or its parameters, from their
-arguments: ``histogram`` (bins as a count or as an array of edges) and ``split_v2``
-(split points or a number of equal sections). The Symbol versions are in
+arguments: ``histogram`` (bins as a count or as an array of edges), ``split_v2``
+(split points or a number of equal sections) and ``onehot_encode`` (the output gives the
+depth). The Symbol versions are in
 :mod:`mxkit.symbol.choosers`; both build the same registry operators."""
 
 from __future__ import annotations
@@ -50,4 +51,12 @@ def split_v2(ary: Any, indices_or_sections: Any, axis: int = 0, squeeze_axis: bo
     return invoke_by_name("_split_v2", ary, **split_v2_params(indices_or_sections, axis, squeeze_axis))
 
 
-__all__ = ["histogram", "histogram_call", "split_v2", "split_v2_params"]
+def onehot_encode(indices: Any, out: Any) -> Any:
+    """Writes one-hot rows of ``indices`` into ``out`` (N, depth) and returns it (MXNet 1.x's form:
+    the output array gives the depth)."""
+    from mxkit.ndarray.invoke import invoke_by_name
+
+    return invoke_by_name("_onehot_encode", indices, out, out=out)
+
+
+__all__ = ["histogram", "histogram_call", "onehot_encode", "split_v2", "split_v2_params"]

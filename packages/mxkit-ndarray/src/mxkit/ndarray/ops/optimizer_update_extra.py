@@ -56,6 +56,8 @@ def _nadam_update(xp, inputs, outputs, params):
 
 def _ftml_update(xp, inputs, outputs, params):
     weight, grad, d, v, z = inputs
+    if params.get("clip_grad", -1.0) >= 0:  # MXNet's FTMLParam calls it clip_grad
+        params = dict(params, clip_gradient=params["clip_grad"])
     step = _grad_with_wd(xp, weight, grad, params)
     beta1, beta2, t = params["beta1"], params["beta2"], params["t"]
     v *= beta2
@@ -108,7 +110,8 @@ define_update_ops([
       Param("momentum_t_1", _F), Param("m_schedule", _F), Param("m_schedule_next", _F), Param("beta2_power", _F)],
      "Nesterov Adam (Dozat 2015) with MXNet's momentum schedule."),
     ("ftml_update", _ftml_update, ("d", "v", "z"),
-     [Param("beta1", _F, 0.6), Param("beta2", _F, 0.999), Param("epsilon", _F, 1e-8), Param("t", "int")],
+     [Param("beta1", _F, 0.6), Param("beta2", _F, 0.999), Param("epsilon", _F, 1e-8), Param("t", "int"),
+      Param("clip_grad", _F, -1.0, doc="MXNet's name of clip_gradient for this operator (either may be given).")],
      "FTML (Zheng and Kwok 2017)."),
     ("_dcasgd_update", _dcasgd_update, ("previous_weight",), [Param("lamda", _F, 0.04)],
      "Delay-compensated SGD without momentum."),
