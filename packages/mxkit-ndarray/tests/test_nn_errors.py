@@ -68,7 +68,7 @@ def infer(name, shapes, **params):
     ("SequenceMask", [(5, 3, 2), (4,)], {"use_sequence_length": True}, ["sequence_length", "(4,)", "(3,)"]),
     ("UpSampling", [(1, 2, 4, 4), (1, 2, 3, 3)], {"scale": 2, "sample_type": "nearest", "num_args": 2},
      ["(1, 2, 3, 3)", "(8, 8)"]),
-    ("Dropout", [(3, 4)], {"p": 1.0}, ["p=1.0", "[0, 1)"]),
+    ("Dropout", [(3, 4)], {"p": 1.5}, ["p=1.5", "[0, 1]"]),
 ])
 def test_bad_shapes_raise_shape_errors_that_say_what_and_why(name, shapes, params, words):
     with pytest.raises(ShapeError) as caught:

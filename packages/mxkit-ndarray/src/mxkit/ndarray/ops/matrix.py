@@ -261,6 +261,8 @@ define(OpDef(
 
 def _tile_reps(params, ndim):
     reps = tuple(params["reps"])
+    if any(r < 1 for r in reps):
+        raise ShapeError(f"tile: reps={reps} must all be positive (the repetitions per axis)")
     ndim_out = max(ndim, len(reps))
     return (1,) * (ndim_out - len(reps)) + reps, ndim_out
 

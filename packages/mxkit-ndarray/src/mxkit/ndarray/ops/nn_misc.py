@@ -22,8 +22,8 @@ _DROPOUT_SCHEMA = schema([
 
 def _dropout_shape(params: dict, in_shapes: list) -> list:
     p = params["p"]
-    if not 0 <= p < 1:
-        raise ShapeError(f"Dropout: p={p} must be in [0, 1): the fraction of inputs dropped")
+    if not 0 <= p <= 1:
+        raise ShapeError(f"Dropout: p={p} must be in [0, 1]: the fraction of inputs dropped")
     data = tuple(in_shapes[0])
     for axis in params["axes"]:
         normalize_axis(axis, len(data), "Dropout")
@@ -42,6 +42,9 @@ def _dropout_kernel(xp, inputs, outputs, params):
     shared = {normalize_axis(a, x.ndim, "Dropout") for a in params["axes"]}
     mask_shape = tuple(1 if i in shared else d for i, d in enumerate(x.shape))
     keep = 1 - params["p"]
+    if keep == 0:  # everything dropped
+        write(xp, outputs[0], xp.zeros_like(x))
+        return
     draws = xp.asarray(params["_rng"].random(mask_shape))
     mask = (draws < keep).astype(x.dtype) * x.dtype.type(1 / keep)
     write(xp, outputs[0], x * mask)
@@ -54,6 +57,9 @@ def _dropout_backward_kernel(xp, inputs, outputs, params):
     # A cell whose input was exactly 0 counts as dropped: its true mask is not recoverable, and
     # only matters where the incoming value was 0 already.
     dropped = xp.any(output != data)
+    if params["p"] == 1:
+        write(xp, outputs[0], xp.where(dropped, 0, out_grad))
+        return
     kept = xp.where(output != 0, out_grad / (1 - params["p"]), 0)
     write(xp, outputs[0], xp.where(dropped, kept, out_grad))
 

@@ -122,6 +122,9 @@ def _sample_dtype(params, in_dtypes):
     return [in_dtypes[0] if in_dtypes and in_dtypes[0] else "float32"]
 
 
+#: the input names of the per-element samplers where MXNet's differ from the scalar parameters
+_SAMPLE_INPUTS = {"normal": ("mu", "sigma")}
+
 _NO_GRADIENT = dict(gradient=lambda F, p, i, o, g: [None] * len(i), backward_ignores=ALL_INPUTS)
 
 for _name, (_names, _defaults, _check) in _DISTRIBUTIONS.items():
@@ -142,7 +145,8 @@ for _name, (_names, _defaults, _check) in _DISTRIBUTIONS.items():
     _op = f"_sample_{_name}"
     define(OpDef(name=_op, aliases=(f"sample_{_name}",), kernel=_sample_kernel(_name, _op),
                  params=schema([Param("shape", "shape", ()), Param("dtype", "dtype", None, optional=True)]),
-                 num_inputs=len(_names), input_names=_names, infer_shape=_sample_shape(_op, len(_names)),
+                 num_inputs=len(_names), input_names=_SAMPLE_INPUTS.get(_name, _names),
+                 infer_shape=_sample_shape(_op, len(_names)),
                  infer_dtype=_sample_dtype, needs_rng=True, **_NO_GRADIENT,
                  doc=f"``shape`` samples of a {_name.replace('_', ' ')} distribution per element of the "
                      f"parameter arrays ({', '.join(_names)}); output shape: their shape + ``shape``."))

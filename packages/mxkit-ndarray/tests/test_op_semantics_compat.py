@@ -1,0 +1,56 @@
+"""MXNet 1.x operator semantics ported code relies on: Dropout(p=1), norm's out_dtype, the
+errors of tile with non-positive reps and of max/min over an empty axis, SyncBatchNorm on
+one device and BatchNorm_v1 as BatchNorm, and sample_normal's mu/sigma inputs."""
+
+from __future__ import annotations
+
+import mxkit.ndarray as nd
+import numpy as np
+import pytest
+from mxkit.core.errors import MXKitError
+
+
+def test_dropout_with_p_one_drops_everything_in_training():
+    x = nd.ones((4, 5))
+    x.attach_grad()
+    with nd.autograd.record(train_mode=True):
+        y = nd.Dropout(x, p=1.0)
+    y.backward()
+    assert (y.asnumpy() == 0).all() and (x.grad.asnumpy() == 0).all()
+    np.testing.assert_array_equal(nd.Dropout(x, p=1.0).asnumpy(), x.asnumpy())  # prediction: identity
+    with pytest.raises(MXKitError, match=r"\[0, 1\]"):
+        nd.Dropout(x, p=1.5)
+
+
+def test_norm_out_dtype():
+    x = nd.array([[3.0, 4.0]], dtype="float16")
+    out = nd.norm(x, axis=1, out_dtype="float32")
+    assert out.dtype == np.float32 and out.asnumpy().tolist() == [5.0]
+
+
+def test_invalid_tile_reps_and_empty_extrema_fail_clearly():
+    with pytest.raises(MXKitError, match="must all be positive"):
+        nd.tile(nd.ones((2, 2)), reps=(1, -3))
+    with pytest.raises(MXKitError, match="empty axis"):
+        nd.zeros((5, 0)).max()
+    assert nd.zeros((5, 0)).sum(axis=1).asnumpy().tolist() == [0.0] * 5
+
+
+def test_sync_batchnorm_on_one_device_is_batchnorm():
+    rng = np.random.default_rng(0)
+    args = [nd.array(rng.normal(size=(4, 3, 2))), nd.array(rng.uniform(0.5, 1.5, 3)), nd.array(rng.normal(size=3))]
+    aux = [nd.zeros((3,)), nd.ones((3,))]
+    plain = nd.BatchNorm(*args, *[a.copy() for a in aux], fix_gamma=False, output_mean_var=True)
+    synced = nd.contrib.SyncBatchNorm(*args, *[a.copy() for a in aux], fix_gamma=False, output_mean_var=True,
+                                      ndev=1, key="bn0")
+    for a, b in zip(plain, synced):
+        np.testing.assert_allclose(a.asnumpy(), b.asnumpy())
+    np.testing.assert_allclose(nd.BatchNorm_v1(*args, *aux).asnumpy(), nd.BatchNorm(*args, *aux).asnumpy())
+    with pytest.raises(MXKitError, match="ndev=2"):
+        nd.contrib.SyncBatchNorm(*args, *aux, ndev=2)
+
+
+def test_sample_normal_takes_mu_and_sigma():
+    out = nd.sample_normal(mu=nd.array([10.0, -5.0]), sigma=nd.array([0.5, 0.1]), shape=(2000,))
+    assert out.shape == (2, 2000)
+    np.testing.assert_allclose(out.asnumpy().mean(-1), [10.0, -5.0], atol=0.1)
