@@ -151,3 +151,20 @@ def test_special_functions_match_the_standard_library_and_scipy():
 def test_bad_inputs_fail_with_a_clear_error(call, message):
     with pytest.raises(MXKitError, match=message):
         call()
+
+
+def test_im2col_gives_convolution_columns_and_col2im_is_its_adjoint():
+    rng = np.random.default_rng(5)
+    x, w = rng.normal(size=(2, 3, 7, 6)), rng.normal(size=(4, 3, 3, 3))
+    window = {"kernel": (3, 3), "stride": (2, 1), "dilate": (1, 2), "pad": (1, 1)}
+    cols = harness.run("im2col", [x], **window)[0]
+    conv = harness.run("Convolution", [x, w], num_filter=4, no_bias=True, **window)[0]
+    np.testing.assert_allclose((w.reshape(4, -1) @ cols).reshape(conv.shape), conv, rtol=1e-10, atol=1e-12)
+    y = rng.normal(size=cols.shape)
+    back = harness.run("col2im", [y], output_size=(7, 6), **window)[0]
+    # adjoint: <im2col(x), y> = <x, col2im(y)>
+    assert np.sum(cols * y) == pytest.approx(np.sum(x * back), rel=1e-12)
+    harness.check_gradient("im2col", [rng.normal(size=(1, 2, 4, 4))], kernel=(2, 2), pad=(1, 1))
+    harness.check_gradient("col2im", [rng.normal(size=(1, 8, 25))], output_size=(4, 4), kernel=(2, 2), pad=(1, 1))
+    with pytest.raises(MXKitError, match="does not fit"):
+        nd.im2col(nd.ones((1, 1, 2, 2)), kernel=(3, 3))
