@@ -131,3 +131,12 @@ def test_rand_zipfian_expected_counts_follow_the_log_uniform_law():
     np.testing.assert_allclose(count_sampled.asnumpy(), share(s) * 2000)
     freq = np.bincount(s, minlength=20) / 2000
     np.testing.assert_allclose(freq, share(np.arange(20)), atol=0.04)
+
+
+def test_negative_seeds_are_accepted_and_reproducible():
+    mx.random.seed(-123456789)
+    first = mx.nd.random.uniform(shape=(5,)).asnumpy()
+    mx.random.seed(-123456789)
+    np.testing.assert_array_equal(mx.nd.random.uniform(shape=(5,)).asnumpy(), first)
+    mx.random.seed(123456789)
+    assert not np.array_equal(mx.nd.random.uniform(shape=(5,)).asnumpy(), first)

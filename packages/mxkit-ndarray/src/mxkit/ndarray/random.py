@@ -49,7 +49,8 @@ class GeneratorState:
 def _make_generator(ctx: Context, seed: int | None) -> Any:
     # one seed gives every device its own stream (data-parallel replicas must not draw the
     # same dropout masks), the same for a device in every run
-    entropy = None if seed is None else [seed, zlib.crc32(f"{ctx.device_type}:{ctx.device_id}".encode())]
+    # MXNet takes any int seed, negative ones too: its two's-complement 64-bit pattern seeds the stream
+    entropy = None if seed is None else [seed % 2 ** 64, zlib.crc32(f"{ctx.device_type}:{ctx.device_id}".encode())]
     return backend_of(ctx).make_rng(entropy)
 
 
