@@ -69,3 +69,19 @@ def test_pooling_same_convention_pads_for_ceil_outputs():
     np.testing.assert_array_equal(out, want)
     with pytest.raises(MXKitError, match="computes its own padding"):
         nd.Pooling(nd.array(x), kernel=(2, 2), pad=(1, 1), pool_type="max", pooling_convention="same")
+
+
+def test_reshape_like_with_axis_ranges():
+    lhs, rhs = nd.ones((30, 12)), nd.ones((4, 2, 2, 3))
+    assert nd.reshape_like(lhs, rhs, lhs_begin=-1, rhs_begin=1).shape == (30, 2, 2, 3)
+    assert nd.reshape_like(nd.ones((2, 3, 4)), nd.ones((6, 7)), lhs_end=2, rhs_end=1).shape == (6, 4)
+    assert nd.reshape_like(nd.ones((2, 3)), nd.ones((3, 2))).shape == (3, 2)
+    x = nd.array(np.arange(24.0).reshape(2, 3, 4))
+    x.attach_grad()
+    with nd.autograd.record():
+        y = nd.reshape_like(x, nd.ones((6, 1)), lhs_end=2, rhs_end=1)
+    y.backward(nd.ones((6, 4)) * 2)
+    np.testing.assert_array_equal(y.asnumpy(), np.arange(24.0).reshape(6, 4))
+    assert (x.grad.asnumpy() == 2).all()
+    with pytest.raises(MXKitError, match="cannot take the shape"):
+        nd.reshape_like(nd.ones((2, 3)), nd.ones((5,)), lhs_begin=0, lhs_end=1)
