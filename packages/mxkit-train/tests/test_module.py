@@ -123,6 +123,18 @@ def test_input_grads_match_the_hand_gradient_on_two_devices():
     np.testing.assert_allclose(module.get_outputs()[0].asnumpy(), p, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("contexts", [[mx.cpu(0)], [mx.cpu(0), mx.cpu(1)]])
+def test_input_grads_are_none_when_the_inputs_grad_req_is_null(contexts):
+    # MXNet: inputs_need_grad with grad_req "null" binds, and get_input_grads() gives [None]
+    module = mx.mod.Module(mx.sym.FullyConnected(mx.sym.Variable("data"), num_hidden=3, name="fc"),
+                           label_names=None, context=contexts)
+    module.bind(data_shapes=[("data", (4, FEATURES))], inputs_need_grad=True, grad_req="null")
+    module.init_params()
+    module.forward(mx.io.DataBatch([mx.nd.ones((4, FEATURES))]), is_train=True)
+    module.backward(out_grads=[mx.nd.ones((4, 3))])
+    assert module.get_input_grads() == [None]
+
+
 def test_fixed_params_do_not_move():
     symbol = _mlp()
     module = mx.mod.Module(symbol, context=mx.cpu(), fixed_param_names=["fc1_weight"])

@@ -12,7 +12,7 @@ from mxkit.ndarray.registry import get_registry
 def _generate() -> list[str]:
     registry = get_registry()
     names = []
-    for name in registry.names():
+    for name in registry.names(include_aliases=True):  # aliases too: CTCLoss is also _contrib_CTCLoss
         if name.startswith("_contrib_"):
             short = name[len("_contrib_"):]
             globals()[short] = make_function(name, registry.get(name))

@@ -542,6 +542,8 @@ METHOD_OPS = {
     "cosh": "cosh", "arcsinh": "arcsinh", "arccosh": "arccosh", "arctanh": "arctanh", "degrees": "degrees",
     "radians": "radians", "floor": "floor", "ceil": "ceil", "round": "round", "rint": "rint",
     "trunc": "trunc", "fix": "fix", "softrelu": "softrelu", "shuffle": "_shuffle",
+    "shape_array": "shape_array", "size_array": "size_array", "slice_like": "slice_like", "diag": "diag",
+    "softmin": "softmin", "depth_to_space": "depth_to_space", "space_to_depth": "space_to_depth", "pad": "Pad",
 }
 
 for _name, _op in METHOD_OPS.items():
@@ -589,5 +591,15 @@ def _squeeze(self: NDArray, axis: int | tuple[int, ...] | None = None, inplace: 
 for _name, _function in (("flatten", _flatten), ("expand_dims", _expand_dims), ("squeeze", _squeeze)):
     _function.__name__ = _name
     setattr(NDArray, _name, _function)
+
+
+def _split_v2_method(self: NDArray, *args: Any, **kwargs: Any) -> Any:
+    """Same as ``mx.nd.split_v2(self, ...)``."""
+    from mxkit.ndarray.choosers import split_v2
+
+    return split_v2(self, *args, **kwargs)
+
+
+NDArray.split_v2 = _split_v2_method  # type: ignore[attr-defined]
 
 __all__ = ["NDArray"]

@@ -49,7 +49,8 @@ class GeneratorState:
 def _make_generator(ctx: Context, seed: int | None) -> Any:
     # one seed gives every device its own stream (data-parallel replicas must not draw the
     # same dropout masks), the same for a device in every run
-    entropy = None if seed is None else [seed, zlib.crc32(f"{ctx.device_type}:{ctx.device_id}".encode())]
+    # MXNet takes any int seed, negative ones too: its two's-complement 64-bit pattern seeds the stream
+    entropy = None if seed is None else [seed % 2 ** 64, zlib.crc32(f"{ctx.device_type}:{ctx.device_id}".encode())]
     return backend_of(ctx).make_rng(entropy)
 
 
@@ -121,21 +122,130 @@ def _sample(op: str, shape: Any, dtype: Any, ctx: Any, out: Any, **params: Any) 
     return invoke_by_name(op, shape=tuple(shape), ctx=resolve_context(ctx), out=out, **params)
 
 
-def uniform(low: float = 0.0, high: float = 1.0, shape: Any = None, dtype: Any = None, ctx: Any = None,
+def _is_array(value: Any) -> bool:
+    from mxkit.ndarray.ndarray import NDArray
+
+    return isinstance(value, NDArray)
+
+
+def _dispatch(dist: str, names: tuple[str, ...], values: tuple[Any, ...], shape: Any, dtype: Any, ctx: Any,
+              out: Any, kwargs: dict) -> Any:
+    """MXNet's rule: scalar parameters draw ``shape`` samples of one distribution
+    (``_random_<dist>``); NDArray parameters draw ``shape`` samples per element
+    (``_sample_<dist>``, output shape ``params.shape + shape``)."""
+    arrays = [_is_array(v) for v in values]
+    if all(arrays):
+        params = dict(kwargs)
+        if shape is not None:
+            params["shape"] = (shape,) if isinstance(shape, int) else tuple(shape)
+        if dtype is not None:
+            params["dtype"] = dtype
+        return invoke_by_name(f"_sample_{dist}", *values, out=out, **params)
+    if any(arrays):
+        kinds = ", ".join(f"{n}={type(v).__name__}" for n, v in zip(names, values))
+        raise MXKitError(f"random.{dist}: the parameters must be all numbers or all NDArrays, got {kinds}")
+    return _sample(f"_random_{dist}", shape, dtype, ctx, out, **dict(zip(names, values)), **kwargs)
+
+
+def _like(dist: str, data: Any, out: Any, **params: Any) -> Any:
+    return invoke_by_name(f"_random_{dist}_like", data, out=out, **params)
+
+
+def uniform(low: Any = 0.0, high: Any = 1.0, shape: Any = None, dtype: Any = None, ctx: Any = None,
             out: Any = None, **kwargs: Any) -> Any:
-    """Samples uniformly from ``[low, high)``."""
-    return _sample("_random_uniform", shape, dtype, ctx, out, low=low, high=high, **kwargs)
+    """Samples uniformly from ``[low, high)`` (per element when ``low`` and ``high`` are NDArrays)."""
+    return _dispatch("uniform", ("low", "high"), (low, high), shape, dtype, ctx, out, kwargs)
 
 
-def normal(loc: float = 0.0, scale: float = 1.0, shape: Any = None, dtype: Any = None, ctx: Any = None,
+def normal(loc: Any = 0.0, scale: Any = 1.0, shape: Any = None, dtype: Any = None, ctx: Any = None,
            out: Any = None, **kwargs: Any) -> Any:
     """Samples from a normal distribution with mean ``loc`` and standard deviation ``scale``."""
-    return _sample("_random_normal", shape, dtype, ctx, out, loc=loc, scale=scale, **kwargs)
+    return _dispatch("normal", ("loc", "scale"), (loc, scale), shape, dtype, ctx, out, kwargs)
 
 
-def randn(*shape: int, loc: float = 0.0, scale: float = 1.0, dtype: Any = None, ctx: Any = None) -> Any:
+def randn(*shape: int, loc: Any = 0.0, scale: Any = 1.0, dtype: Any = None, ctx: Any = None, out: Any = None,
+          **kwargs: Any) -> Any:
     """Normal samples of the given shape (``mx.nd.random.randn(2, 3)``)."""
-    return normal(loc, scale, shape=shape or (1,), dtype=dtype, ctx=ctx)
+    return normal(loc, scale, shape=shape or None, dtype=dtype, ctx=ctx, out=out, **kwargs)
+
+
+def gamma(alpha: Any = 1.0, beta: Any = 1.0, shape: Any = None, dtype: Any = None, ctx: Any = None,
+          out: Any = None, **kwargs: Any) -> Any:
+    """Samples from a gamma distribution of shape ``alpha`` and scale ``beta`` (mean alpha * beta)."""
+    return _dispatch("gamma", ("alpha", "beta"), (alpha, beta), shape, dtype, ctx, out, kwargs)
+
+
+def exponential(scale: Any = 1.0, shape: Any = None, dtype: Any = None, ctx: Any = None, out: Any = None,
+                **kwargs: Any) -> Any:
+    """Samples from an exponential distribution of mean ``scale`` (rate ``lam = 1 / scale``)."""
+    return _dispatch("exponential", ("lam",), (1.0 / scale,), shape, dtype, ctx, out, kwargs)
+
+
+def poisson(lam: Any = 1.0, shape: Any = None, dtype: Any = None, ctx: Any = None, out: Any = None,
+            **kwargs: Any) -> Any:
+    """Samples from a Poisson distribution of rate ``lam`` (as floats, like MXNet)."""
+    return _dispatch("poisson", ("lam",), (lam,), shape, dtype, ctx, out, kwargs)
+
+
+def negative_binomial(k: Any = 1, p: Any = 1.0, shape: Any = None, dtype: Any = None, ctx: Any = None,
+                      out: Any = None, **kwargs: Any) -> Any:
+    """Samples the number of failures before the ``k``-th success of trials that succeed with probability ``p``."""
+    return _dispatch("negative_binomial", ("k", "p"), (k, p), shape, dtype, ctx, out, kwargs)
+
+
+def generalized_negative_binomial(mu: Any = 1.0, alpha: Any = 1.0, shape: Any = None, dtype: Any = None,
+                                  ctx: Any = None, out: Any = None, **kwargs: Any) -> Any:
+    """Samples a negative binomial of mean ``mu`` and dispersion ``alpha`` (variance mu + alpha mu^2)."""
+    return _dispatch("generalized_negative_binomial", ("mu", "alpha"), (mu, alpha), shape, dtype, ctx, out,
+                     kwargs)
+
+
+def multinomial(data: Any, shape: Any = None, get_prob: bool = False, out: Any = None, dtype: str = "int32",
+                **kwargs: Any) -> Any:
+    """Category indices drawn from the distributions in the last axis of ``data``.
+
+    Returns the samples (shape ``data.shape[:-1] + shape``), and with ``get_prob=True`` also
+    their log-probabilities, through which autograd reaches ``data``.
+    """
+    if shape is not None:
+        kwargs["shape"] = (shape,) if isinstance(shape, int) else tuple(shape)
+    return invoke_by_name("_sample_multinomial", data, out=out, get_prob=get_prob, dtype=dtype, **kwargs)
+
+
+def uniform_like(data: Any, low: float = 0.0, high: float = 1.0, out: Any = None, **kwargs: Any) -> Any:
+    """Uniform samples shaped like ``data``."""
+    return _like("uniform", data, out, low=low, high=high, **kwargs)
+
+
+def normal_like(data: Any, loc: float = 0.0, scale: float = 1.0, out: Any = None, **kwargs: Any) -> Any:
+    """Normal samples shaped like ``data``."""
+    return _like("normal", data, out, loc=loc, scale=scale, **kwargs)
+
+
+def gamma_like(data: Any, alpha: float = 1.0, beta: float = 1.0, out: Any = None, **kwargs: Any) -> Any:
+    """Gamma samples shaped like ``data``."""
+    return _like("gamma", data, out, alpha=alpha, beta=beta, **kwargs)
+
+
+def exponential_like(data: Any, lam: float = 1.0, out: Any = None, **kwargs: Any) -> Any:
+    """Exponential samples (rate ``lam``) shaped like ``data``."""
+    return _like("exponential", data, out, lam=lam, **kwargs)
+
+
+def poisson_like(data: Any, lam: float = 1.0, out: Any = None, **kwargs: Any) -> Any:
+    """Poisson samples shaped like ``data``."""
+    return _like("poisson", data, out, lam=lam, **kwargs)
+
+
+def negative_binomial_like(data: Any, k: int = 1, p: float = 1.0, out: Any = None, **kwargs: Any) -> Any:
+    """Negative binomial samples shaped like ``data``."""
+    return _like("negative_binomial", data, out, k=k, p=p, **kwargs)
+
+
+def generalized_negative_binomial_like(data: Any, mu: float = 1.0, alpha: float = 1.0, out: Any = None,
+                                       **kwargs: Any) -> Any:
+    """Generalized negative binomial samples shaped like ``data``."""
+    return _like("generalized_negative_binomial", data, out, mu=mu, alpha=alpha, **kwargs)
 
 
 def randint(low: int, high: int, shape: Any = None, dtype: Any = None, ctx: Any = None, out: Any = None,
@@ -151,4 +261,7 @@ def shuffle(data: Any, **kwargs: Any) -> Any:
     return invoke_by_name("_shuffle", data, **kwargs)
 
 
-__all__ = ["normal", "randint", "randn", "seed", "shuffle", "uniform"]
+__all__ = ["exponential", "exponential_like", "gamma", "gamma_like", "generalized_negative_binomial",
+           "generalized_negative_binomial_like", "multinomial", "negative_binomial", "negative_binomial_like",
+           "normal", "normal_like", "poisson", "poisson_like", "randint", "randn", "seed", "shuffle", "uniform",
+           "uniform_like"]

@@ -116,14 +116,14 @@ def _plain(value: Any) -> Any:
         return tuple(_plain(v) for v in value)
     if isinstance(value, tuple):
         return tuple(_plain(v) for v in value)
+    if isinstance(value, type):  # before .item: numpy scalar types (np.float64) have it unbound
+        import numpy
+
+        return numpy.dtype(value).name
     if hasattr(value, "item") and not isinstance(value, (str, bytes)):
         return value.item()
     if hasattr(value, "name") and hasattr(value, "itemsize"):  # a numpy dtype
         return value.name
-    if isinstance(value, type):
-        import numpy
-
-        return numpy.dtype(value).name
     return value
 
 

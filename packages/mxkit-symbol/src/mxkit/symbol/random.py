@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from mxkit.symbol.op import create
+from mxkit.symbol.symbol import SymbolError
 
 
 def _shape(shape: Any) -> tuple[int, ...]:
@@ -18,16 +19,95 @@ def _shape(shape: Any) -> tuple[int, ...]:
     return (shape,) if isinstance(shape, int) else tuple(shape)
 
 
-def uniform(low: float = 0.0, high: float = 1.0, shape: Any = None, dtype: Any = None, ctx: Any = None,
+def _dispatch(dist: str, names: tuple[str, ...], values: tuple[Any, ...], shape: Any, dtype: Any,
+              kwargs: dict) -> Any:
+    """Scalar parameters: ``_random_<dist>``; Symbol parameters: ``_sample_<dist>``, ``shape``
+    samples per element of the parameters (MXNet's rule, as in :mod:`mxkit.ndarray.random`)."""
+    from mxkit.symbol.symbol import Symbol
+
+    symbols = [isinstance(v, Symbol) for v in values]
+    if all(symbols):
+        params = dict(kwargs)
+        if shape is not None:
+            params["shape"] = (shape,) if isinstance(shape, int) else tuple(shape)
+        if dtype is not None:
+            params["dtype"] = dtype
+        return create(f"_sample_{dist}", *values, **params)
+    if any(symbols):
+        kinds = ", ".join(f"{n}={type(v).__name__}" for n, v in zip(names, values))
+        raise SymbolError(f"random.{dist}: the parameters must be all numbers or all Symbols, got {kinds}")
+    return create(f"_random_{dist}", **dict(zip(names, values)), shape=_shape(shape), dtype=dtype, **kwargs)
+
+
+def uniform(low: Any = 0.0, high: Any = 1.0, shape: Any = None, dtype: Any = None, ctx: Any = None,
             **kwargs: Any) -> Any:
     """Samples uniformly from ``[low, high)``."""
-    return create("_random_uniform", low=low, high=high, shape=_shape(shape), dtype=dtype, **kwargs)
+    return _dispatch("uniform", ("low", "high"), (low, high), shape, dtype, kwargs)
 
 
-def normal(loc: float = 0.0, scale: float = 1.0, shape: Any = None, dtype: Any = None, ctx: Any = None,
-            **kwargs: Any) -> Any:
+def normal(loc: Any = 0.0, scale: Any = 1.0, shape: Any = None, dtype: Any = None, ctx: Any = None,
+           **kwargs: Any) -> Any:
     """Samples from a normal distribution of mean ``loc`` and standard deviation ``scale``."""
-    return create("_random_normal", loc=loc, scale=scale, shape=_shape(shape), dtype=dtype, **kwargs)
+    return _dispatch("normal", ("loc", "scale"), (loc, scale), shape, dtype, kwargs)
+
+
+def randn(*shape: int, loc: Any = 0.0, scale: Any = 1.0, dtype: Any = None, ctx: Any = None,
+          **kwargs: Any) -> Any:
+    """Normal samples of the given shape."""
+    return normal(loc, scale, shape=shape or None, dtype=dtype, **kwargs)
+
+
+def gamma(alpha: Any = 1.0, beta: Any = 1.0, shape: Any = None, dtype: Any = None, ctx: Any = None,
+          **kwargs: Any) -> Any:
+    """Samples from a gamma distribution of shape ``alpha`` and scale ``beta``."""
+    return _dispatch("gamma", ("alpha", "beta"), (alpha, beta), shape, dtype, kwargs)
+
+
+def exponential(scale: Any = 1.0, shape: Any = None, dtype: Any = None, ctx: Any = None, **kwargs: Any) -> Any:
+    """Samples from an exponential distribution of mean ``scale``."""
+    return _dispatch("exponential", ("lam",), (1.0 / scale,), shape, dtype, kwargs)
+
+
+def poisson(lam: Any = 1.0, shape: Any = None, dtype: Any = None, ctx: Any = None, **kwargs: Any) -> Any:
+    """Samples from a Poisson distribution of rate ``lam``."""
+    return _dispatch("poisson", ("lam",), (lam,), shape, dtype, kwargs)
+
+
+def negative_binomial(k: Any = 1, p: Any = 1.0, shape: Any = None, dtype: Any = None, ctx: Any = None,
+                      **kwargs: Any) -> Any:
+    """Samples failures before the ``k``-th success (success probability ``p``)."""
+    return _dispatch("negative_binomial", ("k", "p"), (k, p), shape, dtype, kwargs)
+
+
+def generalized_negative_binomial(mu: Any = 1.0, alpha: Any = 1.0, shape: Any = None, dtype: Any = None,
+                                  ctx: Any = None, **kwargs: Any) -> Any:
+    """Samples a negative binomial of mean ``mu`` and dispersion ``alpha``."""
+    return _dispatch("generalized_negative_binomial", ("mu", "alpha"), (mu, alpha), shape, dtype, kwargs)
+
+
+def multinomial(data: Any, shape: Any = None, get_prob: bool = False, dtype: str = "int32", **kwargs: Any) -> Any:
+    """Category indices drawn from the distributions in the last axis of ``data``."""
+    if shape is not None:
+        kwargs["shape"] = (shape,) if isinstance(shape, int) else tuple(shape)
+    return create("_sample_multinomial", data, get_prob=get_prob, dtype=dtype, **kwargs)
+
+
+def _like(dist: str):
+    def sampler(data: Any, **params: Any) -> Any:
+        return create(f"_random_{dist}_like", data, **params)
+
+    sampler.__name__ = f"{dist}_like"
+    sampler.__doc__ = f"Samples of the {dist.replace('_', ' ')} distribution shaped like ``data``."
+    return sampler
+
+
+uniform_like = _like("uniform")
+normal_like = _like("normal")
+gamma_like = _like("gamma")
+exponential_like = _like("exponential")
+poisson_like = _like("poisson")
+negative_binomial_like = _like("negative_binomial")
+generalized_negative_binomial_like = _like("generalized_negative_binomial")
 
 
 def randint(low: int, high: int, shape: Any = None, dtype: Any = None, ctx: Any = None,
@@ -41,4 +121,7 @@ def shuffle(data: Any, **kwargs: Any) -> Any:
     return create("_shuffle", data, **kwargs)
 
 
-__all__ = ["normal", "randint", "shuffle", "uniform"]
+__all__ = ["exponential", "exponential_like", "gamma", "gamma_like", "generalized_negative_binomial",
+           "generalized_negative_binomial_like", "multinomial", "negative_binomial", "negative_binomial_like",
+           "normal", "normal_like", "poisson", "poisson_like", "randint", "randn", "shuffle", "uniform",
+           "uniform_like"]

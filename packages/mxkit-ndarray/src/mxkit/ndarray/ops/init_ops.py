@@ -52,7 +52,10 @@ def _arange_shape(params, in_shapes):
 
 def _arange_kernel(xp, inputs, outputs, params):
     count, start = _arange_count(params)
-    values = start + xp.arange(count, dtype="float64") * params["step"]
+    step = params["step"]
+    if outputs[0].dtype.kind in "iu":  # start and step in the output dtype first, as MXNet (and numpy)
+        start, step = int(start), int(step) or (1 if step > 0 else -1)
+    values = start + xp.arange(count, dtype="float64") * step
     if params["repeat"] > 1:
         values = xp.repeat(values, params["repeat"])
     write(xp, outputs[0], values)

@@ -135,25 +135,44 @@ _GEMM2_SCHEMA = schema([Param("transpose_a", "bool", False), Param("transpose_b"
                         Param("alpha", "float", 1.0), Param("axis", "int", -2)])
 
 
-def _check_gemm_axis(params):
-    if params["axis"] != -2:
-        raise ShapeError(f"linalg_gemm2: only axis=-2 (rows in the second-to-last axis) is supported, "
-                         f"got axis={params['axis']}")
-
-
 def _gemm2_shape(params, in_shapes):
-    _check_gemm_axis(params)
-    return _batch_shape("linalg_gemm2", 2)(params, in_shapes)
+    import numpy as np
+    from mxkit.ndarray.ops.linalg_extra import move_rows_back, move_rows_last
+
+    a, b = (tuple(s) for s in in_shapes)
+    axis = params["axis"]
+    if len(a) < 2 or not -len(a) <= axis < len(a) - 1 or axis == -1:
+        raise ShapeError(f"linalg_gemm2: axis={axis} must name the row axis of A {a} (the columns are the last)")
+    moved = [move_rows_last(np.empty(s, dtype=np.bool_), axis).shape if len(s) == len(a) else s for s in (a, b)]
+    out = _batch_shape("linalg_gemm2", 2)(params, moved)[0]
+    return [move_rows_back(np.empty(out, dtype=np.bool_), axis).shape]
+
+
+def _gemm2_kernel(xp, inputs, outputs, params):
+    from mxkit.ndarray.ops.linalg_extra import move_rows_back, move_rows_last
+
+    axis = params["axis"]
+    moved = [move_rows_last(x, axis) for x in inputs]
+    lhs, rhs = _batch_operands(*moved, params)
+    write(xp, outputs[0], move_rows_back(params["alpha"] * xp.matmul(lhs, rhs), axis))
+
+
+def _gemm2_backward_kernel(xp, inputs, outputs, params):
+    from mxkit.ndarray.ops.linalg_extra import move_rows_last
+
+    axis = params["axis"]
+    moved_outputs = [move_rows_last(o, axis) for o in outputs]  # views: the kernel writes through them
+    _batch_backward_kernel(xp, [move_rows_last(x, axis) for x in inputs], moved_outputs, params)
 
 
 define(OpDef(
-    name="_linalg_gemm2", aliases=("linalg_gemm2",), infer_shape=_gemm2_shape, kernel=_batch_kernel,
+    name="_linalg_gemm2", aliases=("linalg_gemm2",), infer_shape=_gemm2_shape, kernel=_gemm2_kernel,
     params=_GEMM2_SCHEMA, num_inputs=2, input_names=("A", "B"),
     gradient=_pair_gradient("_backward_linalg_gemm2"),
     doc="alpha * op(A) @ op(B) over the trailing two axes (leading axes are a batch).",
 ))
 define(OpDef(
-    name="_backward_linalg_gemm2", infer_shape=_pair_backward_shape, kernel=_batch_backward_kernel,
+    name="_backward_linalg_gemm2", infer_shape=_pair_backward_shape, kernel=_gemm2_backward_kernel,
     params=_GEMM2_SCHEMA, num_inputs=3, num_outputs=2, input_names=("out_grad", "A", "B"),
     output_names=("A_grad", "B_grad"), infer_dtype=lambda p, d: [d[1], d[2]], doc="Backward of linalg_gemm2.",
 ))

@@ -30,19 +30,41 @@ define(OpDef(
 ))
 
 
+def _axis_range(begin, end, ndim, which):
+    """MXNet's [begin, end) of reshape_like (None: the whole range; negative: from the end)."""
+    b = 0 if begin is None else (begin + ndim if begin < 0 else begin)
+    e = ndim if end is None else (end + ndim if end < 0 else end)
+    if not 0 <= b <= e <= ndim:
+        raise ShapeError(f"reshape_like: {which}_begin={begin}, {which}_end={end} is not a range of {ndim} axes")
+    return b, e
+
+
 def _reshape_like_shape(params, in_shapes):
     src, like = tuple(in_shapes[0]), tuple(in_shapes[1])
-    if size_of(src) != size_of(like):
-        raise ShapeError(f"reshape_like: {src} has {size_of(src)} elements, {like} has {size_of(like)}")
-    return [like]
+    lb, le = _axis_range(params.get("lhs_begin"), params.get("lhs_end"), len(src), "lhs")
+    rb, re_ = _axis_range(params.get("rhs_begin"), params.get("rhs_end"), len(like), "rhs")
+    out = src[:lb] + like[rb:re_] + src[le:]
+    if size_of(src) != size_of(out):
+        raise ShapeError(f"reshape_like: axes [{lb}, {le}) of {src} cannot take the shape {like[rb:re_]} of axes "
+                         f"[{rb}, {re_}) of {like}: {size_of(src)} elements vs {size_of(out)}")
+    return [out]
+
+
+_RESHAPE_LIKE_SCHEMA = schema([Param(n, "int", None, optional=True, doc=d) for n, d in (
+    ("lhs_begin", "First axis of lhs to replace (0 when None)."),
+    ("lhs_end", "End of the lhs axes to replace (lhs.ndim when None)."),
+    ("rhs_begin", "First axis of rhs whose sizes are used (0 when None)."),
+    ("rhs_end", "End of the rhs axes used (rhs.ndim when None)."))])
 
 
 define(OpDef(
     name="reshape_like", infer_shape=_reshape_like_shape, num_inputs=2, input_names=("lhs", "rhs"),
+    params=_RESHAPE_LIKE_SCHEMA,
     infer_dtype=lambda p, d: [d[0]], kernel=_copy_reshaped, inplace=((0, 0, True),),
     gradient=lambda F, p, i, o, g: [F("reshape_like", g[0], i[0]), None], backward_ignores=frozenset({0, 1}),
     reads_shape_only=frozenset({1}),
-    doc="Reshapes ``lhs`` to the shape of ``rhs`` (same number of elements).",
+    doc="Reshapes ``lhs`` to the shape of ``rhs``, or axes [lhs_begin, lhs_end) of lhs to the sizes of axes "
+        "[rhs_begin, rhs_end) of rhs (same number of elements).",
 ))
 
 define(OpDef(
@@ -261,6 +283,8 @@ define(OpDef(
 
 def _tile_reps(params, ndim):
     reps = tuple(params["reps"])
+    if any(r < 1 for r in reps):
+        raise ShapeError(f"tile: reps={reps} must all be positive (the repetitions per axis)")
     ndim_out = max(ndim, len(reps))
     return (1,) * (ndim_out - len(reps)) + reps, ndim_out
 

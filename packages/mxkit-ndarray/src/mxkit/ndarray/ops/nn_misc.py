@@ -60,6 +60,9 @@ def _dropout_backward_kernel(xp, inputs, outputs, params):
         write(xp, outputs[0], xp.zeros_like(out_grad))
         return
     dropped = xp.any(output != data)
+    if params["p"] == 1:
+        write(xp, outputs[0], xp.where(dropped, 0, out_grad))
+        return
     kept = xp.where(output != 0, out_grad / (1 - params["p"]), 0)
     write(xp, outputs[0], xp.where(dropped, kept, out_grad))
 

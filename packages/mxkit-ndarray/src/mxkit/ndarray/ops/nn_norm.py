@@ -131,7 +131,8 @@ def _batchnorm_gradient(F, params, inputs, outputs, out_grads):
 
 
 define(OpDef(
-    name="BatchNorm", infer_shape=_batchnorm_shape, kernel=_batchnorm_kernel, params=_BATCHNORM_SCHEMA,
+    name="BatchNorm", aliases=("BatchNorm_v1",), infer_shape=_batchnorm_shape, kernel=_batchnorm_kernel,
+    params=_BATCHNORM_SCHEMA,
     num_inputs=3, input_names=("data", "gamma", "beta"), aux_names=("moving_mean", "moving_var"),
     num_outputs=_batchnorm_outputs,
     output_names=lambda p: ("output", "mean", "var")[:_batchnorm_outputs(p)],
@@ -205,4 +206,33 @@ define(OpDef(
     name="_backward_LRN", params=_LRN_SCHEMA, kernel=_lrn_backward_kernel,
     infer_shape=lambda p, s: [tuple(s[1])], num_inputs=2, input_names=("head_grad", "data"),
     doc="Backward of LRN.",
+))
+
+
+# ---- SyncBatchNorm ---------------------------------------------------------------------------
+# MXNet's contrib.SyncBatchNorm reduces the batch statistics across ndev devices of one process;
+# with one device (the only case an operator on one context sees) it is BatchNorm exactly.
+
+_SYNC_ONLY = ("ndev", "key")
+_SYNC_SCHEMA = schema([*_BATCHNORM_SCHEMA,
+                       Param("ndev", "int", 1, doc="Devices that share statistics (1: plain BatchNorm)."),
+                       Param("key", "str", "", doc="Names the statistics shared across devices.")])
+
+
+def _without_sync(params: dict) -> dict:
+    if params.get("ndev", 1) != 1:
+        raise ShapeError(f"SyncBatchNorm: ndev={params['ndev']} needs statistics from other devices; "
+                         f"only ndev=1 (single-device BatchNorm) is supported")
+    return {k: v for k, v in params.items() if k not in _SYNC_ONLY}
+
+
+define(OpDef(
+    name="_contrib_SyncBatchNorm", infer_shape=lambda p, s: _batchnorm_shape(_without_sync(p), s),
+    kernel=lambda xp, i, o, p: _batchnorm_kernel(xp, i, o, _without_sync(p)), params=_SYNC_SCHEMA,
+    num_inputs=3, input_names=("data", "gamma", "beta"), aux_names=("moving_mean", "moving_var"),
+    num_outputs=_batchnorm_outputs, output_names=lambda p: ("output", "mean", "var")[:_batchnorm_outputs(p)],
+    infer_dtype=lambda p, d: [d[0]] + [d[1] if len(d) > 1 else d[0]] * (_batchnorm_outputs(p) - 1),
+    gradient=lambda F, p, i, o, g: _batchnorm_gradient(F, _without_sync(p), i, o, g),
+    backward_ignores=frozenset({2}),
+    doc="Batch normalisation with statistics synchronised across ndev devices (single device: BatchNorm).",
 ))

@@ -23,7 +23,7 @@ _POOL_SCHEMA = schema([
     Param("pool_type", "str", "max", choices=("avg", "lp", "max", "sum"), doc="The reduction over a window."),
     Param("global_pool", "bool", False, doc="Pool over the whole spatial extent (kernel, stride, pad ignored)."),
     Param("cudnn_off", "bool", False, doc="Ignored on CPU."),
-    Param("pooling_convention", "str", "valid", choices=("full", "valid"),
+    Param("pooling_convention", "str", "valid", choices=("full", "same", "valid"),
           doc="Output size rounding: valid floors, full ceils (windows may reach past the padding)."),
     Param("stride", "shape", (), doc="Stride per spatial axis; () means 1."),
     Param("pad", "shape", (), doc="Padding on both sides per spatial axis; () means 0."),
@@ -72,6 +72,17 @@ class PoolGeometry:
                 raise ShapeError(f"Pooling: stride={self.stride} must be positive and pad={self.pad} "
                                  f"not negative")
         full = params["pooling_convention"] == "full" and not params["global_pool"]
+        if params["pooling_convention"] == "same" and not params["global_pool"]:
+            # TensorFlow's SAME: ceil(size / stride) outputs, the padding the windows need split
+            # before/after (the larger half after); explicit padding does not combine with it
+            if any(self.pad):
+                raise ShapeError(f"Pooling: pooling_convention='same' computes its own padding; got pad={self.pad}")
+            totals = [max((math.ceil(size / s) - 1) * s + k - size, 0)
+                      for size, k, s in zip(self.spatial, self.kernel, self.stride)]
+            self.pad = tuple(t // 2 for t in totals)
+            self.out_spatial = tuple(math.ceil(size / s) for size, s in zip(self.spatial, self.stride))
+            self.after = tuple(t - t // 2 for t in totals)
+            return
         out = []
         for axis, (size, k, s, p) in enumerate(zip(self.spatial, self.kernel, self.stride, self.pad)):
             if size + 2 * p < k:

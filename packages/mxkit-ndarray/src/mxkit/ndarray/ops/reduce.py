@@ -6,6 +6,7 @@ They take MXNet's ``axis`` (``None`` or ``()`` for all axes), ``keepdims`` and `
 
 from __future__ import annotations
 
+from mxkit.core.errors import ShapeError
 from mxkit.ndarray.ops._helpers import no_gradient, write
 from mxkit.ndarray.params import Param, schema
 from mxkit.ndarray.registry import OpDef, define
@@ -26,8 +27,12 @@ def _axes(params, shape, name):
 def _reduce_shape(name):
     def infer(params, in_shapes):
         shape = tuple(in_shapes[0])
+        axes = _axes(params, shape, name)
+        if name in ("max", "min") and any(shape[a] == 0 for a in (axes or range(len(shape)))):
+            raise ShapeError(f"{name}: cannot reduce an empty axis of shape {shape} (the {name} of no elements "
+                             f"is undefined)")
         # MXNet 1.x has no 0-d arrays: reducing every axis gives shape (1,)
-        return [reduced_shape(shape, _axes(params, shape, name), params["keepdims"]) or (1,)]
+        return [reduced_shape(shape, axes, params["keepdims"]) or (1,)]
 
     return infer
 
@@ -89,11 +94,13 @@ def _reduce_gradient(backward, needs_output):
     return gradient
 
 
-def _define_reduction(name, method, local, needs_output, aliases, params=_REDUCE_SCHEMA, kernel=None):
+def _define_reduction(name, method, local, needs_output, aliases, params=_REDUCE_SCHEMA, kernel=None,
+                      infer_dtype=None):
     backward = f"_backward_{name}"
     define(OpDef(
         name=name, infer_shape=_reduce_shape(name), kernel=kernel or _reduce_kernel(name, method),
         params=params, aliases=aliases, gradient=_reduce_gradient(backward, needs_output),
+        **({"infer_dtype": infer_dtype} if infer_dtype else {}),
         doc=f"The {name} of array elements over the given axes.",
     ))
     define(OpDef(
@@ -122,8 +129,10 @@ def _norm_kernel(xp, inputs, outputs, params):
     write(xp, outputs[0], result.reshape(outputs[0].shape))
 
 
-_NORM_SCHEMA = schema([Param("ord", "int", 2, choices=None, doc="1 or 2."), *_REDUCE_PARAMS])
-_define_reduction("norm", None, _norm_local, True, (), params=_NORM_SCHEMA, kernel=_norm_kernel)
+_NORM_SCHEMA = schema([Param("ord", "int", 2, choices=None, doc="1 or 2."), *_REDUCE_PARAMS,
+                       Param("out_dtype", "dtype", None, optional=True, doc="Output dtype (the input's when None).")])
+_define_reduction("norm", None, _norm_local, True, (), params=_NORM_SCHEMA, kernel=_norm_kernel,
+                  infer_dtype=lambda p, d: [p["out_dtype"] or d[0]])
 
 
 # ---- arg reductions ---------------------------------------------------------------------

@@ -86,7 +86,9 @@ def _merge_multi_context(outputs: list[list[Any]], axes: list[int]) -> list[Any]
 
     merged = []
     for pieces, axis in zip(outputs, axes):
-        if len(pieces) == 1:
+        if any(p is None for p in pieces):  # no gradient array (grad_req "null")
+            merged.append(None)
+        elif len(pieces) == 1:
             merged.append(pieces[0])
         elif axis >= 0:
             target = pieces[0].context
@@ -257,7 +259,8 @@ class DataParallelExecutorGroup:
             self.grad_arrays = [[None] * len(execs) for _ in self.param_names]
         self.aux_arrays = [[e.aux_dict[name] for e in execs] for name in self.aux_names]
         if self.inputs_need_grad:
-            self.input_grad_arrays = [[e.grad_dict[name] for e in execs] for name in self.data_names]
+            # an input bound with grad_req "null" has no gradient array: None, as in MXNet
+            self.input_grad_arrays = [[e.grad_dict.get(name) for e in execs] for name in self.data_names]
         else:
             self.input_grad_arrays = []
         self.output_layouts = [self.data_layouts[0] if self.data_layouts else 0] * len(self.output_names)
