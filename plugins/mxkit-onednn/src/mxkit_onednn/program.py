@@ -192,13 +192,27 @@ def fastest(programs: list[Any], inputs: list, outputs: list,
             fallback: Callable[[list, list], None] | None = None) -> Any:
     """The candidate (a :class:`Program` or :data:`FALLBACK`) that ran fastest on these arrays, each
     :data:`TRIALS` times, the best time counting, a later one winning only by :data:`MARGIN`; the
-    outputs hold the chosen candidate's result (candidates round differently)."""
+    outputs hold the chosen candidate's result (candidates round differently).
+
+    An operator computed in place (an output sharing memory with an input: mxkit's planner lets
+    ``Activation`` and the activation gradients overwrite their input) would read its own result on
+    the second run; those inputs are copied once and put back before every run after the first."""
     if len(programs) == 1:
         _run(programs[0], inputs, outputs, fallback)
         return programs[0]
+    saved = {index: np.array(array, copy=True) for index, array in enumerate(inputs)
+             if any(np.may_share_memory(array, output) for output in outputs)}
+
+    def run_fresh(program: Any) -> None:
+        for index, copy in saved.items():
+            np.copyto(inputs[index], copy)
+        _run(program, inputs, outputs, fallback)
+
     best = [float("inf")] * len(programs)
     for _ in range(TRIALS):
         for index, program in enumerate(programs):
+            for position, copy in saved.items():
+                np.copyto(inputs[position], copy)
             start = time.perf_counter()
             _run(program, inputs, outputs, fallback)
             best[index] = min(best[index], time.perf_counter() - start)
@@ -207,7 +221,7 @@ def fastest(programs: list[Any], inputs: list, outputs: list,
         if best[index] <= MARGIN * best[chosen]:
             chosen = index
     if chosen != len(programs) - 1:  # the result of the program that will serve: a rerun gives the same bits
-        _run(programs[chosen], inputs, outputs, fallback)
+        run_fresh(programs[chosen])
     return programs[chosen]
 
 
