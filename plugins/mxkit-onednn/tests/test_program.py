@@ -182,3 +182,25 @@ def test_timing_the_candidates_of_an_in_place_call_computes_it_once(monkeypatch)
     op.kernel_for("numpy")(np, [x], [x], params)
     assert cache.builds == 1
     np.testing.assert_allclose(x, expected, rtol=1e-5)
+
+
+def test_a_batchnorm_gradient_over_the_workspace_budget_goes_to_the_replaced_kernel(monkeypatch):
+    """With batch statistics the gradient recomputes the forward into a workspace the size of the data: past
+    the budget it is refused, and mxkit-cpu's kernel serves."""
+    from mxkit_onednn import norm, program
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((4, 3, 5, 5)).astype(np.float32)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    gamma, beta = rng.standard_normal(3).astype(np.float32), np.zeros(3, np.float32)
+    inputs = [g, x, gamma, beta, np.ones(3, np.float32)]
+    params = dict(fix_gamma=False, use_global_stats=False)
+    cache = program.ProgramCache()
+    cache.only = "plain"
+    monkeypatch.setattr(program, "WORKSPACE_BYTES", x.nbytes - 1)
+    monkeypatch.setattr(norm, "PROGRAMS", cache)
+    grads = run("_backward_BatchNorm", inputs, **params)
+    assert any("workspace" in refusal for refusal in cache.refusals)
+    assert list(cache.chosen().values()) == ["fallback"]
+    for got, want in zip(grads, run("_backward_BatchNorm", inputs, "cpu", **params)):
+        np.testing.assert_array_equal(got, want)

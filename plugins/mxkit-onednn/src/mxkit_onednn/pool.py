@@ -124,7 +124,8 @@ def pooling_backward(inputs: list, outputs: list, params: dict, replaced: Any = 
     g = PoolGeometry(params, data.shape, out_grad.shape)
     out = Outputs([outputs[0]])
     builders = {"blocked": lambda: refuse_over_workspace(_build_backward(g, "blocked")),
-                "plain": lambda: _build_backward(g, "plain")}
+                # max pooling's gradient reruns the forward into the workspace: bounded like the blocked copies
+                "plain": lambda: refuse_over_workspace(_build_backward(g, "plain"))}
     PROGRAMS.run(("_backward_Pooling", *g.key()), builders, [out_grad, data], out.arrays,
                  None if replaced is None else lambda ins, outs: replaced([*ins, inputs[2]], outs))
     out.finish()
