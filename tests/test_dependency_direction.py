@@ -51,3 +51,16 @@ def test_core_depends_on_pluggy_only_and_memplan_on_core_only():
     assert [re.split(r"[<>=]", d)[0] for d in core["dependencies"]] == ["pluggy"]
     memplan = tomllib.loads((ROOT / "packages/mxkit-memplan/pyproject.toml").read_text())["project"]
     assert memplan["dependencies"] == ["mxkit-core"]
+
+
+def test_the_facade_installs_onednn_where_pypi_builds_it_and_mxkit_cpu_everywhere():
+    from packaging.requirements import Requirement
+
+    facade = tomllib.loads((ROOT / "packages/mxkit/pyproject.toml").read_text())["project"]
+    requirements = {r.name: r for r in map(Requirement, facade["dependencies"])}
+    assert requirements["mxkit-cpu"].marker is None
+    onednn = requirements["mxkit-onednn"].marker
+    assert onednn is not None
+    assert onednn.evaluate({"sys_platform": "linux", "platform_machine": "x86_64"})
+    for platform, machine in (("linux", "aarch64"), ("darwin", "x86_64"), ("win32", "AMD64")):
+        assert not onednn.evaluate({"sys_platform": platform, "platform_machine": machine})

@@ -230,6 +230,35 @@ def test_scratch_buffers_are_reused_across_calls():
     assert np.shares_memory(first, fused_elemwise._scratch_array(np, 1, (8, 8), np.dtype("float32")))
 
 
+@pytest.mark.parametrize("alias", [0, 1])
+def test_an_input_stored_in_the_output_is_computed_block_by_block_without_a_copy_of_the_output(monkeypatch, alias):
+    """The planner may give a fused node an input's memory: the program reads that input after writing its
+    output register, so it runs aside, a block at a time (a buffer of BLOCK_ELEMENTS, not of the output)."""
+    reads_late = program([["mul", "x0", "x1"], ["add", "v0", "x0"], ["maximum", "v1", "x1"]])
+    monkeypatch.setattr(fused_elemwise, "BLOCK_ELEMENTS", 16)
+    rng = np.random.default_rng(alias)
+    x0, x1 = rng.standard_normal((2, 5, 21)).astype("float32")
+    expected = np.maximum(x0 * x1 + x0, x1)
+    inputs = [x0, x1]
+    out = inputs[alias]
+    monkeypatch.setattr(np, "empty_like", lambda *a, **k: pytest.fail("a copy of the whole output"))
+    with fused_elemwise.use_numexpr(False):
+        fused_elemwise.run_program(np, reads_late, inputs, out)
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_an_input_overlapping_the_output_elsewhere_is_still_computed_aside_whole(monkeypatch):
+    reads_late = program([["mul", "x0", "x1"], ["add", "v0", "x0"]])
+    monkeypatch.setattr(fused_elemwise, "BLOCK_ELEMENTS", 4)
+    base = np.arange(40, dtype="float32")
+    x0, out = base[:32], base[8:]  # overlapping, shifted: blocks would read what earlier blocks wrote
+    x1 = np.full(32, 2.0, dtype="float32")
+    expected = x0 * x1 + x0
+    with fused_elemwise.use_numexpr(False):
+        fused_elemwise.run_program(np, reads_late, [x0, x1], out)
+    np.testing.assert_array_equal(out, expected)
+
+
 # ---- property: the register allocation of the ufunc path -------------------------------------
 
 FUZZ_PRIMITIVES = ["where", "add", "where", "sub", "mul", "where", "maximum", "greater", "clip", "negative", "tanh",

@@ -119,17 +119,62 @@ def test_small_work_and_multithreaded_blas_stay_on_one_block():
 def test_scratch_buffers_are_reused_per_thread_and_bounded():
     parallel.clear_scratch()
     first = parallel.scratch("columns", (4, 5), np.float32)
-    assert parallel.scratch("columns", (4, 5), np.float32) is first
-    assert parallel.scratch("columns", (4, 5), np.float64) is not first
+    assert first.shape == (4, 5) and first.flags.c_contiguous
+    assert np.shares_memory(parallel.scratch("columns", (4, 5), np.float32), first)
+    # one buffer per name: a smaller shape is a view of it, a larger one replaces it
+    assert np.shares_memory(parallel.scratch("columns", (3, 2), np.float32), first)
+    assert parallel.scratch_bytes() == first.nbytes
+    larger = parallel.scratch("columns", (6, 5), np.float32)
+    assert not np.shares_memory(larger, first) and parallel.scratch_bytes() == larger.nbytes
+    assert np.shares_memory(parallel.scratch("columns", (4, 5), np.float32), larger)
+    assert not np.shares_memory(parallel.scratch("columns", (4, 5), np.float64), larger)
     other = []
     thread = threading.Thread(target=lambda: other.append(parallel.scratch("columns", (4, 5), np.float32)))
     thread.start()
     thread.join()
-    assert other[0] is not first
+    assert not np.shares_memory(other[0], larger)
     for i in range(parallel.MAX_BUFFERS_PER_THREAD + 1):
         parallel.scratch(f"b{i}", (2,), np.float32)
-    assert parallel.scratch("columns", (4, 5), np.float32) is not first  # the oldest went first
+    assert not np.shares_memory(parallel.scratch("columns", (4, 5), np.float32), larger)  # the oldest went first
     parallel.clear_scratch()
+    assert parallel.scratch_bytes() == 0
+
+
+def test_chunks_cover_the_range_in_order_within_the_budget():
+    assert parallel.chunks(3, 13, 10, budget=40) == [(3, 7), (7, 11), (11, 13)]
+    # a sample larger than the budget still gets a chunk of its own
+    assert parallel.chunks(0, 3, 100, budget=40) == [(0, 1), (1, 2), (2, 3)]
+    assert parallel.chunks(5, 5, 10) == []
+    assert parallel.chunks(0, 4, 1) == [(0, 4)]
+
+
+def test_convolution_scratch_stays_within_the_budget_whatever_the_batch(monkeypatch):
+    """A batch whose column matrix is many times the budget runs in chunks: the buffers kept are
+    bounded by the budget, and the results equal the generic kernel's."""
+    from mxkit.ndarray.kernels import get_op
+    from mxkit_cpu import conv
+
+    monkeypatch.setattr(parallel, "SCRATCH_BYTES", 4096)
+    rng = np.random.default_rng(3)
+    data = rng.standard_normal((7, 3, 9, 9)).astype(np.float32)
+    weight = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    params = get_op("Convolution").parse_params(dict(kernel=(3, 3), num_filter=4, pad=(1, 1), no_bias=True))
+    got, expected = np.empty((7, 4, 9, 9), np.float32), np.empty((7, 4, 9, 9), np.float32)
+    done = []
+
+    def run():
+        parallel.clear_scratch()
+        conv.convolution(np, [data, weight], [got], params)
+        done.append(parallel.scratch_bytes())
+
+    thread = threading.Thread(target=run)  # a fresh thread: only this call's buffers
+    thread.start()
+    thread.join()
+    get_op("Convolution").kernel(np, [data, weight], [expected], params)
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    per_sample = 3 * 9 * 9 * 9 * 4  # the columns of one sample (27 rows by 81 positions)
+    # columns and products, each at most one sample past the budget; the whole batch would be 7 samples each
+    assert done[0] <= 2 * max(per_sample, 4096)
 
 
 def test_the_thread_count_comes_from_the_config_and_is_validated(monkeypatch):
@@ -165,3 +210,32 @@ def _sum_in_blocks(count: int) -> int:
     parallel.run_blocks(lambda index, start, stop: totals.__setitem__(index, sum(range(start, stop))),
                         parallel.plan_blocks(count, 10**9))
     return sum(totals)
+
+
+@pytest.mark.parametrize("kernel, pad", [((1, 1), (0, 0)), ((3, 3), (1, 1))])
+def test_convolution_in_chunks_and_pointwise_match_the_generic_kernel(monkeypatch, kernel, pad):
+    """Forward and gradients with the batch split into chunks of one sample (the weight and bias
+    gradients summed over chunks), and the 1x1 window that skips the columns, against the generic kernel."""
+    from mxkit.ndarray.kernels import get_op
+    from mxkit_cpu import conv
+
+    monkeypatch.setattr(parallel, "SCRATCH_BYTES", 1024)
+    rng = np.random.default_rng(5)
+    data = rng.standard_normal((5, 3, 6, 7)).astype(np.float32)
+    weight = rng.standard_normal((4, 3, *kernel)).astype(np.float32)
+    bias = rng.standard_normal(4).astype(np.float32)
+    params = get_op("Convolution").parse_params(dict(kernel=kernel, num_filter=4, pad=pad))
+    got, expected = np.empty((5, 4, 6, 7), np.float32), np.empty((5, 4, 6, 7), np.float32)
+    conv.convolution(np, [data, weight, bias], [got], params)
+    get_op("Convolution").kernel(np, [data, weight, bias], [expected], params)
+    # float32 sums of at most 27 products of unit normals: 1e-4 absolute is far above their rounding
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    out_grad = rng.standard_normal(got.shape).astype(np.float32)
+    backward = get_op("_backward_Convolution")
+    grads = [np.empty_like(data), np.empty_like(weight), np.empty_like(bias)]
+    reference = [np.empty_like(data), np.empty_like(weight), np.empty_like(bias)]
+    conv.convolution_backward(np, [out_grad, data, weight], grads, params)
+    backward.kernel(np, [out_grad, data, weight], reference, params)
+    for mine, theirs in zip(grads, reference):
+        # the weight and bias gradients sum 5 * 42 products: a bound of 1e-3 covers float32 rounding
+        np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-3)

@@ -61,7 +61,9 @@ def test_cpu_ids_are_distinct_devices():
 def test_plugin_kernels_are_the_ones_used():
     compiled = kernels._compiled_kernels()  # they take precedence (tanh, sigmoid: one vectorized pass)
     for name, kernel in kernels.KERNELS.items():
-        assert get_op(name).kernels.get("numpy") is compiled.get(name, kernel), name
+        registered, expected = get_op(name).kernels.get("numpy"), compiled.get(name, kernel)
+        # a kernel plugin (mxkit-onednn) may serve in front of it, keeping it for the cases it does not cover
+        assert registered is expected or getattr(registered, "replaced", None) is expected, name
 
 
 @pytest.mark.parametrize("name", sorted(n for n in kernels.KERNELS if not n.startswith("_backward")))

@@ -74,3 +74,40 @@ def test_the_onednn_hook_is_applied_after_mxkit_cpus():
 
     impls = [impl.plugin_name for impl in get_plugin_manager().hook.mxkit_kernels.get_hookimpls()]
     assert impls[-1] == "onednn" and "cpu" in impls, impls
+
+
+OPENMP_CHECK = textwrap.dedent("""
+    import ctypes, os, sys
+    seen = []
+    real_cdll = ctypes.CDLL
+
+    def recording_cdll(path, *args, **kwargs):
+        seen.append(os.environ.get("OMP_WAIT_POLICY"))  # what libgomp reads when it loads with libdnnl
+        return real_cdll(path, *args, **kwargs)
+
+    ctypes.CDLL = recording_cdll
+    import mxkit_onednn.library as library
+    assert library.load() is not None, library.status()
+    print("AT LOAD", seen[-1] if seen else "not loaded by path", "AFTER", os.environ.get("OMP_WAIT_POLICY"))
+""")
+
+
+@pytest.mark.parametrize("preset", [None, "ACTIVE"])
+def test_onednn_loads_with_passive_openmp_threads_unless_the_environment_says_otherwise(preset):
+    """libgomp's threads spin between regions by default, taking the cores the engine's other threads need: the
+    library loads under OMP_WAIT_POLICY=PASSIVE where the environment sets none, and the environment is left as
+    it was (child processes see what the user set)."""
+    from mxkit_onednn.library import load
+
+    if load() is None:
+        pytest.skip("oneDNN is not loadable here")
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if preset is not None:
+        env["OMP_WAIT_POLICY"] = preset
+    result = subprocess.run([sys.executable, "-c", OPENMP_CHECK], capture_output=True, text=True, timeout=120,
+                            env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    line = result.stdout.strip().splitlines()[-1]
+    assert line == f"AT LOAD {preset or 'PASSIVE'} AFTER {preset}", line

@@ -25,7 +25,8 @@ def test_a_shape_builds_once_and_later_calls_allocate_nothing(monkeypatch):
     first = run("Convolution", [x, w], **PARAMS)[0]
     (key, built), = cache._programs.items()
     scratchpads = [primitive.scratchpad for primitive, _ in built.steps]
-    workspace = program.thread_workspace(0)
+    workspace = program.WORKSPACES.borrow(0)
+    program.WORKSPACES.give_back(workspace)
     allocations = []
     real_empty = np.empty
     caller = threading.get_ident()
@@ -41,7 +42,9 @@ def test_a_shape_builds_once_and_later_calls_allocate_nothing(monkeypatch):
     again = run("Convolution", [x, w], **PARAMS)[0]
     assert cache.builds == 1 and cache._programs[key] is built
     assert [primitive.scratchpad for primitive, _ in built.steps] == scratchpads
-    assert program.thread_workspace(0) is workspace and not allocations
+    lent = program.WORKSPACES.borrow(0)
+    program.WORKSPACES.give_back(lent)
+    assert lent is workspace and not allocations
     np.testing.assert_array_equal(first, again)
     assert built.workspace_bytes > 0  # the blocked layout's operands live in the workspace
 
@@ -96,3 +99,108 @@ def test_a_later_candidate_must_win_by_the_margin(monkeypatch):
     first, close, clearly = taking(1.0), taking(MARGIN + 0.05), taking(MARGIN - 0.05)
     assert fastest([first, close], [], []) is first
     assert fastest([first, close, clearly], [], []) is clearly
+
+
+def test_the_workspace_pool_keeps_one_buffer_per_concurrent_call_and_grows_it():
+    from mxkit_onednn.program import WorkspacePool
+
+    pool = WorkspacePool()
+    with pool.lend(100) as first:
+        assert first.nbytes >= 100 and first.ctypes.data % 64 == 0
+        with pool.lend(50) as second:  # two calls at once: two buffers
+            assert not np.shares_memory(first, second)
+    assert pool.nbytes == first.nbytes + second.nbytes
+    with pool.lend(80) as again:  # the smallest free buffer that fits
+        assert again is first
+    with pool.lend(1000) as larger:  # none fits: the largest free one is replaced
+        assert larger.nbytes >= 1000
+    assert sorted(b.nbytes for b in pool._free) == sorted([second.nbytes, larger.nbytes])
+
+
+def test_a_program_over_the_workspace_budget_runs_in_chunks_with_the_same_result(monkeypatch):
+    from mxkit_onednn import conv, program
+
+    x = np.random.default_rng(0).standard_normal((5, 16, 9, 9)).astype(np.float32)
+    w = np.random.default_rng(1).standard_normal((8, 16, 3, 3)).astype(np.float32)
+    results, programs = [], []
+    for budget in (1 << 30, 1):  # the whole batch at once, then one sample at a time
+        cache = program.ProgramCache()
+        cache.only = "blocked"
+        monkeypatch.setattr(program, "WORKSPACE_BYTES", budget)
+        monkeypatch.setattr(conv, "PROGRAMS", cache)
+        results.append(run("Convolution", [x, w], **PARAMS)[0])
+        (built,) = cache._programs.values()
+        programs.append(built)
+    if programs[0].workspace_bytes == 0:  # oneDNN chose numpy's layout here: nothing to chunk
+        return
+    assert isinstance(programs[1], program.Chunked) and programs[1].per_chunk == 1
+    # a chunk's workspace: one sample's reordered activations (and the filters), not five
+    assert programs[1].workspace_bytes < programs[0].workspace_bytes
+    # the primitive of one sample may block its sums differently: sums of 144 products of unit normals
+    # in float32 differ by far less than 1e-4
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-5, atol=1e-4)
+
+
+def test_a_gradient_program_over_the_workspace_budget_is_refused(monkeypatch):
+    """A weight gradient sums over the batch, so it is not chunked: over the budget, the blocked program
+    is refused and the replaced kernel serves."""
+    from mxkit_onednn import conv, program
+
+    x = np.random.default_rng(0).standard_normal((2, 16, 9, 9)).astype(np.float32)
+    w = np.random.default_rng(1).standard_normal((8, 16, 3, 3)).astype(np.float32)
+    out_grad = np.random.default_rng(2).standard_normal((2, 8, 9, 9)).astype(np.float32)
+    caches = []
+    for budget in (1 << 30, 1):
+        cache = program.ProgramCache()
+        cache.only = "blocked"
+        monkeypatch.setattr(program, "WORKSPACE_BYTES", budget)
+        monkeypatch.setattr(conv, "PROGRAMS", cache)
+        grads = run("_backward_Convolution", [out_grad, x, w], **PARAMS)
+        caches.append(cache)
+    (fits,) = caches[0]._programs.values()
+    if fits.workspace_bytes == 0:  # oneDNN chose numpy's layout here: nothing to refuse
+        return
+    assert any("workspace" in refusal for refusal in caches[1].refusals)
+    assert list(caches[1].chosen().values()) == ["fallback"]
+    expected = run("_backward_Convolution", [out_grad, x, w], which="cpu", **PARAMS)
+    for got, want in zip(grads, expected):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_timing_the_candidates_of_an_in_place_call_computes_it_once(monkeypatch):
+    """mxkit's planner lets Activation write over its input: the first call of a shape runs every candidate
+    several times, each on the original input, so the result is sigmoid(x), not sigmoid(sigmoid(x))."""
+    from mxkit.ndarray.registry import get_registry
+    from mxkit_onednn import eltwise, program
+
+    cache = program.ProgramCache()
+    monkeypatch.setattr(eltwise, "PROGRAMS", cache)
+    x = np.linspace(-3, 3, 64, dtype=np.float32).reshape(8, 8)
+    expected = 1 / (1 + np.exp(-x.astype(np.float64)))
+    op = get_registry().get("Activation")
+    params = op.parse_params(dict(act_type="sigmoid"))
+    op.kernel_for("numpy")(np, [x], [x], params)
+    assert cache.builds == 1
+    np.testing.assert_allclose(x, expected, rtol=1e-5)
+
+
+def test_a_batchnorm_gradient_over_the_workspace_budget_goes_to_the_replaced_kernel(monkeypatch):
+    """With batch statistics the gradient recomputes the forward into a workspace the size of the data: past
+    the budget it is refused, and mxkit-cpu's kernel serves."""
+    from mxkit_onednn import norm, program
+
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((4, 3, 5, 5)).astype(np.float32)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    gamma, beta = rng.standard_normal(3).astype(np.float32), np.zeros(3, np.float32)
+    inputs = [g, x, gamma, beta, np.ones(3, np.float32)]
+    params = dict(fix_gamma=False, use_global_stats=False)
+    cache = program.ProgramCache()
+    cache.only = "plain"
+    monkeypatch.setattr(program, "WORKSPACE_BYTES", x.nbytes - 1)
+    monkeypatch.setattr(norm, "PROGRAMS", cache)
+    grads = run("_backward_BatchNorm", inputs, **params)
+    assert any("workspace" in refusal for refusal in cache.refusals)
+    assert list(cache.chosen().values()) == ["fallback"]
+    for got, want in zip(grads, run("_backward_BatchNorm", inputs, "cpu", **params)):
+        np.testing.assert_array_equal(got, want)

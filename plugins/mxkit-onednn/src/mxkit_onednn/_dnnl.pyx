@@ -68,6 +68,8 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
     int dnnl_query_src_md, dnnl_query_diff_src_md, dnnl_query_weights_md, dnnl_query_diff_weights_md
     int dnnl_query_dst_md, dnnl_query_diff_dst_md, dnnl_query_workspace_md, dnnl_query_scratchpad_md
     int dnnl_query_impl_info_str
+    int dnnl_eltwise_relu_use_dst_for_bwd, dnnl_eltwise_tanh_use_dst_for_bwd, dnnl_eltwise_logistic_use_dst_for_bwd
+    int dnnl_eltwise_soft_relu, dnnl_softmax_accurate, dnnl_softmax_log
 
     dnnl_status_t dnnl_engine_create(dnnl_engine_t* engine, dnnl_engine_kind_t kind, size_t index)
     dnnl_status_t dnnl_stream_create(dnnl_stream_t* stream, dnnl_engine_t engine, unsigned flags)
@@ -140,6 +142,33 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
         const_dnnl_memory_desc_t diff_src_desc, const_dnnl_memory_desc_t diff_dst_desc,
         const_dnnl_memory_desc_t src_desc, float epsilon, unsigned flags, const_dnnl_primitive_desc_t hint_fwd_pd,
         const_dnnl_primitive_attr_t attr)
+    dnnl_status_t dnnl_eltwise_forward_primitive_desc_create(
+        dnnl_primitive_desc_t* pd, dnnl_engine_t engine, dnnl_prop_kind_t prop_kind, dnnl_alg_kind_t alg_kind,
+        const_dnnl_memory_desc_t src_desc, const_dnnl_memory_desc_t dst_desc, float alpha, float beta,
+        const_dnnl_primitive_attr_t attr)
+    dnnl_status_t dnnl_eltwise_backward_primitive_desc_create(
+        dnnl_primitive_desc_t* pd, dnnl_engine_t engine, dnnl_alg_kind_t alg_kind,
+        const_dnnl_memory_desc_t diff_src_desc, const_dnnl_memory_desc_t diff_dst_desc,
+        const_dnnl_memory_desc_t data_desc, float alpha, float beta, const_dnnl_primitive_desc_t hint_fwd_pd,
+        const_dnnl_primitive_attr_t attr)
+    dnnl_status_t dnnl_softmax_forward_primitive_desc_create(
+        dnnl_primitive_desc_t* pd, dnnl_engine_t engine, dnnl_prop_kind_t prop_kind, dnnl_alg_kind_t alg_kind,
+        const_dnnl_memory_desc_t src_desc, const_dnnl_memory_desc_t dst_desc, int softmax_axis,
+        const_dnnl_primitive_attr_t attr)
+    dnnl_status_t dnnl_softmax_backward_primitive_desc_create(
+        dnnl_primitive_desc_t* pd, dnnl_engine_t engine, dnnl_alg_kind_t alg_kind,
+        const_dnnl_memory_desc_t diff_src_desc, const_dnnl_memory_desc_t diff_dst_desc,
+        const_dnnl_memory_desc_t dst_desc, int softmax_axis, const_dnnl_primitive_desc_t hint_fwd_pd,
+        const_dnnl_primitive_attr_t attr)
+    dnnl_status_t dnnl_inner_product_backward_data_primitive_desc_create(
+        dnnl_primitive_desc_t* pd, dnnl_engine_t engine, const_dnnl_memory_desc_t diff_src_desc,
+        const_dnnl_memory_desc_t weights_desc, const_dnnl_memory_desc_t diff_dst_desc,
+        const_dnnl_primitive_desc_t hint_fwd_pd, const_dnnl_primitive_attr_t attr)
+    dnnl_status_t dnnl_inner_product_backward_weights_primitive_desc_create(
+        dnnl_primitive_desc_t* pd, dnnl_engine_t engine, const_dnnl_memory_desc_t src_desc,
+        const_dnnl_memory_desc_t diff_weights_desc, const_dnnl_memory_desc_t diff_bias_desc,
+        const_dnnl_memory_desc_t diff_dst_desc, const_dnnl_primitive_desc_t hint_fwd_pd,
+        const_dnnl_primitive_attr_t attr)
     dnnl_status_t dnnl_inner_product_forward_primitive_desc_create(
         dnnl_primitive_desc_t* pd, dnnl_engine_t engine, dnnl_prop_kind_t prop_kind,
         const_dnnl_memory_desc_t src_desc, const_dnnl_memory_desc_t weights_desc,
@@ -185,6 +214,13 @@ CONVOLUTION_DIRECT = 0x1
 POOLING_MAX = 0x1ff
 POOLING_AVG_INCLUDE_PADDING = 0x2ff
 POOLING_AVG_EXCLUDE_PADDING = 0x3ff
+# taken from the header: their values follow from an enum's order
+ELTWISE_RELU_USE_DST = dnnl_eltwise_relu_use_dst_for_bwd
+ELTWISE_TANH_USE_DST = dnnl_eltwise_tanh_use_dst_for_bwd
+ELTWISE_LOGISTIC_USE_DST = dnnl_eltwise_logistic_use_dst_for_bwd
+ELTWISE_SOFT_RELU = dnnl_eltwise_soft_relu
+SOFTMAX_ACCURATE = dnnl_softmax_accurate
+SOFTMAX_LOG = dnnl_softmax_log
 USE_GLOBAL_STATS = 0x1
 USE_SCALE = 0x2
 USE_SHIFT = 0x4
@@ -455,6 +491,69 @@ def inner_product_forward_pd(int prop_kind, MemoryDesc src, MemoryDesc weights, 
     check(dnnl_inner_product_forward_primitive_desc_create(
         &result.pd, _engine, <dnnl_prop_kind_t>prop_kind, src.md, weights.md, _md_or_null(bias), dst.md,
         attr.attr), "inner product forward")
+    return result
+
+
+def eltwise_forward_pd(int prop_kind, int algorithm, MemoryDesc src, MemoryDesc dst, float alpha, float beta):
+    """An elementwise function (relu, logistic, tanh, soft_relu...)."""
+    cdef _Attr attr = _Attr()
+    cdef PrimitiveDesc result = PrimitiveDesc()
+    check(dnnl_eltwise_forward_primitive_desc_create(
+        &result.pd, _engine, <dnnl_prop_kind_t>prop_kind, <dnnl_alg_kind_t>algorithm, src.md, dst.md, alpha, beta,
+        attr.attr), "eltwise forward")
+    return result
+
+
+def eltwise_backward_pd(int algorithm, MemoryDesc diff_src, MemoryDesc diff_dst, MemoryDesc data, float alpha,
+                        float beta, PrimitiveDesc hint):
+    """The gradient of an elementwise function (``data``: its input, or its output for ``*_use_dst``)."""
+    cdef _Attr attr = _Attr()
+    cdef PrimitiveDesc result = PrimitiveDesc()
+    check(dnnl_eltwise_backward_primitive_desc_create(
+        &result.pd, _engine, <dnnl_alg_kind_t>algorithm, diff_src.md, diff_dst.md, data.md, alpha, beta, hint.pd,
+        attr.attr), "eltwise backward")
+    return result
+
+
+def softmax_forward_pd(int prop_kind, int algorithm, MemoryDesc src, MemoryDesc dst, int axis):
+    """A softmax (or log-softmax) along ``axis``."""
+    cdef _Attr attr = _Attr()
+    cdef PrimitiveDesc result = PrimitiveDesc()
+    check(dnnl_softmax_forward_primitive_desc_create(
+        &result.pd, _engine, <dnnl_prop_kind_t>prop_kind, <dnnl_alg_kind_t>algorithm, src.md, dst.md, axis,
+        attr.attr), "softmax forward")
+    return result
+
+
+def softmax_backward_pd(int algorithm, MemoryDesc diff_src, MemoryDesc diff_dst, MemoryDesc dst, int axis,
+                        PrimitiveDesc hint):
+    """The gradient of a softmax, from its output."""
+    cdef _Attr attr = _Attr()
+    cdef PrimitiveDesc result = PrimitiveDesc()
+    check(dnnl_softmax_backward_primitive_desc_create(
+        &result.pd, _engine, <dnnl_alg_kind_t>algorithm, diff_src.md, diff_dst.md, dst.md, axis, hint.pd,
+        attr.attr), "softmax backward")
+    return result
+
+
+def inner_product_backward_data_pd(MemoryDesc diff_src, MemoryDesc weights, MemoryDesc diff_dst,
+                                   PrimitiveDesc hint):
+    """The data gradient of an inner product."""
+    cdef _Attr attr = _Attr()
+    cdef PrimitiveDesc result = PrimitiveDesc()
+    check(dnnl_inner_product_backward_data_primitive_desc_create(
+        &result.pd, _engine, diff_src.md, weights.md, diff_dst.md, hint.pd, attr.attr), "inner product backward data")
+    return result
+
+
+def inner_product_backward_weights_pd(MemoryDesc src, MemoryDesc diff_weights, diff_bias, MemoryDesc diff_dst,
+                                      PrimitiveDesc hint):
+    """The weight (and bias) gradient of an inner product."""
+    cdef _Attr attr = _Attr()
+    cdef PrimitiveDesc result = PrimitiveDesc()
+    check(dnnl_inner_product_backward_weights_primitive_desc_create(
+        &result.pd, _engine, src.md, diff_weights.md, _md_or_null(diff_bias), diff_dst.md, hint.pd, attr.attr),
+        "inner product backward weights")
     return result
 
 

@@ -11,6 +11,7 @@ filters once, a small cost next to the convolution, which reads them once per ou
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,7 @@ import numpy as np
 from mxkit_onednn import _mxkit
 from mxkit_onednn.kernels import Unhandled
 from mxkit_onednn.library import load
-from mxkit_onednn.program import PROGRAMS, Builder, Program
+from mxkit_onednn.program import PROGRAMS, Builder, Program, refuse_over_workspace, within_workspace
 
 FLOAT32 = np.dtype(np.float32)
 
@@ -52,6 +53,12 @@ class ConvGeometry:
         # the far padding that makes oneDNN's output size the one mxkit inferred (never negative)
         self.pad_r = tuple(max(0, (o - 1) * s + (k - 1) * d + 1 - i - p)
                            for o, s, k, d, i, p in zip(self.dst[2:], stride, kernel, dilate, self.src[2:], pad))
+
+    def with_batch(self, batch: int) -> ConvGeometry:
+        """This geometry for ``batch`` samples (a chunk of the batch)."""
+        chunk = copy.copy(self)
+        chunk.src, chunk.dst = (batch, *self.src[1:]), (batch, *self.dst[1:])
+        return chunk
 
     def key(self) -> tuple:
         return (self.src, self.weights, self.bias, self.dst, self.strides, self.dilates, self.pad_l, self.pad_r)
@@ -115,7 +122,10 @@ def convolution(inputs: list, outputs: list, params: dict, replaced: Any = None)
     arrays = float32_arrays([*inputs[:2 if params["no_bias"] else 3], outputs[0]])
     g = ConvGeometry(params, arrays[0].shape, arrays[1].shape, outputs[0].shape)
     out = Outputs([outputs[0]])
-    builders = {layout: lambda layout=layout: _build_forward(g, layout) for layout in LAYOUTS}
+    # the blocked layout's reordered copies of the activations go in chunks of samples that fit the workspace
+    builders = {"blocked": lambda: within_workspace(lambda n: _build_forward(g.with_batch(n), "blocked"), g.src[0],
+                                                    batched=(0,)),
+                "plain": lambda: _build_forward(g, "plain")}
     PROGRAMS.run(("Convolution", *g.key()), builders, arrays[:-1], out.arrays, replaced)
     out.finish()
 
@@ -163,7 +173,9 @@ def convolution_backward(inputs: list, outputs: list, params: dict, replaced: An
     want_data = _mxkit.wanted(params, 0)
     out = Outputs(list(outputs))
     PROGRAMS.run(("_backward_Convolution", want_data, *g.key()),
-                 {layout: lambda layout=layout: _build_backward(g, want_data, layout) for layout in LAYOUTS},
+                 # the weight gradient sums over the batch: a blocked program too large for the workspace is refused
+                 {"blocked": lambda: refuse_over_workspace(_build_backward(g, want_data, "blocked")),
+                  "plain": lambda: _build_backward(g, want_data, "plain")},
                  [out_grad, data, weight], out.arrays, replaced)
     out.finish()
 

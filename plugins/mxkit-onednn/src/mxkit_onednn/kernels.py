@@ -21,6 +21,16 @@ OVERRIDES = {
     "_backward_Pooling": ("pool", "pooling_backward"),
     "BatchNorm": ("norm", "batchnorm"),
     "_backward_BatchNorm": ("norm", "batchnorm_backward"),
+    "FullyConnected": ("dense", "fully_connected"),
+    "_backward_FullyConnected": ("dense", "fully_connected_backward"),
+    "Activation": ("eltwise", "activation"),
+    "_backward_relu": ("eltwise", "relu_backward"),
+    "_backward_sigmoid": ("eltwise", "sigmoid_backward"),
+    "_backward_tanh": ("eltwise", "tanh_backward"),
+    "softmax": ("softmax", "softmax"),
+    "_backward_softmax": ("softmax", "softmax_backward"),
+    "log_softmax": ("softmax", "log_softmax"),
+    "_backward_log_softmax": ("softmax", "log_softmax_backward"),
 }
 
 Kernel = Callable[[Any, list, list, dict], None]

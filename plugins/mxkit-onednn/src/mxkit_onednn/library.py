@@ -7,12 +7,22 @@ reference to ``libdnnl.so.3`` then resolves to it). Nothing is downloaded, ever.
 
 When either step fails the plugin logs one message saying why and registers no kernel, so
 mxkit-cpu's kernels keep serving.
+
+oneDNN runs its primitives on OpenMP (libgomp), whose threads by default spin for a while
+after each parallel region, waiting for the next. Here they share the cores with the
+engine's workers, mxkit-cpu's kernel threads, numpy's BLAS and Python itself, all of which
+run between two oneDNN calls; spinning threads take those cores from them. Unless the
+environment says otherwise, the library is loaded with ``OMP_WAIT_POLICY=PASSIVE``
+(:data:`OPENMP_DEFAULTS`; libgomp reads it once, when it loads), and the process's environment
+is left as it was. Measured on ResNet-50 v1 prediction at batch 32, on two shared cores:
+10.9 s per batch against 14.8-16.9 s with libgomp's default.
 """
 
 from __future__ import annotations
 
 import ctypes
 import logging
+import os
 import sys
 import sysconfig
 from pathlib import Path
@@ -36,13 +46,23 @@ def candidate_paths() -> list[Path]:
     return seen
 
 
-def _load() -> ModuleType:
-    for path in candidate_paths():
-        if path.is_file():
-            ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
-            break
-    from mxkit_onednn import _dnnl  # the rpath (or the library loaded above) resolves libdnnl
+#: OpenMP settings the library loads under where the environment sets none (see the module's docstring)
+OPENMP_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE"}
 
+
+def _load() -> ModuleType:
+    # libgomp reads its environment when it loads (with libdnnl): set the defaults for that moment only
+    added = [name for name in OPENMP_DEFAULTS if name not in os.environ]
+    os.environ.update({name: OPENMP_DEFAULTS[name] for name in added})
+    try:
+        for path in candidate_paths():
+            if path.is_file():
+                ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+                break
+        from mxkit_onednn import _dnnl  # the rpath (or the library loaded above) resolves libdnnl
+    finally:
+        for name in added:
+            os.environ.pop(name, None)
     return _dnnl
 
 
@@ -78,4 +98,4 @@ def forget() -> None:
     _state.clear()
 
 
-__all__ = ["LOG", "SONAME", "candidate_paths", "forget", "load", "status"]
+__all__ = ["LOG", "OPENMP_DEFAULTS", "SONAME", "candidate_paths", "forget", "load", "status"]

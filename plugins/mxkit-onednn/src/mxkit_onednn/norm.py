@@ -20,7 +20,7 @@ import numpy as np
 from mxkit_onednn import _mxkit
 from mxkit_onednn.conv import Outputs, float32_arrays
 from mxkit_onednn.library import load
-from mxkit_onednn.program import PROGRAMS, Builder, Program
+from mxkit_onednn.program import PROGRAMS, Builder, Program, refuse_over_workspace
 
 #: batch normalization runs in numpy's layout (a reorder would cost as much as the normalisation)
 LAYOUT = "plain"
@@ -124,8 +124,10 @@ def batchnorm_backward(inputs: list, outputs: list, params: dict, replaced: Any 
     data_grad = outputs[0] if _mxkit.wanted(params, 0) else np.empty(x.shape, np.float32)
     out = Outputs([data_grad, outputs[1], outputs[2]])
     ins = [out_grad, x, scale] if batch_stats else [out_grad, x, scale, arrays[3], arrays[4]]
-    PROGRAMS.run(("_backward_BatchNorm", dims, eps, batch_stats), {LAYOUT: lambda: _build_backward(dims, eps,
-                                                                                                    batch_stats)},
+    # with batch statistics the program recomputes the forward into a workspace the size of the data: past
+    # the workspace bound it is refused, and the replaced kernel (no such temporary) serves
+    PROGRAMS.run(("_backward_BatchNorm", dims, eps, batch_stats),
+                 {LAYOUT: lambda: refuse_over_workspace(_build_backward(dims, eps, batch_stats))},
                  ins, out.arrays, None if replaced is None else lambda i, o: replaced(list(inputs), o))
     out.finish()
     if params["fix_gamma"]:

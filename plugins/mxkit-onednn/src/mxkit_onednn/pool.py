@@ -12,13 +12,14 @@ program runs the forward first, into the thread's workspace.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from mxkit_onednn import _mxkit
-from mxkit_onednn.conv import LAYOUTS, Outputs, activation_md, float32_arrays
+from mxkit_onednn.conv import Outputs, activation_md, float32_arrays
 from mxkit_onednn.kernels import Unhandled
 from mxkit_onednn.library import load
-from mxkit_onednn.program import PROGRAMS, Builder, Program
+from mxkit_onednn.program import PROGRAMS, Builder, Program, refuse_over_workspace, within_workspace
 
 
 class PoolGeometry:
@@ -50,6 +51,12 @@ class PoolGeometry:
         self.kernel, self.strides, self.pad_l = kernel, stride, pad
         self.pad_r = tuple(max(0, r) for r in reach)
 
+    def with_batch(self, batch: int) -> PoolGeometry:
+        """This geometry for ``batch`` samples (a chunk of the batch)."""
+        chunk = copy.copy(self)
+        chunk.src, chunk.dst = (batch, *self.src[1:]), (batch, *self.dst[1:])
+        return chunk
+
     def key(self) -> tuple:
         return (self.algorithm, self.src, self.dst, self.kernel, self.strides, self.pad_l, self.pad_r)
 
@@ -79,7 +86,9 @@ def pooling(inputs: list, outputs: list, params: dict, replaced: Any = None) -> 
     arrays = float32_arrays([inputs[0], outputs[0]])
     g = PoolGeometry(params, arrays[0].shape, outputs[0].shape)
     out = Outputs([outputs[0]])
-    builders = {layout: lambda layout=layout: _build_forward(g, layout) for layout in LAYOUTS}
+    builders = {"blocked": lambda: within_workspace(lambda n: _build_forward(g.with_batch(n), "blocked"), g.src[0],
+                                                    batched=(0,)),
+                "plain": lambda: _build_forward(g, "plain")}
     PROGRAMS.run(("Pooling", *g.key()), builders, [arrays[0]], out.arrays, replaced)
     out.finish()
 
@@ -114,7 +123,9 @@ def pooling_backward(inputs: list, outputs: list, params: dict, replaced: Any = 
     out_grad, data = arrays[:2]
     g = PoolGeometry(params, data.shape, out_grad.shape)
     out = Outputs([outputs[0]])
-    builders = {layout: lambda layout=layout: _build_backward(g, layout) for layout in LAYOUTS}
+    builders = {"blocked": lambda: refuse_over_workspace(_build_backward(g, "blocked")),
+                # max pooling's gradient reruns the forward into the workspace: bounded like the blocked copies
+                "plain": lambda: refuse_over_workspace(_build_backward(g, "plain"))}
     PROGRAMS.run(("_backward_Pooling", *g.key()), builders, [out_grad, data], out.arrays,
                  None if replaced is None else lambda ins, outs: replaced([*ins, inputs[2]], outs))
     out.finish()

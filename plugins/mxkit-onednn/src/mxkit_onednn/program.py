@@ -3,10 +3,13 @@
 A program is a list of steps (layout reorders and the operator's primitive), each binding
 its arguments to the call's inputs, its outputs or slots of a workspace. The workspace holds
 the operands oneDNN wants in another layout than numpy's (blocked channels, reordered
-filters); it is one buffer per thread, sized by the largest program that thread ran, so
-layout copies cost no allocation per call and no memory per cached shape. Each primitive
-keeps its own scratchpad (oneDNN's user-managed temporary space), allocated when the program
-is built and reused by every call.
+filters); programs borrow it from one process-wide pool of buffers (:data:`WORKSPACES`) for the
+length of a call, so layout copies cost no allocation per call, no memory per cached shape
+and no memory per thread: the pool holds as many buffers as calls ever ran at once, each the
+size of the largest program. A program whose workspace would pass :data:`WORKSPACE_BYTES`
+runs its batch in chunks of samples (:class:`Chunked`), or is not a candidate at all.
+Each primitive keeps its own scratchpad (oneDNN's user-managed temporary space, small beside
+the operands), allocated when the program is built and reused by every call.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +28,11 @@ import numpy as np
 MAX_PROGRAMS = 256
 
 ALIGNMENT = 64
+
+#: the most workspace one program may borrow: activations reordered into oneDNN's blocked layout are
+#: copies of whole arrays (at ResNet-50's batch 32, 155 MB per call beside a 300 MB memory plan), so a
+#: program that needs more runs its batch in chunks that fit, and one that cannot be chunked is refused
+WORKSPACE_BYTES = 32 << 20
 
 # a reference to an array of a call: ("in", i), ("out", i) or ("ws", offset, nbytes)
 Ref = tuple
@@ -52,10 +61,58 @@ class Program:
 
     def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
         """Run every step on ``inputs`` and ``outputs`` (C-contiguous float32 arrays)."""
-        workspace = thread_workspace(self.workspace_bytes)
-        with self.lock:  # the primitives' scratchpads serve one call at a time
+        with self.lock, WORKSPACES.lend(self.workspace_bytes) as workspace:
+            # the lock: the primitives' scratchpads serve one call at a time
             for primitive, refs in self.steps:
                 primitive.run([_resolve(ref, inputs, outputs, workspace) for ref in refs])
+
+
+class Chunked:
+    """One operator call over a batch as calls over consecutive chunks of its samples, each by a
+    :class:`Program` built for the chunk's size (the workspace of a chunk fits :data:`WORKSPACE_BYTES`).
+
+    ``batched`` lists the inputs whose first axis is the batch (the others, weights, are passed whole);
+    every output's first axis is the batch. Slices of C-contiguous arrays along the first axis are
+    C-contiguous, as the primitives need."""
+
+    def __init__(self, build: Callable[[int], Program], batch: int, per_chunk: int, batched: tuple[int, ...]) -> None:
+        self.batch, self.per_chunk, self.batched = batch, per_chunk, batched
+        self.programs = {size: build(size) for size in {min(per_chunk, batch - start)
+                                                         for start in range(0, batch, per_chunk)}}
+        self.steps = self.programs[min(per_chunk, batch)].steps
+        self.workspace_bytes = max(program.workspace_bytes for program in self.programs.values())
+
+    @property
+    def scratchpad_bytes(self) -> int:
+        return sum(program.scratchpad_bytes for program in self.programs.values())
+
+    def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
+        for start in range(0, self.batch, self.per_chunk):
+            stop = min(start + self.per_chunk, self.batch)
+            self.programs[stop - start].run(
+                [array[start:stop] if index in self.batched else array for index, array in enumerate(inputs)],
+                [array[start:stop] for array in outputs])
+
+
+def within_workspace(build: Callable[[int], Program], batch: int, batched: tuple[int, ...],
+                     budget: int | None = None) -> Program | Chunked:
+    """The program of ``build(batch)``, or, when its workspace would pass ``budget``
+    (:data:`WORKSPACE_BYTES`), a :class:`Chunked` one whose chunks fit (one sample at least)."""
+    budget = WORKSPACE_BYTES if budget is None else budget
+    one = build(1)
+    if one.workspace_bytes * batch <= budget or batch == 1:
+        return one if batch == 1 else build(batch)
+    per_chunk = max(1, budget // max(one.workspace_bytes, 1))
+    return Chunked(lambda size: one if size == 1 else build(size), batch, per_chunk, batched)
+
+
+def refuse_over_workspace(program: Program) -> Program:
+    """``program``, or a :class:`RuntimeError` (a refused candidate) when its workspace passes
+    :data:`WORKSPACE_BYTES`: for programs that cannot run in chunks (a weight gradient sums over the batch)."""
+    if program.workspace_bytes > WORKSPACE_BYTES:
+        raise RuntimeError(f"needs {program.workspace_bytes} bytes of workspace, more than the "
+                           f"{WORKSPACE_BYTES} allowed (WORKSPACE_BYTES)")
+    return program
 
 
 def _resolve(ref: Ref, inputs: list, outputs: list, workspace: np.ndarray) -> np.ndarray:
@@ -135,13 +192,27 @@ def fastest(programs: list[Any], inputs: list, outputs: list,
             fallback: Callable[[list, list], None] | None = None) -> Any:
     """The candidate (a :class:`Program` or :data:`FALLBACK`) that ran fastest on these arrays, each
     :data:`TRIALS` times, the best time counting, a later one winning only by :data:`MARGIN`; the
-    outputs hold the chosen candidate's result (candidates round differently)."""
+    outputs hold the chosen candidate's result (candidates round differently).
+
+    An operator computed in place (an output sharing memory with an input: mxkit's planner lets
+    ``Activation`` and the activation gradients overwrite their input) would read its own result on
+    the second run; those inputs are copied once and put back before every run after the first."""
     if len(programs) == 1:
         _run(programs[0], inputs, outputs, fallback)
         return programs[0]
+    saved = {index: np.array(array, copy=True) for index, array in enumerate(inputs)
+             if any(np.may_share_memory(array, output) for output in outputs)}
+
+    def run_fresh(program: Any) -> None:
+        for index, copy in saved.items():
+            np.copyto(inputs[index], copy)
+        _run(program, inputs, outputs, fallback)
+
     best = [float("inf")] * len(programs)
     for _ in range(TRIALS):
         for index, program in enumerate(programs):
+            for position, copy in saved.items():
+                np.copyto(inputs[position], copy)
             start = time.perf_counter()
             _run(program, inputs, outputs, fallback)
             best[index] = min(best[index], time.perf_counter() - start)
@@ -150,26 +221,65 @@ def fastest(programs: list[Any], inputs: list, outputs: list,
         if best[index] <= MARGIN * best[chosen]:
             chosen = index
     if chosen != len(programs) - 1:  # the result of the program that will serve: a rerun gives the same bits
-        _run(programs[chosen], inputs, outputs, fallback)
+        run_fresh(programs[chosen])
     return programs[chosen]
 
 
-_local = threading.local()
+class WorkspacePool:
+    """Workspace buffers lent to programs for the length of a call (64-byte aligned, contents undefined).
+
+    A call borrows the smallest free buffer that fits, or, when none does, replaces the largest free
+    one with a buffer of its size: the pool keeps as many buffers as calls ran at once, none larger
+    than the largest program's workspace. A chain of operators (one call at a time) keeps one."""
+
+    def __init__(self) -> None:
+        self._free: list[np.ndarray] = []
+        self._lent = 0
+        self._lock = threading.Lock()
+
+    def borrow(self, nbytes: int) -> np.ndarray:
+        with self._lock:
+            fitting = [i for i, free in enumerate(self._free) if free.nbytes >= nbytes]
+            buffer = None
+            if fitting:
+                buffer = self._free.pop(min(fitting, key=lambda i: self._free[i].nbytes))
+            elif self._free:  # too small for this call: its memory goes, a larger buffer comes
+                self._free.pop(max(range(len(self._free)), key=lambda i: self._free[i].nbytes))
+            self._lent += 1
+        if buffer is None:
+            raw = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
+            offset = (-raw.ctypes.data) % ALIGNMENT
+            buffer = raw[offset:offset + nbytes]
+        return buffer
+
+    def give_back(self, buffer: np.ndarray) -> None:
+        with self._lock:
+            self._lent -= 1
+            self._free.append(buffer)
+
+    @contextmanager
+    def lend(self, nbytes: int) -> Iterator[np.ndarray]:
+        """A buffer of at least ``nbytes`` for the ``with`` block."""
+        buffer = self.borrow(nbytes)
+        try:
+            yield buffer
+        finally:
+            self.give_back(buffer)
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the buffers not lent now."""
+        with self._lock:
+            return sum(buffer.nbytes for buffer in self._free)
+
+    def clear(self) -> None:
+        """Drop the free buffers (the next calls allocate new ones)."""
+        with self._lock:
+            self._free.clear()
 
 
-def thread_workspace(nbytes: int) -> np.ndarray:
-    """This thread's workspace, grown to at least ``nbytes`` (contents undefined; 64-byte aligned)."""
-    buffer = getattr(_local, "workspace", None)
-    if buffer is None or buffer.nbytes < nbytes:
-        raw = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
-        offset = (-raw.ctypes.data) % ALIGNMENT
-        buffer = _local.workspace = raw[offset:offset + nbytes]
-    return buffer
-
-
-def release_workspace() -> None:
-    """Drop this thread's workspace (the next program allocates a new one)."""
-    _local.workspace = None
+#: the process's workspace buffers
+WORKSPACES = WorkspacePool()
 
 
 class ProgramCache:
@@ -251,5 +361,6 @@ class ProgramCache:
 #: the process's programs
 PROGRAMS = ProgramCache()
 
-__all__ = ["FALLBACK", "MARGIN", "MAX_PROGRAMS", "PROGRAMS", "TRIALS", "Builder", "Program", "ProgramCache", "fastest",
-           "release_workspace", "thread_workspace"]
+__all__ = ["FALLBACK", "MARGIN", "MAX_PROGRAMS", "PROGRAMS", "TRIALS", "WORKSPACES", "WORKSPACE_BYTES", "Builder",
+           "Chunked", "Program", "ProgramCache", "WorkspacePool", "fastest", "refuse_over_workspace",
+           "within_workspace"]
