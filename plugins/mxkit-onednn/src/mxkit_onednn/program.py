@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from mxkit.core.errors import MXKitError
 
 #: programs kept (the least recently used goes first); a network has a few dozen distinct shapes
 MAX_PROGRAMS = 256
@@ -332,6 +333,8 @@ class ProgramCache:
             try:
                 candidates.append(build())
             except RuntimeError as exc:  # DnnlError: this way is not supported here
+                if isinstance(exc, MXKitError):  # also a RuntimeError, as MXNet's errors are: a real failure
+                    raise
                 self.refusals.append(f"{key[0]}: {exc}")
         if fallback is not None and not candidates:  # every builder refused
             candidates.append(FALLBACK)
