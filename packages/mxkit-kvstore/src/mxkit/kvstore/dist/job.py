@@ -57,6 +57,10 @@ class Job:
         self._stopped = True
         import ray
 
+        if not ray.is_initialized():
+            # the cluster was shut down and its actors with it; a ray call here would start a
+            # new local cluster only to find nothing to kill
+            return
         for actor in [self.coordinator, *self.servers]:
             try:
                 ray.kill(actor, no_restart=True)
