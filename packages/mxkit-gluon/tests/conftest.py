@@ -31,9 +31,11 @@ def start_dist_job():
     """``start_dist_job(num_workers, num_servers)``: a distributed-store job on a loopback Ray
     cluster (2 CPUs), stopped, with the cluster, at the end of the session."""
     pytest.importorskip("ray", reason="the distributed Trainer tests need Ray: pip install 'mxkit-kvstore[dist]'")
+    import ray
     from mxkit.kvstore.dist import runtime
     from mxkit.kvstore.dist.job import start_job
 
+    started_here = not ray.is_initialized()  # else another package's session cluster: left running
     runtime.init_ray(num_cpus=2, object_store_memory=256 * 2**20)
     jobs = []
 
@@ -45,4 +47,5 @@ def start_dist_job():
     yield make
     for job in jobs:
         job.stop()
-    runtime.shutdown_ray()
+    if started_here:
+        runtime.shutdown_ray()

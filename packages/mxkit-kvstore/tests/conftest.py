@@ -43,11 +43,14 @@ def ray_cluster():
     Skips the test when Ray is not installed.
     """
     pytest.importorskip("ray", reason="the distributed KVStore tests need Ray: pip install 'mxkit-kvstore[dist]'")
+    import ray
     from mxkit.kvstore.dist import runtime
 
+    started_here = not ray.is_initialized()  # else another package's session cluster: left running
     address = runtime.init_ray(num_cpus=2, object_store_memory=256 * 2**20)
     yield address
-    runtime.shutdown_ray()
+    if started_here:
+        runtime.shutdown_ray()
 
 
 @pytest.fixture(scope="session")

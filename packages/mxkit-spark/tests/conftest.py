@@ -40,11 +40,16 @@ def spark():
 @pytest.fixture(scope="module")
 def ray_cluster(spark):
     """A loopback Ray cluster shared by the module's fits (a fit reuses a connected cluster)."""
+    import ray
     from mxkit.kvstore.dist import runtime
 
+    # in a whole-suite run another package's session cluster may be up: reuse it, and leave it
+    # running for the tests that own it
+    started_here = not ray.is_initialized()
     address = runtime.init_ray(num_cpus=1)
     yield address
-    runtime.shutdown_ray()
+    if started_here:
+        runtime.shutdown_ray()
 
 
 @pytest.fixture(scope="module")
