@@ -125,5 +125,9 @@ def test_what_onednn_does_not_cover_goes_to_the_replaced_kernel(onednn_only):
     for name, params in (("softmax", dict(temperature=2.0)), ("Activation", dict(act_type="softsign")),
                          ("Activation", dict(act_type="softrelu"))):
         np.testing.assert_array_equal(run(name, [x], **params)[0], run(name, [x], "cpu", **params)[0])
+    lengths = np.array([1, 3, 6, 2], dtype=np.float32)  # softmax over the first lengths[i] of each row
+    masked = run("softmax", [x, lengths], axis=-1, use_length=True)[0]
+    np.testing.assert_array_equal(masked, run("softmax", [x, lengths], "cpu", axis=-1, use_length=True)[0])
+    assert masked[0, 1:].sum() == 0 and abs(masked[0, 0] - 1) < 1e-6
     x64 = x.astype(np.float64)
     assert run("Activation", [x64], act_type="relu")[0].dtype == np.float64

@@ -1,5 +1,6 @@
 """``softmax`` and ``log_softmax`` (forward and gradient) along an axis, on oneDNN's softmax in
-numpy's layout. A ``temperature`` other than 1 goes to the replaced kernel."""
+numpy's layout. A ``temperature`` other than 1, and ``use_length`` (a mask from a second input),
+go to the replaced kernel."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ ALGORITHMS = {"softmax": "SOFTMAX_ACCURATE", "log_softmax": "SOFTMAX_LOG"}
 
 
 def _axis(params: dict, ndim: int, name: str) -> int:
-    if params["temperature"] not in (None, 1.0) or ndim > 6:
+    if params["temperature"] not in (None, 1.0) or params.get("use_length") or ndim > 6:
         raise Unhandled
     return _mxkit.normalize_axis(params["axis"], ndim, name)
 
