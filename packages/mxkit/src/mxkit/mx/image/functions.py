@@ -58,7 +58,7 @@ def _like(result: np.ndarray, src: Any, out: Any = None) -> nd.NDArray:
         if tuple(out.shape) != tuple(result.shape):
             raise ShapeError(f"out has shape {tuple(out.shape)}, the result is {tuple(result.shape)}")
         out[:] = array
-        return out  # type: ignore[no-any-return]
+        return out
     return array
 
 
@@ -69,7 +69,7 @@ def _decode(data: np.ndarray, flag: int, to_rgb: bool | int, where: str) -> np.n
         raise FormatError(f"{where}: the buffer is empty; expected the bytes of a JPEG or PNG image")
     img = _decode_bgr(data, iscolor=flag)
     if img.ndim == 2:
-        return img[:, :, None]  # MXNet keeps the channel axis: HxWx1
+        return np.asarray(img[:, :, None])  # MXNet keeps the channel axis: HxWx1
     if to_rgb:
         img = img[:, :, ::-1]
     return np.ascontiguousarray(img)
@@ -167,12 +167,12 @@ def copyMakeBorder(src: Any, top: int, bot: int, left: int, right: int, type: in
 
 def scale_down(src_size: tuple[int, int], size: tuple[int, int]) -> tuple[int, int]:
     """Shrink a crop ``size`` (w, h) to fit ``src_size`` (w, h), keeping its aspect ratio."""
-    w, h = size
+    w, h = float(size[0]), float(size[1])
     sw, sh = src_size
     if sh < h:
-        w, h = float(w * sh) / h, sh
+        w, h = w * sh / h, sh
     if sw < w:
-        w, h = sw, float(h * sw) / w
+        w, h = sw, h * sw / w
     return int(w), int(h)
 
 
@@ -218,7 +218,7 @@ def fixed_crop(src: Any, x0: int, y0: int, w: int, h: int, size: tuple[int, int]
     out = nd.slice(src, begin=(y0, x0, 0), end=(y0 + h, x0 + w, int(src.shape[2])))
     if size is not None and (w, h) != tuple(size):
         out = imresize(out, *size, interp=_interp_method(interp, (h, w, size[1], size[0])))
-    return out  # type: ignore[no-any-return]
+    return out
 
 
 def random_crop(src: Any, size: tuple[int, int], interp: int = 2) -> tuple[nd.NDArray, tuple[int, int, int, int]]:

@@ -67,7 +67,7 @@ def _python_image_list(imglist: Sequence[Any]) -> tuple[dict[Any, tuple[np.ndarr
     return images, keys
 
 
-class ImageIter(DataIter):
+class ImageIter(DataIter):  # type: ignore[misc]  # DataIter comes from an untyped re-export
     """Batches of augmented images (MXNet's ``mx.image.ImageIter``).
 
     Parameters
@@ -195,7 +195,7 @@ class ImageIter(DataIter):
             key = self.seq[self.cur]
             self.cur += 1
             if self.imgrec is not None:
-                header, img = unpack(self.imgrec.read_idx(key))  # type: ignore[attr-defined]
+                header, img = unpack(self.imgrec.read_idx(key))
                 return (header.label if self.imglist is None else self.imglist[key][0]), img
             label, fname = self.imglist[key]  # type: ignore[index]
             return label, self.read_image(fname)
