@@ -41,6 +41,9 @@ class _Binding:
         self.last_run = 0
         #: held by a recorded call whose backward pass has not run yet
         self.in_flight = False
+        #: the backward() pass (autograd.storing_pass) that holds this executor's gradient
+        #: arrays, lent to it instead of copies
+        self.lent_to = 0
 
 
 class HybridRunner:
@@ -55,7 +58,9 @@ class HybridRunner:
     def memory_plan(self) -> Any:
         return None if self.last is None else self.last.exe.memory_plan
 
-    def binding(self, args: tuple, ctx: Any, input_grads: tuple[bool, ...]) -> _Binding:
+    def binding(self, args: tuple, ctx: Any, input_grads: tuple[bool, ...], fresh: bool = False) -> _Binding:
+        """An idle executor for the signature of ``args``, bound now if there is none; with
+        ``fresh``, a new one that no later call will reuse."""
         from mxkit.symbol import binding as sym_binding
 
         inputs, sym = self.block._get_graph(*args)
@@ -78,7 +83,7 @@ class HybridRunner:
             candidates += [b for k, pool in self.bindings.items() if k[:2] == key[:2] and k[3] == versions
                            and k != key for b in pool]
         found = next((b for b in candidates if not b.in_flight), None)
-        if found is not None:
+        if found is not None and not fresh:
             return found
         self.bindings = {k: pool for k, pool in self.bindings.items() if k[3] == versions}  # stale arrays
         input_names = [s.name for s in inputs]
@@ -111,7 +116,8 @@ class HybridRunner:
             grad_arrays = [None] * len(arg_arrays)
         exe = sym_binding.bind(sym, ctx, arg_arrays, grad_arrays, reqs, aux, memplan=self.block._flags.get("memplan"))
         found = _Binding(exe, input_names, param_names, grad_params)
-        self.bindings.setdefault(key, []).append(found)
+        if not fresh:
+            self.bindings.setdefault(key, []).append(found)
         return found
 
 
@@ -120,21 +126,33 @@ def _gradient(F: Any, params: dict, inputs: list, outputs: list, out_grads: list
     from mxkit.ndarray import autograd
 
     binding: _Binding = params["binding"]
-    exe = binding.exe
     count = len(binding.input_names)
+    args = inputs[:count]
+    storing = autograd.storing_pass()
     with autograd.pause():
+        if storing and binding.lent_to == storing:
+            # this pass already holds this executor's gradients (a retained graph's node whose
+            # executor a later call reused): differentiate this node on an executor of its own
+            binding = params["runner"].binding(tuple(args), args[0].context, params["input_grads"], fresh=True)
+            binding.last_run = 0
+        exe = binding.exe
         if binding.last_run != params["run"]:
             # another call ran this executor since: replay this node's forward first
-            exe.forward(is_train=params["train"],
-                        **{name: x for name, x in zip(binding.input_names, inputs[:count])})
+            exe.forward(is_train=params["train"], **dict(zip(binding.input_names, args)))
             binding.last_run = params["run"]
         exe.backward(list(out_grads))
         binding.in_flight = False
+        # backward() copies every gradient into its variable's grad buffer before anything can run
+        # this executor again, so it gets the executor's own arrays instead of copies (a gradient-
+        # sized copy of every parameter less at the peak); grad() returns them: it gets copies
+        lend = storing != 0
+        if lend:
+            binding.lent_to = storing
         grads = []
         for name in binding.input_names:
             grad = exe.grad_dict.get(name)
-            grads.append(None if grad is None else grad.copy())
-        grads.extend(exe.grad_dict[name].copy() for name in binding.param_names)
+            grads.append(None if grad is None else grad if lend else grad.copy())
+        grads.extend(exe.grad_dict[name] if lend else exe.grad_dict[name].copy() for name in binding.param_names)
     return grads
 
 
@@ -183,7 +201,8 @@ def run_hybridized(block: Any, args: tuple) -> Any:
         if _CACHED_OP is None:
             _CACHED_OP = _cached_op_def()
         params = [p.data(ctx) for p in binding.params]
-        autograd.record_op(_CACHED_OP, {"binding": binding, "run": run, "train": train}, [*args, *params], outputs)
+        autograd.record_op(_CACHED_OP, {"binding": binding, "run": run, "train": train, "runner": runner,
+                                        "input_grads": input_grads}, [*args, *params], outputs)
         binding.in_flight = True
         # the node keeps its outputs alive: when the first is collected, the node is gone
         weakref.finalize(outputs[0], _release, binding, run)
