@@ -87,3 +87,60 @@ def test_a_retained_node_and_a_later_call_on_its_executor_in_one_backward_pass()
     assert sum(len(pool) for pool in hyb._cached_runner.bindings.values()) == 1
     for got, want in zip(_grads(hyb), _grads(ref)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_the_executor_writes_parameter_gradients_into_their_own_grad_buffers():
+    _, hyb = _pair()
+    with mx.autograd.record():
+        hyb(_inputs(4)).sum().backward()
+    (binding,) = [b for pool in hyb._cached_runner.bindings.values() for b in pool]
+    params = hyb.collect_params()
+    assert binding.param_names
+    assert all(binding.exe.grad_dict[name] is params[name].grad() for name in binding.param_names)
+
+
+def test_grad_through_a_hybridized_block_leaves_the_grad_buffers_alone():
+    ref, hyb = _pair()
+    x = _inputs(5)
+    x.attach_grad()  # grad() below then runs on the executor that backward() bound
+    with mx.autograd.record():
+        (hyb(x) ** 2).sum().backward()
+    before = _grads(hyb)
+    for net in (ref, hyb):
+        with mx.autograd.record():
+            y = (net(x * 2) ** 2).sum()
+        (got,) = mx.autograd.grad(y, [x])
+        if net is ref:
+            want = got.asnumpy()
+    np.testing.assert_allclose(got.asnumpy(), want, rtol=1e-5, atol=1e-6)
+    for now, earlier in zip(_grads(hyb), before):
+        np.testing.assert_array_equal(now, earlier)
+
+
+def test_two_hybridized_blocks_sharing_parameters_in_one_pass_add_their_gradients():
+    ref, hyb = _pair()
+    twin = nn.HybridSequential(prefix=hyb.prefix, params=hyb.collect_params())
+    with twin.name_scope():
+        twin.add(nn.Dense(6, in_units=4, activation="tanh"), nn.Dense(3, in_units=6))
+    twin.hybridize()
+    a, b = _inputs(6), _inputs(7)
+    for first, second in ((ref, ref), (hyb, twin)):
+        with mx.autograd.record():
+            ((first(a) ** 2).sum() + (second(b) ** 3).sum()).backward()
+    for got, want in zip(_grads(hyb), _grads(ref)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_grad_req_add_set_after_binding_accumulates():
+    ref, hyb = _pair()
+    x = _inputs(8)
+    for net in (ref, hyb):
+        with mx.autograd.record():
+            net(x).sum().backward()  # hyb binds with grad_req "write"
+        for param in net.collect_params().values():
+            param.grad_req = "add"
+        for _ in range(2):
+            with mx.autograd.record():
+                (net(x) ** 2).sum().backward()
+    for got, want in zip(_grads(hyb), _grads(ref)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -326,7 +326,8 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
     """
     for variable, grad in _compute(heads, head_grads, False, train_mode, storing=True).values():
         if variable._grad_req == "write":
-            variable._grad[:] = grad
+            if grad is not variable._grad:  # an operator may have written the buffer itself
+                variable._grad[:] = grad
         elif variable._grad_req == "add":
             variable._grad += grad
 
