@@ -9,7 +9,14 @@ memory of the intermediates is planned by the configured planner at bind.
 Inside ``autograd.record()`` the call is recorded as one autograd node (MXNet's
 ``CachedOp``): its gradient runs the executor's backward pass and hands the gradients
 of the inputs and parameters back to autograd, which writes or adds them to the
-parameters' gradient buffers as their ``grad_req`` says.
+parameters' gradient buffers as their ``grad_req`` says. To keep a hybridized step
+within the memory of one set of gradients, the first executor of a block is bound with
+the parameters' own grad buffers (``grad_req`` "write") as its gradient arrays, and
+within ``autograd.backward`` the node hands autograd the executor's arrays rather than
+copies (for those buffers the final copy is then skipped). Where that could overwrite
+gradients not yet consumed (``autograd.grad``, which must leave the buffers alone; a
+second executor of the pass writing the same buffers; an executor that this pass already
+used) the node runs on an executor with arrays of its own.
 
 An executor holds the state of one call until that call's backward pass, so a call made
 while every executor of its signature is held (a shared encoder applied twice in one
@@ -41,6 +48,15 @@ class _Binding:
         self.last_run = 0
         #: held by a recorded call whose backward pass has not run yet
         self.in_flight = False
+        #: the backward() pass (autograd.storing_pass) that holds this executor's gradient
+        #: arrays, lent to it instead of copies
+        self.lent_to = 0
+        #: (parameter, its grad buffer) where that buffer is this executor's gradient array
+        #: (grad_req "write" at bind)
+        self.aliased: list[tuple[Any, Any]] = []
+        #: an executor with gradient arrays of its own, for grad() (which must leave the grad
+        #: buffers alone) on an executor whose gradients are the parameters' buffers
+        self.private: _Binding | None = None
 
 
 class HybridRunner:
@@ -55,7 +71,9 @@ class HybridRunner:
     def memory_plan(self) -> Any:
         return None if self.last is None else self.last.exe.memory_plan
 
-    def binding(self, args: tuple, ctx: Any, input_grads: tuple[bool, ...]) -> _Binding:
+    def binding(self, args: tuple, ctx: Any, input_grads: tuple[bool, ...], fresh: bool = False) -> _Binding:
+        """An idle executor for the signature of ``args``, bound now if there is none; with
+        ``fresh``, a new one that no later call will reuse."""
         from mxkit.symbol import binding as sym_binding
 
         inputs, sym = self.block._get_graph(*args)
@@ -78,13 +96,17 @@ class HybridRunner:
             candidates += [b for k, pool in self.bindings.items() if k[:2] == key[:2] and k[3] == versions
                            and k != key for b in pool]
         found = next((b for b in candidates if not b.in_flight), None)
-        if found is not None:
+        if found is not None and not fresh:
             return found
         self.bindings = {k: pool for k, pool in self.bindings.items() if k[3] == versions}  # stale arrays
         input_names = [s.name for s in inputs]
         from mxkit.ndarray import zeros
 
-        arg_arrays, grad_arrays, reqs, param_names, grad_params = [], [], {}, [], []
+        # one executor per runner writes the parameters' gradients straight into their grad buffers
+        # (no gradient array of its own); another one of the same block (a second call in one
+        # record, another batch shape) has arrays of its own, which autograd adds or copies in
+        alias = not fresh and not any(b.aliased for pool in self.bindings.values() for b in pool)
+        arg_arrays, grad_arrays, reqs, param_names, grad_params, aliased = [], [], {}, [], [], []
         for name in sym.list_arguments():
             if name in input_names:
                 arg = args[input_names.index(name)]
@@ -100,7 +122,11 @@ class HybridRunner:
             else:
                 raise GluonError(f"{type(self.block).__name__}: the traced graph needs {name!r}, which is neither "
                                  f"an input ({input_names}) nor a parameter of the block")
-            grad_arrays.append(zeros(arg_arrays[-1].shape, ctx=ctx, dtype=arg_arrays[-1].dtype) if wants else None)
+            if wants and alias and name in by_name and by_name[name].grad_req == "write":
+                grad_arrays.append(by_name[name].grad(ctx))
+                aliased.append((by_name[name], grad_arrays[-1]))
+            else:
+                grad_arrays.append(zeros(arg_arrays[-1].shape, ctx=ctx, dtype=arg_arrays[-1].dtype) if wants else None)
             reqs[name] = "write" if wants else "null"
         aux = []
         for name in sym.list_auxiliary_states():
@@ -111,7 +137,9 @@ class HybridRunner:
             grad_arrays = [None] * len(arg_arrays)
         exe = sym_binding.bind(sym, ctx, arg_arrays, grad_arrays, reqs, aux, memplan=self.block._flags.get("memplan"))
         found = _Binding(exe, input_names, param_names, grad_params)
-        self.bindings.setdefault(key, []).append(found)
+        found.aliased = aliased
+        if not fresh:
+            self.bindings.setdefault(key, []).append(found)
         return found
 
 
@@ -120,22 +148,68 @@ def _gradient(F: Any, params: dict, inputs: list, outputs: list, out_grads: list
     from mxkit.ndarray import autograd
 
     binding: _Binding = params["binding"]
-    exe = binding.exe
     count = len(binding.input_names)
+    args = inputs[:count]
+    storing = autograd.storing_pass()
     with autograd.pause():
+        if binding.aliased and not storing:
+            # grad() must not write the parameters' grad buffers
+            if binding.private is None:
+                binding.private = params["runner"].binding(tuple(args), args[0].context, params["input_grads"],
+                                                           fresh=True)
+            binding = binding.private
+            binding.last_run = 0
+        elif storing and (binding.lent_to == storing or not _may_overwrite(binding.aliased, storing)):
+            # this pass already holds this executor's gradients (a retained graph's node whose
+            # executor a later call reused), or the parameters' grad buffers it writes (another
+            # block sharing them), or a buffer's grad_req is no longer "write": differentiate
+            # this node on an executor with gradient arrays of its own
+            binding = params["runner"].binding(tuple(args), args[0].context, params["input_grads"], fresh=True)
+            binding.last_run = 0
+        exe = binding.exe
         if binding.last_run != params["run"]:
             # another call ran this executor since: replay this node's forward first
-            exe.forward(is_train=params["train"],
-                        **{name: x for name, x in zip(binding.input_names, inputs[:count])})
+            exe.forward(is_train=params["train"], **dict(zip(binding.input_names, args)))
             binding.last_run = params["run"]
         exe.backward(list(out_grads))
         binding.in_flight = False
+        # backward() copies every gradient into its variable's grad buffer before anything can run
+        # this executor again, so it gets the executor's own arrays instead of copies (a gradient-
+        # sized copy of every parameter less at the peak); grad() returns them: it gets copies
+        lend = storing != 0
+        if lend:
+            binding.lent_to = storing
+            _lend_buffers(binding.aliased, storing)
         grads = []
         for name in binding.input_names:
             grad = exe.grad_dict.get(name)
-            grads.append(None if grad is None else grad.copy())
-        grads.extend(exe.grad_dict[name].copy() for name in binding.param_names)
+            grads.append(None if grad is None else grad if lend else grad.copy())
+        grads.extend(exe.grad_dict[name] if lend else exe.grad_dict[name].copy() for name in binding.param_names)
     return grads
+
+
+# the grad buffers that executors wrote in the running backward() pass: (pass, ids of the arrays)
+_lent_buffers: tuple[int, set[int]] = (0, set())
+
+
+def _may_overwrite(aliased: list, storing: int) -> bool:
+    """Whether an executor may write the grad buffers of parameters ``aliased`` in pass
+    ``storing``: no other executor lent them to it yet, and each is still overwritten
+    (``grad_req`` "write": autograd adds to an "add" buffer, which must not be the source)."""
+    lent_pass, lent_ids = _lent_buffers
+    for param, buffer in aliased:
+        if param.grad_req != "write":
+            return False
+        if lent_pass == storing and id(buffer) in lent_ids:
+            return False
+    return True
+
+
+def _lend_buffers(aliased: list, storing: int) -> None:
+    global _lent_buffers
+    if _lent_buffers[0] != storing:
+        _lent_buffers = (storing, set())
+    _lent_buffers[1].update(id(buffer) for _param, buffer in aliased)
 
 
 def _release(binding: _Binding, run: int) -> None:
@@ -183,7 +257,8 @@ def run_hybridized(block: Any, args: tuple) -> Any:
         if _CACHED_OP is None:
             _CACHED_OP = _cached_op_def()
         params = [p.data(ctx) for p in binding.params]
-        autograd.record_op(_CACHED_OP, {"binding": binding, "run": run, "train": train}, [*args, *params], outputs)
+        autograd.record_op(_CACHED_OP, {"binding": binding, "run": run, "train": train, "runner": runner,
+                                        "input_grads": input_grads}, [*args, *params], outputs)
         binding.in_flight = True
         # the node keeps its outputs alive: when the first is collected, the node is gone
         weakref.finalize(outputs[0], _release, binding, run)

@@ -10,6 +10,7 @@ forward pass, and can itself be recorded (``create_graph=True``) for higher orde
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -26,10 +27,13 @@ class _State(threading.local):
     def __init__(self) -> None:
         self.recording = False
         self.training = False
+        #: serial number of the running backward() call (0: none, or grad() runs)
+        self.storing = 0
 
 
 _state = _State()
 _GRAD_REQS = ("write", "add", "null")
+_pass_numbers = itertools.count(1)  # numbers backward() calls for storing_pass()
 
 
 class _Node:
@@ -68,6 +72,19 @@ def requires_grad(array: Any) -> bool:
     computed from one while recording. Code that records its own nodes with :func:`record_op`
     (a hybridized Gluon block) asks this to skip gradients nobody needs."""
     return array._ag is not None
+
+
+def storing_pass() -> int:
+    """The serial number (from 1) of the running :func:`backward` call, whose results are only
+    copied into the variables' grad buffers, never handed to the caller; 0 when no gradient
+    computation runs, or when :func:`grad` runs (it returns its results).
+
+    A gradient function asks this to decide whether it may return arrays it keeps and
+    overwrites on a later call (a hybridized block's executor gradients) instead of copies:
+    during one ``backward`` pass they are consumed before the pass ends, so only a second
+    use of the same arrays within the same pass must be avoided.
+    """
+    return _state.storing
 
 
 # ---- scopes ----------------------------------------------------------------------------
@@ -236,11 +253,12 @@ def _accumulate(store: dict, key: Any, grad: Any) -> None:
 
 
 def _compute(heads: Sequence[Any], head_grads: Sequence[Any] | None, create_graph: bool,
-             train: bool, retain_graph: bool = True) -> dict[int, tuple[Any, Any]]:
+             train: bool, retain_graph: bool = True, storing: bool = False) -> dict[int, tuple[Any, Any]]:
     """Gradients of ``heads`` w.r.t. every reached variable: ``{id(var): (var, grad)}``.
 
     Without ``retain_graph`` the recorded nodes are spent, as MXNet frees them: a second
-    differentiation through them is an error rather than a silent repeat.
+    differentiation through them is an error rather than a silent repeat. ``storing``: the
+    gradients go to the variables' buffers (``backward``), see :func:`storing_pass`.
     """
     from mxkit.ndarray.creation import ones
     from mxkit.ndarray.ndarray import NDArray
@@ -258,8 +276,9 @@ def _compute(heads: Sequence[Any], head_grads: Sequence[Any] | None, create_grap
                             "`with mx.autograd.record():`")
     entry_grads: dict[tuple[int, int], Any] = {}
     leaf_grads: dict[int, tuple[Any, Any]] = {}
-    saved = (_state.recording, _state.training)
+    saved = (_state.recording, _state.training, _state.storing)
     _state.recording, _state.training = create_graph, train
+    _state.storing = next(_pass_numbers) if storing else 0
     try:
         for head, grad in zip(heads, head_grads):
             if grad is None:
@@ -300,7 +319,7 @@ def _compute(heads: Sequence[Any], head_grads: Sequence[Any] | None, create_grap
                     child, index = array._ag
                     _accumulate(entry_grads, (id(child), index), grad)
     finally:
-        _state.recording, _state.training = saved
+        _state.recording, _state.training, _state.storing = saved
     return leaf_grads
 
 
@@ -320,9 +339,10 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
 
     ``grad_req="write"`` overwrites the buffer, ``"add"`` adds to it, ``"null"`` skips it.
     """
-    for variable, grad in _compute(heads, head_grads, False, train_mode, retain_graph).values():
+    for variable, grad in _compute(heads, head_grads, False, train_mode, retain_graph, storing=True).values():
         if variable._grad_req == "write":
-            variable._grad[:] = grad
+            if grad is not variable._grad:  # an operator may have written the buffer itself
+                variable._grad[:] = grad
         elif variable._grad_req == "add":
             variable._grad += grad
         else:
@@ -438,4 +458,4 @@ class Function:
 
 __all__ = ["AutogradError", "Function", "backward", "get_symbol", "grad", "is_recording", "is_training",
            "mark_variables", "pause", "predict_mode", "record", "record_op", "requires_grad", "set_recording",
-           "set_training", "train_mode"]
+           "set_training", "storing_pass", "train_mode"]
