@@ -22,6 +22,7 @@ pytestmark = pytest.mark.spark
 
 EPOCHS = 4
 BATCH = 32
+RETRY_EPOCHS = 12
 
 
 def mlp():
@@ -142,13 +143,15 @@ def test_a_worker_killed_mid_fit_is_retried_from_the_last_checkpoint(spark, ray_
 
     killer = threading.Thread(target=kill_after_first_checkpoint, daemon=True)
     killer.start()
-    model = Estimator(mlp(), prefix, num_workers=2, batch_size=BATCH, epochs=3, timeout=60,
+    # enough epochs after the first checkpoint that the kill lands while the stage still trains
+    # (with 3, a quiet machine finished epochs 2 and 3 before the killer found a worker)
+    model = Estimator(mlp(), prefix, num_workers=2, batch_size=BATCH, epochs=RETRY_EPOCHS, timeout=60,
                       max_attempts=2).fit(vector_frame(spark, train_x[:600], train_y[:600]))
     killer.join(5)
     assert killed, "no training worker was found to kill"
     assert model.attempts == 2
-    assert saved_epochs(prefix) == [1, 2, 3]
-    for epoch in range(1, 4):
+    assert saved_epochs(prefix) == list(range(1, RETRY_EPOCHS + 1))
+    for epoch in range(1, RETRY_EPOCHS + 1):
         _, arg_params, _ = load_checkpoint(prefix, epoch)
         assert sorted(arg_params) == ["fc1_bias", "fc1_weight", "fc2_bias", "fc2_weight", "fc3_bias", "fc3_weight"]
         assert all(np.isfinite(value.asnumpy()).all() for value in arg_params.values())

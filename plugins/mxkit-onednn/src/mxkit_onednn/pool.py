@@ -30,6 +30,8 @@ class PoolGeometry:
         nd = len(data_shape) - 2
         if pool_type not in ("max", "avg") or not 1 <= nd <= 3:
             raise Unhandled
+        if params.get("pooling_convention") == "same":
+            raise Unhandled  # padding split before and after the data: the replaced kernel's
         spatial = tuple(int(d) for d in data_shape[2:])
         if params["global_pool"]:
             kernel, stride, pad = spatial, (1,) * nd, (0,) * nd
