@@ -5,7 +5,6 @@ of the sums involved (:func:`onednn_harness.sum_bound`)."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mxkit.ndarray.registry import get_registry
@@ -18,18 +17,6 @@ SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[Healt
 #: single-precision elementwise functions (oneDNN's polynomial exp, tanh, logistic, log) are accurate to a
 #: few units in the last place; 64 of them is far above that and far below any wrong formula
 FUNCTION_ULPS = 64
-
-
-@pytest.fixture
-def onednn_only():
-    """oneDNN's program alone (not the fastest of it and the replaced kernel)."""
-    from mxkit_onednn.program import PROGRAMS
-
-    PROGRAMS.clear()
-    PROGRAMS.only = "plain"
-    yield
-    PROGRAMS.only = None
-    PROGRAMS.clear()
 
 
 def test_the_plugin_replaces_mxkit_cpus_kernels_of_these_operators():

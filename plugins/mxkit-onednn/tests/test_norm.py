@@ -5,25 +5,12 @@ use_global_stats, the optional mean and inverse-std outputs, any axis."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mxkit.ndarray.registry import get_registry
 from onednn_harness import UNIT, assert_served_by_onednn, needs_onednn, run
 
 pytestmark = needs_onednn
-
-
-@pytest.fixture
-def onednn_only():
-    """oneDNN's program alone (not the fastest of it and the replaced kernel)."""
-    from mxkit_onednn.program import PROGRAMS
-
-    PROGRAMS.clear()
-    PROGRAMS.only = "plain"
-    yield
-    PROGRAMS.only = None
-    PROGRAMS.clear()
 
 
 @st.composite

@@ -69,17 +69,9 @@ def test_sum_pooling_and_float64_go_to_mxkit_cpu(layout):
     assert y64.dtype == np.float64 and y64[0, 0, 0, 0] == 5.0
 
 
-def test_same_convention_goes_to_the_replaced_kernel():
+def test_same_convention_goes_to_the_replaced_kernel(onednn_only):
     # MXNet's "same" convention pads before and after the data; oneDNN's program would pad after only
-    from mxkit_onednn.program import PROGRAMS
-
     x = np.random.default_rng(1).random((1, 2, 7, 10)).astype(np.float32)
     params = dict(kernel=(3, 2), stride=(2, 3), pool_type="max", pooling_convention="same")
-    PROGRAMS.clear()
-    PROGRAMS.only = "plain"  # oneDNN's program alone, not the faster of it and the replaced kernel
-    try:
-        got = run("Pooling", [x], **params)[0]
-    finally:
-        PROGRAMS.only = None
-        PROGRAMS.clear()
+    got = run("Pooling", [x], **params)[0]
     np.testing.assert_array_equal(got, run("Pooling", [x], "generic", **params)[0])
