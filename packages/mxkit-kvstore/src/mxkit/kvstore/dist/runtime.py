@@ -191,7 +191,10 @@ def _no_dashboard_process() -> Iterator[None]:
     """
     from ray._private import services
 
-    original = services.start_api_server
+    original = getattr(services, "start_api_server", None)
+    if original is None:  # another Ray release: its own behaviour, dashboard or not
+        yield
+        return
 
     def no_api_server(*args: Any, **kwargs: Any) -> tuple[str, None]:
         return "", None
