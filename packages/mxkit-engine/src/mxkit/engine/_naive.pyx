@@ -178,8 +178,6 @@ cdef class NaiveEngine:
     """
 
     cdef readonly str name
-    #: :meth:`push` takes ``small=`` (read on the type; every op runs inline here anyway)
-    inline_small_ops = True
 
     def __init__(self, **options):
         if options:
@@ -211,9 +209,8 @@ cdef class NaiveEngine:
 
     # -- pushing -----------------------------------------------------------------------
 
-    def push(self, fn, reads=(), writes=(), ctx=None, priority=0, name=None, copy=False, small=False):
+    def push(self, fn, reads=(), writes=(), ctx=None, priority=0, name=None, copy=False):
         """Run ``fn()`` now; then count a completed write on every var in ``writes``.
-        (``small`` is accepted for the threaded engines' sake: everything runs inline here.)
 
         Raises
         ------
@@ -299,7 +296,6 @@ cdef class NaiveEngine:
     def pending(self):
         """Operations pushed and not yet complete (always 0 here)."""
         return 0
-
 
     def __repr__(self):
         return "<NaiveEngine>"
