@@ -123,6 +123,18 @@ class Dropout(HybridBlock):
         return F.identity(x)
 
 
+def _scale_and_shift(block: HybridBlock, size: int, center: bool, scale: bool, beta_initializer: Any,
+                     gamma_initializer: Any, switch_off_gradient: bool = False) -> None:
+    """The learned ``gamma`` (used when ``scale``) and ``beta`` (when ``center``) of a
+    normalisation layer, ``size`` values each (0: inferred). A switched-off one is still made,
+    with grad_req null, as MXNet makes it (saved files name it); ``switch_off_gradient`` also
+    marks it not differentiable (BatchNorm's operator ignores it then)."""
+    for name, used, init in (("gamma", scale, gamma_initializer), ("beta", center, beta_initializer)):
+        options = {"differentiable": used} if switch_off_gradient else {}
+        setattr(block, name, block.params.get(name, grad_req="write" if used else "null", shape=(size,), init=init,
+                                              allow_deferred_init=True, **options))
+
+
 class BatchNorm(HybridBlock):
     """Batch normalisation with running statistics (auxiliary states).
 
@@ -137,10 +149,8 @@ class BatchNorm(HybridBlock):
         super().__init__(**kwargs)
         self._kwargs = {"axis": axis, "eps": epsilon, "momentum": momentum, "fix_gamma": not scale,
                         "use_global_stats": use_global_stats}
-        self.gamma = self.params.get("gamma", grad_req="write" if scale else "null", shape=(in_channels,),
-                                     init=gamma_initializer, allow_deferred_init=True, differentiable=scale)
-        self.beta = self.params.get("beta", grad_req="write" if center else "null", shape=(in_channels,),
-                                    init=beta_initializer, allow_deferred_init=True, differentiable=center)
+        _scale_and_shift(self, in_channels, center, scale, beta_initializer, gamma_initializer,
+                         switch_off_gradient=True)
         self.running_mean = self.params.get("running_mean", grad_req="null", shape=(in_channels,),
                                             init=running_mean_initializer, allow_deferred_init=True,
                                             differentiable=False)
@@ -168,10 +178,7 @@ class InstanceNorm(HybridBlock):
         super().__init__(**kwargs)
         self._axis = axis
         self._epsilon = epsilon
-        self.gamma = self.params.get("gamma", grad_req="write" if scale else "null", shape=(in_channels,),
-                                     init=gamma_initializer, allow_deferred_init=True)
-        self.beta = self.params.get("beta", grad_req="write" if center else "null", shape=(in_channels,),
-                                    init=beta_initializer, allow_deferred_init=True)
+        _scale_and_shift(self, in_channels, center, scale, beta_initializer, gamma_initializer)
 
     def hybrid_forward(self, F: Any, x: Any, gamma: Any, beta: Any) -> Any:
         if self._axis == 1:
@@ -189,10 +196,7 @@ class LayerNorm(HybridBlock):
         super().__init__(**kwargs)
         self._axis = axis
         self._epsilon = epsilon
-        self.gamma = self.params.get("gamma", grad_req="write" if scale else "null", shape=(in_channels,),
-                                     init=gamma_initializer, allow_deferred_init=True)
-        self.beta = self.params.get("beta", grad_req="write" if center else "null", shape=(in_channels,),
-                                    init=beta_initializer, allow_deferred_init=True)
+        _scale_and_shift(self, in_channels, center, scale, beta_initializer, gamma_initializer)
 
     def hybrid_forward(self, F: Any, data: Any, gamma: Any, beta: Any) -> Any:
         return F.LayerNorm(data, gamma, beta, axis=self._axis, eps=self._epsilon)
@@ -207,10 +211,7 @@ class GroupNorm(HybridBlock):
         super().__init__(**kwargs)
         self._num_groups = num_groups
         self._epsilon = epsilon
-        self.gamma = self.params.get("gamma", grad_req="write" if scale else "null", shape=(num_groups,),
-                                     init=gamma_initializer, allow_deferred_init=True)
-        self.beta = self.params.get("beta", grad_req="write" if center else "null", shape=(num_groups,),
-                                    init=beta_initializer, allow_deferred_init=True)
+        _scale_and_shift(self, num_groups, center, scale, beta_initializer, gamma_initializer)
 
     def hybrid_forward(self, F: Any, data: Any, gamma: Any, beta: Any) -> Any:
         return F.GroupNorm(data, gamma=gamma, beta=beta, num_groups=self._num_groups, eps=self._epsilon)
