@@ -69,7 +69,7 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
     int dnnl_query_dst_md, dnnl_query_diff_dst_md, dnnl_query_workspace_md, dnnl_query_scratchpad_md
     int dnnl_query_impl_info_str
     int dnnl_eltwise_relu_use_dst_for_bwd, dnnl_eltwise_tanh_use_dst_for_bwd, dnnl_eltwise_logistic_use_dst_for_bwd
-    int dnnl_eltwise_soft_relu, dnnl_softmax_accurate, dnnl_softmax_log
+    int dnnl_softmax_accurate, dnnl_softmax_log
 
     dnnl_status_t dnnl_engine_create(dnnl_engine_t* engine, dnnl_engine_kind_t kind, size_t index)
     dnnl_status_t dnnl_stream_create(dnnl_stream_t* stream, dnnl_engine_t engine, unsigned flags)
@@ -218,7 +218,6 @@ POOLING_AVG_EXCLUDE_PADDING = 0x3ff
 ELTWISE_RELU_USE_DST = dnnl_eltwise_relu_use_dst_for_bwd
 ELTWISE_TANH_USE_DST = dnnl_eltwise_tanh_use_dst_for_bwd
 ELTWISE_LOGISTIC_USE_DST = dnnl_eltwise_logistic_use_dst_for_bwd
-ELTWISE_SOFT_RELU = dnnl_eltwise_soft_relu
 SOFTMAX_ACCURATE = dnnl_softmax_accurate
 SOFTMAX_LOG = dnnl_softmax_log
 USE_GLOBAL_STATS = 0x1
@@ -495,7 +494,7 @@ def inner_product_forward_pd(int prop_kind, MemoryDesc src, MemoryDesc weights, 
 
 
 def eltwise_forward_pd(int prop_kind, int algorithm, MemoryDesc src, MemoryDesc dst, float alpha, float beta):
-    """An elementwise function (relu, logistic, tanh, soft_relu...)."""
+    """An elementwise function (relu, logistic, tanh)."""
     cdef _Attr attr = _Attr()
     cdef PrimitiveDesc result = PrimitiveDesc()
     check(dnnl_eltwise_forward_primitive_desc_create(
