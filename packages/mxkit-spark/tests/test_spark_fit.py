@@ -3,11 +3,13 @@
 The reference is the same MLP, seed and optimizer trained by ``Module.fit`` in this process
 on the same rows; the Spark fit runs two workers (one per partition) against a
 ``dist_sync`` server. The two do not take the same steps: a round applies the sum of two
-workers' batch-mean gradients, twice the step of one worker's batch, so the distributed fit
-moves faster per sample (measured: 98.6% against the plain fit's 95.6% after 6 epochs on
-these 360 validation digits; both above 94% after 4). The defect to catch is a fit that learns less (a broken
-round sits near chance, 10%), so the bound is one-sided: at most 3 points (11 samples)
-below the plain fit.
+workers' batch-mean gradients, twice the step of one worker's batch, and which rows each
+worker holds follows Spark's repartitioning, so the distributed result varies from run to
+run. Measured after 4 epochs on these 360 validation digits: the plain fit 98.1%, the Spark
+fit 94.4-98.6% over seven runs (mean about 97%, spread about 1.4 points; the binomial error
+of 360 samples alone is 1 point). The defect to catch is a fit that learns less: a broken
+round sits near chance (10%). So the bound is one-sided and wide enough to hold five
+spreads below the mean: at most 8 points below the plain fit, and above 90% outright.
 """
 
 import os
@@ -92,7 +94,7 @@ def test_fit_learns_like_a_plain_fit_and_transform_matches_the_checkpoint(spark,
 
     plain_accuracy = plain_fit_accuracy(train_x, train_y, val_x, val_y)
     assert spark_accuracy > 0.9, spark_accuracy
-    assert spark_accuracy >= plain_accuracy - 0.03, (spark_accuracy, plain_accuracy)
+    assert spark_accuracy >= plain_accuracy - 0.08, (spark_accuracy, plain_accuracy)
 
 
 def _training_workers():
