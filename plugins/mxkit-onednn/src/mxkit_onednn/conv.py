@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from mxkit_onednn import _mxkit
-from mxkit_onednn.kernels import Unhandled
+from mxkit_onednn.kernels import ANY, Unhandled, handles
 from mxkit_onednn.library import load
 from mxkit_onednn.program import PROGRAMS, Builder, Program, refuse_over_workspace, within_workspace
 
@@ -62,6 +62,12 @@ class ConvGeometry:
 
     def key(self) -> tuple:
         return (self.src, self.weights, self.bias, self.dst, self.strides, self.dilates, self.pad_l, self.pad_r)
+
+
+#: the parameters of ``Convolution`` the kernels implement: the geometry, and MXNet's hints to its GPU kernels and
+#: its temporary buffers (``workspace``, ``cudnn_*``), which change how a result is computed, not the result
+HANDLES = dict(kernel=ANY, stride=ANY, dilate=ANY, pad=ANY, num_filter=ANY, num_group=ANY, no_bias=ANY,
+               workspace=ANY, cudnn_tune=ANY, cudnn_off=ANY, layout=(None, "NCW", "NCHW"))
 
 
 def float32_arrays(arrays: list) -> list[np.ndarray]:
@@ -117,6 +123,7 @@ def _build_forward(g: ConvGeometry, layout: str) -> Program:
     return b.build()
 
 
+@handles(**HANDLES)
 def convolution(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
     """Forward of ``Convolution``."""
     arrays = float32_arrays([*inputs[:2 if params["no_bias"] else 3], outputs[0]])
@@ -165,6 +172,7 @@ def _build_backward(g: ConvGeometry, want_data: bool, layout: str) -> Program:
     return b.build()
 
 
+@handles(**HANDLES)
 def convolution_backward(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
     """``_backward_Convolution``: the data gradient (unless nothing reads it), the weight and bias gradients."""
     arrays = float32_arrays(list(inputs) + list(outputs))
@@ -180,5 +188,5 @@ def convolution_backward(inputs: list, outputs: list, params: dict, replaced: An
     out.finish()
 
 
-__all__ = ["LAYOUTS", "ConvGeometry", "Outputs", "activation_md", "convolution", "convolution_backward",
+__all__ = ["HANDLES", "LAYOUTS", "ConvGeometry", "Outputs", "activation_md", "convolution", "convolution_backward",
            "float32_arrays"]
