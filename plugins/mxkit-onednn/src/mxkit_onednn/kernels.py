@@ -24,6 +24,10 @@ BACKEND = "numpy"
 OVERRIDES = {
     "Convolution": ("conv", "convolution"),
     "_backward_Convolution": ("conv", "convolution_backward"),
+    "Deconvolution": ("deconv", "deconvolution"),
+    "_backward_Deconvolution": ("deconv", "deconvolution_backward"),
+    "LRN": ("lrn", "lrn"),
+    "_backward_LRN": ("lrn", "lrn_backward"),
     "Pooling": ("pool", "pooling"),
     "_backward_Pooling": ("pool", "pooling_backward"),
     "BatchNorm": ("norm", "batchnorm"),
