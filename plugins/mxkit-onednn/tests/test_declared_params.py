@@ -90,6 +90,8 @@ CASES = {
     "_backward_relu": ({}, lambda p: [_rand(3, 5), np.abs(_rand(3, 5))]),
     "_backward_sigmoid": ({}, lambda p: [_rand(3, 5), np.abs(_rand(3, 5)) / 4]),
     "_backward_tanh": ({}, lambda p: [_rand(3, 5), _rand(3, 5) / 4]),
+    "add_n": (dict(num_args=2), lambda p: [_rand(3, 5), _rand(3, 5)]),
+    "Concat": (dict(num_args=2), lambda p: [_rand(3, 5, 2), _rand(3, 5, 2)]),
     "softmax": ({}, _softmax),
     "log_softmax": ({}, _softmax),
     "_backward_softmax": ({}, _softmax_backward("softmax")),

@@ -152,6 +152,12 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
         const_dnnl_memory_desc_t diff_src_desc, const_dnnl_memory_desc_t diff_dst_desc,
         const_dnnl_memory_desc_t src_desc, dnnl_dim_t local_size, float alpha, float beta, float k,
         const_dnnl_primitive_desc_t hint_fwd_pd, const_dnnl_primitive_attr_t attr)
+    dnnl_status_t dnnl_sum_primitive_desc_create(
+        dnnl_primitive_desc_t* pd, dnnl_engine_t engine, const_dnnl_memory_desc_t dst_desc, int n,
+        const float* scales, const_dnnl_memory_desc_t* src_descs, const_dnnl_primitive_attr_t attr)
+    dnnl_status_t dnnl_concat_primitive_desc_create(
+        dnnl_primitive_desc_t* pd, dnnl_engine_t engine, const_dnnl_memory_desc_t dst_desc, int n,
+        int concat_dimension, const_dnnl_memory_desc_t* src_descs, const_dnnl_primitive_attr_t attr)
     dnnl_status_t dnnl_pooling_forward_primitive_desc_create(
         dnnl_primitive_desc_t* pd, dnnl_engine_t engine, dnnl_prop_kind_t prop_kind, dnnl_alg_kind_t alg_kind,
         const_dnnl_memory_desc_t src_desc, const_dnnl_memory_desc_t dst_desc, const dnnl_dims_t strides,
@@ -227,6 +233,8 @@ ARG_SCALE = 51
 ARG_SHIFT = 52
 ARG_WORKSPACE = 64
 ARG_SCRATCHPAD = 80
+#: the i-th source of a sum or a concatenation is ARG_MULTIPLE_SRC + i
+ARG_MULTIPLE_SRC = 1024
 ARG_DIFF_SRC = 129
 ARG_DIFF_DST = 145
 ARG_DIFF_WEIGHTS = 161
@@ -548,6 +556,47 @@ def lrn_backward_pd(MemoryDesc diff_src, MemoryDesc diff_dst, MemoryDesc src, lo
     check(dnnl_lrn_backward_primitive_desc_create(
         &result.pd, _engine, <dnnl_alg_kind_t>LRN_ACROSS_CHANNELS, diff_src.md, diff_dst.md, src.md,
         <dnnl_dim_t>local_size, alpha, beta, k, hint.pd, attr.attr), "lrn backward")
+    return result
+
+
+def sum_pd(MemoryDesc dst, sources):
+    """The elementwise sum of ``sources`` (memory descriptors of ``dst``'s dims), each with scale 1."""
+    cdef _Attr attr = _Attr()
+    cdef PrimitiveDesc result = PrimitiveDesc()
+    cdef int n = len(sources), i
+    cdef float* scales = <float*>PyMem_Malloc(max(n, 1) * sizeof(float))
+    cdef const_dnnl_memory_desc_t* mds = <const_dnnl_memory_desc_t*>PyMem_Malloc(
+        max(n, 1) * sizeof(const_dnnl_memory_desc_t))
+    if scales == NULL or mds == NULL:
+        PyMem_Free(scales)
+        PyMem_Free(mds)
+        raise MemoryError()
+    try:
+        for i in range(n):
+            scales[i] = 1.0
+            mds[i] = (<MemoryDesc>sources[i]).md
+        check(dnnl_sum_primitive_desc_create(&result.pd, _engine, dst.md, n, scales, mds, attr.attr), "sum")
+    finally:
+        PyMem_Free(scales)
+        PyMem_Free(mds)
+    return result
+
+
+def concat_pd(MemoryDesc dst, int axis, sources):
+    """The concatenation of ``sources`` along ``axis`` into ``dst``."""
+    cdef _Attr attr = _Attr()
+    cdef PrimitiveDesc result = PrimitiveDesc()
+    cdef int n = len(sources), i
+    cdef const_dnnl_memory_desc_t* mds = <const_dnnl_memory_desc_t*>PyMem_Malloc(
+        max(n, 1) * sizeof(const_dnnl_memory_desc_t))
+    if mds == NULL:
+        raise MemoryError()
+    try:
+        for i in range(n):
+            mds[i] = (<MemoryDesc>sources[i]).md
+        check(dnnl_concat_primitive_desc_create(&result.pd, _engine, dst.md, n, axis, mds, attr.attr), "concat")
+    finally:
+        PyMem_Free(mds)
     return result
 
 

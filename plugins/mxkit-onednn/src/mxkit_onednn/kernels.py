@@ -38,6 +38,8 @@ OVERRIDES = {
     "_backward_relu": ("eltwise", "relu_backward"),
     "_backward_sigmoid": ("eltwise", "sigmoid_backward"),
     "_backward_tanh": ("eltwise", "tanh_backward"),
+    "add_n": ("combine", "add_n"),
+    "Concat": ("combine", "concat"),
     "softmax": ("softmax", "softmax"),
     "_backward_softmax": ("softmax", "softmax_backward"),
     "log_softmax": ("softmax", "log_softmax"),
