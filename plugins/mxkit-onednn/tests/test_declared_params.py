@@ -152,7 +152,7 @@ def test_a_parameter_the_kernel_does_not_declare_goes_to_mxkit_cpu(onednn_only, 
         exercised = False
         for value in _candidate_values(param):
             params = {**base, param.name: value, **EXTRA_VALUES.get((name, param.name, value), {})}
-            if rule is not None and kernels._accepts(rule, get_registry().get(name).parse_params(params)[param.name]):
+            if rule is not None and kernels.accepts(rule, get_registry().get(name).parse_params(params)[param.name]):
                 continue  # a value the kernel does implement
             try:
                 inputs = make_inputs(params)

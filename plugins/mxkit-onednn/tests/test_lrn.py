@@ -158,6 +158,6 @@ def test_lrn_of_float64_and_of_a_batch_past_the_workspace(programs):
         grad = run("_backward_LRN", [g, x.astype(np.float32)], **p)[0]
         ours, _ = _bounds(x.astype(np.float32), g, p)
         assert_within(grad, run("_backward_LRN", [g, x], "reference", **p)[0], ours, "chunked gradient")
-        assert any(isinstance(chosen, program.Chunked) for chosen in programs._programs.values())
+        assert any(isinstance(programs.program(key), program.Chunked) for key in programs.chosen())
     finally:
         program.WORKSPACE_BYTES = saved

@@ -66,7 +66,9 @@ def handles(**declared: Any) -> Callable[[Callable[..., None]], Callable[..., No
     return mark
 
 
-def _accepts(rule: Any, value: Any) -> bool:
+def accepts(rule: Any, value: Any) -> bool:
+    """Whether a declaration's ``rule`` for a parameter (:data:`ANY`, a tuple of values, a predicate) covers
+    ``value`` (a value of the tuple: equal and of the same type, so that ``0`` is not ``False``)."""
     if rule is ANY:
         return True
     if callable(rule):
@@ -84,7 +86,7 @@ def unhandled_params(declared: Declared, params: dict, defaults: dict) -> list[s
         if name.startswith("_"):
             continue
         if name in declared:
-            if not _accepts(declared[name], value):
+            if not accepts(declared[name], value):
                 unhandled.append(name)
         elif name not in defaults or value != defaults[name]:
             unhandled.append(name)
@@ -144,5 +146,5 @@ def register(registry: Any) -> list[str]:
     return registered
 
 
-__all__ = ["ANY", "BACKEND", "OVERRIDES", "Unhandled", "handles", "operator_defaults", "register",
+__all__ = ["ANY", "BACKEND", "accepts", "OVERRIDES", "Unhandled", "handles", "operator_defaults", "register",
            "unhandled_params", "with_fallback"]
