@@ -64,3 +64,24 @@ def test_float64_and_broadcast_sums_go_to_the_generic_kernels(onednn_only):
     np.testing.assert_array_equal(run("add_n", xs, num_args=2)[0], 2 * xs[0])
     np.testing.assert_array_equal(run("Concat", xs, num_args=2, dim=0)[0], np.concatenate(xs))
     assert len(PROGRAMS) == 0
+
+
+def test_an_output_overlapping_an_input_is_summed_and_joined_as_if_apart(onednn_only):
+    from mxkit_onednn.program import PROGRAMS
+
+    op = get_registry().get("add_n")
+    kernel, params = op.kernel_for("numpy"), op.parse_params(dict(num_args=3))
+    rng = np.random.default_rng(0)
+    a, b, c = (rng.standard_normal((4, 5)).astype(np.float32) for _ in range(3))
+    want = (a + b) + c
+    for index in range(3):  # out= the first input (oneDNN's in-place sum), then another one (the generic kernel)
+        xs = [a.copy(), b.copy(), c.copy()]
+        kernel(np, xs, [xs[index]], params)
+        np.testing.assert_array_equal(xs[index], want)
+    assert len(PROGRAMS) == 1  # the in-place call of the first input only
+    joined = np.zeros((2, 5), np.float32)
+    parts = [joined[:1], rng.standard_normal((1, 5)).astype(np.float32)]
+    first = parts[0].copy()
+    op = get_registry().get("Concat")
+    op.kernel_for("numpy")(np, parts, [joined], op.parse_params(dict(num_args=2, dim=0)))
+    np.testing.assert_array_equal(joined, np.concatenate([first, parts[1]]))

@@ -19,6 +19,14 @@ from mxkit_onednn.library import load
 from mxkit_onednn.program import PROGRAMS, Builder, Program
 
 
+def _written_safely(output: np.ndarray, others: list, first: np.ndarray | None = None) -> bool:
+    """Whether ``output`` overlaps none of ``others``, and is ``first`` exactly or overlaps it not at all."""
+    if any(np.may_share_memory(output, other) for other in others):
+        return False
+    return first is None or not np.may_share_memory(output, first) or (
+        output.ctypes.data == first.ctypes.data and output.strides == first.strides)
+
+
 def _build_sum(size: int, count: int) -> Program:
     dnnl = load()
     flat = dnnl.plain_md((size,))
@@ -35,6 +43,10 @@ def add_n(inputs: list, outputs: list, params: dict, replaced: Any = None) -> No
     arrays = float32_arrays([*inputs, outputs[0]])
     if any(a.shape != arrays[-1].shape for a in arrays):
         raise Unhandled  # broadcasting is the generic kernel's business
+    # oneDNN's sum writes the first input's terms into the output before it reads the others: an output that is
+    # the first input is fine, one that overlaps another input (``out=`` of the imperative call) is not
+    if not _written_safely(arrays[-1], arrays[1:-1], first=arrays[0]):
+        raise Unhandled
     size, count = arrays[-1].size, len(inputs)
     out = Outputs([outputs[0]])
     PROGRAMS.run(("add_n", size, count), {"plain": lambda: _build_sum(size, count)},
@@ -65,6 +77,8 @@ def _build_concat(views: tuple, out_view: tuple) -> Program:
 def concat(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
     """Forward of ``Concat``."""
     arrays = float32_arrays([*inputs, outputs[0]])
+    if not _written_safely(arrays[-1], arrays[:-1]):
+        raise Unhandled  # an output overlapping an input: the generic kernel copies through a temporary
     axis = _mxkit.normalize_axis(params["dim"], arrays[-1].ndim, "Concat")
     views = tuple(_view(a.shape, axis) for a in arrays[:-1])
     out_view = _view(arrays[-1].shape, axis)

@@ -84,6 +84,13 @@ def float32_arrays(arrays: list) -> list[np.ndarray]:
     return [np.ascontiguousarray(a) for a in arrays]
 
 
+def apart(outputs: list, inputs: list) -> None:
+    """:class:`Unhandled` when an output overlaps an input (``out=`` an input of an imperative call): oneDNN's
+    primitives read their inputs while they write, the generic kernels through temporaries."""
+    if any(np.may_share_memory(o, i) for o in outputs for i in inputs):
+        raise Unhandled
+
+
 class Outputs:
     """The outputs as C-contiguous arrays to write into (temporaries copied back for the others)."""
 
@@ -207,4 +214,4 @@ def run_backward(name: str, g: ConvGeometry, want_data: bool, arrays: list, outp
 
 
 __all__ = ["HANDLES", "LAYOUTS", "ConvGeometry", "Outputs", "activation_md", "build_backward", "build_forward",
-           "convolution", "convolution_backward", "float32_arrays", "run_backward", "run_forward"]
+           "apart", "convolution", "convolution_backward", "float32_arrays", "run_backward", "run_forward"]

@@ -16,7 +16,7 @@ import copy
 from typing import Any
 
 from mxkit_onednn import _mxkit
-from mxkit_onednn.conv import ConvGeometry, float32_arrays, run_backward, run_forward
+from mxkit_onednn.conv import ConvGeometry, apart, float32_arrays, run_backward, run_forward
 from mxkit_onednn.kernels import ANY, Unhandled, handles
 
 #: the parameters of ``Deconvolution`` the kernels implement: the geometry, and MXNet's hints to its GPU kernels
@@ -73,6 +73,7 @@ class DeconvGeometry(ConvGeometry):
 def deconvolution(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
     """Forward of ``Deconvolution``."""
     arrays = float32_arrays([*inputs[:2 if params["no_bias"] else 3], outputs[0]])
+    apart(outputs, inputs)
     g = DeconvGeometry(params, arrays[0].shape, arrays[1].shape, outputs[0].shape)
     run_forward("Deconvolution", g, arrays, outputs, replaced)
 
@@ -81,6 +82,7 @@ def deconvolution(inputs: list, outputs: list, params: dict, replaced: Any = Non
 def deconvolution_backward(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
     """``_backward_Deconvolution``: the data gradient (unless nothing reads it), the weight and bias gradients."""
     arrays = float32_arrays(list(inputs) + list(outputs))
+    apart(outputs, inputs)
     out_grad, data, weight = arrays[:3]
     g = DeconvGeometry(params, data.shape, weight.shape, out_grad.shape)
     run_backward("_backward_Deconvolution", g, _mxkit.wanted(params, 0), [out_grad, data, weight], outputs,

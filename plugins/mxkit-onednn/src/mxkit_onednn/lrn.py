@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from mxkit_onednn.conv import Outputs, float32_arrays
+from mxkit_onednn.conv import Outputs, apart, float32_arrays
 from mxkit_onednn.kernels import ANY, Unhandled, handles
 from mxkit_onednn.library import load
 from mxkit_onednn.program import PROGRAMS, Builder, Program, within_workspace
@@ -76,6 +76,7 @@ def _candidates(build: Any, dims: tuple, constants: tuple, layouts: Any) -> dict
 def lrn(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
     """Forward of ``LRN``."""
     x, _ = float32_arrays([inputs[0], outputs[0]])
+    apart(outputs, inputs)
     dims, constants = _dims(x.shape), _constants(params)
     out = Outputs([outputs[0]])
     PROGRAMS.run(("LRN", dims, constants), _candidates(_build_forward, dims, constants, LAYOUTS),
@@ -111,6 +112,7 @@ def lrn_backward(inputs: list, outputs: list, params: dict, replaced: Any = None
     out_grad, x, _ = float32_arrays([inputs[0], inputs[1], outputs[0]])
     if out_grad.shape != x.shape:
         raise Unhandled
+    apart(outputs, inputs)
     dims, constants = _dims(x.shape), _constants(params)
     out = Outputs([outputs[0]])
     # the forward it may rerun writes copies of the data into the workspace: the batch goes in chunks that fit
