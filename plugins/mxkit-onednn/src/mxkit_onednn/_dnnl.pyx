@@ -62,6 +62,7 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
     int dnnl_f32
     int dnnl_format_tag_any
     int dnnl_a, dnnl_ab, dnnl_abc, dnnl_abcd, dnnl_abcde
+    int dnnl_bac, dnnl_bacd, dnnl_acbd, dnnl_acbde, dnnl_acdb, dnnl_aBcd8b, dnnl_aBcd16b
     int dnnl_cpu
     int dnnl_stream_default_flags
     int dnnl_scratchpad_mode_user
@@ -70,6 +71,7 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
     int dnnl_query_impl_info_str
     int dnnl_eltwise_relu_use_dst_for_bwd, dnnl_eltwise_tanh_use_dst_for_bwd, dnnl_eltwise_logistic_use_dst_for_bwd
     int dnnl_softmax_accurate, dnnl_softmax_log
+    int dnnl_lrn_across_channels, dnnl_deconvolution_direct
 
     dnnl_status_t dnnl_engine_create(dnnl_engine_t* engine, dnnl_engine_kind_t kind, size_t index)
     dnnl_status_t dnnl_stream_create(dnnl_stream_t* stream, dnnl_engine_t engine, unsigned flags)
@@ -123,6 +125,39 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
         const_dnnl_memory_desc_t diff_bias_desc, const_dnnl_memory_desc_t diff_dst_desc,
         const dnnl_dims_t strides, const dnnl_dims_t dilates, const dnnl_dims_t padding_l,
         const dnnl_dims_t padding_r, const_dnnl_primitive_desc_t hint_fwd_pd, const_dnnl_primitive_attr_t attr)
+    dnnl_status_t dnnl_deconvolution_forward_primitive_desc_create(
+        dnnl_primitive_desc_t* pd, dnnl_engine_t engine, dnnl_prop_kind_t prop_kind, dnnl_alg_kind_t alg_kind,
+        const_dnnl_memory_desc_t src_desc, const_dnnl_memory_desc_t weights_desc,
+        const_dnnl_memory_desc_t bias_desc, const_dnnl_memory_desc_t dst_desc, const dnnl_dims_t strides,
+        const dnnl_dims_t dilates, const dnnl_dims_t padding_l, const dnnl_dims_t padding_r,
+        const_dnnl_primitive_attr_t attr)
+    dnnl_status_t dnnl_deconvolution_backward_data_primitive_desc_create(
+        dnnl_primitive_desc_t* pd, dnnl_engine_t engine, dnnl_alg_kind_t alg_kind,
+        const_dnnl_memory_desc_t diff_src_desc, const_dnnl_memory_desc_t weights_desc,
+        const_dnnl_memory_desc_t diff_dst_desc, const dnnl_dims_t strides, const dnnl_dims_t dilates,
+        const dnnl_dims_t padding_l, const dnnl_dims_t padding_r, const_dnnl_primitive_desc_t hint_fwd_pd,
+        const_dnnl_primitive_attr_t attr)
+    dnnl_status_t dnnl_deconvolution_backward_weights_primitive_desc_create(
+        dnnl_primitive_desc_t* pd, dnnl_engine_t engine, dnnl_alg_kind_t alg_kind,
+        const_dnnl_memory_desc_t src_desc, const_dnnl_memory_desc_t diff_weights_desc,
+        const_dnnl_memory_desc_t diff_bias_desc, const_dnnl_memory_desc_t diff_dst_desc,
+        const dnnl_dims_t strides, const dnnl_dims_t dilates, const dnnl_dims_t padding_l,
+        const dnnl_dims_t padding_r, const_dnnl_primitive_desc_t hint_fwd_pd, const_dnnl_primitive_attr_t attr)
+    dnnl_status_t dnnl_lrn_forward_primitive_desc_create(
+        dnnl_primitive_desc_t* pd, dnnl_engine_t engine, dnnl_prop_kind_t prop_kind, dnnl_alg_kind_t alg_kind,
+        const_dnnl_memory_desc_t src_desc, const_dnnl_memory_desc_t dst_desc, dnnl_dim_t local_size, float alpha,
+        float beta, float k, const_dnnl_primitive_attr_t attr)
+    dnnl_status_t dnnl_lrn_backward_primitive_desc_create(
+        dnnl_primitive_desc_t* pd, dnnl_engine_t engine, dnnl_alg_kind_t alg_kind,
+        const_dnnl_memory_desc_t diff_src_desc, const_dnnl_memory_desc_t diff_dst_desc,
+        const_dnnl_memory_desc_t src_desc, dnnl_dim_t local_size, float alpha, float beta, float k,
+        const_dnnl_primitive_desc_t hint_fwd_pd, const_dnnl_primitive_attr_t attr)
+    dnnl_status_t dnnl_sum_primitive_desc_create(
+        dnnl_primitive_desc_t* pd, dnnl_engine_t engine, const_dnnl_memory_desc_t dst_desc, int n,
+        const float* scales, const_dnnl_memory_desc_t* src_descs, const_dnnl_primitive_attr_t attr)
+    dnnl_status_t dnnl_concat_primitive_desc_create(
+        dnnl_primitive_desc_t* pd, dnnl_engine_t engine, const_dnnl_memory_desc_t dst_desc, int n,
+        int concat_dimension, const_dnnl_memory_desc_t* src_descs, const_dnnl_primitive_attr_t attr)
     dnnl_status_t dnnl_pooling_forward_primitive_desc_create(
         dnnl_primitive_desc_t* pd, dnnl_engine_t engine, dnnl_prop_kind_t prop_kind, dnnl_alg_kind_t alg_kind,
         const_dnnl_memory_desc_t src_desc, const_dnnl_memory_desc_t dst_desc, const dnnl_dims_t strides,
@@ -198,6 +233,8 @@ ARG_SCALE = 51
 ARG_SHIFT = 52
 ARG_WORKSPACE = 64
 ARG_SCRATCHPAD = 80
+#: the i-th source of a sum or a concatenation is ARG_MULTIPLE_SRC + i
+ARG_MULTIPLE_SRC = 1024
 ARG_DIFF_SRC = 129
 ARG_DIFF_DST = 145
 ARG_DIFF_WEIGHTS = 161
@@ -220,6 +257,8 @@ ELTWISE_TANH_USE_DST = dnnl_eltwise_tanh_use_dst_for_bwd
 ELTWISE_LOGISTIC_USE_DST = dnnl_eltwise_logistic_use_dst_for_bwd
 SOFTMAX_ACCURATE = dnnl_softmax_accurate
 SOFTMAX_LOG = dnnl_softmax_log
+LRN_ACROSS_CHANNELS = dnnl_lrn_across_channels
+DECONVOLUTION_DIRECT = dnnl_deconvolution_direct
 USE_GLOBAL_STATS = 0x1
 USE_SCALE = 0x2
 USE_SHIFT = 0x4
@@ -301,6 +340,26 @@ def plain_md(dims):
     _fill_dims(c_dims, dims)
     check(dnnl_memory_desc_create_with_tag(&result.md, len(dims), c_dims, <dnnl_data_type_t>dnnl_f32,
                                            <dnnl_format_tag_t>_plain_tag(len(dims))), "memory descriptor")
+    return result
+
+
+#: the layouts :func:`tagged_md` knows, by oneDNN's format tag names (letters: the dims in memory order;
+#: a capital one blocked by the number after the last: ``aBcd8b`` is nChw8c)
+_TAGS = {"bac": dnnl_bac, "bacd": dnnl_bacd, "acbd": dnnl_acbd, "acbde": dnnl_acbde, "acdb": dnnl_acdb,
+         "aBcd8b": dnnl_aBcd8b, "aBcd16b": dnnl_aBcd16b}
+_TAG_DIMS = {"bac": 3, "bacd": 4, "acbd": 4, "acbde": 5, "acdb": 4, "aBcd8b": 4, "aBcd16b": 4}
+
+
+def tagged_md(dims, tag):
+    """A float32 memory descriptor of ``dims`` in the layout of oneDNN format tag ``tag`` (``"bacd"``: the
+    second dimension outermost, then the first...; one of :data:`_TAGS`)."""
+    cdef dnnl_dims_t c_dims
+    cdef MemoryDesc result = MemoryDesc()
+    if _TAG_DIMS.get(tag) != len(dims):
+        raise ValueError(f"no layout {tag!r} of {len(dims)} dimensions here")
+    _fill_dims(c_dims, dims)
+    check(dnnl_memory_desc_create_with_tag(&result.md, len(dims), c_dims, <dnnl_data_type_t>dnnl_f32,
+                                           <dnnl_format_tag_t>_TAGS[tag]), "memory descriptor")
     return result
 
 
@@ -425,6 +484,119 @@ def convolution_backward_weights_pd(MemoryDesc src, MemoryDesc diff_weights, dif
     check(dnnl_convolution_backward_weights_primitive_desc_create(
         &result.pd, _engine, <dnnl_alg_kind_t>CONVOLUTION_DIRECT, src.md, diff_weights.md, _md_or_null(diff_bias),
         diff_dst.md, c_strides, c_dilates, c_pad_l, c_pad_r, hint.pd, attr.attr), "convolution backward weights")
+    return result
+
+
+def deconvolution_forward_pd(int prop_kind, MemoryDesc src, MemoryDesc weights, bias, MemoryDesc dst,
+                             strides, dilates, pad_l, pad_r):
+    """A direct deconvolution (the adjoint of a convolution; weights (groups,) out, in channels, window)."""
+    cdef _Attr attr = _Attr()
+    cdef PrimitiveDesc result = PrimitiveDesc()
+    cdef dnnl_dims_t c_strides, c_dilates, c_pad_l, c_pad_r
+    _fill_dims(c_strides, strides)
+    _fill_dims(c_dilates, dilates)
+    _fill_dims(c_pad_l, pad_l)
+    _fill_dims(c_pad_r, pad_r)
+    check(dnnl_deconvolution_forward_primitive_desc_create(
+        &result.pd, _engine, <dnnl_prop_kind_t>prop_kind, <dnnl_alg_kind_t>DECONVOLUTION_DIRECT, src.md,
+        weights.md, _md_or_null(bias), dst.md, c_strides, c_dilates, c_pad_l, c_pad_r, attr.attr),
+        "deconvolution forward")
+    return result
+
+
+def deconvolution_backward_data_pd(MemoryDesc diff_src, MemoryDesc weights, MemoryDesc diff_dst, strides, dilates,
+                                   pad_l, pad_r, PrimitiveDesc hint):
+    """The data gradient of a deconvolution."""
+    cdef _Attr attr = _Attr()
+    cdef PrimitiveDesc result = PrimitiveDesc()
+    cdef dnnl_dims_t c_strides, c_dilates, c_pad_l, c_pad_r
+    _fill_dims(c_strides, strides)
+    _fill_dims(c_dilates, dilates)
+    _fill_dims(c_pad_l, pad_l)
+    _fill_dims(c_pad_r, pad_r)
+    check(dnnl_deconvolution_backward_data_primitive_desc_create(
+        &result.pd, _engine, <dnnl_alg_kind_t>DECONVOLUTION_DIRECT, diff_src.md, weights.md, diff_dst.md,
+        c_strides, c_dilates, c_pad_l, c_pad_r, hint.pd, attr.attr), "deconvolution backward data")
+    return result
+
+
+def deconvolution_backward_weights_pd(MemoryDesc src, MemoryDesc diff_weights, diff_bias, MemoryDesc diff_dst,
+                                      strides, dilates, pad_l, pad_r, PrimitiveDesc hint):
+    """The weight (and bias) gradient of a deconvolution."""
+    cdef _Attr attr = _Attr()
+    cdef PrimitiveDesc result = PrimitiveDesc()
+    cdef dnnl_dims_t c_strides, c_dilates, c_pad_l, c_pad_r
+    _fill_dims(c_strides, strides)
+    _fill_dims(c_dilates, dilates)
+    _fill_dims(c_pad_l, pad_l)
+    _fill_dims(c_pad_r, pad_r)
+    check(dnnl_deconvolution_backward_weights_primitive_desc_create(
+        &result.pd, _engine, <dnnl_alg_kind_t>DECONVOLUTION_DIRECT, src.md, diff_weights.md,
+        _md_or_null(diff_bias), diff_dst.md, c_strides, c_dilates, c_pad_l, c_pad_r, hint.pd, attr.attr),
+        "deconvolution backward weights")
+    return result
+
+
+def lrn_forward_pd(int prop_kind, MemoryDesc src, MemoryDesc dst, long local_size, float alpha, float beta,
+                   float k):
+    """A local response normalization across channels: ``src / (k + alpha / local_size * sum src**2) ** beta``."""
+    cdef _Attr attr = _Attr()
+    cdef PrimitiveDesc result = PrimitiveDesc()
+    check(dnnl_lrn_forward_primitive_desc_create(
+        &result.pd, _engine, <dnnl_prop_kind_t>prop_kind, <dnnl_alg_kind_t>LRN_ACROSS_CHANNELS, src.md, dst.md,
+        <dnnl_dim_t>local_size, alpha, beta, k, attr.attr), "lrn forward")
+    return result
+
+
+def lrn_backward_pd(MemoryDesc diff_src, MemoryDesc diff_dst, MemoryDesc src, long local_size, float alpha,
+                    float beta, float k, PrimitiveDesc hint):
+    """The gradient of a local response normalization across channels."""
+    cdef _Attr attr = _Attr()
+    cdef PrimitiveDesc result = PrimitiveDesc()
+    check(dnnl_lrn_backward_primitive_desc_create(
+        &result.pd, _engine, <dnnl_alg_kind_t>LRN_ACROSS_CHANNELS, diff_src.md, diff_dst.md, src.md,
+        <dnnl_dim_t>local_size, alpha, beta, k, hint.pd, attr.attr), "lrn backward")
+    return result
+
+
+def sum_pd(MemoryDesc dst, sources):
+    """The elementwise sum of ``sources`` (memory descriptors of ``dst``'s dims), each with scale 1."""
+    cdef _Attr attr = _Attr()
+    cdef PrimitiveDesc result = PrimitiveDesc()
+    cdef int n = len(sources), i
+    cdef float* scales = <float*>PyMem_Malloc(max(n, 1) * sizeof(float))
+    cdef const_dnnl_memory_desc_t* mds = <const_dnnl_memory_desc_t*>PyMem_Malloc(
+        max(n, 1) * sizeof(const_dnnl_memory_desc_t))
+    if scales == NULL or mds == NULL:
+        PyMem_Free(scales)
+        PyMem_Free(mds)
+        raise MemoryError()
+    try:
+        for i in range(n):
+            scales[i] = 1.0
+            mds[i] = (<MemoryDesc>sources[i]).md
+        check(dnnl_sum_primitive_desc_create(&result.pd, _engine, dst.md, n, scales, mds, attr.attr), "sum")
+    finally:
+        PyMem_Free(scales)
+        PyMem_Free(mds)
+    return result
+
+
+def concat_pd(MemoryDesc dst, int axis, sources):
+    """The concatenation of ``sources`` along ``axis`` into ``dst``."""
+    cdef _Attr attr = _Attr()
+    cdef PrimitiveDesc result = PrimitiveDesc()
+    cdef int n = len(sources), i
+    cdef const_dnnl_memory_desc_t* mds = <const_dnnl_memory_desc_t*>PyMem_Malloc(
+        max(n, 1) * sizeof(const_dnnl_memory_desc_t))
+    if mds == NULL:
+        raise MemoryError()
+    try:
+        for i in range(n):
+            mds[i] = (<MemoryDesc>sources[i]).md
+        check(dnnl_concat_primitive_desc_create(&result.pd, _engine, dst.md, n, axis, mds, attr.attr), "concat")
+    finally:
+        PyMem_Free(mds)
     return result
 
 

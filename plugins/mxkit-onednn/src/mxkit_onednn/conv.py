@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from mxkit_onednn import _mxkit
-from mxkit_onednn.kernels import Unhandled
+from mxkit_onednn.kernels import ANY, Unhandled, handles
 from mxkit_onednn.library import load
 from mxkit_onednn.program import PROGRAMS, Builder, Program, refuse_over_workspace, within_workspace
 
@@ -26,6 +26,9 @@ FLOAT32 = np.dtype(np.float32)
 
 class ConvGeometry:
     """One convolution call in oneDNN's terms (2-D, dilation counted as gaps)."""
+
+    #: the oneDNN primitive (``convolution`` or ``deconvolution``: :class:`mxkit_onednn.deconv.DeconvGeometry`)
+    kind = "convolution"
 
     def __init__(self, params: dict, data_shape: tuple, weight_shape: tuple, out_shape: tuple) -> None:
         kernel = tuple(params["kernel"])
@@ -63,12 +66,29 @@ class ConvGeometry:
     def key(self) -> tuple:
         return (self.src, self.weights, self.bias, self.dst, self.strides, self.dilates, self.pad_l, self.pad_r)
 
+    def weights_md(self, dnnl: Any) -> Any:
+        """The layout of the weights as mxkit holds them (row-major (groups,) filters, channels, window)."""
+        return dnnl.plain_md(self.weights)
+
+
+#: the parameters of ``Convolution`` the kernels implement: the geometry, and MXNet's hints to its GPU kernels and
+#: its temporary buffers (``workspace``, ``cudnn_*``), which change how a result is computed, not the result
+HANDLES = dict(kernel=ANY, stride=ANY, dilate=ANY, pad=ANY, num_filter=ANY, num_group=ANY, no_bias=ANY,
+               workspace=ANY, cudnn_tune=ANY, cudnn_off=ANY, layout=(None, "NCW", "NCHW"))
+
 
 def float32_arrays(arrays: list) -> list[np.ndarray]:
     """The arrays as C-contiguous float32 numpy arrays, or :class:`Unhandled`."""
     if any(not isinstance(a, np.ndarray) or a.dtype != FLOAT32 or a.size == 0 for a in arrays):
         raise Unhandled
     return [np.ascontiguousarray(a) for a in arrays]
+
+
+def apart(outputs: list, inputs: list) -> None:
+    """:class:`Unhandled` when an output overlaps an input (``out=`` an input of an imperative call): oneDNN's
+    primitives read their inputs while they write, the generic kernels through temporaries."""
+    if any(np.may_share_memory(o, i) for o in outputs for i in inputs):
+        raise Unhandled
 
 
 class Outputs:
@@ -96,19 +116,20 @@ def activation_md(dnnl: Any, dims: tuple, layout: str) -> Any:
 
 
 def _forward_pd(dnnl: Any, g: ConvGeometry, prop_kind: int, layout: str) -> Any:
-    return dnnl.convolution_forward_pd(
+    return getattr(dnnl, f"{g.kind}_forward_pd")(
         prop_kind, activation_md(dnnl, g.src, layout), dnnl.any_md(g.weights),
         None if g.bias is None else dnnl.plain_md(g.bias), activation_md(dnnl, g.dst, layout), g.strides, g.dilates,
         g.pad_l, g.pad_r)
 
 
-def _build_forward(g: ConvGeometry, layout: str) -> Program:
+def build_forward(g: ConvGeometry, layout: str) -> Program:
+    """Inputs (data, weight[, bias]); output the result."""
     dnnl = load()
     pd = _forward_pd(dnnl, g, dnnl.FORWARD_INFERENCE, layout)
     b = Builder(dnnl)
     src_md, weights_md, dst_md = pd.md("src"), pd.md("weights"), pd.md("dst")
     src = b.operand(("in", 0), dnnl.plain_md(g.src), src_md)
-    weights = b.operand(("in", 1), dnnl.plain_md(g.weights), weights_md)
+    weights = b.operand(("in", 1), g.weights_md(dnnl), weights_md)
     dst = b.result(("out", 0), dnnl.plain_md(g.dst), dst_md)
     bindings = [(dnnl.ARG_SRC, src_md, src), (dnnl.ARG_WEIGHTS, weights_md, weights)]
     if g.bias is not None:
@@ -117,32 +138,38 @@ def _build_forward(g: ConvGeometry, layout: str) -> Program:
     return b.build()
 
 
+@handles(**HANDLES)
 def convolution(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
     """Forward of ``Convolution``."""
     arrays = float32_arrays([*inputs[:2 if params["no_bias"] else 3], outputs[0]])
-    g = ConvGeometry(params, arrays[0].shape, arrays[1].shape, outputs[0].shape)
+    run_forward("Convolution", ConvGeometry(params, arrays[0].shape, arrays[1].shape, outputs[0].shape), arrays,
+                outputs, replaced)
+
+
+def run_forward(name: str, g: ConvGeometry, arrays: list, outputs: list, replaced: Any) -> None:
+    """Operator ``name``'s forward of geometry ``g`` on ``arrays`` (data, weight[, bias], result)."""
     out = Outputs([outputs[0]])
     # the blocked layout's reordered copies of the activations go in chunks of samples that fit the workspace
-    builders = {"blocked": lambda: within_workspace(lambda n: _build_forward(g.with_batch(n), "blocked"), g.src[0],
+    builders = {"blocked": lambda: within_workspace(lambda n: build_forward(g.with_batch(n), "blocked"), g.src[0],
                                                     batched=(0,)),
-                "plain": lambda: _build_forward(g, "plain")}
-    PROGRAMS.run(("Convolution", *g.key()), builders, arrays[:-1], out.arrays, replaced)
+                "plain": lambda: build_forward(g, "plain")}
+    PROGRAMS.run((name, *g.key()), builders, arrays[:-1], out.arrays, replaced)
     out.finish()
 
 
-def _build_backward(g: ConvGeometry, want_data: bool, layout: str) -> Program:
+def build_backward(g: ConvGeometry, want_data: bool, layout: str) -> Program:
     """Inputs (out_grad, data, weight); outputs (data grad, weight grad[, bias grad])."""
     dnnl = load()
     hint = _forward_pd(dnnl, g, dnnl.FORWARD_TRAINING, layout)
     b = Builder(dnnl)
-    plain_src, plain_dst, plain_weights = dnnl.plain_md(g.src), dnnl.plain_md(g.dst), dnnl.plain_md(g.weights)
-    weights_pd = dnnl.convolution_backward_weights_pd(
+    plain_src, plain_dst, plain_weights = dnnl.plain_md(g.src), dnnl.plain_md(g.dst), g.weights_md(dnnl)
+    weights_pd = getattr(dnnl, f"{g.kind}_backward_weights_pd")(
         activation_md(dnnl, g.src, layout), dnnl.any_md(g.weights), None if g.bias is None else dnnl.plain_md(g.bias),
         activation_md(dnnl, g.dst, layout), g.strides, g.dilates, g.pad_l, g.pad_r, hint)
     diff_dst_md = weights_pd.md("diff_dst")
     diff_dst = b.operand(("in", 0), plain_dst, diff_dst_md)
     if want_data:
-        data_pd = dnnl.convolution_backward_data_pd(
+        data_pd = getattr(dnnl, f"{g.kind}_backward_data_pd")(
             activation_md(dnnl, g.src, layout), dnnl.any_md(g.weights), activation_md(dnnl, g.dst, layout), g.strides,
             g.dilates, g.pad_l, g.pad_r, hint)
         data_diff_dst_md, data_weights_md, diff_src_md = data_pd.md("diff_dst"), data_pd.md("weights"), \
@@ -165,20 +192,26 @@ def _build_backward(g: ConvGeometry, want_data: bool, layout: str) -> Program:
     return b.build()
 
 
+@handles(**HANDLES)
 def convolution_backward(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
     """``_backward_Convolution``: the data gradient (unless nothing reads it), the weight and bias gradients."""
     arrays = float32_arrays(list(inputs) + list(outputs))
     out_grad, data, weight = arrays[:3]
-    g = ConvGeometry(params, data.shape, weight.shape, out_grad.shape)
-    want_data = _mxkit.wanted(params, 0)
+    run_backward("_backward_Convolution", ConvGeometry(params, data.shape, weight.shape, out_grad.shape),
+                 _mxkit.wanted(params, 0), [out_grad, data, weight], outputs, replaced)
+
+
+def run_backward(name: str, g: ConvGeometry, want_data: bool, arrays: list, outputs: list, replaced: Any) -> None:
+    """Operator ``name``'s gradients of geometry ``g``: ``arrays`` (out_grad, data, weight), ``outputs`` (data
+    grad, weight grad[, bias grad]); the data gradient only when ``want_data``."""
     out = Outputs(list(outputs))
-    PROGRAMS.run(("_backward_Convolution", want_data, *g.key()),
+    PROGRAMS.run((name, want_data, *g.key()),
                  # the weight gradient sums over the batch: a blocked program too large for the workspace is refused
-                 {"blocked": lambda: refuse_over_workspace(_build_backward(g, want_data, "blocked")),
-                  "plain": lambda: _build_backward(g, want_data, "plain")},
-                 [out_grad, data, weight], out.arrays, replaced)
+                 {"blocked": lambda: refuse_over_workspace(build_backward(g, want_data, "blocked")),
+                  "plain": lambda: build_backward(g, want_data, "plain")},
+                 arrays, out.arrays, replaced)
     out.finish()
 
 
-__all__ = ["LAYOUTS", "ConvGeometry", "Outputs", "activation_md", "convolution", "convolution_backward",
-           "float32_arrays"]
+__all__ = ["HANDLES", "LAYOUTS", "ConvGeometry", "Outputs", "activation_md", "build_backward", "build_forward",
+           "apart", "convolution", "convolution_backward", "float32_arrays", "run_backward", "run_forward"]

@@ -8,8 +8,12 @@ from typing import Any
 
 from mxkit_onednn import _mxkit
 from mxkit_onednn.conv import Outputs, float32_arrays
+from mxkit_onednn.kernels import ANY, handles
 from mxkit_onednn.library import load
 from mxkit_onednn.program import PROGRAMS, Builder, Program
+
+#: the parameters of ``FullyConnected`` the kernels implement (all of them)
+HANDLES = dict(num_hidden=ANY, no_bias=ANY, flatten=ANY)
 
 
 def _forward_pd(dnnl: Any, rows: int, hidden: int, features: int, bias: bool, prop_kind: int) -> Any:
@@ -29,6 +33,7 @@ def _build_forward(rows: int, hidden: int, features: int, bias: bool) -> Program
     return b.build()
 
 
+@handles(**HANDLES)
 def fully_connected(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
     """Forward of ``FullyConnected``."""
     bias = not params["no_bias"]
@@ -63,6 +68,7 @@ def _build_backward(rows: int, hidden: int, features: int, bias: bool, want_data
     return b.build()
 
 
+@handles(**HANDLES)
 def fully_connected_backward(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
     """``_backward_FullyConnected``: the data gradient (unless nothing reads it), the weight and bias gradients."""
     bias = not params["no_bias"]
@@ -81,4 +87,4 @@ def fully_connected_backward(inputs: list, outputs: list, params: dict, replaced
     out.finish()
 
 
-__all__ = ["fully_connected", "fully_connected_backward"]
+__all__ = ["HANDLES", "fully_connected", "fully_connected_backward"]

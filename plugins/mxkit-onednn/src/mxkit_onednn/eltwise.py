@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from mxkit_onednn.conv import Outputs, float32_arrays
-from mxkit_onednn.kernels import Unhandled
+from mxkit_onednn.kernels import Unhandled, handles
 from mxkit_onednn.library import load
 from mxkit_onednn.program import PROGRAMS, Builder, Program
 
@@ -47,11 +47,10 @@ def _build_forward(act_type: str, size: int) -> Program:
     return b.build()
 
 
+@handles(act_type=tuple(FORWARD))
 def activation(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
     """Forward of ``Activation``."""
     act_type = params["act_type"]
-    if act_type not in FORWARD:
-        raise Unhandled
     x, _ = float32_arrays([inputs[0], outputs[0]])
     out = Outputs([outputs[0]])
     PROGRAMS.run(("Activation", act_type, x.size), {"plain": lambda: _build_forward(act_type, x.size)},
@@ -86,7 +85,7 @@ def _backward(name: str):
 
     kernel.__name__ = name.lstrip("_")
     kernel.__doc__ = f"``{name}`` from the activation's output."
-    return kernel
+    return handles()(kernel)  # the gradient operators have no parameters
 
 
 relu_backward = _backward("_backward_relu")

@@ -3,6 +3,13 @@
 A oneDNN kernel serves the cases it covers (float32, 1-D and 2-D windows...) and hands every
 other call to the kernel that was registered before it (mxkit-cpu's) or, without one, to the
 operator's generic kernel. When oneDNN cannot be loaded nothing is registered at all.
+
+Each oneDNN kernel declares the operator parameters it implements (:func:`handles`), and for
+each the values it implements (:data:`ANY`, a tuple of values, or a predicate). A call whose
+parameters hold anything else, a value outside a declared set or an undeclared parameter set
+to something other than its default, goes to the replaced kernel before the oneDNN kernel
+sees it: a parameter an operator gains later, or one a kernel was never written for, cannot
+be silently ignored.
 """
 
 from __future__ import annotations
@@ -17,6 +24,10 @@ BACKEND = "numpy"
 OVERRIDES = {
     "Convolution": ("conv", "convolution"),
     "_backward_Convolution": ("conv", "convolution_backward"),
+    "Deconvolution": ("deconv", "deconvolution"),
+    "_backward_Deconvolution": ("deconv", "deconvolution_backward"),
+    "LRN": ("lrn", "lrn"),
+    "_backward_LRN": ("lrn", "lrn_backward"),
     "Pooling": ("pool", "pooling"),
     "_backward_Pooling": ("pool", "pooling_backward"),
     "BatchNorm": ("norm", "batchnorm"),
@@ -27,6 +38,8 @@ OVERRIDES = {
     "_backward_relu": ("eltwise", "relu_backward"),
     "_backward_sigmoid": ("eltwise", "sigmoid_backward"),
     "_backward_tanh": ("eltwise", "tanh_backward"),
+    "add_n": ("combine", "add_n"),
+    "Concat": ("combine", "concat"),
     "softmax": ("softmax", "softmax"),
     "_backward_softmax": ("softmax", "softmax_backward"),
     "log_softmax": ("softmax", "log_softmax"),
@@ -35,20 +48,72 @@ OVERRIDES = {
 
 Kernel = Callable[[Any, list, list, dict], None]
 
+#: a declared parameter whose every value the kernel implements
+ANY = "any value"
+
+#: a declaration: parameter name -> ANY, a tuple of the values implemented, or a predicate on the value
+Declared = dict[str, Any]
+
+
+def handles(**declared: Any) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Mark a oneDNN kernel with the parameters it implements: ``name=ANY``, ``name=(value, ...)`` or
+    ``name=predicate``. Parameters left out are implemented only at their operator's default."""
+
+    def mark(kernel: Callable[..., None]) -> Callable[..., None]:
+        kernel.handles = dict(declared)  # type: ignore[attr-defined]
+        return kernel
+
+    return mark
+
+
+def accepts(rule: Any, value: Any) -> bool:
+    """Whether a declaration's ``rule`` for a parameter (:data:`ANY`, a tuple of values, a predicate) covers
+    ``value`` (a value of the tuple: equal and of the same type, so that ``0`` is not ``False``)."""
+    if rule is ANY:
+        return True
+    if callable(rule):
+        return bool(rule(value))
+    return any(value is allowed or (type(value) is type(allowed) and value == allowed) for allowed in rule)
+
+
+def unhandled_params(declared: Declared, params: dict, defaults: dict) -> list[str]:
+    """The parameters of a call that a kernel declaring ``declared`` does not implement: those outside
+    their declared values, and the undeclared ones that are not at their default (``defaults``: the
+    operator's optional parameters and their defaults; a parameter missing from it has none). Names
+    starting with ``_`` are the executor's (``_req``, ``_is_train``), not the operator's."""
+    unhandled = []
+    for name, value in params.items():
+        if name.startswith("_"):
+            continue
+        if name in declared:
+            if not accepts(declared[name], value):
+                unhandled.append(name)
+        elif name not in defaults or value != defaults[name]:
+            unhandled.append(name)
+    return unhandled
+
 
 class Unhandled(Exception):
     """Raised by a oneDNN kernel for a call it does not cover (the replaced kernel serves it)."""
 
 
-def with_fallback(kernel: Callable[..., None], fallback: Kernel) -> Kernel:
-    """``kernel``, handing the calls it raises :class:`Unhandled` for to ``fallback``.
+def with_fallback(kernel: Callable[..., None], fallback: Kernel, defaults: dict | None = None) -> Kernel:
+    """``kernel``, handing to ``fallback`` the calls whose parameters it does not declare (see
+    :func:`unhandled_params`; ``defaults``: the operator's parameter defaults) and those it raises
+    :class:`Unhandled` for.
 
     ``kernel(inputs, outputs, params, replaced)`` also gets ``replaced(inputs, outputs)``, the
     replaced kernel bound to this call (keywords change its parameters), as one more candidate to time (see
     :meth:`mxkit_onednn.program.ProgramCache.run`)."""
 
+    declared: Declared = getattr(kernel, "handles", None) or {}
+    defaults = {} if defaults is None else defaults
+
     @functools.wraps(kernel)
     def serve(xp: Any, inputs: list, outputs: list, params: dict) -> None:
+        if unhandled_params(declared, params, defaults):
+            fallback(xp, inputs, outputs, params)
+            return
         try:
             kernel(inputs, outputs, params, lambda ins, outs, **changed: fallback(xp, ins, outs, {**params, **changed}))
         except Unhandled:
@@ -56,6 +121,11 @@ def with_fallback(kernel: Callable[..., None], fallback: Kernel) -> Kernel:
 
     serve.replaced = fallback  # type: ignore[attr-defined]
     return serve
+
+
+def operator_defaults(op: Any) -> dict:
+    """The optional parameters of operator definition ``op`` and their defaults."""
+    return {param.name: param.default for param in op.params if not param.required}
 
 
 def register(registry: Any) -> list[str]:
@@ -71,9 +141,10 @@ def register(registry: Any) -> list[str]:
         op = registry.get(name)
         fallback = op.kernels.get(BACKEND) or op.kernel
         kernel = getattr(importlib.import_module(f"mxkit_onednn.{module_name}"), function_name)
-        registry.register_kernel(name, backend=BACKEND, kernel=with_fallback(kernel, fallback))
+        registry.register_kernel(name, backend=BACKEND, kernel=with_fallback(kernel, fallback, operator_defaults(op)))
         registered.append(name)
     return registered
 
 
-__all__ = ["BACKEND", "OVERRIDES", "Unhandled", "register", "with_fallback"]
+__all__ = ["ANY", "BACKEND", "accepts", "OVERRIDES", "Unhandled", "handles", "operator_defaults", "register",
+           "unhandled_params", "with_fallback"]

@@ -19,11 +19,18 @@ import numpy as np
 
 from mxkit_onednn import _mxkit
 from mxkit_onednn.conv import Outputs, float32_arrays
+from mxkit_onednn.kernels import ANY, handles
 from mxkit_onednn.library import load
 from mxkit_onednn.program import PROGRAMS, Builder, Program, refuse_over_workspace
 
 #: batch normalization runs in numpy's layout (a reorder would cost as much as the normalisation)
 LAYOUT = "plain"
+
+
+#: the parameters of ``BatchNorm`` the kernels implement (all of them: ``cudnn_off`` is a hint to MXNet's GPU
+#: kernels, and the operator itself ignores the quantisation calibration ranges)
+HANDLES = dict(eps=ANY, momentum=ANY, fix_gamma=ANY, use_global_stats=ANY, output_mean_var=ANY, axis=ANY,
+               cudnn_off=ANY, min_calib_range=ANY, max_calib_range=ANY)
 
 
 def _dims(x: np.ndarray, params: dict) -> tuple[int, int, int]:
@@ -51,6 +58,7 @@ def _scale(params: dict, gamma: np.ndarray) -> np.ndarray:
     return np.ones_like(gamma) if params["fix_gamma"] else gamma
 
 
+@handles(**HANDLES)
 def batchnorm(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
     """Forward of ``BatchNorm`` (inputs data, gamma, beta, moving_mean, moving_var)."""
     x, gamma, beta, moving_mean, moving_var = float32_arrays(list(inputs[:5]))
@@ -112,6 +120,7 @@ def _build_backward(dims: tuple, eps: float, batch_stats: bool) -> Program:
     return b.build()
 
 
+@handles(**HANDLES)
 def batchnorm_backward(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
     """``_backward_BatchNorm``: inputs (out_grad, data, gamma, moving_mean, moving_var); outputs the gradients
     of data, gamma (zero with ``fix_gamma``) and beta."""
@@ -134,4 +143,4 @@ def batchnorm_backward(inputs: list, outputs: list, params: dict, replaced: Any 
         outputs[1][...] = 0
 
 
-__all__ = ["batchnorm", "batchnorm_backward"]
+__all__ = ["HANDLES", "batchnorm", "batchnorm_backward"]

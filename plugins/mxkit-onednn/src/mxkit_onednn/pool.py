@@ -17,9 +17,16 @@ from typing import Any
 
 from mxkit_onednn import _mxkit
 from mxkit_onednn.conv import Outputs, activation_md, float32_arrays
-from mxkit_onednn.kernels import Unhandled
+from mxkit_onednn.kernels import ANY, Unhandled, handles
 from mxkit_onednn.library import load
 from mxkit_onednn.program import PROGRAMS, Builder, Program, refuse_over_workspace, within_workspace
+
+#: the parameters of ``Pooling`` the kernels implement. Not: ``sum`` and ``lp`` pooling, and the ``same``
+#: convention (its padding is split before and after the data, which this geometry does not express).
+#: ``p_value`` is read by ``lp`` pooling alone; ``cudnn_off`` is a hint to MXNet's GPU kernels.
+HANDLES = dict(kernel=ANY, pool_type=("max", "avg"), global_pool=ANY, pooling_convention=("valid", "full"),
+               stride=ANY, pad=ANY, count_include_pad=ANY, p_value=ANY, cudnn_off=ANY,
+               layout=(None, "NCW", "NCHW", "NCDHW"))
 
 
 class PoolGeometry:
@@ -30,8 +37,6 @@ class PoolGeometry:
         nd = len(data_shape) - 2
         if pool_type not in ("max", "avg") or not 1 <= nd <= 3:
             raise Unhandled
-        if params.get("pooling_convention") == "same":
-            raise Unhandled  # padding split before and after the data: the replaced kernel's
         spatial = tuple(int(d) for d in data_shape[2:])
         if params["global_pool"]:
             kernel, stride, pad = spatial, (1,) * nd, (0,) * nd
@@ -83,6 +88,7 @@ def _build_forward(g: PoolGeometry, layout: str) -> Program:
     return b.build()
 
 
+@handles(**HANDLES)
 def pooling(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
     """Forward of ``Pooling``."""
     arrays = float32_arrays([inputs[0], outputs[0]])
@@ -119,6 +125,7 @@ def _build_backward(g: PoolGeometry, layout: str) -> Program:
     return b.build()
 
 
+@handles(**HANDLES)
 def pooling_backward(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
     """``_backward_Pooling``: inputs (out_grad, data, output), output the data gradient."""
     arrays = float32_arrays([inputs[0], inputs[1], outputs[0]])
@@ -133,4 +140,4 @@ def pooling_backward(inputs: list, outputs: list, params: dict, replaced: Any = 
     out.finish()
 
 
-__all__ = ["PoolGeometry", "pooling", "pooling_backward"]
+__all__ = ["HANDLES", "PoolGeometry", "pooling", "pooling_backward"]

@@ -345,6 +345,11 @@ class ProgramCache:
             while len(self._programs) > self.capacity:
                 self._programs.popitem(last=False)
 
+    def program(self, key: Hashable) -> Any:
+        """What serves ``key``: its :class:`Program` (or :class:`Chunked`), :data:`FALLBACK`, or None (no call yet)."""
+        with self._lock:
+            return self._programs.get(key)
+
     def chosen(self) -> dict[Hashable, str]:
         """Per key, what serves it: ``"fallback"`` or the implementations of the program's primitives."""
         with self._lock:

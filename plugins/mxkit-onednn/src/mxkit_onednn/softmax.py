@@ -1,6 +1,6 @@
 """``softmax`` and ``log_softmax`` (forward and gradient) along an axis, on oneDNN's softmax in
-numpy's layout. A ``temperature`` other than 1, and ``use_length`` (a mask from a second input),
-go to the replaced kernel."""
+numpy's layout. A ``temperature`` other than 1, ``use_length`` (a mask from a second input) and an
+output ``dtype`` other than float32 go to the replaced kernel (:data:`HANDLES`)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,18 @@ from typing import Any
 
 from mxkit_onednn import _mxkit
 from mxkit_onednn.conv import Outputs, float32_arrays
-from mxkit_onednn.kernels import Unhandled
+from mxkit_onednn.kernels import ANY, Unhandled, handles
 from mxkit_onednn.library import load
 from mxkit_onednn.program import PROGRAMS, Builder, Program
 
 ALGORITHMS = {"softmax": "SOFTMAX_ACCURATE", "log_softmax": "SOFTMAX_LOG"}
 
+#: the parameters of ``softmax`` and ``log_softmax`` the kernels implement
+HANDLES = dict(axis=ANY, temperature=(None, 1.0), dtype=(None, "float32"), use_length=(False,))
+
 
 def _axis(params: dict, ndim: int, name: str) -> int:
-    if params["temperature"] not in (None, 1.0) or params.get("use_length") or ndim > 6:
+    if ndim > 6:
         raise Unhandled
     return _mxkit.normalize_axis(params["axis"], ndim, name)
 
@@ -59,7 +62,7 @@ def _forward(name: str):
 
     kernel.__name__ = name
     kernel.__doc__ = f"Forward of ``{name}``."
-    return kernel
+    return handles(**HANDLES)(kernel)
 
 
 def _backward(name: str):
@@ -76,7 +79,7 @@ def _backward(name: str):
 
     kernel.__name__ = f"{name}_backward"
     kernel.__doc__ = f"``_backward_{name}`` from the output."
-    return kernel
+    return handles(**HANDLES)(kernel)
 
 
 softmax = _forward("softmax")
@@ -84,4 +87,4 @@ log_softmax = _forward("log_softmax")
 softmax_backward = _backward("softmax")
 log_softmax_backward = _backward("log_softmax")
 
-__all__ = ["log_softmax", "log_softmax_backward", "softmax", "softmax_backward"]
+__all__ = ["HANDLES", "log_softmax", "log_softmax_backward", "softmax", "softmax_backward"]
