@@ -20,7 +20,7 @@ def table(model, workers, value=None, **options):
     return t
 
 
-def add_updater(key, merged, value):
+def add_updater(key, merged, value, contributors):
     return value + merged
 
 
@@ -50,7 +50,7 @@ def test_sequential_pull_sees_exactly_the_round_after_it():
 
 def test_rounds_arriving_out_of_order_still_apply_in_order():
     t = table("sequential", 2)
-    t.apply = lambda key, merged, value: value * 10 + merged
+    t.apply = lambda key, merged, value, contributors: value * 10 + merged
     t.push(0, 0, [(SID, 1, np.full(3, 2, np.float32))])
     t.push(1, 0, [(SID, 1, np.full(3, 2, np.float32))])
     assert t.rounds(SID)[1] == [0, 0]  # round 1 waits for round 0

@@ -50,6 +50,9 @@ def mxkit_options() -> Iterator[OptionSpec]:
                      "arrays with at least this many elements are split across servers", minimum=1)
     yield OptionSpec("staleness", "int", 1,
                      "dist_ssp's bound: no pull reads a value more than this many rounds stale", minimum=0)
+    yield OptionSpec("kvstore_async_states", "str", "per_worker",
+                     "dist_async/dist_ssp servers keep the optimizer state per worker (per_worker: dist_sync's "
+                     "momentum dynamics) or one per key (shared: MXNet 1.x's)", choices=("per_worker", "shared"))
     yield OptionSpec("kvstore_timeout", "float", 300.0,
                      "seconds a dist_* round, pull or barrier waits for missing workers before failing",
                      minimum=0.001)

@@ -72,7 +72,8 @@ class ShardTable:
     def __init__(self, num_workers: int):
         self.num_workers = num_workers
         self.model: Any = None
-        self.apply: Callable[[Any, np.ndarray, np.ndarray], np.ndarray] | None = None
+        #: ``apply(key, merged, value, contributors) -> new value``: the update (None: store the merged sum)
+        self.apply: Callable[[Any, np.ndarray, np.ndarray, list[int]], np.ndarray] | None = None
         self.decode: Callable[[Shard, Any], np.ndarray] | None = None
         self.shards: dict[ShardId, Shard] = {}
         self.epoch = 0
@@ -200,7 +201,7 @@ class ShardTable:
                 continue
             del shard.pending[round_index]
             # merged is this table's own array (the first push was copied into it)
-            shard.value = self.apply(shard.key, merged, shard.value) if self.apply is not None else merged
+            shard.value = self.apply(shard.key, merged, shard.value, contributors) if self.apply is not None else merged
             for rank in contributors:
                 shard.applied[rank] += 1
             self._changed(shard)

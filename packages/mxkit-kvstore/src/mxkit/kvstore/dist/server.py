@@ -84,6 +84,7 @@ class ParameterServer:
         self._config: dict[str, Any] = {}  # what the workers agreed on, by setting
         self._settings: dict[str, Any] = {}  # the same, as a restarted server re-applies them
         self._updater: Any = None
+        self._optimizer_states = "shared"
         self._replicas = Replicas()
         self._channel: Any = None
         self._channel_lock = threading.Lock()
@@ -112,23 +113,33 @@ class ParameterServer:
                                f"every worker of a job must use the same {setting}")
         return False
 
-    def configure(self, rank: int, model_name: str, model_options: dict[str, Any]) -> None:
-        """Use consistency model ``model_name`` (made with ``model_options``)."""
+    def configure(self, rank: int, model_name: str, model_options: dict[str, Any],
+                  optimizer_states: str = "shared") -> None:
+        """Use consistency model ``model_name`` (made with ``model_options``), and keep the
+        optimizer's states ``"shared"`` (one per key) or ``"per_worker"`` (one per key and
+        worker: see :class:`~mxkit.kvstore.updater.PerWorkerUpdater`)."""
         from mxkit.kvstore.consistency import make_model
 
+        if optimizer_states not in ("shared", "per_worker"):
+            raise KVStoreError(f"optimizer_states is 'shared' or 'per_worker', got {optimizer_states!r}")
         with self.table.condition:
             if self._agree("consistency model", (model_name, sorted(model_options.items())), rank):
                 self.table.model = make_model(model_name, num_workers=self.table.num_workers, **model_options)
                 self._settings["model"] = (model_name, dict(model_options))
+            if self._agree("optimizer states", optimizer_states, rank):
+                self._optimizer_states = optimizer_states
+                self._settings["optimizer_states"] = optimizer_states
 
     def set_optimizer(self, rank: int, description: str) -> None:
         """Run the optimizer ``description`` (``Optimizer.dumps()`` JSON) on every round."""
         with self.table.condition:
             if not self._agree("optimizer", description, rank):
                 return
-            from mxkit.kvstore.updater import OptimizerUpdater
+            from mxkit.kvstore.updater import OptimizerUpdater, PerWorkerUpdater
 
-            self._set_update(OptimizerUpdater(_optimizer_from(description)))
+            optimizer = _optimizer_from(description)
+            self._set_update(PerWorkerUpdater(optimizer, self.table.num_workers)
+                             if self._optimizer_states == "per_worker" else OptimizerUpdater(optimizer))
             self._settings["optimizer"] = description
             self._settings.pop("updater", None)
 
@@ -164,12 +175,16 @@ class ParameterServer:
         self._updater = updater
         self.table.apply = self._apply_updater
 
-    def _apply_updater(self, key: Any, merged: np.ndarray, value: np.ndarray) -> np.ndarray:
+    def _apply_updater(self, key: Any, merged: np.ndarray, value: np.ndarray, contributors: list[int]) -> np.ndarray:
         import mxkit.ndarray as nd
+        from mxkit.kvstore.updater import PerWorkerUpdater
 
         weight = nd.array(value, dtype=value.dtype)
         grad = nd.array(merged, dtype=value.dtype)
-        self._updater(key, grad, weight)
+        if isinstance(self._updater, PerWorkerUpdater) and len(contributors) == 1:
+            self._updater.update(contributors[0], key, grad, weight)
+        else:
+            self._updater(key, grad, weight)
         return weight.asnumpy().reshape(value.shape)
 
     def set_compression(self, rank: int, params: dict[str, Any]) -> None:
@@ -302,11 +317,10 @@ class ParameterServer:
     def _with_states(self, snapshots: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Snapshots with the optimizer state of their keys (copied: the optimizer updates
         its states in place)."""
-        states = getattr(self._updater, "states", None)
-        if states:
+        if getattr(self._updater, "states", None):
             with self.table.condition:
                 for snap in snapshots:
-                    state = states.get(snap["id"][0])
+                    state = self._state_of(snap["id"][0])
                     if state is not None:
                         snap["state"] = _to_numpy(state)
         return snapshots
@@ -332,7 +346,7 @@ class ParameterServer:
     def _apply_settings(self, settings: dict[str, Any]) -> None:
         model = settings.get("model")
         if model is not None:
-            self.configure(-1, model[0], model[1])
+            self.configure(-1, model[0], model[1], settings.get("optimizer_states", "shared"))
         if "optimizer" in settings:
             self.set_optimizer(-1, settings["optimizer"])
         if "updater" in settings:
@@ -343,12 +357,22 @@ class ParameterServer:
     def _restore_states(self, snapshots: list[dict[str, Any]]) -> None:
         import mxkit.ndarray as nd
 
-        states = getattr(self._updater, "states", None)
-        if states is None:
+        if getattr(self._updater, "states", None) is None:
             return
         for snap in snapshots:
             if "state" in snap:
-                states[snap["id"][0]] = _from_numpy(snap["state"], nd)
+                self._set_state(snap["id"][0], _from_numpy(snap["state"], nd))
+
+    def _state_of(self, key: Any) -> Any:
+        state_of = getattr(self._updater, "state_of", None)
+        return state_of(key) if state_of is not None else self._updater.states.get(key)
+
+    def _set_state(self, key: Any, state: Any) -> None:
+        set_state = getattr(self._updater, "set_state", None)
+        if set_state is not None:
+            set_state(key, state)
+        else:
+            self._updater.states[key] = state
 
 
 def _optimizer_from(description: str) -> Any:

@@ -66,7 +66,7 @@ def read_states(fname: Any) -> dict[Any, Any]:
     """The states in ``fname`` as numpy (raises ``FormatError`` for another file)."""
     holder = OptimizerUpdater.__new__(OptimizerUpdater)
     holder.optimizer = None
-    holder.load_states(fname, {})
+    holder.load_states(fname, {}, per_worker=True)
     return {key: _numpy(state) for key, state in holder.states.items()}
 
 

@@ -128,8 +128,11 @@ class DistKVStore(KVStoreBase):
         self._channels = [channel.Connection(index, self._address_of(server, index),
                                              self._timeout + remote.ANSWER_MARGIN, str(info.get("secret", "")))
                           for index, server in enumerate(self._servers)]
-        self._wait_all([server.configure.remote(self._rank, consistency, model_options) for server in self._servers],
-                       "configuring the servers")
+        # a server that applies each push on its own keeps an optimizer state per worker
+        # (see mxkit.kvstore.updater.PerWorkerUpdater); a merged round has one state
+        optimizer_states = "shared" if consistency == "sequential" else str(config.get("kvstore_async_states"))
+        self._wait_all([server.configure.remote(self._rank, consistency, model_options, optimizer_states)
+                        for server in self._servers], "configuring the servers")
         self._keys: dict[Any, Key] = {}
         self._key_kind: type | None = None
         self._rounds: dict[Any, int] = {}  # pushes per key in this epoch
