@@ -15,6 +15,10 @@ parameter. Rows:
   named by ``MXKIT_BENCH_TORCH_PYTHON`` (or ``--torch-python``; this interpreter when it imports torch);
 - **MXNet 1.9.1** ``mx.mod.Module`` in a subprocess of ``MXKIT_BENCH_MXNET_PYTHON`` (or ``--mxnet-python``).
 
+With ``--metric`` every step also counts the batch's accuracy, as ``Module.fit`` does
+(``update_metric`` with ``mx.metric.Accuracy``, read once per timed block as a log line
+would; PyTorch adds ``(scores.argmax(1) == label).sum().item()``).
+
 Each row is the best of ``--repeats`` timed blocks of ``--steps`` steps after a warm-up.
 A missing anchor leaves its column empty. Nothing here asserts on time.
 
@@ -61,8 +65,10 @@ def _symbol(mx, network: str):
     return mx.sym.SoftmaxOutput(net, name="softmax")
 
 
-def module_step(mx, network: str):
-    """``(step, sync)`` of an MXNet-API Module (runs under mxkit and under MXNet 1.9.1 alike)."""
+def module_step(mx, network: str, metric: bool = False):
+    """``(step, sync)`` of an MXNet-API Module (runs under mxkit and under MXNet 1.9.1 alike);
+    with ``metric``, each step also updates an accuracy metric as ``Module.fit`` does, and the
+    sync reads it (a log line)."""
     x, y = _data()
     module = mx.mod.Module(_symbol(mx, network), context=mx.cpu(0))
     module.bind(data_shapes=[("data", x.shape)], label_shapes=[("softmax_label", y.shape)])
@@ -70,14 +76,27 @@ def module_step(mx, network: str):
     module.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": LR, "momentum": MOMENTUM, "wd": WD})
     batch = mx.io.DataBatch(data=[mx.nd.array(x)], label=[mx.nd.array(y)])
 
-    def step() -> None:
+    if not metric:
+        def step() -> None:
+            module.forward_backward(batch)
+            module.update()
+
+        return step, mx.nd.waitall
+    accuracy = mx.metric.create("acc")
+
+    def step_with_metric() -> None:
         module.forward_backward(batch)
         module.update()
+        module.update_metric(accuracy, batch.label)
 
-    return step, mx.nd.waitall
+    def read_metric() -> None:
+        mx.nd.waitall()
+        accuracy.get()
+
+    return step_with_metric, read_metric
 
 
-def torch_step(network: str):
+def torch_step(network: str, metric: bool = False):
     import torch
     from torch import nn
 
@@ -92,35 +111,40 @@ def torch_step(network: str):
     loss_fn = nn.CrossEntropyLoss()
     data, label = torch.from_numpy(x), torch.from_numpy(y).long()
 
+    correct = [0]
+
     def step() -> None:
         optimizer.zero_grad(set_to_none=True)
-        loss_fn(model(data), label).backward()
+        scores = model(data)
+        loss_fn(scores, label).backward()
         optimizer.step()
+        if metric:  # the accuracy count a PyTorch loop keeps per step
+            correct[0] += int((scores.argmax(1) == label).sum().item())
 
     return step, lambda: None
 
 
-def _worker(kind: str, network: str, steps: int, repeats: int, threads: int | None) -> None:
+def _worker(kind: str, network: str, steps: int, repeats: int, threads: int | None, metric: bool) -> None:
     """Run in an anchor's interpreter: print ``{"seconds": ...}``."""
     if kind == "torch":
         if threads:
             import torch
 
             torch.set_num_threads(threads)
-        step, sync = torch_step(network)
+        step, sync = torch_step(network, metric)
     else:
         import mxnet as mx
 
-        step, sync = module_step(mx, network)
+        step, sync = module_step(mx, network, metric)
     print(json.dumps({"seconds": best_seconds_per_step(step, sync, steps, repeats, warmup=max(3, steps // 5))}))
 
 
 def _in_subprocess(python: str | None, kind: str, network: str, steps: int, repeats: int,
-                   threads: int | None) -> float | None:
+                   threads: int | None, metric: bool) -> float | None:
     if not python:
         return None
     command = [python, os.path.abspath(__file__), "--worker", kind, "--network", network, "--steps", str(steps),
-               "--repeats", str(repeats)]
+               "--repeats", str(repeats)] + (["--metric"] if metric else [])
     env = dict(os.environ)
     if threads:
         command += ["--threads", str(threads)]
@@ -142,10 +166,10 @@ def _torch_python(explicit: str | None) -> str | None:
     return sys.executable
 
 
-def mxkit_seconds(network: str, steps: int, repeats: int) -> float:
+def mxkit_seconds(network: str, steps: int, repeats: int, metric: bool) -> float:
     from mxkit import mx
 
-    step, sync = module_step(mx, network)
+    step, sync = module_step(mx, network, metric)
     return best_seconds_per_step(step, sync, steps, repeats, warmup=max(3, steps // 5))
 
 
@@ -161,25 +185,28 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=None,
                         help="intra-op threads of PyTorch and MXNet (default: theirs; mxkit's BLAS threads are its "
                              "config cpu_blas_threads)")
+    parser.add_argument("--metric", action="store_true",
+                        help="also update an accuracy metric every step, as Module.fit does (read after each block)")
     parser.add_argument("--worker", choices=("torch", "mxnet"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     networks = args.network or list(NETWORKS)
     if args.worker:
-        _worker(args.worker, networks[0], args.steps, args.repeats, args.threads)
+        _worker(args.worker, networks[0], args.steps, args.repeats, args.threads, args.metric)
         return 0
     torch_python = _torch_python(args.torch_python)
     threads = f"{args.threads} thread(s) each" if args.threads else "default threads"
-    print(f"Full SGD step (forward, backward, momentum update) at batch {BATCH}, MNIST-shaped data; samples/s "
-          f"({threads}, {os.cpu_count()} cores)")
+    metric = " + accuracy metric per step" if args.metric else ""
+    print(f"Full SGD step (forward, backward, momentum update{metric}) at batch {BATCH}, MNIST-shaped data; "
+          f"samples/s ({threads}, {os.cpu_count()} cores)")
     header = (f"{'network':<8} {'mxkit Module':>13} {'PyTorch CPU':>12} {'MXNet 1.9.1':>12} "
               f"{'mxkit/PyTorch':>14} {'mxkit/MXNet':>12}")
     print(header)
     print("-" * len(header))
     for network in networks:
-        ours = BATCH / mxkit_seconds(network, args.steps, args.repeats)
+        ours = BATCH / mxkit_seconds(network, args.steps, args.repeats, args.metric)
         anchors = []
         for kind, python in (("torch", torch_python), ("mxnet", args.mxnet_python)):
-            seconds = _in_subprocess(python, kind, network, args.steps, args.repeats, args.threads)
+            seconds = _in_subprocess(python, kind, network, args.steps, args.repeats, args.threads, args.metric)
             anchors.append(None if seconds is None else BATCH / seconds)
         cells = [f"{v:>12,.0f}" if v else f"{'-':>12}" for v in anchors]
         ratios = [f"{ours / v:>.2f}" if v else "-" for v in anchors]

@@ -102,8 +102,9 @@ cdef class EngineCore:
     cdef object __weakref__
 
     cdef int submit(self, object fn, vector[PyObject*]& write_vars, vector[PyObject*]& read_vars,
-                    int n_rw, int pool, int priority, object name, int kind) except -1
-    cdef int register(self, MxOpr* op) except -1
+                    int n_rw, int pool, int priority, object name, int kind, bint small) except -1
+    cdef int register(self, MxOpr* op, bint small) except -1
+    cdef int run_inline(self, MxOpr* op) except -1
     cdef int wait_var(self, Var var) except -1
     cdef bint in_this_process(self) noexcept
     cdef bint on_own_worker(self)

@@ -269,9 +269,9 @@ cdef class EngineCore:
     # -- registering -------------------------------------------------------------------
 
     cdef int submit(self, object fn, vector[PyObject*]& write_vars, vector[PyObject*]& read_vars,
-                    int n_rw, int pool, int priority, object name, int kind) except -1:
+                    int n_rw, int pool, int priority, object name, int kind, bint small) except -1:
         """Register an operation on its (checked, de-duplicated) vars; dispatch it if ready.
-        ``write_vars[:n_rw]`` are the writes the op also reads."""
+        ``write_vars[:n_rw]`` are the writes the op also reads; ``small``: see register."""
         cdef MxOpr* op = new MxOpr()
         cdef size_t i
         if _profiling:
@@ -298,9 +298,12 @@ cdef class EngineCore:
         for i in range(read_vars.size()):
             Py_INCREF(<object>read_vars[i])
         self.counter.add()
-        return self.register(op)
+        return self.register(op, small and kind == MX_OPR_SYNC)
 
-    cdef int register(self, MxOpr* op) except -1:
+    cdef int register(self, MxOpr* op, bint small) except -1:
+        """Queue ``op`` on its vars and dispatch it once every var is granted. A ``small``
+        op (a synchronous one its pusher says takes microseconds) that is granted at once,
+        while its pool has nothing ready, runs here on the pushing thread (run_inline)."""
         cdef int granted = 0
         cdef size_t i
         mx_opr_set_wait(op, <int>(op.writes.size() + op.reads.size()) + 1)
@@ -317,7 +320,37 @@ cdef class EngineCore:
                 granted += 1
         self.push_lock.unlock()
         if mx_opr_release_n(op, granted + 1):
+            # (an op pushed while the profiler records runs on a worker: traces show the
+            # engine's own threads; a pool with ready ops keeps their priority order)
+            if small and not op.profiled and self.pools[op.pool].size() == 0:
+                return self.run_inline(op)
             self.dispatch(op, -1)
+        return 0
+
+    cdef int run_inline(self, MxOpr* op) except -1:
+        """Run a ready ``op`` on the calling thread, as a worker would (MXNet's naive fast path).
+
+        Every var of ``op`` is granted, so no other operation can touch them until it
+        completes: running it now, here, is one of the orders the engine allows, and its
+        completion (errors kept on its outputs, later ops granted) is the worker's. It
+        saves the hand-over to a worker thread and, when the caller then reads the result,
+        the wake-up back: most of a small op's cost. While it runs the thread counts as
+        one of the engine's own, so a wait inside it raises instead of waiting for itself;
+        an op pushed from inside an operation (worker or inline) is queued, never nested."""
+        if getattr(_worker_state, "core", None) is not None:
+            return self.dispatch(op, -1)
+        cdef Py_ssize_t failures_before = len(self.errors)
+        _worker_state.core = self
+        try:
+            self.execute(op, -1)
+        finally:
+            _worker_state.core = None
+        if len(self.errors) > failures_before:
+            exc = (<ErrorBox>self.errors[len(self.errors) - 1]).exc
+            if isinstance(exc, KeyboardInterrupt):
+                # Ctrl-C landed in the op: it failed like any op (its outputs hold the
+                # error), and the caller is interrupted as it would be outside the engine
+                raise KeyboardInterrupt() from exc
         return 0
 
     cdef int wait_var(self, Var var) except -1:
@@ -338,7 +371,7 @@ cdef class EngineCore:
         op.waiter = waiter
         Py_INCREF(var)
         op.reads.push_back(<PyObject*>var)
-        self.register(op)
+        self.register(op, False)
         try:
             with nogil:
                 done = waiter.spin(_spin_rounds)

@@ -178,6 +178,8 @@ cdef class NaiveEngine:
     """
 
     cdef readonly str name
+    #: :meth:`push` takes ``small=`` (read on the type; every op runs inline here anyway)
+    inline_small_ops = True
 
     def __init__(self, **options):
         if options:
@@ -209,8 +211,9 @@ cdef class NaiveEngine:
 
     # -- pushing -----------------------------------------------------------------------
 
-    def push(self, fn, reads=(), writes=(), ctx=None, priority=0, name=None, copy=False):
+    def push(self, fn, reads=(), writes=(), ctx=None, priority=0, name=None, copy=False, small=False):
         """Run ``fn()`` now; then count a completed write on every var in ``writes``.
+        (``small`` is accepted for the threaded engines' sake: everything runs inline here.)
 
         Raises
         ------
@@ -296,6 +299,7 @@ cdef class NaiveEngine:
     def pending(self):
         """Operations pushed and not yet complete (always 0 here)."""
         return 0
+
 
     def __repr__(self):
         return "<NaiveEngine>"

@@ -2,7 +2,7 @@
 #
 #     from mxkit.engine._threaded cimport ThreadedEngine
 #     from mxkit.engine._core cimport MX_OPR_SYNC
-#     (<ThreadedEngine>eng).push_fast(fn, reads, writes, pool, priority, name, MX_OPR_SYNC)
+#     (<ThreadedEngine>eng).push_fast(fn, reads, writes, pool, priority, name, MX_OPR_SYNC, False)
 #
 # ``pool`` comes from ThreadedEngine.pool_for(ctx, priority, copy).
 
@@ -23,5 +23,5 @@ cdef class ThreadedEngine:
     cdef bint _per_device
 
     cdef int push_fast(self, object fn, object reads, object writes, int pool, int priority,
-                       object name, int kind) except -1
+                       object name, int kind, bint small) except -1
     cpdef int pool_for(self, object ctx, int priority, bint copy) except -1

@@ -38,6 +38,10 @@ cdef class ThreadedEngine:
         Compute workers per GPU device (a separate pool of the same size takes copies).
     """
 
+    #: A class attribute, read on the type (a wrapper that forwards attributes to an engine
+    #: does not inherit it by accident): :meth:`push` takes ``small=``.
+    inline_small_ops = True
+
     def __init__(self, str name="threaded_per_device", num_workers=None, priority_workers=1, gpu_workers=1):
         if name not in ("threaded", "threaded_per_device"):
             raise EngineError(f"unknown threaded engine kind {name!r}; choose 'threaded' or 'threaded_per_device'")
@@ -78,12 +82,12 @@ cdef class ThreadedEngine:
         if on_delete is not None and not PyCallable_Check(on_delete):
             raise _errors.bad_callable(on_delete, "delete_var(on_delete=...)")
         self.push_fast(on_delete if on_delete is not None else _noop, (), (var,), self._default_pool, 0,
-                       "delete_var", MX_OPR_DELETE)
+                       "delete_var", MX_OPR_DELETE, False)
         var.deleted = True
 
     # -- pushing -----------------------------------------------------------------------
 
-    def push(self, fn, reads=(), writes=(), ctx=None, priority=0, name=None, copy=False):
+    def push(self, fn, reads=(), writes=(), ctx=None, priority=0, name=None, copy=False, bint small=False):
         """Push ``fn()``, to run once every earlier write of ``reads`` and every earlier
         read and write of ``writes`` has completed.
 
@@ -101,6 +105,12 @@ cdef class ThreadedEngine:
             Named in error messages.
         copy : bool
             A device copy: runs on the device's copy pool (GPUs), not its compute pool.
+        small : bool
+            ``fn`` is short (a kernel on a few KiB to MiB): when every var is granted at
+            once and the pool has nothing ready, it runs right here on the calling thread,
+            which saves the hand-over to a worker and back (its errors still stay on its
+            writes, raised by the next wait). Leave False for anything long: it would
+            block the caller instead of overlapping with it. See :attr:`inline_small_ops`.
         """
         cdef int pool
         if type(priority) is not int:
@@ -109,7 +119,7 @@ cdef class ThreadedEngine:
             pool = self._default_pool
         else:
             pool = self.pool_for(ctx, priority, copy)
-        self.push_fast(fn, reads, writes, pool, priority, name, MX_OPR_SYNC)
+        self.push_fast(fn, reads, writes, pool, priority, name, MX_OPR_SYNC, small)
 
     def push_async(self, fn, reads=(), writes=(), ctx=None, priority=0, name=None, copy=False):
         """Push ``fn(on_complete)``: it starts work (often on another thread) and returns;
@@ -124,7 +134,7 @@ cdef class ThreadedEngine:
             pool = self._default_pool
         else:
             pool = self.pool_for(ctx, priority, copy)
-        self.push_fast(fn, reads, writes, pool, priority, name, MX_OPR_ASYNC)
+        self.push_fast(fn, reads, writes, pool, priority, name, MX_OPR_ASYNC, False)
 
     cpdef int pool_for(self, object ctx, int priority, bint copy) except -1:
         """Index of the worker pool that serves operations for ``ctx`` at ``priority``."""
@@ -152,7 +162,7 @@ cdef class ThreadedEngine:
         return pool
 
     cdef int push_fast(self, object fn, object reads, object writes, int pool, int priority,
-                       object name, int kind) except -1:
+                       object name, int kind, bint small) except -1:
         cdef EngineCore core = self._core
         cdef vector[PyObject*] write_vars
         cdef vector[PyObject*] read_vars
@@ -205,7 +215,7 @@ cdef class ThreadedEngine:
             if not seen:
                 read_vars.push_back(ptr)
 
-        core.submit(fn, write_vars, read_vars, <int>n_rw, pool, priority, name, kind)
+        core.submit(fn, write_vars, read_vars, <int>n_rw, pool, priority, name, kind, small)
         return 0
 
     # -- waiting -----------------------------------------------------------------------
@@ -266,6 +276,7 @@ cdef class ThreadedEngine:
     def pending(self):
         """Operations pushed and not yet complete."""
         return self._core.pending
+
 
     @property
     def num_pools(self):

@@ -16,6 +16,7 @@ from mxkit.core.errors import MXKitError, ShapeError
 from mxkit.engine.profiler import memory_state as _memory_profile
 from mxkit.ndarray import invoke as _invoke_module
 from mxkit.ndarray.autograd import _state as _autograd_state
+from mxkit.ndarray.autograd import record_op as _record_op
 from mxkit.ndarray.invoke import engine, invoke, invoke_by_name
 from mxkit.ndarray.registry import get_registry
 
@@ -77,7 +78,8 @@ def _same_shape_elementwise(op: Any, inputs: list, params: dict) -> NDArray:
     reads = [first._var]
     if len(inputs) > 1 and inputs[1]._var is not first._var:
         reads.append(inputs[1]._var)
-    eng.push(_invoke_module.on_device(ctx, backend, run), reads, [result._var], ctx, 0, op.name)
+    _invoke_module.push_kernel(eng, run if ctx.device_type == "cpu" else backend.bind_to_device(run), reads,
+                               [result._var], ctx, op.name, out_data.nbytes * (1 + len(inputs)))
     if out_data.nbytes >= 65536:
         _invoke_module.in_flight.add(eng, result._var, out_data.nbytes)
     return result
@@ -378,13 +380,20 @@ class NDArray:
         if isinstance(other, NDArray):
             args = [other, self] if reverse else [self, other]
             if out is None and self._data.shape == other._data.shape and self._data.dtype == other._data.dtype \
-                    and self._ctx is other._ctx and not _autograd_state.recording:
-                return _same_shape_elementwise(ops[0], args, _NO_PARAMS)
+                    and self._ctx is other._ctx:
+                result = _same_shape_elementwise(ops[0], args, _NO_PARAMS)
+                if _autograd_state.recording:  # (the elementwise kernels ignore training mode)
+                    _record_op(ops[0], _NO_PARAMS, args, [result])
+                return result
             return invoke(ops[0], args, _NO_PARAMS, out)[0]
         if _is_scalar(other):
             params = {"scalar": float(other)}
-            if out is None and not _autograd_state.recording:
-                return _same_shape_elementwise(ops[2] if reverse else ops[1], [self], params)
+            if out is None:
+                op = ops[2] if reverse else ops[1]
+                result = _same_shape_elementwise(op, [self], params)
+                if _autograd_state.recording:
+                    _record_op(op, params, [self], [result])
+                return result
             return invoke(ops[2] if reverse else ops[1], [self], params, out)[0]
         if isinstance(other, (np.ndarray, list, tuple)):
             from mxkit.ndarray.creation import array

@@ -7,7 +7,10 @@ everything since :meth:`EvalMetric.reset`. ``get()`` returns ``(name, local valu
 ``get_global()`` ``(name, global value)``.
 
 Labels and predictions may be NDArrays (converted with one ``asnumpy()`` each, the sync
-point) or numpy arrays, and a single array counts as a list of one.
+point) or numpy arrays, and a single array counts as a list of one. A metric whose
+per-batch sum is a count (``Accuracy``) computes it on the engine instead, from NDArrays
+on one device, and reads it back only when a sum is read (``get()``, a log line): a
+training loop that updates it every step then never waits for the step to finish.
 """
 
 from __future__ import annotations
@@ -53,6 +56,55 @@ def check_label_shapes(labels: Any, preds: Any, wrap: bool = False, shape: bool 
     if label_shape != pred_shape:
         raise ShapeError(f"{what} of labels {label_shape} does not match {what} of predictions {pred_shape}")
     return labels, preds
+
+
+_ndarray_api: list[Any] = []  # (NDArray, backend_of, push_raw), imported on first use
+
+
+def _ndarray() -> tuple[Any, Any, Any]:
+    if not _ndarray_api:
+        from mxkit.ndarray import NDArray
+        from mxkit.ndarray.invoke import backend_of, push_raw
+
+        _ndarray_api[:] = [NDArray, backend_of, push_raw]
+    return _ndarray_api[0], _ndarray_api[1], _ndarray_api[2]
+
+
+def on_one_device(arrays: list[Any]) -> bool:
+    """True if ``arrays`` are all mxkit NDArrays on one device (what :func:`count_on_device` takes)."""
+    ndarray_type = _ndarray()[0]
+    ctx = None
+    for array in arrays:
+        if not isinstance(array, ndarray_type):
+            return False
+        if ctx is None:
+            ctx = array.context
+        elif array.context is not ctx and array.context != ctx:
+            return False
+    return ctx is not None
+
+
+def count_on_device(compute: Callable[..., Any], arrays: list[Any], name: str) -> Any:
+    """Push ``compute(xp, *storages)`` (an integer) as an engine operation reading ``arrays``
+    and return the one-element float64 NDArray it writes; None unless ``arrays`` are all
+    mxkit NDArrays on one device (the caller then computes on the host).
+
+    ``compute`` runs on an engine worker with the backend's array module ``xp`` (numpy on a
+    CPU), so the host formula can be used unchanged and gives the same count."""
+    if not on_one_device(arrays):
+        return None
+    ndarray_type, backend_of, push_raw = _ndarray()
+    ctx = arrays[0].context
+    backend = backend_of(ctx)
+    target = backend.empty((1,), np.float64)
+    out = ndarray_type.from_storage(target, ctx)
+    xp = backend.xp
+
+    def run() -> None:
+        target[...] = compute(xp, *[array.storage for array in arrays])
+
+    push_raw(run, arrays, [out], ctx, name, overwrites=True)
+    return out
 
 
 class EvalMetric:
@@ -105,8 +157,55 @@ class EvalMetric:
         self.num_inst += count
         self.global_num_inst += count
 
+    # Counts still being computed on the engine (NDArrays from count_on_device), added to
+    # both sums, in update order, the first time a sum is read.
+    _pending: Any = ()
+
+    def _add_on_device(self, value: Any, count: float) -> None:
+        """Add the integer in the one-element NDArray ``value`` (not read now) over ``count``
+        instances to the local and global sums."""
+        if not self._pending:
+            self._pending = []
+        self._pending.append(value)
+        self.num_inst += count
+        self.global_num_inst += count
+
+    def _settle(self) -> None:
+        pending, self._pending = self._pending, ()
+        for value in pending:
+            number = int(value.asnumpy()[0])  # the sync point: once per read, not per batch
+            self._sum_metric += number
+            self._global_sum_metric += number
+
+    @property
+    def sum_metric(self) -> Any:
+        """The local sum (reading it waits for the counts still on the engine)."""
+        if self._pending:
+            self._settle()
+        return self._sum_metric
+
+    @sum_metric.setter
+    def sum_metric(self, value: Any) -> None:
+        if self._pending:
+            self._settle()
+        self._sum_metric = value
+
+    @property
+    def global_sum_metric(self) -> Any:
+        """The global sum (reading it waits for the counts still on the engine)."""
+        if self._pending:
+            self._settle()
+        return self._global_sum_metric
+
+    @global_sum_metric.setter
+    def global_sum_metric(self, value: Any) -> None:
+        if self._pending:
+            self._settle()
+        self._global_sum_metric = value
+
     def reset(self) -> None:
         """Clear the local and global sums."""
+        self._pending = ()
         self.num_inst = 0
         self.sum_metric = 0.0
         self.global_num_inst = 0
@@ -114,6 +213,8 @@ class EvalMetric:
 
     def reset_local(self) -> None:
         """Clear the local sums only."""
+        if self._pending:
+            self._settle()  # the global sums keep them
         self.num_inst = 0
         self.sum_metric = 0.0
 
@@ -350,5 +451,5 @@ def np_metric(numpy_feval: Callable[[np.ndarray, np.ndarray], Any], name: str | 
     return CustomMetric(feval, name, allow_extra_outputs)
 
 
-__all__ = ["CompositeEvalMetric", "CustomMetric", "EvalMetric", "alias", "as_numpy", "check_label_shapes", "create",
-           "np_metric", "register"]
+__all__ = ["CompositeEvalMetric", "CustomMetric", "EvalMetric", "alias", "as_numpy", "check_label_shapes",
+           "count_on_device", "create", "np_metric", "on_one_device", "register"]

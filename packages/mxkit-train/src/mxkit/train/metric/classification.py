@@ -8,7 +8,15 @@ from typing import Any
 import numpy as np
 from mxkit.core.errors import ShapeError
 from mxkit.train._registry import TrainingValueError
-from mxkit.train.metric.base import EvalMetric, alias, as_numpy, check_label_shapes, register
+from mxkit.train.metric.base import (
+    EvalMetric,
+    alias,
+    as_numpy,
+    check_label_shapes,
+    count_on_device,
+    on_one_device,
+    register,
+)
 
 
 @register
@@ -36,15 +44,47 @@ class Accuracy(EvalMetric):
     def update(self, labels: Any, preds: Any) -> None:
         labels, preds = check_label_shapes(labels, preds, True)
         for label, pred in zip(labels, preds):
+            if self._update_on_device(label, pred):
+                continue
             label, pred = as_numpy(label), as_numpy(pred)
             if pred.shape != label.shape:
                 pred = pred.argmax(axis=self.axis)
             pred_flat = pred.astype(np.int32).ravel()
             label_flat = label.astype(np.int32).ravel()
             if pred_flat.shape != label_flat.shape:
-                raise ShapeError(f"{self.name}: {label_flat.size} labels but {pred_flat.size} predicted classes "
-                                 f"(label shape {label.shape}, prediction shape {pred.shape}, axis={self.axis})")
+                self._raise_mismatch(label.shape, pred.shape)
             self._add(int((pred_flat == label_flat).sum()), pred_flat.size)
+
+    def _raise_mismatch(self, label_shape: tuple, pred_shape: tuple) -> None:
+        raise ShapeError(f"{self.name}: {math.prod(label_shape)} labels but {math.prod(pred_shape)} predicted "
+                         f"classes (label shape {tuple(label_shape)}, prediction shape {tuple(pred_shape)}, "
+                         f"axis={self.axis})")
+
+    def _update_on_device(self, label: Any, pred: Any) -> bool:
+        """Count the batch on the engine (NDArrays on one device): True if it was pushed."""
+        if not on_one_device([label, pred]):
+            return False
+        label_shape, pred_shape = tuple(label.shape), tuple(pred.shape)
+        if pred_shape != label_shape:
+            if not pred_shape or not -len(pred_shape) <= self.axis < len(pred_shape):
+                return False  # the host path raises numpy's own error for a bad axis
+            axis = self.axis % len(pred_shape)
+            pred_shape = pred_shape[:axis] + pred_shape[axis + 1:]
+        if math.prod(pred_shape) != math.prod(label_shape):
+            self._raise_mismatch(label_shape, pred_shape)
+        axis = self.axis
+
+        def correct(xp: Any, label: Any, pred: Any) -> int:
+            # the host formula above, on the device's arrays
+            if pred.shape != label.shape:
+                pred = pred.argmax(axis=axis)
+            return int((pred.astype(xp.int32).ravel() == label.astype(xp.int32).ravel()).sum())
+
+        value = count_on_device(correct, [label, pred], f"{self.name}.update")
+        if value is None:
+            return False
+        self._add_on_device(value, math.prod(label_shape))
+        return True
 
 
 @register
