@@ -99,6 +99,13 @@ def raw_frame(head, declared_body=0, version=frames.VERSION, declared_head=None)
     (raw_frame(b'{"op": "drop tables", "rank": 0, "epoch": 0}'), "'op' is one of push, pull, pushpull"),
     (raw_frame(b'{"op": "pull", "rank": 0, "epoch": 0, "timeout": 1, "items": [[[1], 0, 0]]}'),
      "[key (int or str), part >= 0, round >= 0], got [[1], 0, 0]"),
+    # packed pushes are cut by the sizes of the server's keys ("w" has 3 elements)
+    (raw_frame(b'{"op": "push", "rank": 0, "epoch": 0, "values": [-2], "packed": 1, "rounds": [["w", 0, 0]], '
+               b'"arrays": [["<f4", [2]]]}', 8) + bytes(8), "packed buffer 0 has 2 elements, fewer than its values"),
+    (raw_frame(b'{"op": "push", "rank": 0, "epoch": 0, "values": [-2], "packed": 1, "rounds": [["w", 0, 0]], '
+               b'"arrays": [["<f4", [5]]]}', 20) + bytes(20), "packed buffer 0 has 5 elements, its values need 3"),
+    (raw_frame(b'{"op": "push", "rank": 0, "epoch": 0, "values": [-2, -2], "packed": 1, "rounds": [["w", 0, 0]], '
+               b'"arrays": [["<f4", [6]]]}', 24) + bytes(24), "1 rounds but 2 values"),
 ])
 def test_a_malformed_frame_is_answered_with_a_clear_error_and_others_are_still_served(plain_server, frame, message):
     plain_server.init([(("w", 0), np.zeros(3, np.float32))])
@@ -269,3 +276,119 @@ def test_random_push_pull_sequences_match_a_serial_numpy_replay(shared_job, step
             kv.pull([names[k] for k in keys], out=outs)
         for key, out in zip(keys, outs, strict=True):
             np.testing.assert_array_equal(out.asnumpy(), expected[key])
+
+
+def test_many_keys_travel_packed_and_come_back_with_their_shapes_and_dtypes(plain_server):
+    rng = np.random.default_rng(1)
+    values = {f"k{i}": rng.normal(size=(i % 3 + 1, 4)).astype(np.float32) for i in range(60)}
+    values["big"] = rng.normal(size=40_000).astype(np.float32)  # over the packing bound: travels alone
+    values["half"] = np.arange(6, dtype=np.float16).reshape(2, 3)
+    values["scalar"] = np.array(7, np.int64)
+    plain_server.init([((key, 0), np.zeros_like(value)) for key, value in values.items()])
+    connection = connect(plain_server)
+    keys = list(values)
+    pending = connection.pull(0, 0, [((key, 0), 1) for key in keys], 5.0, rounds=[((key, 0), 0) for key in keys],
+                              payloads=list(values.values()), shapes=[value.shape for value in values.values()])
+    pulled, clocks = pending.result()
+    assert clocks == [(1, 1)] * len(keys)
+    for expected, got in zip(values.values(), pulled, strict=True):
+        assert got.dtype == expected.dtype and got.shape == expected.shape
+        np.testing.assert_array_equal(got, expected)
+    connection.close()
+
+
+def test_a_packed_push_of_a_key_the_server_does_not_hold_is_refused_and_changes_nothing(plain_server):
+    plain_server.init([(("w", 0), np.zeros(3, np.float32))])
+    connection = connect(plain_server)
+    with pytest.raises(KVStoreError, match="push of key 'nope' before init"):
+        connection.pull(0, 0, [(("w", 0), 0)], 5.0, rounds=[(("nope", 0), 0)],
+                        payloads=[np.ones(3, np.float32)], shapes=[(3,)]).result()
+    values, _ = connection.pull(0, 0, [(("w", 0), 1)], 5.0, rounds=[(("w", 0), 0)],
+                                payloads=[np.array([1, 2, 3], np.float32)], shapes=[(3,)]).result()
+    np.testing.assert_array_equal(values[0], [1, 2, 3])
+    connection.close()
+
+
+def test_an_updater_runs_on_the_servers_kept_weight_and_on_a_value_replaced_under_it(momentum_sgd):
+    cloudpickle = pytest.importorskip("ray.cloudpickle")
+    from mxkit.kvstore.updater import OptimizerUpdater
+
+    server = ParameterServer(0, num_workers=1, secret=SECRET, allow_remote_code=True)
+    server.configure(0, "sequential", {})
+    server.init([(("w", 0), np.zeros(4, np.float32))])
+    server.set_updater(0, cloudpickle.dumps(OptimizerUpdater(momentum_sgd(learning_rate=0.5, momentum=0.75))))
+    connection = connect(server)
+    weight, state = np.zeros(4, np.float32), np.zeros(4, np.float32)
+    grads = [np.array([1, -2, 0.5, 4], np.float32) * (step + 1) for step in range(4)]
+    try:
+        for step, grad in enumerate(grads):
+            if step == 3:  # the stored value is replaced (as a restore does): the next round starts from it
+                weight = np.full(4, 8, np.float32)
+                server.table.shards[("w", 0)].value = weight.copy()
+            (got,), _ = connection.pull(0, 0, [(("w", 0), step + 1)], 5.0, rounds=[(("w", 0), step)],
+                                        payloads=[grad], shapes=[(4,)]).result()
+            # the serial replay (values that float32 holds exactly: the same bits either way)
+            state = state * np.float32(0.75) - grad * np.float32(0.5)
+            weight = weight + state
+            np.testing.assert_array_equal(got, weight)
+    finally:
+        connection.close()
+        server._channel.close()
+
+
+class _AggregatingMomentum:
+    """Momentum SGD with MXNet's aggregated protocol (lists of indices, weights, grads and
+    states in one ``update`` call when ``aggregate_num > 1``); it records each call's size."""
+
+    def __init__(self, aggregate_num):
+        self.aggregate_num = aggregate_num
+        self.calls = []
+
+    def create_state(self, index, weight):
+        return nd.zeros(weight.shape, ctx=weight.context, dtype=weight.dtype)
+
+    def update(self, index, weight, grad, state):
+        many = isinstance(index, list)
+        self.calls.append(len(index) if many else 1)
+        for w, g, s in zip(*(x if many else [x] for x in (weight, grad, state)), strict=True):
+            s[:] = s * 0.75 - g * 0.5
+            w[:] = w + s
+
+
+def test_the_rounds_one_request_completes_are_applied_in_one_optimizer_call_with_the_same_bits():
+    from mxkit.kvstore.updater import OptimizerUpdater
+
+    rng = np.random.default_rng(3)
+    keys = [f"k{i}" for i in range(6)]
+    start = {key: rng.normal(size=(i + 1, 3)).astype(np.float32) for i, key in enumerate(keys)}
+    servers, optimizers = [], []
+    for aggregate_num in (4, 0):
+        server = ParameterServer(0, num_workers=1, secret=SECRET)
+        server.configure(0, "sequential", {})
+        server.init([((key, 0), value.copy()) for key, value in start.items()])
+        optimizers.append(_AggregatingMomentum(aggregate_num))
+        server._set_update(OptimizerUpdater(optimizers[-1]))
+        servers.append(server)
+    requests = [[((key, 0), 0) for key in keys], [((key, 0), 1) for key in keys[:3]] + [(("k0", 0), 2)],
+                [((key, 0), r) for key in keys[3:] for r in (1, 2)] + [((key, 0), 2) for key in keys[1:3]]]
+    for rounds in requests:
+        grads = [rng.normal(size=start[shard[0]].shape).astype(np.float32) for shard, _ in rounds]
+        for server in servers:
+            server.push_values(0, 0, rounds, [g.copy() for g in grads])
+    for key in keys:
+        assert servers[0].table.rounds((key, 0)) == servers[1].table.rounds((key, 0)) == ([3], [3])
+        np.testing.assert_array_equal(servers[0].value((key, 0)), servers[1].value((key, 0)))
+    assert max(optimizers[0].calls) == 4 and sum(optimizers[0].calls) == 18
+    assert optimizers[1].calls == [1] * 18
+
+
+def test_a_pushed_frame_buffer_is_kept_only_by_a_value_that_is_most_of_it(plain_server):
+    # a kept view keeps the whole frame body alive: a big value is kept without a copy, a
+    # small one riding in the same body is copied
+    plain_server.init([(("big", 0), np.zeros(1000, np.float32)), (("small", 0), np.zeros(4, np.float32))])
+    body = np.arange(1004 * 4, dtype=np.uint8)
+    big, small = body[:4000].view(np.float32), body[4000:].view(np.float32)
+    plain_server.push_values(0, 0, [(("big", 0), 0), (("small", 0), 0)], [big, small], owned=True)
+    assert np.shares_memory(plain_server.table.shards[("big", 0)].value, body)
+    assert not np.shares_memory(plain_server.table.shards[("small", 0)].value, body)
+    np.testing.assert_array_equal(plain_server.table.shards[("small", 0)].value, small)

@@ -133,3 +133,43 @@ def test_mxkit_launch_honours_ctrl_c_and_sigterm_while_waiting_for_a_cluster():
         process.send_signal(signum)
         out, err = process.communicate(timeout=30)
         assert process.returncode not in (0, None) and "hi" not in out, (signum, err[-2000:])
+
+
+def _listening(process):
+    """The TCP addresses ``process`` listens on (``[]`` when it is gone or not ours to see)."""
+    import psutil
+
+    connections = getattr(process, "net_connections", None) or process.connections
+    try:
+        return [conn.laddr for conn in connections(kind="inet") if conn.status == psutil.CONN_LISTEN]
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return []
+
+
+def test_a_local_job_starts_no_dashboard_and_listens_on_loopback_only(ray_cluster, start_job):
+    psutil = pytest.importorskip("psutil")
+    import ray
+    from mxkit.kvstore.dist import runtime
+
+    if not runtime.is_started_here():
+        pytest.skip("the session's cluster was not started by this process")
+    job = start_job(1, 1)
+    server = job.servers[0]
+    channel_host, channel_port = ray.get(server.channel_address.remote(), timeout=60)
+    server_pid = ray.get(server.__ray_call__.remote(lambda actor: os.getpid()), timeout=60)
+    # the cluster's processes: this driver's descendants (GCS, raylet, its workers and agents)
+    cluster = [psutil.Process(), *psutil.Process().children(recursive=True)]
+    commands = {}
+    for process in cluster:
+        try:
+            commands[process.pid] = " ".join(process.cmdline())
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    assert not [c for c in commands.values() if "dashboard.py" in c], "Ray's dashboard process was started"
+    listeners = {process.pid: _listening(process) for process in cluster}
+    everything = [address for addresses in listeners.values() for address in addresses]
+    assert everything
+    assert {address.ip for address in everything} <= {"127.0.0.1", "::ffff:127.0.0.1"}, listeners
+    # the server listens on its Ray worker's port and on its data channel, nothing else
+    assert len(listeners[server_pid]) == 2 and channel_port in {a.port for a in listeners[server_pid]}
+    assert channel_host == "127.0.0.1"

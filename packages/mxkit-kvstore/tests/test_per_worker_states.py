@@ -105,3 +105,26 @@ def test_a_shared_state_loaded_into_per_worker_states_continues_as_worker_0s():
     np.testing.assert_array_equal(updater.states["w"][0].asnumpy(), np.full(3, 0.5))
     assert updater.states["w"][1] is None
     assert updater.state_of("missing") is None
+
+
+def test_a_request_of_several_keys_updates_them_with_its_workers_states():
+    """Several keys in one push go to the optimizer together (the aggregated update): still
+    each with the pushing worker's state."""
+    from mxkit.kvstore.dist.server import ParameterServer
+
+    rng = np.random.default_rng(5)
+    w0, v0 = rng.standard_normal(5).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    pushes_w, pushes_v = random_pushes(rng, 10, 5), random_pushes(rng, 10, 3)
+    server = ParameterServer(0, num_workers=2)
+    server.configure(0, "eventual", {}, "per_worker")
+    server.init([(("w", 0), w0.copy()), (("v", 0), v0.copy())])
+    server.set_optimizer(0, sgd().dumps())
+    rounds = [0, 0]
+    ranks = [rank for rank, _ in pushes_w]
+    for rank, (_, grad_w), (_, grad_v) in zip(ranks, pushes_w, pushes_v):
+        server.push_values(rank, 0, [(("w", 0), rounds[rank]), (("v", 0), rounds[rank])], [grad_w, grad_v])
+        rounds[rank] += 1
+    expected_w = replay(w0, [(rank, grad) for rank, (_, grad) in zip(ranks, pushes_w)], True)
+    expected_v = replay(v0, [(rank, grad) for rank, (_, grad) in zip(ranks, pushes_v)], True)
+    np.testing.assert_allclose(server.value(("w", 0)), expected_w, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(server.value(("v", 0)), expected_v, rtol=1e-4, atol=1e-5)

@@ -69,6 +69,32 @@ class OptimizerUpdater:
             self._unsynced.discard(key)
         self._update(key, weight, grad, self.states[key])
 
+    def update_all(self, keys: list[Any], grads: list[Any], weights: list[Any]) -> None:
+        """``self(key, grad, weight)`` for every key, in as few optimizer calls as it takes.
+
+        An optimizer with ``aggregate_num > 1`` (mxkit's fused ones) updates up to that many
+        weights in one call, with the same arithmetic as one by one (MXNet's aggregated
+        update); any other optimizer, or keys that repeat, get one call per key.
+        """
+        size = getattr(self.optimizer, "aggregate_num", 0)
+        if not isinstance(size, int) or size <= 1 or len(keys) <= 1 or len(set(keys)) != len(keys):
+            for key, grad, weight in zip(keys, grads, weights, strict=True):
+                self(key, grad, weight)
+            return
+        set_context = getattr(self.optimizer, "_set_current_context", None)
+        if set_context is not None:
+            set_context(weights[0].context.device_id)
+        for key, weight in zip(keys, weights, strict=True):
+            if key not in self.states:
+                self.states[key] = self._create(key, weight)
+            elif key in self._unsynced:
+                self.states[key] = _to_context(self.states[key], weight.context)
+                self._unsynced.discard(key)
+        for start in range(0, len(keys), size):
+            chunk = keys[start:start + size]
+            self._update(chunk, weights[start:start + size], grads[start:start + size],
+                         [self.states[key] for key in chunk])
+
     # -- states without pickle --------------------------------------------------------
 
     def save_states(self, fname: Any, dump_optimizer: bool = False) -> None:
@@ -163,6 +189,10 @@ class PerWorkerUpdater:
     def __call__(self, key: Any, grad: Any, weight: Any) -> None:
         """A push no single worker made (not produced by the asynchronous models): worker 0's state."""
         self.update(0, key, grad, weight)
+
+    def update_all(self, keys: list[Any], grads: list[Any], weights: list[Any], rank: int = 0) -> None:
+        """:meth:`update` of several keys of worker ``rank`` (see :meth:`OptimizerUpdater.update_all`)."""
+        self._workers[rank].update_all(keys, grads, weights)
 
     def state_of(self, key: Any) -> WorkerStates | None:
         """The states of ``key`` per worker, or None before any worker pushed it."""

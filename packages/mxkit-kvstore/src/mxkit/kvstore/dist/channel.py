@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from mxkit.core import errors
 from mxkit.core.errors import KVStoreError, MXKitError
-from mxkit.kvstore.dist import auth
+from mxkit.kvstore.dist import auth, wire
 from mxkit.kvstore.dist.frames import ChannelError, receive_frame, send_frame
 from mxkit.kvstore.dist.remote import ActorLost
 from mxkit.kvstore.dist.rounds import ResendRequest
@@ -46,8 +46,8 @@ BACKLOG = 128
 MAX_CONNECTIONS = 256
 #: connections that may be proving themselves at once (each is closed after auth.HANDSHAKE_TIMEOUT)
 MAX_HANDSHAKES = 32
-#: value layouts in a push: a plain array, or a tuple of arrays (a compressed payload)
-SINGLE = -1
+#: a value of a push that is the next array of the frame (see :func:`.wire.flatten`)
+SINGLE = wire.SINGLE
 
 
 class ChannelLost(ActorLost):
@@ -70,45 +70,22 @@ def _shard_rounds(header: dict[str, Any], name: str) -> list[tuple[tuple[Any, in
     if not isinstance(triples, list):
         raise ChannelError(f"malformed request: {name!r} must be a list of [key, part, round], got {triples!r:.100}")
     out = []
+    # JSON gives exact types (no bool for an int, no subclasses): checked by type, once per
+    # item of a request that may name every key of a model
     for triple in triples:
-        if not (isinstance(triple, list) and len(triple) == 3 and isinstance(triple[0], (int, str))
-                and not isinstance(triple[0], bool)
-                and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in triple[1:])):
-            raise ChannelError(f"malformed request: an item of {name!r} is [key (int or str), part >= 0, "
-                               f"round >= 0], got {triple!r:.100}")
-        out.append(((triple[0], triple[1]), triple[2]))
+        if type(triple) is not list or len(triple) != 3:
+            raise _bad_item(name, triple)
+        key, part, round_index = triple
+        if (type(key) is not int and type(key) is not str) or type(part) is not int or \
+                type(round_index) is not int or part < 0 or round_index < 0:
+            raise _bad_item(name, triple)
+        out.append(((key, part), round_index))
     return out
 
 
-def _grouped(layout: Any, arrays: list[np.ndarray]) -> list[Any]:
-    """The push's payloads: arrays, or tuples of them (compressed), as ``layout`` says."""
-    if not isinstance(layout, list) or not all(isinstance(n, int) and not isinstance(n, bool) and n >= SINGLE
-                                               for n in layout):
-        raise ChannelError(f"malformed request: 'values' must be a list of ints >= {SINGLE}, got {layout!r:.100}")
-    needed = sum(1 if n == SINGLE else n for n in layout)
-    if needed != len(arrays):
-        raise ChannelError(f"malformed request: 'values' describes {needed} arrays, the frame has {len(arrays)}")
-    payloads, index = [], 0
-    for count in layout:
-        if count == SINGLE:
-            payloads.append(arrays[index])
-            index += 1
-        else:
-            payloads.append(tuple(arrays[index:index + count]))
-            index += count
-    return payloads
-
-
-def _flattened(payloads: list[Any]) -> tuple[list[int], list[np.ndarray]]:
-    layout, arrays = [], []
-    for payload in payloads:
-        if isinstance(payload, tuple):
-            layout.append(len(payload))
-            arrays.extend(np.asarray(item) for item in payload)
-        else:
-            layout.append(SINGLE)
-            arrays.append(np.asarray(payload))
-    return layout, arrays
+def _bad_item(name: str, item: Any) -> ChannelError:
+    return ChannelError(f"malformed request: an item of {name!r} is [key (int or str), part >= 0, round >= 0], "
+                        f"got {item!r:.100}")
 
 
 def handle_request(server: Any, header: dict[str, Any], arrays: list[np.ndarray]
@@ -120,17 +97,23 @@ def handle_request(server: Any, header: dict[str, Any], arrays: list[np.ndarray]
     rank, epoch = _int(header, "rank"), _int(header, "epoch")
     if op != "pull":
         rounds = _shard_rounds(header, "rounds")
-        values = _grouped(header.get("values"), arrays)
-        if len(values) != len(rounds):
-            raise ChannelError(f"malformed request: {len(rounds)} rounds but {len(values)} values")
-        server.push_values(rank, epoch, rounds, values, bool(header.get("resend", False)))
+        layout = header.get("values")
+        if type(layout) is list and len(layout) != len(rounds):
+            raise ChannelError(f"malformed request: {len(rounds)} rounds but {len(layout)} values")
+        values = wire.unflatten(layout, header.get("packed", 0), arrays,
+                                lambda index: server.shard_shape(rounds[index][0]))
+        # the arrays are views of the frame's own fresh buffer: the table may keep them
+        server.push_values(rank, epoch, rounds, values, bool(header.get("resend", False)), owned=True)
     if op == "push":
         return {"ok": True}, []
     timeout = header.get("timeout")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         raise ChannelError(f"malformed request: 'timeout' must be a positive number of seconds, got {timeout!r:.50}")
     values, clocks = server.pull_values(rank, epoch, _shard_rounds(header, "items"), float(timeout))
-    return {"ok": True, "clocks": [list(clock) for clock in clocks]}, values
+    answer: dict[str, Any] = {"ok": True, "clocks": [list(clock) for clock in clocks]}
+    if header.get("pack") is True:  # the worker knows the shapes: small values travel packed
+        answer["values"], answer["packed"], values = wire.flatten(values)
+    return answer, values
 
 
 def _error_header(exc: BaseException) -> dict[str, Any]:
@@ -295,10 +278,10 @@ def _close_gracefully(sock: socket.socket, within: float = 1.0, most: int = 1 <<
 class Pending:
     """A request sent on a :class:`Connection` whose answer is not read yet."""
 
-    __slots__ = ("answer", "connection", "done", "error", "what")
+    __slots__ = ("answer", "connection", "done", "error", "shapes", "what")
 
-    def __init__(self, connection: Connection, what: str):
-        self.connection, self.what = connection, what
+    def __init__(self, connection: Connection, what: str, shapes: list[tuple[int, ...]] | None = None):
+        self.connection, self.what, self.shapes = connection, what, shapes
         self.done, self.answer, self.error = False, None, None
 
     @property
@@ -358,10 +341,12 @@ class Connection:
         self.sock = sock
         return sock
 
-    def request(self, header: dict[str, Any], arrays: list[np.ndarray], what: str) -> Pending:
-        """Send a request; its answer is read by :meth:`Pending.result`."""
+    def request(self, header: dict[str, Any], arrays: list[np.ndarray], what: str,
+                shapes: list[tuple[int, ...]] | None = None) -> Pending:
+        """Send a request; its answer is read by :meth:`Pending.result` (``shapes``: those of
+        the values a pull answers with, when the server may pack them)."""
         sock = self.sock or self._connect()
-        pending = Pending(self, f"{what} (server {self.index})")
+        pending = Pending(self, f"{what} (server {self.index})", shapes)
         try:
             send_frame(sock, header, arrays)
         except OSError as exc:
@@ -371,19 +356,30 @@ class Connection:
         return pending
 
     def push(self, rank: int, epoch: int, rounds: list[Any], payloads: list[Any], resend: bool = False) -> Pending:
-        layout, arrays = _flattened(payloads)
+        """Send ``payloads`` as the ``(shard_id, round)`` pushes ``rounds`` (small values packed:
+        the server knows each part's size)."""
+        layout, groups, arrays = wire.flatten(payloads)
         return self.request({"op": "push", "rank": rank, "epoch": epoch, "resend": resend, "values": layout,
-                             "rounds": [[shard[0], shard[1], r] for shard, r in rounds]}, arrays, "push")
+                             "packed": groups, "rounds": [[shard[0], shard[1], r] for shard, r in rounds]},
+                            arrays, "push")
 
     def pull(self, rank: int, epoch: int, items: list[Any], timeout: float, rounds: list[Any] = (),
-             payloads: list[Any] = ()) -> Pending:
+             payloads: list[Any] = (), shapes: list[tuple[int, ...]] | None = None) -> Pending:
+        """Ask for the values of ``items`` (``(shard_id, rounds pushed)``), sending the pushes
+        ``rounds``/``payloads`` first in the same frame. With ``shapes`` (each value's shape),
+        the server packs small values in its answer; without, each travels with its shape."""
         header: dict[str, Any] = {"op": "pull", "rank": rank, "epoch": epoch, "timeout": timeout,
                                   "items": [[shard[0], shard[1], r] for shard, r in items]}
+        if shapes is not None:
+            if len(shapes) != len(items):
+                raise KVStoreError(f"pull of {len(items)} items with {len(shapes)} shapes")
+            header["pack"] = True
         arrays: list[np.ndarray] = []
         if rounds:
-            layout, arrays = _flattened(payloads)
-            header.update(op="pushpull", values=layout, rounds=[[shard[0], shard[1], r] for shard, r in rounds])
-        return self.request(header, arrays, "pull")
+            layout, groups, arrays = wire.flatten(payloads)
+            header.update(op="pushpull", values=layout, packed=groups,
+                          rounds=[[shard[0], shard[1], r] for shard, r in rounds])
+        return self.request(header, arrays, "pull", shapes)
 
     def _where(self) -> str:
         return f"server {self.index}" + (f" at {self.address[0]}:{self.address[1]}" if self.address else "")
@@ -400,6 +396,15 @@ class Connection:
         except (EOFError, OSError, ChannelError) as exc:
             self._drop(exc)
             return
+        if header.get("ok") is True and "values" in header:
+            shapes = pending.shapes
+            try:
+                if shapes is None or not isinstance(header["values"], list) or len(header["values"]) != len(shapes):
+                    raise ChannelError(f"{pending.what}: the server packed an answer this side did not ask for")
+                arrays = wire.unflatten(header["values"], header.get("packed"), arrays, shapes.__getitem__)
+            except ChannelError as exc:
+                self._drop(exc)
+                return
         self.waiting.popleft()
         pending.done = True
         if header.get("ok") is True:

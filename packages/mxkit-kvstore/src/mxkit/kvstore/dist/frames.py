@@ -114,8 +114,9 @@ def _receive_growing(sock: socket.socket, size: int, what: str) -> bytearray:
     return data
 
 
-def _check_array_specs(specs: Any, max_body: int = MAX_BODY_BYTES) -> list[tuple[np.dtype, tuple[int, ...], int]]:
-    """``[(dtype, shape, offset)]`` of a header's "arrays", and their checks."""
+def _check_array_specs(specs: Any, max_body: int = MAX_BODY_BYTES
+                       ) -> list[tuple[np.dtype, tuple[int, ...], int, int]]:
+    """``[(dtype, shape, offset, bytes)]`` of a header's "arrays", and their checks."""
     if not isinstance(specs, list):
         raise ChannelError(f"malformed frame: 'arrays' must be a list of [dtype, shape], got {specs!r:.200}")
     layout = []
@@ -135,10 +136,10 @@ def _check_array_specs(specs: Any, max_body: int = MAX_BODY_BYTES) -> list[tuple
                                       for n in shape):
             raise ChannelError(f"malformed frame: a shape is a list of at most 32 ints >= 0, got {shape!r:.200}")
         offset = _aligned(offset)
-        layout.append((dtype, tuple(shape), offset))
         size = dtype.itemsize
         for n in shape:
             size *= n
+        layout.append((dtype, tuple(shape), offset, size))
         offset += size
         if offset > max_body:
             raise ChannelError(f"frame too large: its arrays add up to more than {max_body} bytes, the most this "
@@ -201,10 +202,7 @@ def receive_frame(sock: socket.socket, max_header: int = MAX_HEADER_BYTES, max_b
         if not isinstance(header, dict):
             raise ChannelError(f"malformed frame: its header is a JSON object, got {type(header).__name__}")
         layout = _check_array_specs(header.get("arrays", []), max_body)
-        expected = 0
-        if layout:
-            dtype, shape, offset = layout[-1]
-            expected = offset + dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+        expected = layout[-1][2] + layout[-1][3] if layout else 0
         if body_bytes != expected:
             raise ChannelError(f"malformed frame: its body has {body_bytes} bytes, its arrays need {expected}")
         body = np.empty(body_bytes, dtype=np.uint8)
@@ -212,10 +210,7 @@ def receive_frame(sock: socket.socket, max_header: int = MAX_HEADER_BYTES, max_b
     finally:
         if within is not None:
             sock.settimeout(idle)
-    arrays = []
-    for dtype, shape, offset in layout:
-        size = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
-        arrays.append(body[offset:offset + size].view(dtype).reshape(shape))
+    arrays = [body[offset:offset + size].view(dtype).reshape(shape) for dtype, shape, offset, size in layout]
     return header, arrays
 
 

@@ -138,7 +138,8 @@ def start_job(num_workers: int, num_servers: int, *, namespace: str | None = Non
         coordinator = coordinator_class.options(name=COORDINATOR_NAME, namespace=namespace).remote(
             num_workers, num_servers, names, int(bound), replicate, secret)
         servers = [server_class.options(name=name, namespace=namespace, scheduling_strategy="SPREAD").remote(
-            index, num_workers, num_servers, replicate, namespace, secret, allow_remote_code) for index, name in enumerate(names)]
+            index, num_workers, num_servers, replicate, namespace, secret, allow_remote_code, inline_updates=True)
+            for index, name in enumerate(names)]
     except ValueError as exc:  # a name already taken in the namespace
         raise KVStoreError(f"cannot start a job in namespace {namespace!r}: {exc}; choose another namespace "
                            f"or stop the job that runs there") from None

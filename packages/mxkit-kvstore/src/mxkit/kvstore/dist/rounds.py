@@ -20,7 +20,9 @@ what the network adds:
   the ranks it waits for.
 
 Values are numpy arrays (a big key's part is flat); ``apply(key, merged, value)`` returns
-the value after a round (an optimizer), else the round's sum becomes the value. A stored
+the value after a round (an optimizer), else the round's sum becomes the value; with
+``apply_many``, the rounds one push request completes go to the optimizer in one call
+(MXNet's aggregated update: one call instead of one per key). A stored
 value is never written in place, only replaced, so a pull hands out the array itself and
 Ray serialises it after the lock is released, with no copy here.
 """
@@ -60,6 +62,16 @@ class Shard:
         self.replicated = 0  # the version the backup has acknowledged
 
 
+def _most_of_its_buffer(value: np.ndarray) -> bool:
+    """Whether ``value`` is at least half of the buffer it views: a kept view keeps its whole
+    buffer alive (a frame's body, with the request's other values), so a small value of a
+    large frame is copied instead; what is kept is then at most twice what is stored."""
+    root = value
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    return 2 * value.nbytes >= root.nbytes
+
+
 class ShardTable:
     """The shards of one server and the rounds on them (thread-safe).
 
@@ -74,6 +86,9 @@ class ShardTable:
         self.model: Any = None
         #: ``apply(key, merged, value, contributors) -> new value``: the update (None: store the merged sum)
         self.apply: Callable[[Any, np.ndarray, np.ndarray, list[int]], np.ndarray] | None = None
+        #: ``apply`` of several ``(keys, merged, values, contributors)`` at once (an optimizer's aggregated update)
+        self.apply_many: Callable[[list[Any], list[np.ndarray], list[np.ndarray], list[list[int]]],
+                                  list[np.ndarray]] | None = None
         self.decode: Callable[[Shard, Any], np.ndarray] | None = None
         self.shards: dict[ShardId, Shard] = {}
         self.epoch = 0
@@ -96,6 +111,21 @@ class ShardTable:
             raise KVStoreError(f"{what} of key {shard_id[0]!r} before init; call kv.init({shard_id[0]!r}, value) "
                                f"on every worker first")
         return shard
+
+    def shape_of(self, shard_id: Any) -> tuple[int, ...]:
+        """The shape of a shard's value (shards are added, never reshaped: no lock needed).
+
+        Raises
+        ------
+        KVStoreError
+            If there is no such shard.
+        """
+        shard = self.shards.get(shard_id) if type(shard_id) is tuple else None
+        if shard is None:
+            key = shard_id[0] if type(shard_id) is tuple and shard_id else shard_id
+            raise KVStoreError(f"push of key {key!r} before init; call kv.init({key!r}, value) on every worker "
+                               f"first")
+        return shard.value.shape
 
     def init(self, items: list[tuple[ShardId, np.ndarray]]) -> None:
         """Store each ``(shard_id, value)`` (copied)."""
@@ -153,53 +183,98 @@ class ShardTable:
 
     # -- push -------------------------------------------------------------------------
 
-    def push(self, rank: int, epoch: int, items: list[tuple[ShardId, int, Any]], resend: bool = False) -> None:
+    def push(self, rank: int, epoch: int, items: list[tuple[ShardId, int, Any]], resend: bool = False,
+             owned: bool = False) -> None:
         """Contribute each ``(shard_id, round, value)`` of ``rank`` (``round`` counts from the epoch's start).
 
         ``resend=True`` marks pushes sent again after this server was restarted: rounds it
-        already holds (applied, or pending with this rank's part) are skipped.
+        already holds (applied, or pending with this rank's part) are skipped. ``owned=True``
+        says that nothing else holds the values (a data-channel frame's fresh buffer): the
+        first push of a round then becomes the round's sum without a copy.
         """
         self._check_rank(rank)
         with self.condition:
             self._advance(rank, epoch)
             if rank in self.ended:
                 raise KVStoreError(f"rank {rank} pushed after entering the barrier of epoch {epoch}")
-            for shard_id, local_round, payload in items:
-                shard = self._shard(shard_id, "push")
-                value = self.decode(shard, payload) if self.decode is not None else payload
-                if value.shape != shard.value.shape:
-                    raise KVStoreError(f"push of key {shard.key!r}: a value of shape {value.shape} for a part of "
-                                       f"shape {shard.value.shape}")
-                round_index = shard.base + local_round
-                # with replication a push may arrive twice: sent again after a restart, and the
-                # original, queued while the server restarted; the first one counts
-                if (resend or self.replicating) and (round_index < shard.applied[rank] or
-                               rank in shard.pending.get(round_index, (None, ()))[1]):
-                    continue
-                entry = shard.pending.get(round_index)
-                if entry is None:
-                    shard.pending[round_index] = [np.array(value, dtype=shard.value.dtype, copy=True), [rank]]
-                else:
-                    if rank in entry[1]:
-                        raise KVStoreError(f"rank {rank} pushed round {local_round} of key {shard.key!r} twice")
-                    np.add(entry[0], value, out=entry[0], casting="unsafe")
-                    entry[1].append(rank)
-                shard.pushed[rank] = max(shard.pushed[rank], round_index + 1)
-                self._apply_ready_rounds(shard)
-            self.condition.notify_all()
+            # with an aggregating updater, the rounds this request completes are applied together
+            ready: list[tuple[Shard, list[Any]]] | None = [] if self.apply_many is not None and len(items) > 1 \
+                else None
+            try:
+                self._push_items(rank, epoch, items, resend, owned, ready)
+            finally:
+                if ready:
+                    self._apply_together(ready)
+                self.condition.notify_all()
 
-    def _apply_ready_rounds(self, shard: Shard) -> None:
+    def _push_items(self, rank: int, epoch: int, items: list[tuple[ShardId, int, Any]], resend: bool, owned: bool,
+                    ready: list[tuple[Shard, list[Any]]] | None) -> None:
+        """The items of :meth:`push` (called under the lock); rounds they complete are applied,
+        or set aside in ``ready`` when it is a list."""
+        for shard_id, local_round, payload in items:
+            shard = self._shard(shard_id, "push")
+            value = self.decode(shard, payload) if self.decode is not None else payload
+            if value.shape != shard.value.shape:
+                raise KVStoreError(f"push of key {shard.key!r}: a value of shape {value.shape} for a part of "
+                                   f"shape {shard.value.shape}")
+            round_index = shard.base + local_round
+            # with replication a push may arrive twice: sent again after a restart, and the
+            # original, queued while the server restarted; the first one counts
+            if (resend or self.replicating) and (round_index < shard.applied[rank] or
+                           rank in shard.pending.get(round_index, (None, ()))[1]):
+                continue
+            entry = shard.pending.get(round_index)
+            if entry is None:
+                adopt = (owned and value.dtype == shard.value.dtype and value.flags.c_contiguous
+                         and value.flags.writeable and _most_of_its_buffer(value))
+                merged = value if adopt else np.array(value, dtype=shard.value.dtype, copy=True)
+                shard.pending[round_index] = [merged, [rank]]
+            else:
+                if rank in entry[1]:
+                    raise KVStoreError(f"rank {rank} pushed round {local_round} of key {shard.key!r} twice")
+                np.add(entry[0], value, out=entry[0], casting="unsafe")
+                entry[1].append(rank)
+            shard.pushed[rank] = max(shard.pushed[rank], round_index + 1)
+            self._apply_ready_rounds(shard, ready)
+
+    def _apply_together(self, ready: list[tuple[Shard, list[Any]]]) -> None:
+        """Apply rounds set aside by :meth:`_apply_ready_rounds` in one ``apply_many`` call,
+        then the rounds of the same shards that became ready after them."""
+        results = self.apply_many([shard.key for shard, _ in ready], [entry[0] for _, entry in ready],
+                                  [shard.value for shard, _ in ready], [entry[1] for _, entry in ready])
+        for (shard, (_, contributors)), value in zip(ready, results, strict=True):
+            shard.value = value
+            for rank in contributors:
+                shard.applied[rank] += 1
+            self._changed(shard)
+        for shard, _ in ready:
+            if shard.pending:
+                self._apply_ready_rounds(shard)
+
+    def _apply_ready_rounds(self, shard: Shard, set_aside: list[tuple[Shard, list[Any]]] | None = None) -> None:
         # a worker's pushes apply in its own order (a threaded server may receive them out of
         # order): round r of a contributor waits for its rounds before r. Under a model that
         # merges every worker's push (sequential) that makes rounds apply one after another.
-        for round_index in sorted(shard.pending):
-            merged, contributors = shard.pending[round_index]
-            if any(shard.applied[rank] != round_index for rank in contributors):
+        # (Runs once per pushed key: the common case, one pending round and no rank in a
+        # barrier, takes no sort and no scan of the ended ranks.)
+        pending, applied, ready = shard.pending, shard.applied, self.model.ready_to_apply
+        for round_index in sorted(pending) if len(pending) > 1 else list(pending):
+            merged, contributors = pending[round_index]
+            if len(contributors) == 1:
+                if applied[contributors[0]] != round_index:
+                    continue
+            elif any(applied[rank] != round_index for rank in contributors):
                 continue
-            received = len(contributors) + sum(1 for r in self._excused(shard, round_index) if r not in contributors)
-            if not self.model.ready_to_apply(received):
+            received = len(contributors)
+            if self.ended:
+                received += sum(1 for r in self._excused(shard, round_index) if r not in contributors)
+            if not ready(received):
                 continue
-            del shard.pending[round_index]
+            del pending[round_index]
+            if set_aside is not None:
+                # applied later with the request's other rounds; this shard's later rounds wait for it
+                set_aside.append((shard, [merged, contributors]))
+                return
             # merged is this table's own array (the first push was copied into it)
             shard.value = self.apply(shard.key, merged, shard.value, contributors) if self.apply is not None else merged
             for rank in contributors:
@@ -214,10 +289,12 @@ class ShardTable:
     # -- pull -------------------------------------------------------------------------
 
     def _slowest(self, shard: Shard) -> int | None:
+        if not self.ended:
+            return min(shard.applied)
         active = [shard.applied[rank] for rank in range(self.num_workers) if rank not in self.ended]
         return min(active) if active else None
 
-    def _readable(self, shard: Shard, rank: int, worker_round: int) -> bool:
+    def _readable(self, shard: Shard, rank: int, worker_round: int, slowest: int | None) -> bool:
         if self.replicating and shard.replicated < shard.version:
             return False  # what a worker reads must survive this server (it drops its copy)
         if shard.applied[rank] < worker_round:
@@ -225,7 +302,6 @@ class ShardTable:
             # perhaps run after it here, are in what it reads (MXNet's in-order server gives that)
             return False
         pull_ready = getattr(self.model, "pull_ready", None)
-        slowest = self._slowest(shard)
         return pull_ready is None or slowest is None or bool(pull_ready(worker_round, slowest))
 
     def pull(self, rank: int, epoch: int, items: list[tuple[ShardId, int]], timeout: float
@@ -251,15 +327,16 @@ class ShardTable:
                 if self.restored and shard.pushed[rank] < worker_round:
                     raise ResendRequest(f"server restarted: rank {rank} pushed {worker_round} rounds of key "
                                         f"{shard.key!r}, this server has {shard.pushed[rank]}; resend them")
-                while not self._readable(shard, rank, worker_round):
+                slowest = self._slowest(shard)
+                while not self._readable(shard, rank, worker_round, slowest):
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         raise self._timeout_error(shard, rank, worker_round, timeout)
                     self.condition.wait(remaining)
                     if self.epoch != epoch:  # cannot happen while this rank waits here; kept honest
                         self._advance(rank, epoch)
+                    slowest = self._slowest(shard)
                 values.append(shard.value)  # never written in place: no copy needed
-                slowest = self._slowest(shard)
                 clocks.append((worker_round, worker_round if slowest is None else slowest))
         return values, clocks
 

@@ -8,7 +8,11 @@ Ray 2.60 needs a few settings to stay on 127.0.0.1 and out of the user's files:
 - a short ``RAY_TMPDIR`` (Unix socket paths are limited to about 100 bytes);
 - a temporary ``HOME``: Ray writes its cluster's authentication token to
   ``$HOME/.ray/auth_token``, and processes that join the cluster read it from there (with
-  ``RAY_AUTH_MODE=token``).
+  ``RAY_AUTH_MODE=token``);
+- no dashboard process: ``include_dashboard=False`` still starts Ray's dashboard head (its
+  job and state APIs, a metrics exporter, an HTTP server when ``ray[default]`` is installed)
+  and makes ``ray.init`` wait for it; a KVStore job uses none of it, so a local cluster is
+  started without that process (see :func:`_no_dashboard_process`).
 
 :func:`init_ray` applies them, starts or connects, and remembers what it started so that
 :func:`shutdown_ray` stops exactly that (never ``ray stop``, which kills by process name).
@@ -17,12 +21,14 @@ Ray 2.60 needs a few settings to stay on 127.0.0.1 and out of the user's files:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from mxkit.core.errors import KVStoreError
@@ -174,6 +180,32 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None,
         return str(_state["address"])
 
 
+@contextlib.contextmanager
+def _no_dashboard_process() -> Iterator[None]:
+    """While a local cluster starts here, Ray's head starts no dashboard process.
+
+    Ray 2.60 starts it even with ``include_dashboard=False`` (with the dashboard's modules
+    left out), through ``ray._private.services.start_api_server``; answering that call
+    as Ray itself does for a minimal installation with the dashboard off (no URL) and no
+    process leaves nothing of it running, and nothing listening. (Called under ``_lock``.)
+    """
+    from ray._private import services
+
+    original = getattr(services, "start_api_server", None)
+    if original is None:  # another Ray release: its own behaviour, dashboard or not
+        yield
+        return
+
+    def no_api_server(*args: Any, **kwargs: Any) -> tuple[str, None]:
+        return "", None
+
+    services.start_api_server = no_api_server
+    try:
+        yield
+    finally:
+        services.start_api_server = original
+
+
 #: attempts at starting a local cluster: Ray gives its raylet a fixed 30 s to register (and
 #: waits a fixed time for the GCS to write its port file), which a busy machine can miss once
 LOCAL_START_ATTEMPTS = 2
@@ -193,9 +225,10 @@ def _start_local(ray: Any, num_cpus: int | None, object_store_memory: int | None
         _set_env("RAY_TMPDIR", temp_dir)
         _set_env("HOME", home)  # (the caller's HOME is saved by the first attempt, restored at shutdown)
         try:
-            ray.init(num_cpus=num_cpus, include_dashboard=False,
-                     object_store_memory=object_store_memory or DEFAULT_OBJECT_STORE_BYTES,
-                     _node_ip_address=LOOPBACK, _temp_dir=temp_dir, **options)
+            with _no_dashboard_process():
+                ray.init(num_cpus=num_cpus, include_dashboard=False,
+                         object_store_memory=object_store_memory or DEFAULT_OBJECT_STORE_BYTES,
+                         _node_ip_address=LOOPBACK, _temp_dir=temp_dir, **options)
         except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception when its raylet is slow
             ray.shutdown()  # the processes this attempt started
             slow = "timed out during startup" in str(exc) or "Timed out waiting for file" in str(exc)

@@ -70,10 +70,21 @@ class ParameterServer:
     allow_remote_code : bool
         Whether this job's servers accept :meth:`set_updater` (a serialised function, run
         here); the job decides, not the worker that sends it.
+    inline_updates : bool
+        Run this process's NDArray operations (the optimizer's updates) on the calling
+        thread, with mxkit's naive engine, instead of handing each one to an engine worker
+        thread and waiting for it. A server applies a round while it holds its table's lock
+        and must wait for the result anyway, so the hand-off is pure latency (two thread
+        switches per key). :func:`~.job.start_job` sets it: a server actor owns its process.
     """
 
     def __init__(self, index: int, num_workers: int, num_servers: int = 1, replicate: bool = False,
-                 namespace: str | None = None, secret: str = "", allow_remote_code: bool = False):
+                 namespace: str | None = None, secret: str = "", allow_remote_code: bool = False,
+                 inline_updates: bool = False):
+        if inline_updates:
+            import mxkit.engine
+
+            mxkit.engine.set_engine(mxkit.engine.create("naive"))
         self._secret = secret
         self._allow_remote_code = bool(allow_remote_code)
         self.index = index
@@ -85,6 +96,9 @@ class ParameterServer:
         self._settings: dict[str, Any] = {}  # the same, as a restarted server re-applies them
         self._updater: Any = None
         self._optimizer_states = "shared"
+        # per key: (the value the updater last produced, the NDArray it was updated in), so a
+        # round reuses the weight's NDArray instead of copying the stored value into a new one
+        self._weights: dict[Any, tuple[np.ndarray, Any]] = {}
         self._replicas = Replicas()
         self._channel: Any = None
         self._channel_lock = threading.Lock()
@@ -173,19 +187,69 @@ class ParameterServer:
 
     def _set_update(self, updater: Any) -> None:
         self._updater = updater
+        self._weights.clear()
         self.table.apply = self._apply_updater
+        # an optimizer's updater takes the rounds a request completes in one call
+        self.table.apply_many = self._apply_updater_many if callable(getattr(updater, "update_all", None)) else None
 
-    def _apply_updater(self, key: Any, merged: np.ndarray, value: np.ndarray, contributors: list[int]) -> np.ndarray:
+    def _weight_for(self, key: Any, value: np.ndarray) -> Any:
+        """The NDArray the updater updates for ``key``, holding ``value``."""
         import mxkit.ndarray as nd
+
+        cached = self._weights.get(key)
+        if cached is not None and cached[0] is value:
+            return cached[1]
+        return nd.array(value, dtype=value.dtype)
+
+    def _grad_for(self, merged: np.ndarray, value: np.ndarray, weight: Any) -> Any:
+        import mxkit.ndarray as nd
+
+        if merged.dtype == value.dtype and merged.flags.c_contiguous and merged.flags.writeable:
+            return nd.NDArray.from_storage(merged, weight.context)
+        return nd.array(merged, dtype=value.dtype)
+
+    def _kept(self, key: Any, weight: Any, shape: tuple[int, ...]) -> np.ndarray:
+        result = weight.asnumpy().reshape(shape)
+        self._weights[key] = (result, weight)
+        return result
+
+    def _apply_updater_many(self, keys: list[Any], merged: list[np.ndarray], values: list[np.ndarray],
+                            contributors: list[list[int]]) -> list[np.ndarray]:
+        """:meth:`_apply_updater` of several keys, the optimizer called once for all (see
+        :meth:`mxkit.kvstore.updater.OptimizerUpdater.update_all`)."""
+        weights = [self._weight_for(key, value) for key, value in zip(keys, values, strict=True)]
+        grads = [self._grad_for(m, value, weight) for m, value, weight in zip(merged, values, weights, strict=True)]
+        self._updater.update_all(keys, grads, weights, **self._worker_of(contributors))
+        return [self._kept(key, weight, value.shape) for key, weight, value in zip(keys, weights, values, strict=True)]
+
+    def _worker_of(self, contributors: list[list[int]]) -> dict[str, int]:
+        """``{"rank": r}`` when the updater keeps per-worker states and every round was one
+        worker's (a request's rounds are its sender's), else ``{}``."""
         from mxkit.kvstore.updater import PerWorkerUpdater
 
-        weight = nd.array(value, dtype=value.dtype)
-        grad = nd.array(merged, dtype=value.dtype)
-        if isinstance(self._updater, PerWorkerUpdater) and len(contributors) == 1:
-            self._updater.update(contributors[0], key, grad, weight)
+        if isinstance(self._updater, PerWorkerUpdater):
+            ranks = {rank for ranks in contributors for rank in ranks}
+            if len(ranks) == 1 and all(len(ranks_of) == 1 for ranks_of in contributors):
+                return {"rank": ranks.pop()}
+        return {}
+
+    def _apply_updater(self, key: Any, merged: np.ndarray, value: np.ndarray, contributors: list[int]) -> np.ndarray:
+        """The value after the updater ran on ``value`` with the round's ``merged`` gradient.
+
+        The weight's NDArray is kept between rounds (MXNet's server keeps its NDArrays too);
+        it is made again from ``value`` whenever the stored value is not the one it last
+        produced (a restore, a resend). ``merged`` is the table's own array, handed to the
+        updater without a copy. The result is a copy, because a stored value is never
+        written in place (a pull may be sending the previous one).
+        """
+        weight = self._weight_for(key, value)
+        grad = self._grad_for(merged, value, weight)
+        worker = self._worker_of([contributors])
+        if worker:
+            self._updater.update(worker["rank"], key, grad, weight)
         else:
             self._updater(key, grad, weight)
-        return weight.asnumpy().reshape(value.shape)
+        return self._kept(key, weight, value.shape)
 
     def set_compression(self, rank: int, params: dict[str, Any]) -> None:
         """Decode pushes with the compressor ``params`` (``{"type": ..., ...}``)."""
@@ -213,11 +277,22 @@ class ParameterServer:
         self.push_values(rank, epoch, rounds, _resolve(wire.unpack(packed)), resend)
 
     def push_values(self, rank: int, epoch: int, rounds: list[tuple[ShardId, int]], values: list[Any],
-                    resend: bool = False) -> None:
-        """:meth:`push` of unpacked values (the data channel's entry point too)."""
+                    resend: bool = False, owned: bool = False) -> None:
+        """:meth:`push` of unpacked values (the data channel's entry point too; ``owned``: see
+        :meth:`ShardTable.push`)."""
         self._check_configured()
-        self.table.push(rank, epoch, [(s, r, v) for (s, r), v in zip(rounds, values, strict=True)], resend)
+        self.table.push(rank, epoch, [(s, r, v) for (s, r), v in zip(rounds, values, strict=True)], resend, owned)
         self._forward()
+
+    def shard_shape(self, shard_id: ShardId) -> tuple[int, ...]:
+        """The shape of a key part this server holds (how a packed push is cut).
+
+        Raises
+        ------
+        KVStoreError
+            If the part was never initialised here.
+        """
+        return self.table.shape_of(shard_id)
 
     def pull(self, rank: int, epoch: int, items: list[tuple[ShardId, int]], timeout: float
              ) -> tuple[wire.Packed, list[tuple[int, int]]]:

@@ -221,12 +221,14 @@ class DistKVStore(KVStoreBase):
 
     def _checked(self, key: Any, value: Any, what: str) -> list[tuple[Key, list[Any]]]:
         checked = []
+        keys = self._keys
         for k, arrays in group(key, value, what):
-            entry = self._entry(k, what)
+            entry = keys.get(k) or self._entry(k, what)
+            shape = entry.shape
             for array in arrays:
-                if tuple(array.shape) != entry.shape:
+                if array.shape != shape:  # (both tuples)
                     raise ShapeError(f"{what} of key {k!r}: an array has shape {tuple(array.shape)}, the key was "
-                                     f"initialised with shape {entry.shape}")
+                                     f"initialised with shape {shape}")
             checked.append((entry, arrays))
         return checked
 
@@ -282,7 +284,10 @@ class DistKVStore(KVStoreBase):
         below (packing, ``ray.put``, compression) copies it before :meth:`push` returns.
         """
         if len(arrays) == 1:
-            return transfer.host_data(arrays[0])
+            array = arrays[0]
+            array.wait_to_read()
+            data = array.storage
+            return data if isinstance(data, np.ndarray) else array.asnumpy()
         out = np.empty(entry.shape, dtype=entry.dtype)
         merge.sum_into(np, out, [transfer.host_data(array) for array in arrays])
         return out
@@ -320,17 +325,22 @@ class DistKVStore(KVStoreBase):
     def _push_batches(self, checked: list[tuple[Key, list[Any]]]) -> dict[int, tuple[list[Any], list[Any]]]:
         """Per server: the ``(shard_id, round)`` of each part pushed, and the part's payload."""
         batches: dict[int, tuple[list[Any], list[Any]]] = {}
+        counts, compressing, replicated = self._rounds, self._compressor is not None, self._replicated
         for entry, arrays in checked:
             grad = self._local_sum(entry, arrays)
-            round_index = self._rounds.get(entry.key, 0)
-            self._rounds[entry.key] = round_index + 1
+            key = entry.key
+            round_index = counts.get(key, 0)
+            counts[key] = round_index + 1
             for part in entry.parts:
                 data = grad if part.whole else grad.reshape(-1)[part.start:part.stop]
-                rounds, values = batches.setdefault(part.server, ([], []))
-                rounds.append(((entry.key, part.index), round_index))
-                payload = self._encode(entry, part, data)
+                batch = batches.get(part.server)
+                if batch is None:
+                    batch = batches[part.server] = ([], [])
+                rounds, values = batch
+                rounds.append(((key, part.index), round_index))
+                payload = self._encode(entry, part, data) if compressing else data
                 values.append(payload)
-                if self._replicated:  # a copy: data may be the caller's array, written again later
+                if replicated:  # a copy: data may be the caller's array, written again later
                     kept = np.array(payload, copy=True) if isinstance(payload, np.ndarray) else payload
                     self._unconfirmed.setdefault(part.server, {}).setdefault(
                         (entry.key, part.index), []).append((round_index, kept))
@@ -339,10 +349,26 @@ class DistKVStore(KVStoreBase):
     def _pull_batches(self, checked: list[tuple[Key, list[Any]]]) -> dict[int, list[Any]]:
         """Per server: the ``(shard_id, rounds this worker pushed)`` of each part to read."""
         batches: dict[int, list[Any]] = {}
+        rounds = self._rounds
         for entry, _ in checked:
+            key = entry.key
             for part in entry.parts:
-                batches.setdefault(part.server, []).append(((entry.key, part.index), self._rounds.get(entry.key, 0)))
+                items = batches.get(part.server)
+                if items is None:
+                    items = batches[part.server] = []
+                items.append(((key, part.index), rounds.get(key, 0)))
         return batches
+
+    def _shapes(self, items: list[Any]) -> list[tuple[int, ...]]:
+        """The shape of each ``(shard_id, round)``'s value as a server stores it (the key's
+        shape for a whole key, flat for a part of a split one)."""
+        keys = self._keys
+        shapes = []
+        for (key, index), _ in items:
+            entry = keys[key]
+            part = entry.parts[index]
+            shapes.append(entry.shape if part.whole else (part.size,))
+        return shapes
 
     # -- pull -------------------------------------------------------------------------
 
@@ -370,7 +396,8 @@ class DistKVStore(KVStoreBase):
         refs = []
         for server, items in pull_batches.items():  # one request per server: its pushes ride along
             rounds, values = push_batches.pop(server, ([], []))
-            refs.append(self._channels[server].pull(self._rank, self._epoch, items, self._timeout, rounds, values))
+            refs.append(self._channels[server].pull(self._rank, self._epoch, items, self._timeout, rounds, values,
+                                                    self._shapes(items)))
         # servers with pushed parts but nothing to read (out names other keys)
         for server, (rounds, values) in push_batches.items():
             self._in_flight.append(self._channels[server].push(self._rank, self._epoch, rounds, values))
@@ -382,7 +409,7 @@ class DistKVStore(KVStoreBase):
         self._receive(checked, pull_batches, self._ask(send, "pull"))
 
     def _pull_refs(self, batches: dict[int, list[Any]]) -> list[Any]:
-        return [self._channels[server].pull(self._rank, self._epoch, items, self._timeout)
+        return [self._channels[server].pull(self._rank, self._epoch, items, self._timeout, shapes=self._shapes(items))
                 for server, items in batches.items()]
 
     def _receive(self, checked: list[tuple[Key, list[Any]]], batches: dict[int, list[Any]],
@@ -394,13 +421,15 @@ class DistKVStore(KVStoreBase):
             if len(values) != len(items) or len(part_clocks) != len(items):
                 raise KVStoreError(f"a server answered a pull of {len(items)} parts with {len(values)} values and "
                                    f"{len(part_clocks)} clocks")
-            for (shard_id, _), part_value, clock in zip(items, values, part_clocks, strict=True):
+            for (shard_id, _), part_value, clock in zip(items, values, part_clocks):
                 found[shard_id] = part_value
                 clocks[shard_id[0]] = clock
         self.last_pull_clocks = [(entry.key, *clocks[entry.key]) for entry, _ in checked]
         if self._replicated:
             recovery.confirm(self, checked)
-        transfer.write_all([(self._assemble(entry, found), outs) for entry, outs in checked])
+        assemble = self._assemble
+        transfer.write_all([(found[(entry.key, 0)] if entry.whole else assemble(entry, found), outs)
+                            for entry, outs in checked])
 
     def _assemble(self, entry: Key, found: dict[tuple[Any, int], np.ndarray]) -> np.ndarray:
         if len(entry.parts) == 1 and entry.parts[0].whole:

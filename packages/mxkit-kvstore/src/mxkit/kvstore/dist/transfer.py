@@ -17,11 +17,13 @@ ENV = {"rank": "MXKIT_RANK", "num_workers": "MXKIT_NUM_WORKERS", "namespace": "M
 class Key:
     """What a worker knows of a key: its shape, dtype and parts."""
 
-    __slots__ = ("dtype", "key", "parts", "shape", "size")
+    __slots__ = ("dtype", "key", "parts", "shape", "size", "whole")
 
     def __init__(self, key: Any, shape: tuple[int, ...], dtype: Any, parts: list[Part]):
         self.key, self.shape, self.dtype, self.parts = key, shape, np.dtype(dtype), parts
         self.size = int(np.prod(shape, dtype=np.int64))
+        #: whether the key lives whole on one server (not split into parts)
+        self.whole = len(parts) == 1 and parts[0].whole
 
 
 def int_setting(name: str, value: Any, minimum: int) -> int:
@@ -52,20 +54,25 @@ def write_all(jobs: list[tuple[np.ndarray, list[Any]]]) -> None:
     """Copy each value into its targets: one engine operation for all CPU targets."""
     from mxkit.ndarray.invoke import push_raw
 
-    cpu_targets = [(value, target) for value, outs in jobs for target in outs
-                   if target.context.device_type == "cpu" and isinstance(target.storage, np.ndarray)]
-    if cpu_targets:
-        work = [(value, target.storage) for value, target in cpu_targets]
+    work, targets, others = [], [], []
+    for value, outs in jobs:
+        for target in outs:
+            data = target.storage
+            if isinstance(data, np.ndarray) and target.context.device_type == "cpu":
+                work.append((value, data))
+                targets.append(target)
+            else:
+                others.append((value, target))
+    if targets:
 
         def copy_all() -> None:
             for value, data in work:
                 np.copyto(data, value.reshape(data.shape), casting="unsafe")
 
-        push_raw(copy_all, [], [target for _, target in cpu_targets], cpu_targets[0][1].context, "kvstore.pull")
-    for value, outs in jobs:
-        for target in outs:
-            if not (target.context.device_type == "cpu" and isinstance(target.storage, np.ndarray)):
-                target[:] = value
+        # the copy writes every element of each target (overwrites: a pull replaces the value)
+        push_raw(copy_all, [], targets, targets[0].context, "kvstore.pull", overwrites=True)
+    for value, target in others:
+        target[:] = value
 
 
 __all__ = ["ENV", "Key", "host_data", "int_setting", "write_all"]
