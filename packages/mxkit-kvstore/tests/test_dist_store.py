@@ -118,3 +118,20 @@ def test_eight_threads_on_one_store_match_a_serial_replay(start_job):
         results = list(pool.map(run, range(threads)))
     for t, seen in enumerate(results):
         np.testing.assert_array_equal(np.stack(seen), np.cumsum(grads[t], axis=0))  # the serial replay
+
+
+@pytest.mark.parametrize("size", [6, 300_000])  # rides along with the pull (copied) / leaves at once
+def test_a_push_reads_its_value_when_pushed_not_when_sent(start_job, size):
+    """Writing the pushed array after push() must not change what the servers get (MXNet's
+    push reads the value then): the small push waits for the pull, the big one does not."""
+    import mxkit.kvstore as kvstore
+
+    job = start_job(1, 1)
+    kv = kvstore.create("dist_sync", rank=0, num_workers=1, namespace=job.namespace, timeout=30.0)
+    kv.init("w", nd.zeros((size,)))
+    grad = nd.array(np.arange(size, dtype=np.float32))
+    kv.push("w", grad)
+    grad[:] = -1.0  # the caller reuses its buffer before the next store call
+    out = nd.zeros((size,))
+    kv.pull("w", out=out)
+    np.testing.assert_array_equal(out.asnumpy(), np.arange(size, dtype=np.float32))

@@ -35,6 +35,15 @@ from mxkit.kvstore.keys import group, key_kind
 
 #: values of at least this many bytes go to the servers through the object store
 OBJECT_STORE_MIN_BYTES = 1 << 20
+#: a push of at most this many bytes waits to ride along with the next call (a copy);
+#: a bigger one is sent at once
+DEFER_MAX_BYTES = 1 << 20
+
+
+def _payload_bytes(payload: Any) -> int:
+    if isinstance(payload, np.ndarray):
+        return payload.nbytes
+    return sum(item.nbytes for item in payload) if isinstance(payload, tuple) else 0
 
 
 def _flush_at_exit(store_ref: Any) -> None:
@@ -280,8 +289,8 @@ class DistKVStore(KVStoreBase):
     def _local_sum(self, entry: Key, arrays: list[Any]) -> np.ndarray:
         """This worker's devices summed (the local store's first level), as numpy.
 
-        A single CPU array is returned as its own storage, not copied: every use of it
-        below (packing, ``ray.put``, compression) copies it before :meth:`push` returns.
+        A single CPU array is returned as its own storage, not copied; :meth:`push` sees
+        that the caller can still write it and copies it, or sends it, before returning.
         """
         if len(arrays) == 1:
             array = arrays[0]
@@ -321,6 +330,16 @@ class DistKVStore(KVStoreBase):
         self._check_pushes()
         self._send_deferred()  # at most one push waits: a worker that only pushes still sends every round
         self._deferred = batches
+        # MXNet's push reads the value when it is pushed: a caller may write its array before
+        # the next call would send it. Small values are copied (cheap next to the round trip
+        # that riding along with the pull saves); big ones leave now (their transfer outweighs it).
+        if sum(_payload_bytes(payload) for _, values in batches.values() for payload in values) \
+                >= DEFER_MAX_BYTES:
+            self._send_deferred()
+        else:
+            for _, values in batches.values():
+                values[:] = [np.array(payload, copy=True) if isinstance(payload, np.ndarray) else payload
+                             for payload in values]
 
     def _push_batches(self, checked: list[tuple[Key, list[Any]]]) -> dict[int, tuple[list[Any], list[Any]]]:
         """Per server: the ``(shard_id, round)`` of each part pushed, and the part's payload."""
