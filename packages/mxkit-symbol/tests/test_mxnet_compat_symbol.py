@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 from mxkit import mx
+from mxkit.core.errors import MXKitError
 from mxkit.symbol import SymbolError
 
 
@@ -305,3 +306,31 @@ def json_nodes(sym):
     import json
 
     return json.loads(sym.tojson())["nodes"]
+
+
+def test_identity_with_attr_like_rhs_lets_shapes_flow_back_and_passes_the_gradient():
+    w, wshift = mx.sym.var("weight"), mx.sym.var("wshift", shape=(1,))
+    wt = mx.sym._internal._identity_with_attr_like_rhs(mx.sym.broadcast_add(w, wshift), w)
+    net = mx.sym.FullyConnected(data=mx.sym.var("data"), weight=wt, num_hidden=11, no_bias=True)
+    arg_shapes, _, _ = net.infer_shape(data=(7, 100))
+    assert dict(zip(net.list_arguments(), arg_shapes))["weight"] == (11, 100)
+    a, b = mx.sym.var("a"), mx.sym.var("b")
+    out = mx.sym._internal._identity_with_attr_like_rhs(a * 2, b)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    exe = _run(out, a=x, b=np.zeros((2, 3), np.float32))
+    np.testing.assert_array_equal(exe.outputs[0].asnumpy(), 2 * x)
+    exe.backward(mx.nd.ones((2, 3)))
+    np.testing.assert_array_equal(exe.grad_dict["a"].asnumpy(), np.full((2, 3), 2.0))
+    np.testing.assert_array_equal(exe.grad_dict["b"].asnumpy(), np.zeros((2, 3)))
+    with pytest.raises(MXKitError, match="shape"):
+        out.infer_shape(a=(2, 3), b=(3, 2))
+
+
+def test_partial_shapes_in_numpy_shape_mode_use_none_and_minus_one():
+    z = mx.sym.batch_dot(mx.sym.var("x"), mx.sym.var("y"))
+    assert z.infer_shape_partial(x=(0, 3, 4), y=(0, 4, 5))[1] == [(0, 3, 5)]
+    assert mx.sym.sin(mx.sym.var("d")).infer_shape_partial()[1] == [()]
+    with mx.np_shape(True):
+        assert z.infer_shape_partial(x=(-1, 3, 4), y=(-1, 4, 5))[1] == [(-1, 3, 5)]
+        args, outs, _ = mx.sym.sin(mx.sym.var("d")).infer_shape_partial()
+        assert args == [None] and outs == [None]
