@@ -2,8 +2,9 @@
 
 Basic indexing (ints, slices, ``...``, ``None``) gives views sharing the parent's storage
 and var. Advanced indexing (an NDArray, list or numpy array of indices or a boolean mask,
-alone or beside ints, slices, ``None`` and ``...``, with NumPy's rules) gives a copy. While autograd records, basic indexing is done with the ``slice``
-and ``Reshape`` operators so that it has a gradient.
+alone or beside ints, slices, ``None`` and ``...``, with NumPy's rules) gives a copy.
+While autograd records, basic indexing is done with the ``slice`` and ``Reshape``
+operators so that it has a gradient.
 """
 
 from __future__ import annotations

@@ -177,8 +177,13 @@ class NDArray:
         """Storage type: always ``"default"`` (dense)."""
         return "default"
 
-    def tostype(self, stype: str) -> NDArray:
-        """A copy in storage type ``stype``; only ``"default"`` (dense) exists in mxkit."""
+    def tostype(self, stype: str) -> Any:
+        """A copy in storage type ``stype``: ``"default"`` (dense) or ``"row_sparse"`` (the rows
+        with a nonzero element, as a :class:`~mxkit.ndarray.sparse.RowSparseNDArray`)."""
+        if stype == "row_sparse":
+            from mxkit.ndarray.sparse import from_dense
+
+            return from_dense(self)
         from mxkit.ndarray.creation import check_dense_stype
 
         check_dense_stype(stype, "tostype")
