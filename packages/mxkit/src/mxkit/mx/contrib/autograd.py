@@ -21,7 +21,7 @@ from mxkit.ndarray.ndarray import NDArray
 
 def set_is_training(is_train: bool) -> bool:
     """Switch recording and training mode together; returns the previous state."""
-    previous = _autograd.set_training(bool(is_train))
+    previous = bool(_autograd.set_training(bool(is_train)))
     _autograd.set_recording(bool(is_train))
     return previous
 
@@ -75,7 +75,7 @@ def compute_gradient(outputs: Sequence[NDArray]) -> None:
     backward(outputs)
 
 
-def _chosen(args: tuple, argnum: int | list[int] | None) -> list[Any]:
+def _chosen(args: tuple[Any, ...], argnum: int | list[int] | None) -> list[Any]:
     if argnum is None:
         chosen = list(args)
     else:
@@ -110,7 +110,8 @@ def grad(func: Callable[..., Any], argnum: int | list[int] | None = None) -> Cal
 
     @functools.wraps(grad_with_loss_func)
     def wrapped(*args: Any) -> list[NDArray]:
-        return grad_with_loss_func(*args)[0]
+        grads: list[NDArray] = grad_with_loss_func(*args)[0]
+        return grads
 
     return wrapped
 

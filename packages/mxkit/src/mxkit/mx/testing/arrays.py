@@ -81,8 +81,8 @@ def rand_ndarray(shape: tuple[int, ...], stype: str = "default", density: float 
         if not 0 <= density <= 1:
             raise MXKitError(f"rand_ndarray: density must be in [0, 1], got {density!r}")
         rows = np.argwhere(np.random.rand(shape[0]) < density).flatten()
-        values = np.random.rand(len(rows), *shape[1:])
-        return row_sparse_array((values, rows), shape=tuple(shape), ctx=ctx if ctx is not None else default_context(),
+        stored = np.random.rand(len(rows), *shape[1:])
+        return row_sparse_array((stored, rows), shape=tuple(shape), ctx=ctx if ctx is not None else default_context(),
                                 dtype=dtype if dtype is not None else default_dtype())
     if stype != "default":
         raise MXKitError(f"rand_ndarray: stype={stype!r} is not supported; mxkit provides 'default' and "
