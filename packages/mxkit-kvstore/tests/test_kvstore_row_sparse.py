@@ -82,3 +82,13 @@ def test_row_sparse_pull_errors():
         kv.row_sparse_pull("w", out=[nd.zeros(SHAPE, stype="row_sparse")], row_ids=[nd.array([1]), nd.array([2])])
     with pytest.raises(KVStoreError, match="keys must be all ints or all strs"):
         kv.row_sparse_pull(3, out=nd.zeros(SHAPE, stype="row_sparse"), row_ids=nd.array([1]))
+
+
+def test_distributed_stores_refuse_row_sparse_values_by_key():
+    # the dist_* stores move dense arrays only; their argument check names the key and the way out
+    from mxkit.kvstore.keys import dense_only, group
+
+    dense = nd.ones(SHAPE)
+    assert dense_only(group("w", dense, "push"), "push", "dist_sync") == [("w", [dense])]
+    with pytest.raises(KVStoreError, match=r"push of key 'w': the 'dist_sync' store moves dense arrays only"):
+        dense_only(group("w", [dense, dense.tostype("row_sparse")], "push"), "push", "dist_sync")

@@ -59,6 +59,21 @@ def is_row_sparse(value: Any) -> bool:
     return isinstance(value, _ndarray_class[1])
 
 
+def dense_only(pairs: list[tuple[Any, list[Any]]], what: str, store: str) -> list[tuple[Any, list[Any]]]:
+    """``pairs`` unchanged when no value is row-sparse.
+
+    Raises
+    ------
+    KVStoreError
+        Naming the key, for a row-sparse value (the distributed stores move dense values only).
+    """
+    for key, arrays in pairs:
+        if any(is_row_sparse(a) for a in arrays):
+            raise KVStoreError(f"{what} of key {key!r}: the {store!r} store moves dense arrays only; pass "
+                               f"x.tostype('default'), or use a 'local'/'device' store for row_sparse values")
+    return pairs
+
+
 def densified(arrays: list[Any]) -> list[Any]:
     """``arrays`` with each row-sparse one as its dense NDArray (the store keeps dense values)."""
     if not any(is_row_sparse(a) for a in arrays):
@@ -120,4 +135,4 @@ def group(keys: Any, values: Any, what: str) -> list[tuple[Any, list[Any]]]:
     return list(grouped.items())
 
 
-__all__ = ["densified", "group", "is_row_sparse", "key_kind", "normalize_key"]
+__all__ = ["dense_only", "densified", "group", "is_row_sparse", "key_kind", "normalize_key"]
