@@ -92,3 +92,18 @@ def test_distributed_stores_refuse_row_sparse_values_by_key():
     assert dense_only(group("w", dense, "push"), "push", "dist_sync") == [("w", [dense])]
     with pytest.raises(KVStoreError, match=r"push of key 'w': the 'dist_sync' store moves dense arrays only"):
         dense_only(group("w", [dense, dense.tostype("row_sparse")], "push"), "push", "dist_sync")
+
+
+def test_row_sparse_pull_of_a_key_list():
+    kv = kvstore.create("local")
+    values = {k: np.full(SHAPE, i + 1, np.float32) for i, k in enumerate(("a", "b"))}
+    for k, v in values.items():
+        kv.init(k, nd.array(v))
+    outs = [[nd.zeros(SHAPE, stype="row_sparse")], [nd.zeros(SHAPE, stype="row_sparse")]]
+    kv.row_sparse_pull(["a", "b"], out=outs, row_ids=[[nd.array([2])], [nd.array([0, 5])]])
+    np.testing.assert_array_equal(outs[0][0].indices.asnumpy(), [2])
+    np.testing.assert_array_equal(outs[1][0].data.asnumpy(), values["b"][[0, 5]])
+    with pytest.raises(KVStoreError, match="with repeats"):
+        kv.row_sparse_pull(["a", "a"], out=outs, row_ids=[nd.array([1]), nd.array([2])])
+    with pytest.raises(KVStoreError, match="one entry"):
+        kv.row_sparse_pull(["a", "b"], out=outs, row_ids=nd.array([1]))

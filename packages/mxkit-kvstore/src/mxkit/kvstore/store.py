@@ -271,7 +271,9 @@ class KVStore(KVStoreBase):
             if not isinstance(row_ids, (list, tuple)) or len(row_ids) != len(key):
                 raise KVStoreError(f"row_sparse_pull got {len(key)} keys; give row_ids as a list with one entry "
                                    f"(row ids, or a list per device) per key")
-            ids_of = dict(zip([k for k, _ in group(key, out, "row_sparse_pull")], row_ids))
+            if len(keys) != len(key):
+                raise KVStoreError(f"row_sparse_pull got the key list {list(key)!r} with repeats; name each key once")
+            ids_of = dict(zip(keys, row_ids))
         else:
             ids_of = {keys[0]: row_ids}
         for k, outs in pairs:
