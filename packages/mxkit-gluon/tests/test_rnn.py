@@ -252,3 +252,24 @@ def test_bad_inputs_fail_clearly():
         cell.begin_state(batch_size=1)
     with pytest.raises(GluonError, match="layout"):
         rnn.GRUCell(2).unroll(2, mx.nd.ones((1, 2, 2)), layout="CNT")
+
+
+@pytest.mark.parametrize("cell_type", ["RNNCell", "LSTMCell", "GRUCell"])
+def test_symbolic_unroll_without_begin_state_matches_the_imperative_one(cell_type):
+    # MXNet's cells start a Symbol unroll from zeros of unknown batch size, which shape
+    # inference completes; the parameters appear once in the graph, the outputs are t<i>_out
+    from mxkit import mx
+
+    cell = getattr(mx.gluon.rnn, cell_type)(6, prefix="rnn_")
+    cell.initialize(mx.init.Uniform(0.5))
+    rng = np.random.default_rng(2)
+    steps = [rng.standard_normal((4, 5)).astype(np.float32) for _ in range(3)]
+    want, _ = cell.unroll(3, [mx.nd.array(s) for s in steps])  # also completes the deferred initialization
+    outputs, _ = cell.unroll(3, [mx.sym.var(f"rnn_t{i}_data") for i in range(3)])
+    group = mx.sym.Group(outputs)
+    assert group.list_outputs() == ["rnn_t0_out_output", "rnn_t1_out_output", "rnn_t2_out_output"]
+    params = {p.name: p.data() for p in cell.collect_params().values()}
+    assert sorted(group.list_arguments()) == sorted([*params, "rnn_t0_data", "rnn_t1_data", "rnn_t2_data"])
+    got = group.eval(**params, **{f"rnn_t{i}_data": mx.nd.array(s) for i, s in enumerate(steps)})
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.asnumpy(), w.asnumpy(), rtol=1e-5, atol=1e-6)

@@ -105,6 +105,16 @@ def test_csviter_dtype_and_unknown_arguments():
         CSVIter(data_csv=str(FIXTURES / "mxnet_csv_data.csv"), data_shape=(2, 3), shuffle=True)
 
 
+@pytest.mark.parametrize("dtype, value", [("int32", 200000001), ("int64", 2147483648), ("int64", 2 ** 53 + 1)])
+def test_csviter_reads_integers_exactly(tmp_path, dtype, value):
+    # parsed straight into the dtype, as MXNet's parser does: through float32 these would round
+    path = tmp_path / "ints.csv"
+    path.write_text("\n".join(",".join([str(value)] * 4) for _ in range(3)) + "\n")
+    batch = next(CSVIter(data_csv=str(path), data_shape=(2, 2), batch_size=3, dtype=dtype))
+    assert batch.data[0].dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(np.asarray(batch.data[0]), np.full((3, 2, 2), value, dtype=dtype))
+
+
 def test_csviter_errors(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("1,2,3\n4,5\n")
@@ -113,6 +123,9 @@ def test_csviter_errors(tmp_path):
     bad.write_text("1,x,3\n")
     with pytest.raises(FormatError, match="line 1 is '1,x,3'"):
         CSVIter(data_csv=str(bad), data_shape=(3,), batch_size=1)
+    bad.write_text("1,2,1099511627776\n")
+    with pytest.raises(FormatError, match="outside the range of int32"):
+        CSVIter(data_csv=str(bad), data_shape=(3,), batch_size=1, dtype="int32")
     with pytest.raises(ShapeError, match="batch_size 6 is larger than the 1 samples"):
         bad.write_text("1,2,3\n")
         list(CSVIter(data_csv=str(bad), data_shape=(3,), batch_size=6))

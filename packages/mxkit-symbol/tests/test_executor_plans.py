@@ -237,6 +237,27 @@ def test_reshape_shares_memory_and_computes_the_new_batch():
     assert bigger.arg_dict["data"].shape == (16, 3)
 
 
+def test_reshape_writes_outputs_into_the_original_executors_memory():
+    # MXNet's reshaped executor writes its (smaller) outputs into the memory of the one it came from
+    y = sym.FullyConnected(sym.var("x"), num_hidden=4, name="fc")
+    exe = y.simple_bind(None, x=(5, 4), grad_req="null")
+    rng = np.random.default_rng(3)
+    weight = rng.standard_normal((4, 4)).astype("float32")
+    exe.arg_dict["fc_weight"][:] = weight
+    exe.arg_dict["fc_bias"][:] = 0
+    exe.outputs[0][:] = -7
+    smaller = exe.reshape(x=(3, 4))
+    x = rng.standard_normal((3, 4)).astype("float32")
+    got = smaller.forward(is_train=False, x=x)[0].asnumpy()
+    np.testing.assert_allclose(got, x @ weight.T, rtol=1e-5)
+    old = exe.outputs[0].asnumpy()
+    np.testing.assert_allclose(old[:3].reshape(-1), got.reshape(-1), rtol=1e-6)
+    assert (old.reshape(-1)[12:] == -7).all()
+    bigger = exe.reshape(allow_up_sizing=True, x=(6, 4))
+    assert not np.shares_memory(bigger.outputs[0].storage, exe.outputs[0].storage)
+    assert bigger.arg_dict["fc_weight"] is exe.arg_dict["fc_weight"]
+
+
 def test_shared_exec_reuses_pools():
     net = _three_layers()
     big = net.simple_bind(None, data=(32, 3), w1=(3, 64), w2=(64, 64), w3=(64, 2))

@@ -304,3 +304,28 @@ def test_a_gradient_sum_over_interleaved_producers_does_not_grow_the_plan():
     plain = bind(net, PLAIN, grad_req="write", a=SHAPES["a"])
     assert fused.memory_plan.total_bytes <= plain.memory_plan.total_bytes
     assert fused_nodes(fused)  # the later terms still fuse
+
+
+def test_a_stopped_chain_is_fused_with_its_blockgrad_and_costs_no_more_memory():
+    # MXNet shares BlockGrad's output with its input; fused into the chain, the stopped result is
+    # written once, into the output: the bind needs what grad_req='null' needs
+    from mxkit import mx
+
+    data = mx.sym.var("data")
+    chain = data
+    for _ in range(4):
+        chain = chain * chain
+
+    def total(symbol, **kwargs):
+        exe = symbol.simple_bind(mx.cpu(), data=(8, 64, 256), **kwargs)
+        return int(re.search(r"Total (\d+) MB allocated", exe.debug_str()).group(1)), exe
+
+    inference, _ = total(chain, grad_req="null")
+    stopped, exe = total(mx.sym.stop_gradient(chain))
+    training, _ = total(chain)
+    assert stopped == inference < training
+    x = np.random.default_rng(0).uniform(0.9, 1.1, (8, 64, 256)).astype(np.float32)
+    out = exe.forward(is_train=True, data=x)[0].asnumpy()
+    np.testing.assert_allclose(out, x.astype(np.float64) ** 16, rtol=1e-5)
+    exe.backward(mx.nd.ones(out.shape))
+    assert not exe.grad_dict["data"].asnumpy().any()

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 from mxkit import mx
+from mxkit.core.errors import MXKitError
 from mxkit.symbol import SymbolError
 
 
@@ -243,3 +244,93 @@ def test_partial_type_inference_passes_through_a_cast():
     assert net.infer_type() == (None, None, None)
     arg, out, _ = net.infer_type(data=np.float16)
     assert arg == [np.float16, np.float32, np.float32, np.float32] and out == [np.float32]
+
+
+@pytest.mark.parametrize("method, kwargs, shape", [
+    ("shape_array", {}, (2, 3)),
+    ("size_array", {}, (2, 3)),
+    ("softmin", {"axis": 1}, (2, 3)),
+    ("squeeze", {"axis": 1}, (2, 1, 3)),
+    ("diag", {}, (3, 3)),
+    ("depth_to_space", {"block_size": 2}, (1, 4, 1, 2)),
+    ("space_to_depth", {"block_size": 2}, (1, 1, 2, 4)),
+    ("pad", {"mode": "constant", "pad_width": (0, 0, 0, 0, 1, 2, 0, 1)}, (1, 1, 2, 3)),
+])
+def test_fluent_methods_match_the_functions(method, kwargs, shape):
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    data = mx.sym.var("data")
+    fluent = getattr(data, method)(**kwargs)
+    regular = getattr(mx.sym, method)(data, **kwargs)
+    assert fluent.list_outputs()[0].startswith(method.lower())
+    got = _run(fluent, grad=False, data=x).outputs[0].asnumpy()
+    want = _run(regular, grad=False, data=x).outputs[0].asnumpy()
+    np.testing.assert_array_equal(got, want)
+    # the reference for one of them: numpy itself
+    if method == "shape_array":
+        np.testing.assert_array_equal(got, shape)
+
+
+def test_fluent_split_v2_and_node_names_follow_the_method():
+    data = mx.sym.var("data")
+    parts = data.split_v2(2, axis=1)
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    exe = _run(parts, grad=False, data=x)
+    np.testing.assert_array_equal(exe.outputs[1].asnumpy(), x[:, 2:])
+    with mx.name.NameManager():
+        assert data.flip(axis=0).list_outputs() == ["flip0_output"]
+
+
+def test_json_records_numpy_shape_mode():
+    import json
+
+    net = mx.sym.FullyConnected(mx.sym.var("data"), num_hidden=3)
+    assert "is_np_shape" not in json.loads(net.tojson())["attrs"]
+    with mx.np_shape(True):
+        assert json.loads(net.tojson())["attrs"]["is_np_shape"] == ["int", 1]
+    assert "is_np_shape" not in json.loads(net.tojson())["attrs"]
+
+
+def test_gen_atomic_symbol_keeps_operator_and_parameters_with_fresh_inputs():
+    s = mx.sym.RNN(mx.sym.var("data"), mx.sym.var("param"), mx.sym.var("h0"), mx.sym.var("h1"), state_size=10,
+                   num_layers=2, bidirectional=True, state_outputs=True, mode="lstm", name="rnn")
+    atomic = s._gen_atomic_symbol()
+    assert atomic.list_outputs() == s.list_outputs()
+    assert "data" not in atomic.list_arguments() and len(atomic.list_arguments()) == 4
+    node = json_nodes(atomic)[-1]
+    assert node["op"] == "RNN" and node["attrs"]["mode"] == "lstm" and node["attrs"]["state_size"] == "10"
+    with pytest.raises(SymbolError, match="is a variable"):
+        mx.sym.var("x")._gen_atomic_symbol()
+
+
+def json_nodes(sym):
+    import json
+
+    return json.loads(sym.tojson())["nodes"]
+
+
+def test_identity_with_attr_like_rhs_lets_shapes_flow_back_and_passes_the_gradient():
+    w, wshift = mx.sym.var("weight"), mx.sym.var("wshift", shape=(1,))
+    wt = mx.sym._internal._identity_with_attr_like_rhs(mx.sym.broadcast_add(w, wshift), w)
+    net = mx.sym.FullyConnected(data=mx.sym.var("data"), weight=wt, num_hidden=11, no_bias=True)
+    arg_shapes, _, _ = net.infer_shape(data=(7, 100))
+    assert dict(zip(net.list_arguments(), arg_shapes))["weight"] == (11, 100)
+    a, b = mx.sym.var("a"), mx.sym.var("b")
+    out = mx.sym._internal._identity_with_attr_like_rhs(a * 2, b)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    exe = _run(out, a=x, b=np.zeros((2, 3), np.float32))
+    np.testing.assert_array_equal(exe.outputs[0].asnumpy(), 2 * x)
+    exe.backward(mx.nd.ones((2, 3)))
+    np.testing.assert_array_equal(exe.grad_dict["a"].asnumpy(), np.full((2, 3), 2.0))
+    np.testing.assert_array_equal(exe.grad_dict["b"].asnumpy(), np.zeros((2, 3)))
+    with pytest.raises(MXKitError, match="shape"):
+        out.infer_shape(a=(2, 3), b=(3, 2))
+
+
+def test_partial_shapes_in_numpy_shape_mode_use_none_and_minus_one():
+    z = mx.sym.batch_dot(mx.sym.var("x"), mx.sym.var("y"))
+    assert z.infer_shape_partial(x=(0, 3, 4), y=(0, 4, 5))[1] == [(0, 3, 5)]
+    assert mx.sym.sin(mx.sym.var("d")).infer_shape_partial()[1] == [()]
+    with mx.np_shape(True):
+        assert z.infer_shape_partial(x=(-1, 3, 4), y=(-1, 4, 5))[1] == [(-1, 3, 5)]
+        args, outs, _ = mx.sym.sin(mx.sym.var("d")).infer_shape_partial()
+        assert args == [None] and outs == [None]

@@ -147,6 +147,17 @@ def test_random_arrays_and_rand_ndarray():
     assert tu.rand_ndarray((2,)).context == tu.default_context()
     with pytest.raises(MXKitError, match="stype='csr' is not supported"):
         tu.rand_ndarray((2, 2), stype="csr")
+    # row_sparse: each row stored with probability density, values uniform in [0, 1)
+    rows = tu.rand_ndarray((400, 3), stype="row_sparse", density=0.25, ctx=mx.cpu(1))
+    assert rows.stype == "row_sparse" and rows.context == mx.cpu(1) and rows.shape == (400, 3)
+    stored = rows.indices.asnumpy()
+    assert 60 < stored.size < 140 and (np.diff(stored) > 0).all()  # 100 expected, sd 8.7
+    dense = rows.asnumpy()
+    assert (dense[stored] >= 0).all() and (dense[stored] < 1).all()
+    assert not np.delete(dense, stored, axis=0).any()
+    assert tu.rand_ndarray((5, 2), stype="row_sparse", density=0).indices.shape == (0,)
+    with pytest.raises(MXKitError, match=r"density must be in \[0, 1\]"):
+        tu.rand_ndarray((2, 2), stype="row_sparse", density=1.5)
 
 
 def test_default_context_follows_with_blocks_and_set_default_context():

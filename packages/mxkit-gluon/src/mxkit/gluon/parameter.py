@@ -311,10 +311,17 @@ class Parameter:
         """The Symbol variable that stands for this parameter in a traced graph."""
         from mxkit import symbol
 
+        # one variable per parameter, as MXNet caches it: a graph that uses the parameter several
+        # times (an unrolled recurrent cell) must hold one variable, or it could not be bound
         attrs: dict[str, Any] = {"lr_mult": self.lr_mult, "wd_mult": self.wd_mult, "dtype": self.dtype}
         if shape_is_known(self._shape):
             attrs["shape"] = self._shape
-        return symbol.var(self.name, **attrs)
+        key = (attrs["lr_mult"], attrs["wd_mult"], str(attrs["dtype"]), tuple(attrs.get("shape", ())))
+        cached = getattr(self, "_var_cache", None)
+        if cached is None or cached[0] != key:
+            cached = (key, symbol.var(self.name, **attrs))
+            self._var_cache = cached
+        return cached[1]
 
     def _reduce(self) -> Any:
         """The value averaged over the contexts, on cpu (what ``save_parameters`` writes)."""

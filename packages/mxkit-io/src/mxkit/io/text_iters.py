@@ -23,15 +23,26 @@ def _shape(value: Any, what: str) -> tuple[int, ...]:
     return shape
 
 
-def _read_csv(path: str, row_shape: tuple[int, ...], what: str) -> np.ndarray:
+def _integer(text: str) -> int:
+    """An integer field: digits are read exactly ("200000001" stays odd), "2.0" as 2."""
+    try:
+        return int(text)
+    except ValueError:
+        return int(float(text))
+
+
+def _read_csv(path: str, row_shape: tuple[int, ...], what: str, dtype: Any = np.float32) -> np.ndarray:
+    """The rows of a CSV file, parsed straight into ``dtype`` as MXNet's parser does (integers
+    never pass through float32, which would round values above 2**24)."""
     width = int(np.prod(row_shape))
+    parse = _integer if np.dtype(dtype).kind in "iu" else float
     rows = []
     with open_text(path, "r") as handle:
         for line_number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
             try:
-                values = [float(v) for v in line.strip().split(",")]
+                values = [parse(v) for v in line.strip().split(",")]
             except ValueError:
                 raise FormatError(
                     f"{what} {path!r} line {line_number} is {line.strip()[:60]!r}: expected "
@@ -45,7 +56,10 @@ def _read_csv(path: str, row_shape: tuple[int, ...], what: str) -> np.ndarray:
             rows.append(values)
     if not rows:
         raise FormatError(f"{what} {path!r} has no rows")
-    return np.asarray(rows, dtype=np.float32).reshape(len(rows), *row_shape)
+    try:
+        return np.asarray(rows, dtype=dtype).reshape(len(rows), *row_shape)
+    except OverflowError:
+        raise FormatError(f"{what} {path!r} holds a value outside the range of {np.dtype(dtype).name}") from None
 
 
 _CSV_DTYPES = ("float32", "float64", "int32", "int64", "uint8")
@@ -150,7 +164,7 @@ class CSVIter(_TextBatchIter):
         data_shape = _shape(data_shape, "data_shape")
         label_shape = _shape(label_shape, "label_shape")
         out_dtype = _output_dtype(dtype)
-        data = _read_csv(os.fspath(data_csv), data_shape, "data_csv")
+        data = _read_csv(os.fspath(data_csv), data_shape, "data_csv", out_dtype)
         if label_csv is None or label_csv == "NULL":
             label = np.zeros((data.shape[0], *label_shape), dtype=np.float32)
         else:

@@ -97,8 +97,9 @@ class KVStoreBase:
         self.pull(key, out=out, priority=priority)
 
     def row_sparse_pull(self, key: Any, out: Any = None, priority: int = 0, row_ids: Any = None) -> None:
-        """Not available: mxkit arrays are dense; use :meth:`pull`."""
-        raise KVStoreError("row_sparse_pull needs row_sparse arrays, which mxkit does not have; use pull()")
+        """Pull chosen rows into row-sparse arrays: the single-machine stores provide it."""
+        raise KVStoreError(f"row_sparse_pull is provided by the single-machine stores ('local', 'device'), not by "
+                           f"{self.type!r}; pull() the whole value")
 
     def barrier(self) -> None:
         """Wait for every worker (one, by default: returns at once, as MXNet's local store does)."""

@@ -44,11 +44,41 @@ _ndarray_class: list[type] = []
 
 
 def _is_array(value: Any) -> bool:
+    """Whether ``value`` is an NDArray or a row-sparse array (which the store takes as values)."""
     if not _ndarray_class:
         from mxkit.ndarray import NDArray
+        from mxkit.ndarray.sparse import RowSparseNDArray
 
-        _ndarray_class.append(NDArray)
-    return isinstance(value, _ndarray_class[0])
+        _ndarray_class.extend((NDArray, RowSparseNDArray))
+    return isinstance(value, (_ndarray_class[0], _ndarray_class[1]))
+
+
+def is_row_sparse(value: Any) -> bool:
+    """Whether ``value`` is a row-sparse array."""
+    _is_array(None)
+    return isinstance(value, _ndarray_class[1])
+
+
+def dense_only(pairs: list[tuple[Any, list[Any]]], what: str, store: str) -> list[tuple[Any, list[Any]]]:
+    """``pairs`` unchanged when no value is row-sparse.
+
+    Raises
+    ------
+    KVStoreError
+        Naming the key, for a row-sparse value (the distributed stores move dense values only).
+    """
+    for key, arrays in pairs:
+        if any(is_row_sparse(a) for a in arrays):
+            raise KVStoreError(f"{what} of key {key!r}: the {store!r} store moves dense arrays only; pass "
+                               f"x.tostype('default'), or use a 'local'/'device' store for row_sparse values")
+    return pairs
+
+
+def densified(arrays: list[Any]) -> list[Any]:
+    """``arrays`` with each row-sparse one as its dense NDArray (the store keeps dense values)."""
+    if not any(is_row_sparse(a) for a in arrays):
+        return arrays
+    return [a.tostype("default") if is_row_sparse(a) else a for a in arrays]
 
 
 def _as_array_list(key: Any, value: Any, what: str) -> list[Any]:
@@ -105,4 +135,4 @@ def group(keys: Any, values: Any, what: str) -> list[tuple[Any, list[Any]]]:
     return list(grouped.items())
 
 
-__all__ = ["group", "key_kind", "normalize_key"]
+__all__ = ["dense_only", "densified", "group", "is_row_sparse", "key_kind", "normalize_key"]

@@ -22,7 +22,7 @@ from mxkit.core.context import Context
 from mxkit.core.errors import KVStoreError, ShapeError
 from mxkit.kvstore import merge, ops
 from mxkit.kvstore.base import KVStoreBase
-from mxkit.kvstore.keys import group, key_kind
+from mxkit.kvstore.keys import densified, group, is_row_sparse, key_kind
 from mxkit.kvstore.updater import OptimizerUpdater
 
 #: keys up to this many bytes that one call pushes or pulls share one engine operation per device
@@ -80,7 +80,8 @@ class KVStore(KVStoreBase):
         KVStoreError
             If a key is initialised twice, keys mix ints and strs, or a value is not an NDArray.
         """
-        pairs = group(key, value, "init")
+        # row-sparse values are stored dense: a pull gives every row, row_sparse_pull the chosen ones
+        pairs = [(k, densified(values)) for k, values in group(key, value, "init")]
         for k, values in pairs:
             self._check_kind(k, "init")
             if k in self._entries or len(values) > 1:
@@ -134,7 +135,8 @@ class KVStore(KVStoreBase):
         ShapeError
             If a value's shape differs from the key's.
         """
-        self._push_checked(self._checked(group(key, value, "push"), "push"), priority, {})
+        pairs = [(k, densified(values)) for k, values in group(key, value, "push")]
+        self._push_checked(self._checked(pairs, "push"), priority, {})
 
     def _push_checked(self, checked: list[tuple[ops.Entry, list[Any]]], priority: int,
                       outs_of: dict[int, list[Any]]) -> list[tuple[ops.Entry, list[Any]]]:
@@ -214,7 +216,8 @@ class KVStore(KVStoreBase):
             Higher runs earlier among ready engine operations (MXNet pulls the first
             layers' weights with the highest priority).
         ignore_sparse : bool
-            Accepted for MXNet compatibility; every array here is dense.
+            As in MXNet: row-sparse arrays among ``out`` are left unchanged (use
+            :meth:`row_sparse_pull`); with ``False`` they receive every row.
 
         Raises
         ------
@@ -225,7 +228,96 @@ class KVStore(KVStoreBase):
         """
         if out is None:
             raise KVStoreError("pull needs out=: the NDArray (or list of per-device NDArrays) to fill")
-        self._pull_checked(self._checked(group(key, out, "pull"), "pull"), priority)
+        pairs = group(key, out, "pull")
+        if not any(is_row_sparse(o) for _, outs in pairs for o in outs):
+            self._pull_checked(self._checked(pairs, "pull"), priority)
+            return
+        dense_pairs, sparse_outs = [], []
+        for k, outs in pairs:
+            self._entry(k, "pull")
+            dense = [o for o in outs if not is_row_sparse(o)]
+            if not ignore_sparse:
+                sparse_outs += [(k, o) for o in outs if is_row_sparse(o)]
+            if dense:
+                dense_pairs.append((k, dense))
+        if dense_pairs:
+            self._pull_checked(self._checked(dense_pairs, "pull"), priority)
+        for k, target in sparse_outs:
+            self._pull_rows(k, target, None, priority)
+
+    def row_sparse_pull(self, key: Any, out: Any = None, priority: int = 0, row_ids: Any = None) -> None:
+        """Pull only the rows ``row_ids`` of ``key`` into row-sparse ``out`` arrays.
+
+        Each output then stores those rows (distinct, sorted) and nothing else, as MXNet's
+        ``row_sparse_pull`` does for embeddings and large linear models.
+
+        Parameters
+        ----------
+        key : int, str, or list of them
+        out : RowSparseNDArray, list of them (one per device), or a list of those (one per key)
+        row_ids : NDArray (any shape; its values are row ids), or lists matching ``out``
+
+        Raises
+        ------
+        KVStoreError
+            If ``out`` or ``row_ids`` is missing, an output is not row-sparse, or the numbers
+            of outputs and row-id arrays differ.
+        """
+        if out is None or row_ids is None:
+            raise KVStoreError("row_sparse_pull needs out= (row_sparse arrays) and row_ids= (the rows to pull)")
+        pairs = group(key, out, "row_sparse_pull")
+        keys = [k for k, _ in pairs]
+        if isinstance(key, (list, tuple)):
+            if not isinstance(row_ids, (list, tuple)) or len(row_ids) != len(key):
+                raise KVStoreError(f"row_sparse_pull got {len(key)} keys; give row_ids as a list with one entry "
+                                   f"(row ids, or a list per device) per key")
+            if len(keys) != len(key):
+                raise KVStoreError(f"row_sparse_pull got the key list {list(key)!r} with repeats; name each key once")
+            ids_of = dict(zip(keys, row_ids))
+        else:
+            ids_of = {keys[0]: row_ids}
+        for k, outs in pairs:
+            self._entry(k, "row_sparse_pull")
+            dense = [o for o in outs if not is_row_sparse(o)]
+            if dense:
+                raise KVStoreError(f"row_sparse_pull of key {k!r}: the outputs must be row_sparse arrays (make them "
+                                   f"with mx.nd.zeros(shape, stype='row_sparse')); got a dense NDArray, which "
+                                   f"pull() fills")
+            ids = ids_of[k]
+            per_out = list(ids) if isinstance(ids, (list, tuple)) else [ids] * len(outs)
+            if len(per_out) != len(outs):
+                raise KVStoreError(f"row_sparse_pull of key {k!r}: {len(per_out)} row_ids for {len(outs)} outputs; "
+                                   f"give one per output")
+            for target, rows in zip(outs, per_out):
+                self._pull_rows(k, target, rows, priority)
+
+    def _pull_rows(self, key: Any, target: Any, row_ids: Any, priority: int) -> None:
+        """Fill row-sparse ``target`` with rows ``row_ids`` of ``key`` (every row when None)."""
+        import numpy as np
+        from mxkit.ndarray import array
+        from mxkit.ndarray.invoke import invoke_by_name
+
+        entry = self._entry(key, "row_sparse_pull")
+        if tuple(target.shape) != tuple(entry.shape):
+            raise ShapeError(f"row_sparse_pull of key {key!r}: an output has shape {tuple(target.shape)}, the key "
+                             f"was initialised with shape {entry.shape}")
+        if entry.pending:
+            self._check_pull_ready(entry)
+        count = entry.shape[0]
+        if row_ids is None:
+            rows = np.arange(count, dtype=np.int64)
+        else:
+            host = row_ids.asnumpy() if hasattr(row_ids, "asnumpy") else np.asarray(row_ids)
+            rows = np.unique(host.astype(np.int64).ravel())
+            if rows.size and (rows[0] < 0 or rows[-1] >= count):
+                raise KVStoreError(f"row_sparse_pull of key {key!r}: row ids {rows.tolist()[:8]} fall outside its "
+                                   f"{count} rows")
+        ctx = target.context
+        ids = array(rows, ctx=ctx, dtype="int64")
+        # the rows are gathered on the stored value's device, then copied to the output's
+        home_ids = ids if entry.value.context == ctx else array(rows, ctx=entry.value.context, dtype="int64")
+        taken = invoke_by_name("take", entry.value, home_ids, axis=0)
+        target.assign_rows(taken if taken.context == ctx else taken.copyto(ctx), ids)
 
     def _pull_checked(self, checked: list[tuple[ops.Entry, list[Any]]], priority: int) -> None:
         # small keys share one operation per home device (keyed by the Context's identity:

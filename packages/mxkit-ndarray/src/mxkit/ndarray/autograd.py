@@ -374,9 +374,33 @@ def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool 
     return results
 
 
+def recorded_origin(array: Any) -> tuple[str, Any]:
+    """How autograd knows ``array``, for exporters of the recorded graph (``mx.autograd.get_symbol``).
+
+    Returns
+    -------
+    tuple
+        ``("variable", None)`` for an array marked with ``attach_grad``/``mark_variables``;
+        ``("operator", (op, params, inputs, index, operation))`` for output ``index`` of a
+        recorded operation (``op`` its :class:`~mxkit.ndarray.registry.OpDef`, or an object
+        with a ``function`` attribute for an :class:`Function` call; ``inputs`` the NDArrays
+        it read; ``operation`` an opaque object, the same for every output of one operation);
+        ``("none", None)`` for an array outside the recorded graph.
+    """
+    info = getattr(array, "_ag", None)
+    if info is None:
+        return "none", None
+    if info is VARIABLE:
+        return "variable", None
+    node, index = info
+    return "operator", (node.op, node.params, list(node.inputs), index, node)
+
+
 def get_symbol(x: Any) -> Any:
-    """Not available: recorded graphs are not exported as Symbols."""
-    raise AutogradError("autograd.get_symbol is not supported by mxkit; build the graph with mx.sym instead")
+    """The recorded graph that computed ``x`` as a Symbol: needs mxkit-symbol, through
+    ``mx.autograd.get_symbol`` (mxkit-ndarray alone has no Symbol type)."""
+    raise AutogradError("autograd.get_symbol needs mxkit-symbol: call mx.autograd.get_symbol (from mxkit import mx) "
+                        "or mxkit.symbol.recorded.get_symbol")
 
 
 class _FunctionOp:
@@ -457,5 +481,5 @@ class Function:
 
 
 __all__ = ["AutogradError", "Function", "backward", "get_symbol", "grad", "is_recording", "is_training",
-           "mark_variables", "pause", "predict_mode", "record", "record_op", "requires_grad", "set_recording",
-           "set_training", "storing_pass", "train_mode"]
+           "mark_variables", "pause", "predict_mode", "record", "record_op", "recorded_origin", "requires_grad",
+           "set_recording", "set_training", "storing_pass", "train_mode"]

@@ -36,14 +36,23 @@ def check_dense_stype(stype: str | None, what: str) -> None:
     """Accept MXNet's ``stype=None``/``"default"``; sparse storage types are a clear error."""
     if stype is None or stype == "default":
         return
-    if stype in ("row_sparse", "csr"):
-        raise DTypeError(f"{what}: storage type {stype!r} is not supported; mxkit arrays are dense "
-                         "(stype='default'); sparse files load as dense arrays")
+    if stype == "row_sparse":
+        raise DTypeError(f"{what}: storage type 'row_sparse' is not available here; make row-sparse arrays with "
+                         f"mx.nd.zeros(shape, stype='row_sparse'), x.tostype('row_sparse') or "
+                         f"mx.nd.sparse.row_sparse_array")
+    if stype == "csr":
+        raise DTypeError(f"{what}: storage type 'csr' is not provided by mxkit (row_sparse is); use "
+                         "stype='default'; csr records in files load as dense arrays")
     raise DTypeError(f"{what}: unknown storage type {stype!r}; MXNet's are 'default', 'row_sparse' and 'csr'")
 
 
 def empty(shape: Any, ctx: Any = None, dtype: Any = None, stype: str | None = None) -> NDArray:
-    """An uninitialised array of ``shape`` on ``ctx`` (default: the current context)."""
+    """An uninitialised array of ``shape`` on ``ctx`` (default: the current context); with
+    ``stype="row_sparse"`` a row-sparse array with no stored rows."""
+    if stype == "row_sparse":
+        from mxkit.ndarray.sparse import zeros as sparse_zeros
+
+        return sparse_zeros("row_sparse", shape, ctx=ctx, dtype=dtype)
     check_dense_stype(stype, "empty")
     context = resolve_context(ctx)
     data = allocate(backend_of(context), _shape_tuple(shape), numpy_dtype(_default_dtype(dtype)), context)
@@ -80,7 +89,11 @@ def array(source_array: Any, ctx: Any = None, dtype: Any = None) -> NDArray:
 
 
 def zeros(shape: Any, ctx: Any = None, dtype: Any = None, stype: str | None = None, **kwargs: Any) -> NDArray:
-    """An array of zeros (``stype`` may be MXNet's ``"default"``; arrays are dense)."""
+    """An array of zeros; ``stype="row_sparse"`` gives a row-sparse array with no stored rows."""
+    if stype == "row_sparse":
+        from mxkit.ndarray.sparse import zeros as sparse_zeros
+
+        return sparse_zeros("row_sparse", shape, ctx=ctx, dtype=dtype)
     check_dense_stype(stype, "zeros")
     return invoke_by_name("_zeros", shape=_shape_tuple(shape), dtype=_default_dtype(dtype), ctx=_ctx(ctx), **kwargs)
 

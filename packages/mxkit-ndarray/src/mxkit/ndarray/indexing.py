@@ -1,9 +1,10 @@
 """``NDArray.__getitem__`` and ``__setitem__``.
 
 Basic indexing (ints, slices, ``...``, ``None``) gives views sharing the parent's storage
-and var. Integer-array indexing (an NDArray, list or numpy array of indices, or a tuple
-of them) gives a copy. While autograd records, basic indexing is done with the ``slice``
-and ``Reshape`` operators so that it has a gradient.
+and var. Advanced indexing (an NDArray, list or numpy array of indices or a boolean mask,
+alone or beside ints, slices, ``None`` and ``...``, with NumPy's rules) gives a copy.
+While autograd records, basic indexing is done with the ``slice`` and ``Reshape``
+operators so that it has a gradient.
 """
 
 from __future__ import annotations
@@ -63,9 +64,64 @@ def get_item(array: Any, key: Any) -> Any:
         if view.ndim == 0:  # MXNet 1.x NDArrays have no 0-d results from indexing
             view = view.reshape((1,))
         return array._view(view)
+    if _needs_general_gather(key):
+        return _gather_positions(array, key)
     if not isinstance(key, tuple):
         return invoke_by_name("take", array, _as_index_arrays(array, key), axis=0, mode="raise")
     return invoke_by_name("gather_nd", array, _as_index_arrays(array, key))
+
+
+def _needs_general_gather(key: Any) -> bool:
+    """Whether an advanced index goes beyond one array (``take``) or same-shaped arrays and
+    ints (``gather_nd``): slices, ``None`` or ``...`` beside arrays, arrays that broadcast,
+    boolean masks."""
+    from mxkit.ndarray.ndarray import NDArray
+
+    parts = key if isinstance(key, tuple) else (key,)
+    arrays = [p for p in parts if not (isinstance(p, (int, np.integer, slice)) or p is None or p is Ellipsis)]
+    if len(arrays) != len(parts) - sum(isinstance(p, (int, np.integer)) for p in parts):
+        return True
+    shapes = set()
+    for part in arrays:
+        if isinstance(part, NDArray):
+            if part.dtype == np.bool_:
+                return True
+            shapes.add(tuple(part.shape))
+        else:
+            host = np.asarray(part)
+            if host.dtype == bool:
+                return True
+            shapes.add(host.shape)
+    return len(shapes) > 1
+
+
+def _gather_positions(array: Any, key: Any) -> Any:
+    """``array[key]`` for any NumPy advanced index (MXNet 1.x follows NumPy's rules): the flat
+    positions the index selects are found on the host, then ``take`` gathers them, so that
+    autograd differentiates it (the gradient scatters back, adding repeated positions).
+
+    The positions come from indexing one zero-copy broadcast ``arange`` per axis with the
+    key, so the host work is proportional to the result, not to the array."""
+    from mxkit.ndarray.creation import array as make_array
+
+    index = _host_index(array, key)
+    shape = tuple(array.shape)
+    positions: Any = None
+    stride = 1
+    try:
+        for axis in reversed(range(len(shape))):
+            along = np.arange(shape[axis], dtype=np.int64).reshape([-1 if a == axis else 1 for a in range(len(shape))])
+            term = np.broadcast_to(along, shape)[index] * stride
+            positions = term if positions is None else positions + term
+            stride *= shape[axis]
+    except IndexError as exc:
+        raise IndexingError(f"index {key!r} does not apply to an array of shape {shape}: {exc}") from None
+    if positions is None:
+        raise IndexingError(f"index {key!r} does not apply to a 0-d array")
+    if positions.ndim == 0:  # MXNet 1.x NDArrays have no 0-d results from indexing
+        positions = positions.reshape((1,))
+    flat = invoke_by_name("Reshape", array, shape=(-1,))
+    return invoke_by_name("take", flat, make_array(positions, ctx=array.context, dtype="int64"), axis=0)
 
 
 def _as_index_arrays(array: Any, key: Any) -> Any:
@@ -150,9 +206,10 @@ def set_item(array: Any, key: Any, value: Any) -> None:
 
     if autograd.is_recording() and (array._ag is not None or (isinstance(value, NDArray) and value._ag is not None)):
         raise autograd.AutogradError(
-            "in-place writes (x[...] = v) are not supported while recording with autograd when x or v is part of "
-            "the recorded graph; build the result with operators (mx.nd.where, concat, slice) or write it outside "
-            "autograd.record()")
+            # the first sentence is MXNet's message, which ported code matches on
+            "Inplace operations (+=, -=, x[:]=, etc) are not supported when recording with autograd: in-place "
+            "writes (x[...] = v) where x or v is part of the recorded graph lose the gradient; build the result "
+            "with operators (mx.nd.where, concat, slice) or write it outside autograd.record()")
     if _is_basic(key):
         _check_basic(array, key)
         target = array._view(array._data[_view_key(key)])
@@ -206,13 +263,15 @@ def _host_index(array: Any, key: Any) -> Any:
     parts = key if isinstance(key, tuple) else (key,)
     converted = tuple(p if isinstance(p, slice) or p is None or p is Ellipsis or isinstance(p, (int, np.integer))
                       else host(p) for p in parts)
-    for axis, part in enumerate(converted):
-        if isinstance(part, np.ndarray) and part.dtype.kind in "iu" and part.size and axis < array.ndim:
-            size = array.shape[axis]
-            if int(part.max()) >= size or int(part.min()) < -size:
-                raise IndexingError(f"index {int(part.max()) if int(part.max()) >= size else int(part.min())} "
-                                    f"is out of range for axis {axis} of size {size}")
-    return converted if isinstance(key, tuple) else converted[0]
+    index = converted if isinstance(key, tuple) else converted[0]
+    # a dry run on a zero-copy view of the shape finds what numpy would refuse (an index out of
+    # range, shapes that do not broadcast) now, not later inside the engine
+    try:
+        np.broadcast_to(np.zeros((), dtype=np.int8), tuple(array.shape))[index]
+    except IndexError as exc:
+        raise IndexingError(f"index {key!r} does not apply to an array of shape {tuple(array.shape)}: {exc}") \
+            from None
+    return index
 
 
 __all__ = ["IndexingError", "get_item", "set_item"]

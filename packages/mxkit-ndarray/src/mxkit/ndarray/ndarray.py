@@ -179,8 +179,13 @@ class NDArray:
         """Storage type: always ``"default"`` (dense)."""
         return "default"
 
-    def tostype(self, stype: str) -> NDArray:
-        """A copy in storage type ``stype``; only ``"default"`` (dense) exists in mxkit."""
+    def tostype(self, stype: str) -> Any:
+        """A copy in storage type ``stype``: ``"default"`` (dense) or ``"row_sparse"`` (the rows
+        with a nonzero element, as a :class:`~mxkit.ndarray.sparse.RowSparseNDArray`)."""
+        if stype == "row_sparse":
+            from mxkit.ndarray.sparse import from_dense
+
+            return from_dense(self)
         from mxkit.ndarray.creation import check_dense_stype
 
         check_dense_stype(stype, "tostype")
@@ -259,6 +264,39 @@ class NDArray:
         from mxkit.ndarray.creation import array
 
         return (array, (self.asnumpy(), None, self._data.dtype))
+
+    def __getstate__(self) -> dict:
+        """MXNet's pickled state of an NDArray: ``{"handle": <one array record>}``."""
+        from mxkit.ndarray.serialization import dumps_record
+
+        return {"handle": bytearray(dumps_record(self.asnumpy()))}
+
+    def __setstate__(self, state: dict) -> None:
+        """Become the array of MXNet's pickled state (``__getstate__``, or MXNet's own pickles):
+        on the device it was saved from when that device exists here, otherwise on the CPU, as
+        MXNet loads a GPU array in a process without GPUs."""
+        from mxkit.core.context import Context, cpu
+        from mxkit.ndarray.creation import array
+        from mxkit.ndarray.serialization import SparseArray, loads_record
+
+        if not isinstance(state, dict) or "handle" not in state:
+            raise MXKitError(f"NDArray.__setstate__ expects MXNet's state {{'handle': bytes}}, got {state!r:.80}")
+        record = loads_record(state["handle"])
+        value = record.value
+        if value is None:
+            raise MXKitError("NDArray.__setstate__: the state holds a none array (no shape), which has no values")
+        if isinstance(value, SparseArray):
+            value = value.todense()
+        loaded = None
+        if record.device_type not in (None, "cpu", "cpu_pinned", "cpu_shared"):
+            try:
+                loaded = array(value, ctx=Context(record.device_type, record.device_id or 0), dtype=value.dtype)
+            except MXKitError:  # that device (or its backend) is not here
+                loaded = None
+        if loaded is None:
+            loaded = array(value, ctx=cpu(), dtype=value.dtype)
+        for slot in ("_data", "_ctx", "_var", "_ag", "_grad", "_grad_req", "_fresh_grad"):
+            object.__setattr__(self, slot, getattr(loaded, slot))
 
     def __repr__(self) -> str:
         shape = "x".join(str(d) for d in self.shape)

@@ -261,7 +261,27 @@ def shuffle(data: Any, **kwargs: Any) -> Any:
     return invoke_by_name("_shuffle", data, **kwargs)
 
 
+def _density(dist: str) -> Any:
+    def density(sample: Any, *params: Any, is_log: bool = False, out: Any = None, **kwargs: Any) -> Any:
+        return invoke_by_name(f"_random_pdf_{dist}", sample, *params, out=out, is_log=is_log, **kwargs)
+
+    density.__name__ = f"pdf_{dist}"
+    density.__doc__ = (f"The {dist.replace('_', ' ')} density (log density with ``is_log=True``) of ``sample`` "
+                       f"under the parameter arrays, as MXNet's ``random.pdf_{dist}``.")
+    return density
+
+
+pdf_uniform = _density("uniform")
+pdf_normal = _density("normal")
+pdf_gamma = _density("gamma")
+pdf_exponential = _density("exponential")
+pdf_poisson = _density("poisson")
+pdf_negative_binomial = _density("negative_binomial")
+pdf_generalized_negative_binomial = _density("generalized_negative_binomial")
+pdf_dirichlet = _density("dirichlet")
+
 __all__ = ["exponential", "exponential_like", "gamma", "gamma_like", "generalized_negative_binomial",
            "generalized_negative_binomial_like", "multinomial", "negative_binomial", "negative_binomial_like",
-           "normal", "normal_like", "poisson", "poisson_like", "randint", "randn", "seed", "shuffle", "uniform",
-           "uniform_like"]
+           "normal", "normal_like", "pdf_dirichlet", "pdf_exponential", "pdf_gamma",
+           "pdf_generalized_negative_binomial", "pdf_negative_binomial", "pdf_normal", "pdf_poisson", "pdf_uniform",
+           "poisson", "poisson_like", "randint", "randn", "seed", "shuffle", "uniform", "uniform_like"]

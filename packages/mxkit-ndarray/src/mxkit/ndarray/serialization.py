@@ -749,6 +749,32 @@ def dumps_arrays(data: Any, *, version: int | None = None) -> bytes:
     return buffer.getvalue()
 
 
+def dumps_record(value: np.ndarray) -> bytes:
+    """One dense array as MXNet writes a single NDArray (``MXNDArraySaveRawBytes``, the
+    ``handle`` of a pickled NDArray's state): a V2 record, no list header."""
+    buffer = io.BytesIO()
+    _write_record(buffer, _as_savable(np.asarray(value), "the array"), 2)
+    return buffer.getvalue()
+
+
+def loads_record(data: bytes) -> StoredArray:
+    """The array of one record written by :func:`dumps_record` or MXNet (``MXNDArrayLoadFromRawBytes``).
+
+    Raises
+    ------
+    FormatError
+        When the bytes are not one whole record (naming the offset and what was expected).
+    """
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise MXKitError(f"loads_record expects bytes, got {type(data).__name__}")
+    raw = bytes(data)
+    reader = _Reader(io.BytesIO(raw), len(raw), "NDArray record")
+    record = _read_record(reader, 0)
+    if reader.offset != len(raw):
+        raise reader.fail(f"{len(raw) - reader.offset} bytes follow the record; expected one record alone")
+    return record
+
+
 __all__ = [
     "DEVICE_TYPES",
     "LIST_MAGIC",
@@ -759,8 +785,10 @@ __all__ = [
     "V2_MAGIC",
     "V3_MAGIC",
     "dumps_arrays",
+    "dumps_record",
     "load_arrays",
     "load_stored_arrays",
     "loads_arrays",
+    "loads_record",
     "save_arrays",
 ]

@@ -76,7 +76,7 @@ class Executor:
     """
 
     def __init__(self, symbol: Any, ctx: Any, graph: ExecGraph, args: list, grads: list, aux: list,
-                 shared_exec: Executor | None = None) -> None:
+                 shared_exec: Executor | None = None, output_memory: list | None = None) -> None:
         invoke, _ = _nd()
         self._symbol = symbol
         self._ctx = ctx
@@ -105,12 +105,12 @@ class Executor:
         # beside another's on the same memory (a Module bound with shared_module got
         # corrupted outputs that way)
         self._internal_var = shared_exec._internal_var if shared_exec is not None else self._engine.new_var()
-        self._plan_and_allocate(shared_exec)
+        self._plan_and_allocate(shared_exec, output_memory)
         self._compile()
 
     # -- binding --------------------------------------------------------------------------
 
-    def _plan_and_allocate(self, shared_exec: Executor | None) -> None:
+    def _plan_and_allocate(self, shared_exec: Executor | None, output_memory: list | None = None) -> None:
         graph = self._graph
         # the planner the graph was built for (resolved once, at bind)
         self._memory_graph, self.memory_plan = graph.plan_memory(str(self._ctx))
@@ -127,10 +127,13 @@ class Executor:
             self._arrays[(id(node), 0)] = array.storage
         # outputs: executor-owned arrays (a variable head is its argument's array)
         self.outputs = []
-        for head in graph.heads:
+        for position, head in enumerate(graph.heads):
             k = key(head)
             if k not in self._arrays:
-                array = _new_array(self._ctx, graph.shapes[k], graph.dtypes[k], zero=False)
+                earlier = output_memory[position] if output_memory and position < len(output_memory) else None
+                array = _view_within(earlier, graph.shapes[k], graph.dtypes[k])
+                if array is None:
+                    array = _new_array(self._ctx, graph.shapes[k], graph.dtypes[k], zero=False)
                 self._arrays[k] = array.storage
                 self.outputs.append(array)
             else:
@@ -413,7 +416,11 @@ class Executor:
                          self._fit(old_grad, new_shape, node.name, allow_up_sizing, True))
         for node, old in zip(graph.aux_nodes, self.aux_arrays):
             aux.append(self._fit(old, graph.shapes[(id(node), 0)], node.name, allow_up_sizing, True))
-        return Executor(self._symbol, self._ctx, graph, args, grads, aux, shared_exec=self)
+        # outputs that fit in this executor's are views of them, as MXNet's reshaped executor
+        # writes into the memory of the one it came from
+        earlier = [None if h.node.is_variable else o for o, h in zip(self.outputs, self._graph.heads)]
+        return Executor(self._symbol, self._ctx, graph, args, grads, aux, shared_exec=self,
+                        output_memory=earlier if len(earlier) == len(graph.heads) else None)
 
     def _fit(self, old: Any, shape: tuple, name: str, allow_up_sizing: bool, may_change: bool) -> Any:
         _, NDArray = _nd()
@@ -460,6 +467,18 @@ class Executor:
     def __repr__(self) -> str:
         return f"<Executor {self._symbol!r} on {self._ctx}, {len(self._forward_steps)} forward and " \
                f"{len(self._backward_steps)} backward nodes>"
+
+
+def _view_within(earlier: Any, shape: tuple, dtype: str) -> Any:
+    """An array of ``shape`` over the start of ``earlier``'s memory (sharing its var), or None
+    when ``earlier`` is missing, of another dtype or too small."""
+    if earlier is None or np.dtype(earlier.storage.dtype).name != np.dtype(dtype).name:
+        return None
+    count = prod(shape)
+    if count > earlier.storage.size:
+        return None
+    _, NDArray = _nd()
+    return NDArray.from_storage(earlier.storage.reshape(-1)[:count].reshape(shape), earlier.context, earlier.var)
 
 
 def _segments(steps: Sequence[_Step], bulk: int) -> list[Sequence[_Step]]:

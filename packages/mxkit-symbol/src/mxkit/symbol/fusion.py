@@ -132,6 +132,10 @@ for _name, _derivative in DERIVATIVE_BUILDERS.items():
         lambda d: lambda emit, p, a: emit("mul", a[0], d(emit, a[1])))(_derivative)
 TRANSLATORS["_backward_negative"] = lambda emit, p, a: emit("negative", a[0])
 TRANSLATORS["_backward_identity"] = lambda emit, p, a: emit("copy", a[0])
+# the forward of BlockGrad (stop_gradient) and _copy is a copy: fused into the chain before
+# it, a stopped chain's result is written once, into the output (MXNet shares it in place)
+TRANSLATORS["BlockGrad"] = TRANSLATORS["identity"]
+TRANSLATORS["_copy"] = TRANSLATORS["identity"]
 
 
 def _activation(emit: ProgramBuilder, params: dict, args: list) -> Any:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from mxkit.core.errors import DTypeError, MXKitError, ShapeError
+from mxkit.core.shape_mode import is_np_shape
 from mxkit.symbol.graph import Entry, Node, aux_variables, topo_order
 from mxkit.symbol.input_shapes import PARTIAL_FORWARD, input_shapes
 
@@ -272,6 +273,10 @@ def infer_shape(symbol: Any, args: Sequence[Any], kwargs: Mapping[str, Any], par
     values = infer_shapes(order, variable_shapes(order, given))
     arg_shapes, out_shapes, aux_shapes = _split(symbol, order, values)
     if partial:
+        if is_np_shape():
+            # MXNet's NumPy-shape mode writes an unknown shape as None and an unknown dimension as -1
+            return tuple([None if s is None else tuple(d if d > 0 else -1 for d in s) for s in group]
+                         for group in (arg_shapes, out_shapes, aux_shapes))
         return tuple([() if s is None else s for s in group] for group in (arg_shapes, out_shapes, aux_shapes))
     if any(not _complete(s) for group in (arg_shapes, out_shapes, aux_shapes) for s in group):
         return None, None, None

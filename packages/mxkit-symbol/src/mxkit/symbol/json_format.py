@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from mxkit.core.errors import FormatError, MXKitError
+from mxkit.core.shape_mode import is_np_shape
 from mxkit.ndarray.registry import UnknownOperatorError, get_registry
 from mxkit.symbol.graph import Entry, Node, topo_order
 from mxkit.symbol.json_legacy import merge_node_attributes, upgrade
@@ -37,12 +38,16 @@ def to_dict(symbol: Symbol) -> dict[str, Any]:
         item["inputs"] = [[index[id(e.node)], e.index, int(i in aux)] for i, e in enumerate(node.inputs)]
         nodes.append(item)
         row_ptr.append(row_ptr[-1] + node.num_outputs())
+    attrs: dict[str, list] = {"mxnet_version": ["int", MXNET_VERSION]}
+    if is_np_shape():
+        # MXNet 1.6+ marks files written under NumPy shape semantics (0 is a size, not "unknown")
+        attrs["is_np_shape"] = ["int", 1]
     return {
         "nodes": nodes,
         "arg_nodes": [i for i, node in enumerate(order) if node.is_variable],
         "node_row_ptr": row_ptr,
         "heads": [[index[id(e.node)], e.index, 0] for e in symbol._outputs],
-        "attrs": {"mxnet_version": ["int", MXNET_VERSION]},
+        "attrs": attrs,
     }
 
 

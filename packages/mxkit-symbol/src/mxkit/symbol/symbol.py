@@ -226,11 +226,31 @@ class Symbol:
         from mxkit.symbol.op import create
 
         def method(*args: Any, **kwargs: Any) -> Symbol:
-            return create(operator, self, *args, **kwargs)
+            # nodes are named after the method, as MXNet's fluent methods call the alias (flip0, not reverse0)
+            return create(operator, self, *args, hint=name.lower(), **kwargs)
 
         method.__name__ = name
         method.__doc__ = f"``mx.sym.{operator}(self, ...)``."
         return method
+
+    def _gen_atomic_symbol(self) -> Symbol:
+        """The operator of this symbol's head node alone, with its parameters and attributes and
+        new variables for its inputs (MXNet's ``MXGenAtomicSymbolFromSymbol``)."""
+        from mxkit.symbol.op import create
+
+        node = self._outputs[0].node
+        if node.op is None:
+            raise SymbolError(f"_gen_atomic_symbol: {node.name!r} is a variable, not an operator node")
+        given = {k: v for k, v in node.attrs.items() if not (k.startswith("__") and k.endswith("__"))}
+        hidden = {k: v for k, v in node.attrs.items() if k not in given}
+        return create(node.op.name, name=node.name, attr=hidden or None, **given)
+
+    def split_v2(self, indices_or_sections: Any, axis: int = 0, squeeze_axis: bool = False,
+                 **kwargs: Any) -> Any:
+        """``mx.sym.split_v2(self, ...)``: split at indices or into equal sections."""
+        from mxkit.symbol.choosers import split_v2
+
+        return split_v2(self, indices_or_sections, axis=axis, squeeze_axis=squeeze_axis, **kwargs)
 
     def astype(self, dtype: Any, name: str | None = None) -> Symbol:
         """``mx.sym.Cast(self, dtype=dtype)``."""
@@ -443,8 +463,9 @@ _FLUENT = {name: name for name in (
     "rint", "fix", "floor", "ceil", "trunc", "sin", "cos", "tan", "arcsin", "arccos", "arctan", "degrees",
     "radians", "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "exp", "expm1", "log", "log10", "log2",
     "log1p", "sqrt", "rsqrt", "cbrt", "rcbrt", "square", "reciprocal", "relu", "sigmoid", "softmax",
-    "log_softmax", "broadcast_to", "broadcast_like", "swapaxes", "flip")}
-_FLUENT.update({"reshape": "Reshape", "flatten": "Flatten", "swapaxes": "SwapAxis", "flip": "reverse"})
+    "log_softmax", "broadcast_to", "broadcast_like", "swapaxes", "flip", "slice_like", "shape_array",
+    "size_array", "depth_to_space", "space_to_depth", "diag", "softmin", "squeeze")}
+_FLUENT.update({"reshape": "Reshape", "flatten": "Flatten", "swapaxes": "SwapAxis", "flip": "reverse", "pad": "Pad"})
 
 # the operator of each symbol-symbol arithmetic (keyed by MXNet's internal name, the node name stem)
 _SYMBOL_OPS = {"_plus": "elemwise_add", "_minus": "elemwise_sub", "_mul": "elemwise_mul", "_div": "elemwise_div",

@@ -42,7 +42,7 @@ LAZY_NAMES: dict[str, tuple[str, str | None, str, str]] = {
     "nd": ("mxkit.ndarray", None, *_ND),
     "ndarray": ("mxkit.ndarray", None, *_ND),
     "random": ("mxkit.ndarray.random", None, *_ND),
-    "autograd": ("mxkit.ndarray.autograd", None, *_ND),
+    "autograd": ("mxkit.mx.autograd", None, *_SYM),
     "operator": ("mxkit.ndarray.operator", None, *_ND),
     "sym": ("mxkit.symbol", None, *_SYM),
     "symbol": ("mxkit.symbol", None, *_SYM),

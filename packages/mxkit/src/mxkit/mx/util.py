@@ -13,23 +13,10 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-import threading
 from collections.abc import Callable
 from typing import Any
 
-_state = threading.local()
-
-
-def is_np_shape() -> bool:
-    """Whether NumPy shape semantics were switched on in this thread (``set_np_shape``)."""
-    return bool(getattr(_state, "np_shape", False))
-
-
-def set_np_shape(active: bool) -> bool:
-    """Switch NumPy shape semantics on or off in this thread; returns the previous setting."""
-    previous = is_np_shape()
-    _state.np_shape = bool(active)
-    return previous
+from mxkit.core.shape_mode import is_np_shape, set_np_shape
 
 
 class _NumpyShapeScope:

@@ -114,7 +114,8 @@ def _begin_state_for(cell: Any, F: Any, begin_state: Any, inputs: Any, batch_siz
     if begin_state is not None:
         return list(begin_state)
     if F.__name__.endswith("symbol"):
-        raise GluonError("unroll with Symbol inputs needs begin_state (e.g. cell.begin_state(func=mx.sym.var))")
+        # zeros of batch size 0, which shape inference completes from the inputs (as MXNet does)
+        return cell.begin_state(batch_size=0, func=F.zeros)
     first = inputs if not isinstance(inputs, list) else inputs[0]
     return cell.begin_state(batch_size=batch_size, func=F.zeros, ctx=first.context, dtype=first.dtype)
 
@@ -297,7 +298,8 @@ class RNNCell(_GatedCell):
     def hybrid_forward(self, F: Any, inputs: Any, states: Any, i2h_weight: Any, h2h_weight: Any, i2h_bias: Any,
                        h2h_bias: Any) -> Any:
         i2h, h2h = self._projections(F, inputs, states[0], i2h_weight, h2h_weight, i2h_bias, h2h_bias)
-        output = self._get_activation(F, F.elemwise_add(i2h, h2h), self._activation)
+        # the step's output node is named t<step>_out, as in MXNet (rnn_t0_out_output in a graph)
+        output = self._get_activation(F, F.elemwise_add(i2h, h2h), self._activation, name=f"t{self._counter}_out")
         return output, [output]
 
 
@@ -331,7 +333,8 @@ class LSTMCell(_GatedCell):
         in_transform = self._get_activation(F, gates[2], self._activation)
         out_gate = self._get_activation(F, gates[3], self._recurrent_activation)
         next_c = F.elemwise_add(F.elemwise_mul(forget_gate, states[1]), F.elemwise_mul(in_gate, in_transform))
-        next_h = F.elemwise_mul(out_gate, self._get_activation(F, next_c, self._activation))
+        next_h = F.elemwise_mul(out_gate, self._get_activation(F, next_c, self._activation),
+                                name=f"t{self._counter}_out")
         return next_h, [next_h, next_c]
 
 
@@ -356,7 +359,8 @@ class GRUCell(_GatedCell):
         update_gate = F.sigmoid(F.elemwise_add(i2h_z, h2h_z))
         candidate = F.tanh(F.elemwise_add(i2h_n, F.elemwise_mul(reset_gate, h2h_n)))
         keep = F.elemwise_sub(F.ones_like(update_gate), update_gate)
-        next_h = F.elemwise_add(F.elemwise_mul(keep, candidate), F.elemwise_mul(update_gate, prev_h))
+        next_h = F.elemwise_add(F.elemwise_mul(keep, candidate), F.elemwise_mul(update_gate, prev_h),
+                                name=f"t{self._counter}_out")
         return next_h, [next_h]
 
 

@@ -31,7 +31,7 @@ from mxkit.kvstore.base import KVStoreBase
 from mxkit.kvstore.dist import channel, recovery, remote, transfer
 from mxkit.kvstore.dist.transfer import Key, int_setting
 from mxkit.kvstore.dist.sharding import Part, ShardPlan
-from mxkit.kvstore.keys import group, key_kind
+from mxkit.kvstore.keys import dense_only, group, key_kind
 
 #: values of at least this many bytes go to the servers through the object store
 OBJECT_STORE_MIN_BYTES = 1 << 20
@@ -231,7 +231,7 @@ class DistKVStore(KVStoreBase):
     def _checked(self, key: Any, value: Any, what: str) -> list[tuple[Key, list[Any]]]:
         checked = []
         keys = self._keys
-        for k, arrays in group(key, value, what):
+        for k, arrays in dense_only(group(key, value, what), what, self.type):
             entry = keys.get(k) or self._entry(k, what)
             shape = entry.shape
             for array in arrays:
@@ -264,7 +264,7 @@ class DistKVStore(KVStoreBase):
         KVStoreError
             If a key is initialised twice, keys mix ints and strs, or a value is not an NDArray.
         """
-        pairs = group(key, value, "init")
+        pairs = dense_only(group(key, value, "init"), "init", self.type)
         for k, values in pairs:
             self._check_kind(k, "init")
             if k in self._keys or len(values) > 1:

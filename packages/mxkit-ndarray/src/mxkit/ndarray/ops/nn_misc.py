@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mxkit.core.errors import ShapeError
-from mxkit.ndarray.ops._helpers import write
+from mxkit.ndarray.ops._helpers import elementwise_shape, write
 from mxkit.ndarray.ops.nn_common import as_list, fmt, is_train, public
 from mxkit.ndarray.params import Param, schema
 from mxkit.ndarray.registry import OpDef, define
@@ -89,6 +89,16 @@ define(OpDef(
     kernel=lambda xp, i, o, p: write(xp, o[0], i[0]), inplace=((0, 0, True),),
     gradient=lambda F, p, i, o, g: [None], backward_ignores=frozenset({0}),
     doc="Passes the input through and stops the gradient: its input gets zero gradient.",
+))
+
+# The symbol front end's shape constraint: the value of lhs with the shape (and dtype) of rhs,
+# so that shape inference can reach lhs from rhs (MXNet's _identity_with_attr_like_rhs)
+define(OpDef(
+    name="_identity_with_attr_like_rhs", infer_shape=elementwise_shape("_identity_with_attr_like_rhs"),
+    kernel=lambda xp, i, o, p: write(xp, o[0], i[0]), num_inputs=2, input_names=("lhs", "rhs"),
+    inplace=((0, 0, True),), gradient=lambda F, p, i, o, g: [g[0], None], backward_ignores=frozenset({0, 1}),
+    reads_shape_only=frozenset({1}),
+    doc="The value of lhs, constrained to the shape of rhs (shape inference flows between them).",
 ))
 
 # ---- Pad -------------------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 ``mx.contrib.caffe`` (the Caffe converter), ``mx.contrib.nd`` / ``mx.contrib.sym`` (the
 contrib operators of NDArray and Symbol), ``mx.contrib.amp`` (MXNet's import path only:
-mxkit has no automatic mixed precision, and its functions raise an error saying so).
+mxkit has no automatic mixed precision, and its functions raise an error saying so),
+``mx.contrib.autograd`` (MXNet's first autograd interface: ``train_section``, ``mark_variables``,
+``compute_gradient``, ``grad_and_loss``).
 MXNet's ``onnx``, ``quantization``, ``tensorrt`` and ``text`` are not provided (see the
 migration guide). A component adds a submodule with one line in
 :data:`SUBMODULES`; a missing component raises
@@ -24,6 +26,7 @@ SUBMODULES: dict[str, tuple[str, str, str]] = {
     "sym": ("mxkit.symbol.contrib", "mxkit-symbol", "pip install mxkit-symbol"),
     "symbol": ("mxkit.symbol.contrib", "mxkit-symbol", "pip install mxkit-symbol"),
     "amp": ("mxkit.mx.contrib.amp", "mxkit", "pip install mxkit"),
+    "autograd": ("mxkit.mx.contrib.autograd", "mxkit", "pip install mxkit"),
 }
 
 

@@ -63,18 +63,30 @@ def rand_shape_nd(num_dim: int, dim: int = 10, allow_zero_size: bool = False) ->
 def rand_ndarray(shape: tuple[int, ...], stype: str = "default", density: float | None = None, dtype: Any = None,
                  modifier_func: Any = None, shuffle_csr_indices: bool = False, distribution: Any = None,
                  ctx: Any = None) -> Any:
-    """A standard-normal NDArray of ``shape`` on ``ctx`` (default: :func:`default_context`).
+    """A random NDArray of ``shape`` on ``ctx`` (default: :func:`default_context`).
 
-    Only dense storage (``stype='default'``) is supported: mxkit's NDArrays are dense.
+    ``stype="default"``: standard-normal values. ``stype="row_sparse"``: as MXNet's, each row
+    is stored with probability ``density`` (default: a uniform draw), with uniform [0, 1)
+    values; a :class:`~mxkit.ndarray.sparse.RowSparseNDArray`.
 
     Raises
     ------
     MXKitError
-        For another ``stype``.
+        For ``stype="csr"`` (not provided) or an unknown one.
     """
+    if stype == "row_sparse":
+        from mxkit.ndarray.sparse import row_sparse_array
+
+        density = np.random.rand() if density is None else density
+        if not 0 <= density <= 1:
+            raise MXKitError(f"rand_ndarray: density must be in [0, 1], got {density!r}")
+        rows = np.argwhere(np.random.rand(shape[0]) < density).flatten()
+        stored = np.random.rand(len(rows), *shape[1:])
+        return row_sparse_array((stored, rows), shape=tuple(shape), ctx=ctx if ctx is not None else default_context(),
+                                dtype=dtype if dtype is not None else default_dtype())
     if stype != "default":
-        raise MXKitError(f"rand_ndarray: stype={stype!r} is not supported; mxkit NDArrays are dense, use "
-                         f"stype='default'")
+        raise MXKitError(f"rand_ndarray: stype={stype!r} is not supported; mxkit provides 'default' and "
+                         f"'row_sparse' storage")
     from mxkit.ndarray import array
 
     values = random_arrays(tuple(shape))
