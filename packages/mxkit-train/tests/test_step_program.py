@@ -54,12 +54,13 @@ def program_runs(monkeypatch):
     return counts
 
 
-def _fit(n=40, epochs=3, kvstore="local", contexts=None, last_batch_handle="discard", **fit_args):
+def _fit(n=40, epochs=3, kvstore="local", contexts=None, last_batch_handle="discard", optimizer="sgd", **fit_args):
     x, y = _data(n)
     train = mx.io.NDArrayIter(x, y, batch_size=BATCH, last_batch_handle=last_batch_handle)
     module = mx.mod.Module(_mlp(), context=contexts or mx.cpu(0))
     metric = mx.metric.create("acc")
-    module.fit(train, eval_metric=metric, kvstore=kvstore, optimizer="sgd", optimizer_params=OPT,
+    params = OPT if isinstance(optimizer, str) else ()
+    module.fit(train, eval_metric=metric, kvstore=kvstore, optimizer=optimizer, optimizer_params=params,
                arg_params=_as_nd(_start_params()), num_epoch=epochs, **fit_args)
     args, _ = module.get_params()
     return {name: value.asnumpy() for name, value in args.items()}, metric.get()
@@ -275,3 +276,23 @@ def test_bucketing_module_switching_buckets_equals_the_general_path(program_runs
     monkeypatch.setenv("MXKIT_MODULE_STEP_PROGRAM", "0")
     mx.random.seed(7)
     _assert_bitwise(fast, _fit_buckets())
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "nag", "rmsprop", "one-by-one sgd"])
+def test_other_optimizers_and_unaggregated_updates_give_the_same_numbers(optimizer, monkeypatch, program_runs):
+    def train():
+        if optimizer == "one-by-one sgd":  # an updater that takes the weights one at a time
+            chosen = mx.optimizer.SGD(momentum=0.9, learning_rate=0.3, wd=1e-3, rescale_grad=1.0 / BATCH)
+            chosen.aggregate_num = 0
+            return _fit(epochs=2, optimizer=chosen)
+        x, y = _data(40)
+        module = mx.mod.Module(_mlp(), context=mx.cpu(0))
+        metric = mx.metric.create("acc")
+        module.fit(mx.io.NDArrayIter(x, y, batch_size=BATCH), eval_metric=metric, optimizer=optimizer,
+                   optimizer_params={"learning_rate": 0.01}, arg_params=_as_nd(_start_params()), num_epoch=2)
+        return {name: value.asnumpy() for name, value in module.get_params()[0].items()}, metric.get()
+
+    fast = train()
+    assert program_runs["replayed"] == 10
+    monkeypatch.setenv("MXKIT_MODULE_STEP_PROGRAM", "0")
+    _assert_bitwise(fast, train())
