@@ -19,6 +19,13 @@ With ``--metric`` every step also counts the batch's accuracy, as ``Module.fit``
 (``update_metric`` with ``mx.metric.Accuracy``, read once per timed block as a log line
 would; PyTorch adds ``(scores.argmax(1) == label).sum().item()``).
 
+With ``--fit`` the mxkit and MXNet columns time ``Module.fit`` itself instead of a hand-written
+loop: one call over an ``NDArrayIter`` of ``--steps`` batches per epoch, ``--repeats`` epochs
+after a warm-up epoch, each epoch timed from one ``epoch_end_callback`` to the next (so it
+includes the iterator, the accuracy metric ``fit`` keeps, and the end-of-epoch parameter
+sync). mxkit's ``fit`` replays a step prepared once (``module_step_program``); PyTorch runs
+its own loop with the accuracy count, as with ``--metric``.
+
 Each row is the best of ``--repeats`` timed blocks of ``--steps`` steps after a warm-up.
 A missing anchor leaves its column empty. Nothing here asserts on time.
 
@@ -96,6 +103,22 @@ def module_step(mx, network: str, metric: bool = False):
     return step_with_metric, read_metric
 
 
+def module_fit_seconds(mx, network: str, steps: int, repeats: int) -> float:
+    """Seconds per batch of ``Module.fit`` (MXNet-API: runs under mxkit and MXNet 1.9.1 alike), the
+    best of ``repeats`` epochs of ``steps`` batches after one warm-up epoch."""
+    import time
+
+    x, y = _data()
+    train = mx.io.NDArrayIter(np.concatenate([x] * steps), np.concatenate([y] * steps), batch_size=BATCH)
+    module = mx.mod.Module(_symbol(mx, network), context=mx.cpu(0))
+    stamps: list[float] = []
+    module.fit(train, eval_metric="acc", optimizer="sgd",
+               optimizer_params={"learning_rate": LR, "momentum": MOMENTUM, "wd": WD},
+               initializer=mx.init.Xavier(magnitude=2.0), num_epoch=repeats + 1,
+               epoch_end_callback=lambda *args: stamps.append(time.perf_counter()))
+    return min(stamps[i + 1] - stamps[i] for i in range(len(stamps) - 1)) / steps
+
+
 def torch_step(network: str, metric: bool = False):
     import torch
     from torch import nn
@@ -124,8 +147,14 @@ def torch_step(network: str, metric: bool = False):
     return step, lambda: None
 
 
-def _worker(kind: str, network: str, steps: int, repeats: int, threads: int | None, metric: bool) -> None:
+def _worker(kind: str, network: str, steps: int, repeats: int, threads: int | None, metric: bool,
+            fit: bool = False) -> None:
     """Run in an anchor's interpreter: print ``{"seconds": ...}``."""
+    if kind == "mxnet" and fit:
+        import mxnet as mx
+
+        print(json.dumps({"seconds": module_fit_seconds(mx, network, steps, repeats)}))
+        return
     if kind == "torch":
         if threads:
             import torch
@@ -140,11 +169,11 @@ def _worker(kind: str, network: str, steps: int, repeats: int, threads: int | No
 
 
 def _in_subprocess(python: str | None, kind: str, network: str, steps: int, repeats: int,
-                   threads: int | None, metric: bool) -> float | None:
+                   threads: int | None, metric: bool, fit: bool = False) -> float | None:
     if not python:
         return None
     command = [python, os.path.abspath(__file__), "--worker", kind, "--network", network, "--steps", str(steps),
-               "--repeats", str(repeats)] + (["--metric"] if metric else [])
+               "--repeats", str(repeats)] + (["--metric"] if metric else []) + (["--fit"] if fit else [])
     env = dict(os.environ)
     if threads:
         command += ["--threads", str(threads)]
@@ -166,9 +195,11 @@ def _torch_python(explicit: str | None) -> str | None:
     return sys.executable
 
 
-def mxkit_seconds(network: str, steps: int, repeats: int, metric: bool) -> float:
+def mxkit_seconds(network: str, steps: int, repeats: int, metric: bool, fit: bool = False) -> float:
     from mxkit import mx
 
+    if fit:
+        return module_fit_seconds(mx, network, steps, repeats)
     step, sync = module_step(mx, network, metric)
     return best_seconds_per_step(step, sync, steps, repeats, warmup=max(3, steps // 5))
 
@@ -187,15 +218,19 @@ def main() -> int:
                              "config cpu_blas_threads)")
     parser.add_argument("--metric", action="store_true",
                         help="also update an accuracy metric every step, as Module.fit does (read after each block)")
+    parser.add_argument("--fit", action="store_true",
+                        help="time Module.fit itself (mxkit, MXNet) over an NDArrayIter, with its accuracy metric")
     parser.add_argument("--worker", choices=("torch", "mxnet"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     networks = args.network or list(NETWORKS)
     if args.worker:
-        _worker(args.worker, networks[0], args.steps, args.repeats, args.threads, args.metric)
+        _worker(args.worker, networks[0], args.steps, args.repeats, args.threads, args.metric, args.fit)
         return 0
     torch_python = _torch_python(args.torch_python)
     threads = f"{args.threads} thread(s) each" if args.threads else "default threads"
-    metric = " + accuracy metric per step" if args.metric else ""
+    metric = " + accuracy metric per step" if args.metric or args.fit else ""
+    if args.fit:
+        metric += "; mxkit and MXNet: Module.fit over an NDArrayIter"
     print(f"Full SGD step (forward, backward, momentum update{metric}) at batch {BATCH}, MNIST-shaped data; "
           f"samples/s ({threads}, {os.cpu_count()} cores)")
     header = (f"{'network':<8} {'mxkit Module':>13} {'PyTorch CPU':>12} {'MXNet 1.9.1':>12} "
@@ -203,10 +238,11 @@ def main() -> int:
     print(header)
     print("-" * len(header))
     for network in networks:
-        ours = BATCH / mxkit_seconds(network, args.steps, args.repeats, args.metric)
+        ours = BATCH / mxkit_seconds(network, args.steps, args.repeats, args.metric, args.fit)
         anchors = []
         for kind, python in (("torch", torch_python), ("mxnet", args.mxnet_python)):
-            seconds = _in_subprocess(python, kind, network, args.steps, args.repeats, args.threads, args.metric)
+            seconds = _in_subprocess(python, kind, network, args.steps, args.repeats, args.threads,
+                                     args.metric or args.fit, args.fit)
             anchors.append(None if seconds is None else BATCH / seconds)
         cells = [f"{v:>12,.0f}" if v else f"{'-':>12}" for v in anchors]
         ratios = [f"{ours / v:>.2f}" if v else "-" for v in anchors]

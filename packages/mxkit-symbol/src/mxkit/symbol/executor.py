@@ -256,12 +256,12 @@ class Executor:
             from mxkit.ndarray.random import generator_state
 
             writes = _unique([*writes, generator_state(self._ctx).var])
-        later_reads = _unique([*reads, self._internal_var])
         for index, segment in enumerate(segments):
             if index == 1:
                 # later segments read what the earlier ones left in the intermediates: a
-                # failure there must skip them (the first one overwrites them whole)
-                reads = later_reads
+                # failure there must skip them (the first one overwrites them whole); built
+                # here, not per call, since a small graph is one segment and never needs it
+                reads = _unique([*reads, self._internal_var])
             if segment[0].node.op.async_kernel is not None:
                 self._push_async_step(segment[0], train, reads, writes, what)
                 continue

@@ -19,10 +19,15 @@ from mxkit.core.specs import OptimizerSpec, OptionSpec
 
 @hookimpl
 def mxkit_options() -> Iterator[OptionSpec]:
-    """``update_on_kvstore`` (mxkit.train.model.kvstore_sync)."""
+    """``update_on_kvstore`` (mxkit.train.model.kvstore_sync), ``module_step_program``
+    (mxkit.train.module.step_program)."""
     yield OptionSpec("update_on_kvstore", "bool", True,
                      "whether the KVStore runs the optimizer (True) or only sums gradients for the devices' "
                      "updaters (False); MXNet's MXNET_UPDATE_ON_KVSTORE is read when this key is not set")
+    yield OptionSpec("module_step_program", "bool", True,
+                     "whether Module.fit replays a step prepared once (single device, no store in use, no "
+                     "monitor) instead of calling forward, backward, update and update_metric per batch; "
+                     "the results are the same to the bit, False only takes the general path")
 
 
 def _factory(name: str) -> Callable[..., Any]:

@@ -248,6 +248,8 @@ class BaseModule:
         if validation_metric is None:
             validation_metric = eval_metric
         eval_metric = _create_metric(eval_metric)
+        # one device, nothing per-step to observe: each batch replays a step prepared once
+        program = self._make_step_program(monitor, sparse_row_id_fn)
 
         for epoch in range(begin_epoch, num_epoch):
             tic = time.time()
@@ -265,12 +267,13 @@ class BaseModule:
                 data_batch = next_data_batch
                 if monitor is not None:
                     monitor.tic()
-                self.forward_backward(data_batch)
-                self.update()
-                if isinstance(data_batch, list):
-                    self.update_metric(eval_metric, [db.label for db in data_batch], pre_sliced=True)
-                else:
-                    self.update_metric(eval_metric, data_batch.label)
+                if program is None or not program.run(data_batch, eval_metric):
+                    self.forward_backward(data_batch)
+                    self.update()
+                    if isinstance(data_batch, list):
+                        self.update_metric(eval_metric, [db.label for db in data_batch], pre_sliced=True)
+                    else:
+                        self.update_metric(eval_metric, data_batch.label)
                 try:
                     next_data_batch = next(data_iter)
                     self.prepare(next_data_batch, sparse_row_id_fn=sparse_row_id_fn)
@@ -306,6 +309,11 @@ class BaseModule:
             if _stop_requested(epoch_end_callback, batch_end_callback, eval_end_callback):
                 self.logger.info("Epoch[%d] a callback asked to stop training", epoch)
                 break
+
+    def _make_step_program(self, monitor: Any = None, sparse_row_id_fn: Any = None) -> Any:
+        """The prepared step ``fit`` replays (anything with ``run(batch, metric) -> bool``), or
+        None for the general path; modules that can prepare one override this."""
+        return None
 
     # -- parameters ---------------------------------------------------------------------
 

@@ -338,6 +338,17 @@ class BucketingModule(BaseModule):
         self._require(bound=True, initialized=True, what="update_metric")
         self._curr_module.update_metric(eval_metric, labels, pre_sliced)  # type: ignore[union-attr]
 
+    def _make_step_program(self, monitor: Any = None, sparse_row_id_fn: Any = None) -> Any:
+        """A :class:`~mxkit.train.module.step_program.BucketingStepProgram` (config
+        ``module_step_program``), or None when a monitor or sparse row ids need the general path."""
+        from mxkit.core import config
+        from mxkit.train.module.step_program import BucketingStepProgram
+
+        if not config.get("module_step_program") or monitor is not None or self._monitor is not None \
+                or sparse_row_id_fn is not None:
+            return None
+        return BucketingStepProgram(self)
+
     def install_monitor(self, mon: Any) -> None:
         self._require(bound=True, what="install_monitor")
         self._monitor = mon

@@ -411,6 +411,18 @@ class Module(OptimizingMixin, BaseModule):
         self._exec_group.get_params(self._arg_params, self._aux_params)  # type: ignore[arg-type]
         self._params_dirty = False
 
+    def _make_step_program(self, monitor: Any = None, sparse_row_id_fn: Any = None) -> Any:
+        """A :class:`~mxkit.train.module.step_program.StepProgram` when this module can train
+        through one (config ``module_step_program``), else None."""
+        from mxkit.core import config
+        from mxkit.train.module.step_program import StepProgram, step_program_blocker
+
+        if not config.get("module_step_program"):
+            return None
+        if step_program_blocker(self, monitor, sparse_row_id_fn) is not None:
+            return None
+        return StepProgram(self)
+
     def install_monitor(self, mon: Any) -> None:
         """Install a monitor on every executor."""
         self._require(bound=True, what="install_monitor")

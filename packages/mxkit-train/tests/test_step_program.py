@@ -1,0 +1,298 @@
+"""The step program ``fit`` replays: bitwise the step-by-step path, and the general path wherever it
+does not apply (several devices, a store in use, monitors, padding, sparse row ids)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mxkit import mx
+from mxkit.train.module.step_program import StepProgram
+
+FEATURES, CLASSES, BATCH = 12, 4, 8
+
+
+def _mlp():
+    net = mx.sym.FullyConnected(mx.sym.Variable("data"), num_hidden=16, name="fc1")
+    net = mx.sym.Activation(net, act_type="relu")
+    net = mx.sym.FullyConnected(net, num_hidden=CLASSES, name="fc2")
+    return mx.sym.SoftmaxOutput(net, name="softmax")
+
+
+def _data(n, seed=0):
+    rng = np.random.RandomState(seed)
+    x = rng.randn(n, FEATURES).astype(np.float32)
+    y = (x[:, :CLASSES] + 0.3 * rng.randn(n, CLASSES)).argmax(axis=1).astype(np.float32)
+    return x, y
+
+
+def _start_params():
+    arg_shapes, _, _ = _mlp().infer_shape(data=(BATCH, FEATURES))
+    rng = np.random.RandomState(1)
+    return {name: rng.uniform(-0.5, 0.5, shape).astype(np.float32)
+            for name, shape in zip(_mlp().list_arguments(), arg_shapes) if name not in ("data", "softmax_label")}
+
+
+def _as_nd(params):
+    return {name: mx.nd.array(value) for name, value in params.items()}
+
+
+OPT = {"learning_rate": 0.3, "momentum": 0.9, "wd": 1e-3}
+
+
+@pytest.fixture
+def program_runs(monkeypatch):
+    """How many batches went through a StepProgram, and how many it handed back."""
+    counts = {"replayed": 0, "declined": 0}
+    original = StepProgram.run
+
+    def counting(self, batch, metric):
+        done = original(self, batch, metric)
+        counts["replayed" if done else "declined"] += 1
+        return done
+
+    monkeypatch.setattr(StepProgram, "run", counting)
+    return counts
+
+
+def _fit(n=40, epochs=3, kvstore="local", contexts=None, last_batch_handle="discard", optimizer="sgd", **fit_args):
+    x, y = _data(n)
+    train = mx.io.NDArrayIter(x, y, batch_size=BATCH, last_batch_handle=last_batch_handle)
+    module = mx.mod.Module(_mlp(), context=contexts or mx.cpu(0))
+    metric = mx.metric.create("acc")
+    params = OPT if isinstance(optimizer, str) else ()
+    module.fit(train, eval_metric=metric, kvstore=kvstore, optimizer=optimizer, optimizer_params=params,
+               arg_params=_as_nd(_start_params()), num_epoch=epochs, **fit_args)
+    args, _ = module.get_params()
+    return {name: value.asnumpy() for name, value in args.items()}, metric.get()
+
+
+def _step_by_step(n=40, epochs=3, last_batch_handle="discard"):
+    """The general path written out: forward, backward, update, update_metric per batch."""
+    x, y = _data(n)
+    train = mx.io.NDArrayIter(x, y, batch_size=BATCH, last_batch_handle=last_batch_handle)
+    module = mx.mod.Module(_mlp(), context=mx.cpu(0))
+    module.bind(data_shapes=train.provide_data, label_shapes=train.provide_label)
+    module.init_params(arg_params=_as_nd(_start_params()))
+    module.init_optimizer(kvstore=None, optimizer="sgd", optimizer_params=OPT)
+    metric = mx.metric.create("acc")
+    for _ in range(epochs):
+        metric.reset()
+        train.reset()
+        for batch in train:
+            module.forward(batch, is_train=True)
+            module.backward()
+            module.update()
+            module.update_metric(metric, batch.label)
+    args, _ = module.get_params()
+    return {name: value.asnumpy() for name, value in args.items()}, metric.get()
+
+
+def _assert_bitwise(a, b):
+    assert a[0].keys() == b[0].keys()
+    for name in a[0]:
+        np.testing.assert_array_equal(a[0][name], b[0][name], err_msg=name)
+    assert a[1] == b[1]
+
+
+@pytest.mark.parametrize("kvstore", ["local", None])
+def test_fit_through_the_program_equals_the_step_by_step_path_to_the_bit(kvstore, program_runs):
+    fast = _fit(kvstore=kvstore)
+    assert program_runs == {"replayed": 15, "declined": 0}
+    _assert_bitwise(fast, _step_by_step())
+    # and training moved the weights, so the comparison compares something
+    assert not np.array_equal(fast[0]["fc1_weight"], _start_params()["fc1_weight"])
+
+
+def test_the_program_can_be_turned_off_and_gives_the_same_numbers(monkeypatch, program_runs):
+    fast = _fit()
+    monkeypatch.setenv("MXKIT_MODULE_STEP_PROGRAM", "0")
+    program_runs.update(replayed=0, declined=0)
+    general = _fit()
+    assert program_runs == {"replayed": 0, "declined": 0}
+    _assert_bitwise(fast, general)
+
+
+def test_a_padded_batch_takes_the_general_path(program_runs):
+    # 44 samples in batches of 8: the sixth batch of each epoch carries 4 samples of padding
+    fast = _fit(n=44, last_batch_handle="pad")
+    assert program_runs == {"replayed": 15, "declined": 3}
+    _assert_bitwise(fast, _step_by_step(n=44, last_batch_handle="pad"))
+
+
+def test_a_short_last_batch_rebinds_on_the_general_path_and_the_program_follows(program_runs):
+    x, y = _data(20)
+    module = mx.mod.Module(_mlp(), context=mx.cpu(0))
+    batches = [mx.io.DataBatch([mx.nd.array(x[i:i + size])], [mx.nd.array(y[i:i + size])])
+               for i, size in ((0, 8), (8, 8), (16, 4))]
+
+    class Short(mx.io.DataIter):
+        provide_data = (mx.io.DataDesc("data", (BATCH, FEATURES)),)
+        provide_label = (mx.io.DataDesc("softmax_label", (BATCH,)),)
+
+        def __iter__(self):
+            return iter(batches)
+
+        def reset(self):
+            pass
+
+    metric = mx.metric.create("acc")
+    module.fit(Short(), eval_metric=metric, kvstore=None, optimizer_params=OPT, arg_params=_as_nd(_start_params()),
+               num_epoch=2)
+    # the 4-sample batch re-binds the executor; the next epoch's full batches re-bind it back on the
+    # general path too, after which the program resolves the new executor and replays again
+    assert program_runs["declined"] >= 2 and program_runs["replayed"] >= 3
+
+    reference = mx.mod.Module(_mlp(), context=mx.cpu(0))
+    reference.bind(data_shapes=Short.provide_data, label_shapes=Short.provide_label)
+    reference.init_params(arg_params=_as_nd(_start_params()))
+    reference.init_optimizer(kvstore=None, optimizer_params=OPT)
+    expected_metric = mx.metric.create("acc")
+    for _ in range(2):
+        expected_metric.reset()
+        for batch in batches:
+            reference.forward_backward(batch)
+            reference.update()
+            reference.update_metric(expected_metric, batch.label)
+    got, want = module.get_params()[0], reference.get_params()[0]
+    for name in want:
+        np.testing.assert_array_equal(got[name].asnumpy(), want[name].asnumpy(), err_msg=name)
+    assert metric.get() == expected_metric.get()
+
+
+def test_two_devices_take_the_general_path(program_runs):
+    _fit(contexts=[mx.cpu(0), mx.cpu(1)], epochs=1)
+    assert program_runs == {"replayed": 0, "declined": 0}
+
+
+def test_a_store_object_in_use_takes_the_general_path(program_runs):
+    fast = _fit(kvstore=mx.kv.create("local"), epochs=2)
+    assert program_runs == {"replayed": 0, "declined": 0}
+    assert np.isfinite(fast[0]["fc1_weight"]).all()
+
+
+def test_a_monitor_takes_the_general_path(program_runs):
+    seen = []
+    monitor = mx.mon.Monitor(1, stat_func=lambda a: mx.nd.norm(a), pattern="fc1_output")
+    original = monitor.toc
+
+    def toc():
+        result = original()
+        seen.extend(result)
+        return result
+
+    monitor.toc = toc
+    _fit(epochs=1, monitor=monitor)
+    assert program_runs == {"replayed": 0, "declined": 0}
+    assert seen, "the monitor saw no step"
+
+
+def test_sparse_row_ids_take_the_general_path(program_runs):
+    _fit(epochs=1, sparse_row_id_fn=lambda batch: {})
+    assert program_runs == {"replayed": 0, "declined": 0}
+
+
+def test_batch_end_callbacks_see_the_same_metric_per_step(monkeypatch):
+    def record(into):
+        def callback(param):
+            into.append(param.eval_metric.get()[1])
+        return callback
+
+    fast, general = [], []
+    _fit(epochs=1, batch_end_callback=record(fast))
+    monkeypatch.setenv("MXKIT_MODULE_STEP_PROGRAM", "0")
+    _fit(epochs=1, batch_end_callback=record(general))
+    assert len(fast) == 5 and fast == general
+
+
+def test_feedforward_trains_through_the_program(program_runs, monkeypatch):
+    x, y = _data(40)
+
+    def train():
+        np.random.seed(5)  # FeedForward shuffles its numpy training data
+        model = mx.model.FeedForward(_mlp(), ctx=mx.cpu(0), num_epoch=2, optimizer="sgd", numpy_batch_size=BATCH,
+                                     arg_params=_as_nd(_start_params()), **OPT)
+        model.fit(x, y, kvstore=None)
+        return {name: value.asnumpy() for name, value in model.arg_params.items()}
+
+    fast = train()
+    assert program_runs["replayed"] == 10
+    monkeypatch.setenv("MXKIT_MODULE_STEP_PROGRAM", "0")
+    general = train()
+    for name in general:
+        np.testing.assert_array_equal(fast[name], general[name], err_msg=name)
+
+
+def _bucket_sym_gen(key):
+    data = mx.sym.Variable("data")
+    net = mx.sym.mean(data, axis=1)  # (batch, key, features) -> (batch, features): one weight shape per bucket
+    net = mx.sym.FullyConnected(net, num_hidden=CLASSES, name="fc")
+    return mx.sym.SoftmaxOutput(net, name="softmax"), ("data",), ("softmax_label",)
+
+
+class _Buckets(mx.io.DataIter):
+    """Batches of sequence lengths 5 (the default bucket) and 3, alternating."""
+
+    def __init__(self):
+        super().__init__(BATCH)
+        rng = np.random.RandomState(3)
+        self.batches = []
+        for index in range(6):
+            key = 5 if index % 2 == 0 else 3
+            x = rng.randn(BATCH, key, FEATURES).astype(np.float32)
+            y = rng.randint(0, CLASSES, BATCH).astype(np.float32)
+            self.batches.append(mx.io.DataBatch(
+                [mx.nd.array(x)], [mx.nd.array(y)], bucket_key=key, provide_data=[mx.io.DataDesc("data", x.shape)],
+                provide_label=[mx.io.DataDesc("softmax_label", y.shape)]))
+
+    @property
+    def provide_data(self):
+        return self.batches[0].provide_data
+
+    @property
+    def provide_label(self):
+        return self.batches[0].provide_label
+
+    def __iter__(self):
+        return iter(self.batches)
+
+    def reset(self):
+        pass
+
+
+def _fit_buckets():
+    module = mx.mod.BucketingModule(_bucket_sym_gen, default_bucket_key=5, context=mx.cpu(0))
+    metric = mx.metric.create("acc")
+    module.fit(_Buckets(), eval_metric=metric, kvstore=None, optimizer_params=OPT, initializer=mx.init.Xavier(),
+               num_epoch=2)
+    args, _ = module.get_params()
+    return {name: value.asnumpy() for name, value in args.items()}, metric.get()
+
+
+def test_bucketing_module_switching_buckets_equals_the_general_path(program_runs, monkeypatch):
+    mx.random.seed(7)
+    fast = _fit_buckets()
+    # fit's prepare() binds bucket 3 (borrowing the optimizer) before its first batch: all replay
+    assert program_runs == {"replayed": 12, "declined": 0}
+    monkeypatch.setenv("MXKIT_MODULE_STEP_PROGRAM", "0")
+    mx.random.seed(7)
+    _assert_bitwise(fast, _fit_buckets())
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "nag", "rmsprop", "one-by-one sgd"])
+def test_other_optimizers_and_unaggregated_updates_give_the_same_numbers(optimizer, monkeypatch, program_runs):
+    def train():
+        if optimizer == "one-by-one sgd":  # an updater that takes the weights one at a time
+            chosen = mx.optimizer.SGD(momentum=0.9, learning_rate=0.3, wd=1e-3, rescale_grad=1.0 / BATCH)
+            chosen.aggregate_num = 0
+            return _fit(epochs=2, optimizer=chosen)
+        x, y = _data(40)
+        module = mx.mod.Module(_mlp(), context=mx.cpu(0))
+        metric = mx.metric.create("acc")
+        module.fit(mx.io.NDArrayIter(x, y, batch_size=BATCH), eval_metric=metric, optimizer=optimizer,
+                   optimizer_params={"learning_rate": 0.01}, arg_params=_as_nd(_start_params()), num_epoch=2)
+        return {name: value.asnumpy() for name, value in module.get_params()[0].items()}, metric.get()
+
+    fast = train()
+    assert program_runs["replayed"] == 10
+    monkeypatch.setenv("MXKIT_MODULE_STEP_PROGRAM", "0")
+    _assert_bitwise(fast, train())
