@@ -326,11 +326,20 @@ class DistKVStore(KVStoreBase):
         """Per server: the ``(shard_id, round)`` of each part pushed, and the part's payload."""
         batches: dict[int, tuple[list[Any], list[Any]]] = {}
         counts, compressing, replicated = self._rounds, self._compressor is not None, self._replicated
+        plain = not (compressing or replicated)
         for entry, arrays in checked:
             grad = self._local_sum(entry, arrays)
             key = entry.key
             round_index = counts.get(key, 0)
             counts[key] = round_index + 1
+            if plain and entry.whole:  # the common case of a model of many small keys: no slicing
+                server, shard_id, _ = entry.routes[0]
+                batch = batches.get(server)
+                if batch is None:
+                    batch = batches[server] = ([], [])
+                batch[0].append((shard_id, round_index))
+                batch[1].append(grad)
+                continue
             for part in entry.parts:
                 data = grad if part.whole else grad.reshape(-1)[part.start:part.stop]
                 batch = batches.get(part.server)
@@ -351,24 +360,19 @@ class DistKVStore(KVStoreBase):
         batches: dict[int, list[Any]] = {}
         rounds = self._rounds
         for entry, _ in checked:
-            key = entry.key
-            for part in entry.parts:
-                items = batches.get(part.server)
+            pushed = rounds.get(entry.key, 0)
+            for server, shard_id, _ in entry.routes:
+                items = batches.get(server)
                 if items is None:
-                    items = batches[part.server] = []
-                items.append(((key, part.index), rounds.get(key, 0)))
+                    items = batches[server] = []
+                items.append((shard_id, pushed))
         return batches
 
     def _shapes(self, items: list[Any]) -> list[tuple[int, ...]]:
         """The shape of each ``(shard_id, round)``'s value as a server stores it (the key's
         shape for a whole key, flat for a part of a split one)."""
         keys = self._keys
-        shapes = []
-        for (key, index), _ in items:
-            entry = keys[key]
-            part = entry.parts[index]
-            shapes.append(entry.shape if part.whole else (part.size,))
-        return shapes
+        return [keys[key].routes[index][2] for (key, index), _ in items]
 
     # -- pull -------------------------------------------------------------------------
 

@@ -17,13 +17,17 @@ ENV = {"rank": "MXKIT_RANK", "num_workers": "MXKIT_NUM_WORKERS", "namespace": "M
 class Key:
     """What a worker knows of a key: its shape, dtype and parts."""
 
-    __slots__ = ("dtype", "key", "parts", "shape", "size", "whole")
+    __slots__ = ("dtype", "key", "parts", "routes", "shape", "size", "whole")
 
     def __init__(self, key: Any, shape: tuple[int, ...], dtype: Any, parts: list[Part]):
         self.key, self.shape, self.dtype, self.parts = key, shape, np.dtype(dtype), parts
         self.size = int(np.prod(shape, dtype=np.int64))
         #: whether the key lives whole on one server (not split into parts)
         self.whole = len(parts) == 1 and parts[0].whole
+        #: per part, ``(server, shard_id, the shape its server stores)``: worked out once, used
+        #: by every push and pull (the key's shape for a whole key, flat for a part)
+        self.routes = tuple((part.server, (key, part.index), shape if part.whole else (part.size,))
+                            for part in parts)
 
 
 def int_setting(name: str, value: Any, minimum: int) -> int:
