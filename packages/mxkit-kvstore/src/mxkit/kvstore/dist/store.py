@@ -47,6 +47,13 @@ def _flush_at_exit(store_ref: Any) -> None:
             pass
 
 
+@functools.cache
+def _ndarray_class() -> type:
+    from mxkit.ndarray import NDArray
+
+    return NDArray
+
+
 def _serialized(method: Callable[..., Any]) -> Callable[..., Any]:
     """Run ``method`` holding the store's lock (see "Threads" in :class:`DistKVStore`)."""
 
@@ -220,6 +227,9 @@ class DistKVStore(KVStoreBase):
         return entry
 
     def _checked(self, key: Any, value: Any, what: str) -> list[tuple[Key, list[Any]]]:
+        fast = self._checked_fast(key, value, what)
+        if fast is not None:
+            return fast
         checked = []
         keys = self._keys
         for k, arrays in group(key, value, what):
@@ -230,6 +240,28 @@ class DistKVStore(KVStoreBase):
                     raise ShapeError(f"{what} of key {k!r}: an array has shape {tuple(array.shape)}, the key was "
                                      f"initialised with shape {shape}")
             checked.append((entry, arrays))
+        return checked
+
+    def _checked_fast(self, key: Any, value: Any, what: str) -> list[tuple[Key, list[Any]]] | None:
+        """:meth:`_checked` of the common call of a training loop, a list of distinct known keys
+        of this store's kind with one NDArray each, checked without grouping; None for any
+        other call (which the general path checks and explains)."""
+        if type(key) is not list or type(value) is not list or len(key) != len(value) or len(key) < 2:
+            return None
+        kind, keys = self._key_kind, self._keys
+        entries = [keys.get(k) for k in key]
+        # the type test keeps out what equals a key without being one (True for 1, 1.0, numpy ints)
+        if None in entries or not all(type(k) is kind for k in key) or len(set(key)) != len(key):
+            return None
+        ndarray = _ndarray_class()
+        checked = []
+        for entry, array in zip(entries, value):
+            if type(array) is not ndarray:
+                return None
+            if array.shape != entry.shape:
+                raise ShapeError(f"{what} of key {entry.key!r}: an array has shape {tuple(array.shape)}, the key "
+                                 f"was initialised with shape {entry.shape}")
+            checked.append((entry, [array]))
         return checked
 
     @staticmethod
@@ -277,15 +309,17 @@ class DistKVStore(KVStoreBase):
 
     # -- push -------------------------------------------------------------------------
 
-    def _local_sum(self, entry: Key, arrays: list[Any]) -> np.ndarray:
+    def _local_sum(self, entry: Key, arrays: list[Any], waited: bool = False) -> np.ndarray:
         """This worker's devices summed (the local store's first level), as numpy.
 
         A single CPU array is returned as its own storage, not copied: every use of it
         below (packing, ``ray.put``, compression) copies it before :meth:`push` returns.
+        ``waited``: the arrays' pending writes are known to be done.
         """
         if len(arrays) == 1:
             array = arrays[0]
-            array.wait_to_read()
+            if not waited:
+                array.wait_to_read()
             data = array.storage
             return data if isinstance(data, np.ndarray) else array.asnumpy()
         out = np.empty(entry.shape, dtype=entry.dtype)
@@ -327,8 +361,12 @@ class DistKVStore(KVStoreBase):
         batches: dict[int, tuple[list[Any], list[Any]]] = {}
         counts, compressing, replicated = self._rounds, self._compressor is not None, self._replicated
         plain = not (compressing or replicated)
+        # many single arrays (a model's keys): one wait for all of them, not one each
+        waited = len(checked) >= transfer.WAIT_TOGETHER_MIN and all(len(arrays) == 1 for _, arrays in checked)
+        if waited:
+            transfer.wait_to_read_all([arrays[0] for _, arrays in checked])
         for entry, arrays in checked:
-            grad = self._local_sum(entry, arrays)
+            grad = self._local_sum(entry, arrays, waited)
             key = entry.key
             round_index = counts.get(key, 0)
             counts[key] = round_index + 1
