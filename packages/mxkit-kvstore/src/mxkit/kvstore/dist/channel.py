@@ -88,6 +88,57 @@ def _bad_item(name: str, item: Any) -> ChannelError:
                         f"got {item!r:.100}")
 
 
+#: the dtype of the tables a frame carries as arrays (shard ids and rounds, clocks)
+TABLE_DTYPE = np.dtype(np.int64)
+
+
+def shard_table(pairs: list[tuple[tuple[Any, int], int]]) -> np.ndarray | None:
+    """``[(shard_id, round)]`` as an ``(n, 3)`` int64 array ``[key, part, round]`` when every
+    key is an int (the common case of a model's keys), else None (the pairs go as JSON).
+
+    A table of a hundred keys is one array of the frame instead of three hundred JSON
+    numbers to write, parse and check one by one.
+    """
+    table = [(shard[0], shard[1], round_index) for shard, round_index in pairs]
+    if not all(type(row[0]) is int for row in table):
+        return None
+    try:
+        return np.array(table, dtype=TABLE_DTYPE).reshape(len(table), 3)
+    except OverflowError:  # a key beyond int64: JSON carries any int
+        return None
+
+
+def _table_rows(array: Any, name: str, columns: int) -> list[list[int]]:
+    """The rows of a table a frame carries as an array, checked: int64, ``(n, columns)``,
+    every column but a shard table's key ``>= 0``."""
+    if not isinstance(array, np.ndarray) or array.dtype != TABLE_DTYPE or array.ndim != 2 or \
+            array.shape[1] != columns:
+        shape = getattr(array, "shape", None)
+        raise ChannelError(f"malformed frame: {name!r} travels as an (n, {columns}) int64 array, got "
+                           f"{getattr(array, 'dtype', type(array).__name__)} of shape {shape}")
+    first = 1 if name != "clocks" else 0  # a shard table's first column is the key (any int)
+    if array.size and array[:, first:].min() < 0:
+        raise ChannelError(f"malformed frame: {name!r} holds a negative part, round or clock")
+    return array.tolist()
+
+
+def _table_from(header: dict[str, Any], arrays: list[np.ndarray], name: str
+                ) -> list[tuple[tuple[Any, int], int]]:
+    """A request's ``name`` table: from the frame's last array when the header says it
+    travels as one (``"<name>_array": true``; the array is taken off ``arrays``), else JSON."""
+    flag = header.get(f"{name}_array", False)
+    if flag is False:
+        return _shard_rounds(header, name)
+    if flag is not True or not arrays:
+        raise ChannelError(f"malformed request: '{name}_array' is true with the table as the frame's last "
+                           f"array, got {flag!r:.50} with {len(arrays)} arrays")
+    return [((key, part), round_index) for key, part, round_index in _table_rows(arrays.pop(), name, 3)]
+
+
+def _no_shape(index: int) -> tuple[int, ...]:
+    raise ChannelError("malformed request: a value is packed but the request has no packed buffers")
+
+
 def handle_request(server: Any, header: dict[str, Any], arrays: list[np.ndarray]
                    ) -> tuple[dict[str, Any], list[np.ndarray]]:
     """Run one request on ``server`` (a :class:`~.server.ParameterServer`); its answer."""
@@ -95,13 +146,18 @@ def handle_request(server: Any, header: dict[str, Any], arrays: list[np.ndarray]
     if op not in ("push", "pull", "pushpull"):
         raise ChannelError(f"malformed request: 'op' is one of push, pull, pushpull, got {op!r:.50}")
     rank, epoch = _int(header, "rank"), _int(header, "epoch")
+    arrays = list(arrays)
+    # tables carried as arrays are the frame's last ones: the pull's items, then the push's rounds
+    pull_items = _table_from(header, arrays, "items") if op != "push" else None
     if op != "pull":
-        rounds = _shard_rounds(header, "rounds")
+        rounds = _table_from(header, arrays, "rounds")
         layout = header.get("values")
         if type(layout) is list and len(layout) != len(rounds):
             raise ChannelError(f"malformed request: {len(rounds)} rounds but {len(layout)} values")
-        values = wire.unflatten(layout, header.get("packed", 0), arrays,
-                                lambda index: server.shard_shape(rounds[index][0]))
+        groups = header.get("packed", 0)
+        # the shapes of packed values, looked up in one pass (only when something is packed)
+        shapes = server.shard_shapes([shard for shard, _ in rounds]) if type(groups) is int and groups > 0 else None
+        values = wire.unflatten(layout, groups, arrays, shapes.__getitem__ if shapes is not None else _no_shape)
         # the arrays are views of the frame's own fresh buffer: the table may keep them
         server.push_values(rank, epoch, rounds, values, bool(header.get("resend", False)), owned=True)
     if op == "push":
@@ -109,11 +165,13 @@ def handle_request(server: Any, header: dict[str, Any], arrays: list[np.ndarray]
     timeout = header.get("timeout")
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         raise ChannelError(f"malformed request: 'timeout' must be a positive number of seconds, got {timeout!r:.50}")
-    values, clocks = server.pull_values(rank, epoch, _shard_rounds(header, "items"), float(timeout))
-    answer: dict[str, Any] = {"ok": True, "clocks": [list(clock) for clock in clocks]}
+    values, clocks = server.pull_values(rank, epoch, pull_items, float(timeout))
     if header.get("pack") is True:  # the worker knows the shapes: small values travel packed
+        answer: dict[str, Any] = {"ok": True, "clocks_array": True}
         answer["values"], answer["packed"], values = wire.flatten(values)
-    return answer, values
+        # the clocks as the answer's last array (one array instead of a JSON pair per item)
+        return answer, [*values, np.array(clocks, dtype=TABLE_DTYPE).reshape(len(clocks), 2)]
+    return {"ok": True, "clocks": [list(clock) for clock in clocks]}, values
 
 
 def _error_header(exc: BaseException) -> dict[str, Any]:
@@ -275,6 +333,18 @@ def _close_gracefully(sock: socket.socket, within: float = 1.0, most: int = 1 <<
 # -- the worker's side ---------------------------------------------------------------------
 
 
+def _add_table(header: dict[str, Any], arrays: list[np.ndarray], name: str,
+               pairs: list[tuple[tuple[Any, int], int]]) -> None:
+    """Put the ``[(shard_id, round)]`` table ``name`` in a request: as the frame's next array
+    when :func:`shard_table` can (int keys), else as JSON ``[[key, part, round], ...]``."""
+    table = shard_table(pairs)
+    if table is None:
+        header[name] = [[shard[0], shard[1], r] for shard, r in pairs]
+    else:
+        header[f"{name}_array"] = True
+        arrays.append(table)
+
+
 class Pending:
     """A request sent on a :class:`Connection` whose answer is not read yet."""
 
@@ -359,17 +429,16 @@ class Connection:
         """Send ``payloads`` as the ``(shard_id, round)`` pushes ``rounds`` (small values packed:
         the server knows each part's size)."""
         layout, groups, arrays = wire.flatten(payloads)
-        return self.request({"op": "push", "rank": rank, "epoch": epoch, "resend": resend, "values": layout,
-                             "packed": groups, "rounds": [[shard[0], shard[1], r] for shard, r in rounds]},
-                            arrays, "push")
+        header = {"op": "push", "rank": rank, "epoch": epoch, "resend": resend, "values": layout, "packed": groups}
+        _add_table(header, arrays, "rounds", rounds)
+        return self.request(header, arrays, "push")
 
     def pull(self, rank: int, epoch: int, items: list[Any], timeout: float, rounds: list[Any] = (),
              payloads: list[Any] = (), shapes: list[tuple[int, ...]] | None = None) -> Pending:
         """Ask for the values of ``items`` (``(shard_id, rounds pushed)``), sending the pushes
         ``rounds``/``payloads`` first in the same frame. With ``shapes`` (each value's shape),
         the server packs small values in its answer; without, each travels with its shape."""
-        header: dict[str, Any] = {"op": "pull", "rank": rank, "epoch": epoch, "timeout": timeout,
-                                  "items": [[shard[0], shard[1], r] for shard, r in items]}
+        header: dict[str, Any] = {"op": "pull", "rank": rank, "epoch": epoch, "timeout": timeout}
         if shapes is not None:
             if len(shapes) != len(items):
                 raise KVStoreError(f"pull of {len(items)} items with {len(shapes)} shapes")
@@ -377,8 +446,9 @@ class Connection:
         arrays: list[np.ndarray] = []
         if rounds:
             layout, groups, arrays = wire.flatten(payloads)
-            header.update(op="pushpull", values=layout, packed=groups,
-                          rounds=[[shard[0], shard[1], r] for shard, r in rounds])
+            header.update(op="pushpull", values=layout, packed=groups)
+            _add_table(header, arrays, "rounds", rounds)
+        _add_table(header, arrays, "items", items)  # last: the server takes it off first
         return self.request(header, arrays, "pull", shapes)
 
     def _where(self) -> str:
@@ -396,6 +466,16 @@ class Connection:
         except (EOFError, OSError, ChannelError) as exc:
             self._drop(exc)
             return
+        clocks = header.get("clocks")
+        if header.get("ok") is True and header.get("clocks_array") is True:
+            try:
+                if not arrays:
+                    raise ChannelError(f"{pending.what}: the answer has no clocks array")
+                clocks = _table_rows(arrays[-1], "clocks", 2)
+                arrays = arrays[:-1]
+            except ChannelError as exc:
+                self._drop(exc)
+                return
         if header.get("ok") is True and "values" in header:
             shapes = pending.shapes
             try:
@@ -408,7 +488,6 @@ class Connection:
         self.waiting.popleft()
         pending.done = True
         if header.get("ok") is True:
-            clocks = header.get("clocks")
             pending.answer = None if clocks is None else (arrays, [tuple(clock) for clock in clocks])
         else:
             pending.error = error_from(header, pending.what)
@@ -447,4 +526,5 @@ def check_done(pendings: list[Pending]) -> list[Pending]:
     return running
 
 
-__all__ = ["ChannelLost", "ChannelServer", "Connection", "Pending", "check_done", "error_from", "handle_request"]
+__all__ = ["ChannelLost", "ChannelServer", "Connection", "Pending", "TABLE_DTYPE", "check_done", "error_from",
+           "handle_request", "shard_table"]

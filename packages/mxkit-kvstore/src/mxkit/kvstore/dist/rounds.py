@@ -211,30 +211,40 @@ class ShardTable:
                     ready: list[tuple[Shard, list[Any]]] | None) -> None:
         """The items of :meth:`push` (called under the lock); rounds they complete are applied,
         or set aside in ``ready`` when it is a list."""
+        # runs once per pushed key part: lookups hoisted, the common case (a new round of a
+        # single part, no duplicate check) without calls beyond the round's own
+        shards, decode = self.shards, self.decode
+        check_duplicates = resend or self.replicating
         for shard_id, local_round, payload in items:
-            shard = self._shard(shard_id, "push")
-            value = self.decode(shard, payload) if self.decode is not None else payload
-            if value.shape != shard.value.shape:
+            shard = shards.get(shard_id)
+            if shard is None:
+                shard = self._shard(shard_id, "push")
+            value = decode(shard, payload) if decode is not None else payload
+            stored = shard.value
+            if value.shape != stored.shape:
                 raise KVStoreError(f"push of key {shard.key!r}: a value of shape {value.shape} for a part of "
-                                   f"shape {shard.value.shape}")
+                                   f"shape {stored.shape}")
             round_index = shard.base + local_round
             # with replication a push may arrive twice: sent again after a restart, and the
             # original, queued while the server restarted; the first one counts
-            if (resend or self.replicating) and (round_index < shard.applied[rank] or
-                           rank in shard.pending.get(round_index, (None, ()))[1]):
+            if check_duplicates and (round_index < shard.applied[rank] or
+                                     rank in shard.pending.get(round_index, (None, ()))[1]):
                 continue
-            entry = shard.pending.get(round_index)
+            pending = shard.pending
+            entry = pending.get(round_index)
             if entry is None:
-                adopt = (owned and value.dtype == shard.value.dtype and value.flags.c_contiguous
+                adopt = (owned and value.dtype == stored.dtype and value.flags.c_contiguous
                          and value.flags.writeable and _most_of_its_buffer(value))
-                merged = value if adopt else np.array(value, dtype=shard.value.dtype, copy=True)
-                shard.pending[round_index] = [merged, [rank]]
+                merged = value if adopt else np.array(value, dtype=stored.dtype, copy=True)
+                pending[round_index] = [merged, [rank]]
             else:
                 if rank in entry[1]:
                     raise KVStoreError(f"rank {rank} pushed round {local_round} of key {shard.key!r} twice")
                 np.add(entry[0], value, out=entry[0], casting="unsafe")
                 entry[1].append(rank)
-            shard.pushed[rank] = max(shard.pushed[rank], round_index + 1)
+            pushed = shard.pushed
+            if pushed[rank] <= round_index:
+                pushed[rank] = round_index + 1
             self._apply_ready_rounds(shard, ready)
 
     def _apply_together(self, ready: list[tuple[Shard, list[Any]]]) -> None:
@@ -319,26 +329,48 @@ class ShardTable:
         self._check_rank(rank)
         deadline = time.monotonic() + timeout
         values, clocks = [], []
+        shards = self.shards
+        pull_ready = getattr(self.model, "pull_ready", None)
         with self.condition:
             self._advance(rank, epoch)
             for shard_id, local_round in items:
-                shard = self._shard(shard_id, "pull")
+                shard = shards.get(shard_id)
+                if shard is None:
+                    shard = self._shard(shard_id, "pull")
                 worker_round = shard.base + local_round
                 if self.restored and shard.pushed[rank] < worker_round:
                     raise ResendRequest(f"server restarted: rank {rank} pushed {worker_round} rounds of key "
                                         f"{shard.key!r}, this server has {shard.pushed[rank]}; resend them")
-                slowest = self._slowest(shard)
-                while not self._readable(shard, rank, worker_round, slowest):
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise self._timeout_error(shard, rank, worker_round, timeout)
-                    self.condition.wait(remaining)
-                    if self.epoch != epoch:  # cannot happen while this rank waits here; kept honest
-                        self._advance(rank, epoch)
-                    slowest = self._slowest(shard)
+                # the common case inline: no rank in a barrier, no replication, nothing to wait for
+                slowest = min(shard.applied) if not self.ended else self._slowest(shard)
+                if (self.replicating or shard.applied[rank] < worker_round or
+                        not (pull_ready is None or slowest is None or pull_ready(worker_round, slowest))):
+                    while not self._readable(shard, rank, worker_round, slowest):
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0:
+                            raise self._timeout_error(shard, rank, worker_round, timeout)
+                        self.condition.wait(remaining)
+                        if self.epoch != epoch:  # cannot happen while this rank waits here; kept honest
+                            self._advance(rank, epoch)
+                        slowest = self._slowest(shard)
                 values.append(shard.value)  # never written in place: no copy needed
                 clocks.append((worker_round, worker_round if slowest is None else slowest))
         return values, clocks
+
+    def shapes_of(self, shard_ids: list[Any]) -> list[tuple[int, ...]]:
+        """:meth:`shape_of` of each shard (one lookup each; shards are never reshaped).
+
+        Raises
+        ------
+        KVStoreError
+            If a shard does not exist.
+        """
+        shards = self.shards
+        shapes = []
+        for shard_id in shard_ids:
+            shard = shards.get(shard_id) if type(shard_id) is tuple else None
+            shapes.append(shard.value.shape if shard is not None else self.shape_of(shard_id))
+        return shapes
 
     def _timeout_error(self, shard: Shard, rank: int, worker_round: int, timeout: float) -> KVStoreError:
         pull_ready = self.model.pull_ready

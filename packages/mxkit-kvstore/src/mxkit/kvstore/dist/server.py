@@ -31,6 +31,8 @@ from mxkit.kvstore.dist.rounds import Shard, ShardId, ShardTable
 FRAME_SLACK_BYTES = 1 << 20
 #: header bytes per shard a request may name besides its key (part and round, its array's spec)
 HEADER_BYTES_PER_SHARD = 256
+#: body bytes per shard a request may carry besides its value (its rows of the pushed and pulled tables)
+TABLE_BYTES_PER_SHARD = 2 * 3 * 8
 
 
 def _resolve(payloads: list[Any]) -> list[Any]:
@@ -294,6 +296,16 @@ class ParameterServer:
         """
         return self.table.shape_of(shard_id)
 
+    def shard_shapes(self, shard_ids: list[ShardId]) -> list[tuple[int, ...]]:
+        """:meth:`shard_shape` of each part (how a packed push of many keys is cut).
+
+        Raises
+        ------
+        KVStoreError
+            If a part was never initialised here.
+        """
+        return self.table.shapes_of(shard_ids)
+
     def pull(self, rank: int, epoch: int, items: list[tuple[ShardId, int]], timeout: float
              ) -> tuple[wire.Packed, list[tuple[int, int]]]:
         """The values of the shards once ``rank`` may read them (see :meth:`ShardTable.pull`), packed."""
@@ -328,7 +340,8 @@ class ParameterServer:
         cached = self._frame_limits
         if cached is not None and cached[0] == len(shards):  # shards are only added, never resized
             return cached[1], cached[2]
-        body = 2 * sum(shard.value.nbytes for shard in shards) + FRAME_SLACK_BYTES
+        # a request's shard tables travel as int64 arrays (two of them, 24 bytes a row: see channel.shard_table)
+        body = 2 * sum(shard.value.nbytes + TABLE_BYTES_PER_SHARD for shard in shards) + FRAME_SLACK_BYTES
         # JSON writes a non-ASCII character of a str key as 6 bytes (\\uXXXX)
         header = FRAME_SLACK_BYTES + 2 * sum(HEADER_BYTES_PER_SHARD + 6 * len(str(shard.key)) for shard in shards)
         self._frame_limits = (len(shards), header, body)

@@ -56,6 +56,13 @@ def _flush_at_exit(store_ref: Any) -> None:
             pass
 
 
+@functools.cache
+def _ndarray_class() -> type:
+    from mxkit.ndarray import NDArray
+
+    return NDArray
+
+
 def _serialized(method: Callable[..., Any]) -> Callable[..., Any]:
     """Run ``method`` holding the store's lock (see "Threads" in :class:`DistKVStore`)."""
 
@@ -229,6 +236,9 @@ class DistKVStore(KVStoreBase):
         return entry
 
     def _checked(self, key: Any, value: Any, what: str) -> list[tuple[Key, list[Any]]]:
+        fast = self._checked_fast(key, value, what)
+        if fast is not None:
+            return fast
         checked = []
         keys = self._keys
         for k, arrays in dense_only(group(key, value, what), what, self.type):
@@ -239,6 +249,28 @@ class DistKVStore(KVStoreBase):
                     raise ShapeError(f"{what} of key {k!r}: an array has shape {tuple(array.shape)}, the key was "
                                      f"initialised with shape {shape}")
             checked.append((entry, arrays))
+        return checked
+
+    def _checked_fast(self, key: Any, value: Any, what: str) -> list[tuple[Key, list[Any]]] | None:
+        """:meth:`_checked` of the common call of a training loop, a list of distinct known keys
+        of this store's kind with one NDArray each, checked without grouping; None for any
+        other call (which the general path checks and explains)."""
+        if type(key) is not list or type(value) is not list or len(key) != len(value) or len(key) < 2:
+            return None
+        kind, keys = self._key_kind, self._keys
+        entries = [keys.get(k) for k in key]
+        # the type test keeps out what equals a key without being one (True for 1, 1.0, numpy ints)
+        if None in entries or not all(type(k) is kind for k in key) or len(set(key)) != len(key):
+            return None
+        ndarray = _ndarray_class()
+        checked = []
+        for entry, array in zip(entries, value):
+            if type(array) is not ndarray:
+                return None
+            if array.shape != entry.shape:
+                raise ShapeError(f"{what} of key {entry.key!r}: an array has shape {tuple(array.shape)}, the key "
+                                 f"was initialised with shape {entry.shape}")
+            checked.append((entry, [array]))
         return checked
 
     @staticmethod
@@ -286,15 +318,17 @@ class DistKVStore(KVStoreBase):
 
     # -- push -------------------------------------------------------------------------
 
-    def _local_sum(self, entry: Key, arrays: list[Any]) -> np.ndarray:
+    def _local_sum(self, entry: Key, arrays: list[Any], waited: bool = False) -> np.ndarray:
         """This worker's devices summed (the local store's first level), as numpy.
 
         A single CPU array is returned as its own storage, not copied; :meth:`push` sees
         that the caller can still write it and copies it, or sends it, before returning.
+        ``waited``: the arrays' pending writes are known to be done.
         """
         if len(arrays) == 1:
             array = arrays[0]
-            array.wait_to_read()
+            if not waited:
+                array.wait_to_read()
             data = array.storage
             return data if isinstance(data, np.ndarray) else array.asnumpy()
         out = np.empty(entry.shape, dtype=entry.dtype)
@@ -345,11 +379,24 @@ class DistKVStore(KVStoreBase):
         """Per server: the ``(shard_id, round)`` of each part pushed, and the part's payload."""
         batches: dict[int, tuple[list[Any], list[Any]]] = {}
         counts, compressing, replicated = self._rounds, self._compressor is not None, self._replicated
+        plain = not (compressing or replicated)
+        # many single arrays (a model's keys): one wait for all of them, not one each
+        waited = len(checked) >= transfer.WAIT_TOGETHER_MIN and all(len(arrays) == 1 for _, arrays in checked)
+        if waited:
+            transfer.wait_to_read_all([arrays[0] for _, arrays in checked])
         for entry, arrays in checked:
-            grad = self._local_sum(entry, arrays)
+            grad = self._local_sum(entry, arrays, waited)
             key = entry.key
             round_index = counts.get(key, 0)
             counts[key] = round_index + 1
+            if plain and entry.whole:  # the common case of a model of many small keys: no slicing
+                server, shard_id, _ = entry.routes[0]
+                batch = batches.get(server)
+                if batch is None:
+                    batch = batches[server] = ([], [])
+                batch[0].append((shard_id, round_index))
+                batch[1].append(grad)
+                continue
             for part in entry.parts:
                 data = grad if part.whole else grad.reshape(-1)[part.start:part.stop]
                 batch = batches.get(part.server)
@@ -370,24 +417,19 @@ class DistKVStore(KVStoreBase):
         batches: dict[int, list[Any]] = {}
         rounds = self._rounds
         for entry, _ in checked:
-            key = entry.key
-            for part in entry.parts:
-                items = batches.get(part.server)
+            pushed = rounds.get(entry.key, 0)
+            for server, shard_id, _ in entry.routes:
+                items = batches.get(server)
                 if items is None:
-                    items = batches[part.server] = []
-                items.append(((key, part.index), rounds.get(key, 0)))
+                    items = batches[server] = []
+                items.append((shard_id, pushed))
         return batches
 
     def _shapes(self, items: list[Any]) -> list[tuple[int, ...]]:
         """The shape of each ``(shard_id, round)``'s value as a server stores it (the key's
         shape for a whole key, flat for a part of a split one)."""
         keys = self._keys
-        shapes = []
-        for (key, index), _ in items:
-            entry = keys[key]
-            part = entry.parts[index]
-            shapes.append(entry.shape if part.whole else (part.size,))
-        return shapes
+        return [keys[key].routes[index][2] for (key, index), _ in items]
 
     # -- pull -------------------------------------------------------------------------
 

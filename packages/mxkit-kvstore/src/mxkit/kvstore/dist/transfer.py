@@ -17,13 +17,17 @@ ENV = {"rank": "MXKIT_RANK", "num_workers": "MXKIT_NUM_WORKERS", "namespace": "M
 class Key:
     """What a worker knows of a key: its shape, dtype and parts."""
 
-    __slots__ = ("dtype", "key", "parts", "shape", "size", "whole")
+    __slots__ = ("dtype", "key", "parts", "routes", "shape", "size", "whole")
 
     def __init__(self, key: Any, shape: tuple[int, ...], dtype: Any, parts: list[Part]):
         self.key, self.shape, self.dtype, self.parts = key, shape, np.dtype(dtype), parts
         self.size = int(np.prod(shape, dtype=np.int64))
         #: whether the key lives whole on one server (not split into parts)
         self.whole = len(parts) == 1 and parts[0].whole
+        #: per part, ``(server, shard_id, the shape its server stores)``: worked out once, used
+        #: by every push and pull (the key's shape for a whole key, flat for a part)
+        self.routes = tuple((part.server, (key, part.index), shape if part.whole else (part.size,))
+                            for part in parts)
 
 
 def int_setting(name: str, value: Any, minimum: int) -> int:
@@ -48,6 +52,35 @@ def host_data(array: Any) -> np.ndarray:
     array.wait_to_read()
     data = array.storage
     return data if isinstance(data, np.ndarray) else array.asnumpy()
+
+
+#: from this many arrays on, :func:`wait_to_read_all` waits for all of them through one engine operation
+WAIT_TOGETHER_MIN = 8
+
+
+def wait_to_read_all(arrays: list[Any]) -> None:
+    """Wait until the pending writes of every array are done (re-raising an error one holds).
+
+    Many arrays (a push of every key of a model) are waited for through one engine
+    operation that reads them all, instead of one wait each: an operation inherits the
+    error of an array it reads, so a failed write still surfaces here.
+    """
+    if len(arrays) < WAIT_TOGETHER_MIN:
+        for array in arrays:
+            array.wait_to_read()
+        return
+    from mxkit.core.context import cpu
+    from mxkit.ndarray import NDArray
+    from mxkit.ndarray.invoke import push_raw
+
+    # the operation only orders: it runs on the host whatever device the arrays are on
+    marker = NDArray.from_storage(np.zeros(1, dtype=np.uint8), cpu())
+    push_raw(_nothing, arrays, [marker], marker.context, "kvstore.wait_to_read_all", overwrites=True)
+    marker.wait_to_read()
+
+
+def _nothing() -> None:
+    pass
 
 
 def write_all(jobs: list[tuple[np.ndarray, list[Any]]]) -> None:
@@ -75,4 +108,4 @@ def write_all(jobs: list[tuple[np.ndarray, list[Any]]]) -> None:
         target[:] = value
 
 
-__all__ = ["ENV", "Key", "host_data", "int_setting", "write_all"]
+__all__ = ["ENV", "Key", "WAIT_TOGETHER_MIN", "host_data", "int_setting", "wait_to_read_all", "write_all"]

@@ -86,23 +86,25 @@ def flatten(payloads: list[Any], pack_small: bool = True) -> tuple[list[int], in
     group_of: dict[Any, int] = {}  # dtype -> its packed buffer's number
     members: list[list[np.ndarray]] = []
     separate: list[np.ndarray] = []
-    for payload in payloads:
-        if isinstance(payload, tuple):
+    ndarray = np.ndarray
+    for payload in payloads:  # (once per value of a request that may name every key of a model)
+        if type(payload) is tuple:
             layout.append(len(payload))
             separate.extend(np.asarray(item) for item in payload)
             continue
-        array = np.asarray(payload)
+        array = payload if type(payload) is ndarray else np.asarray(payload)
         if pack_small and array.nbytes <= CHANNEL_PACK_MAX_BYTES:
             group = group_of.get(array.dtype)
             if group is None:
                 group = group_of[array.dtype] = len(members)
                 members.append([])
-            members[group].append(array.reshape(-1))
+            members[group].append(array)
             layout.append(PACKED - group)
         else:
             layout.append(SINGLE)
             separate.append(array)
-    packed = [np.concatenate(arrays) if len(arrays) > 1 else arrays[0] for arrays in members]
+    # axis=None: each array flattened in C order, all joined in one copy
+    packed = [np.concatenate(arrays, axis=None) if len(arrays) > 1 else arrays[0].reshape(-1) for arrays in members]
     return layout, len(packed), packed + separate
 
 
