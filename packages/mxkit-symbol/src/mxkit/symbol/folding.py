@@ -24,7 +24,11 @@ A pair folds only when that is exact:
 - the convolution's output is read by the BatchNorm alone and is not itself an output;
 - BatchNorm normalizes axis 1 (the convolution's channels, layout ``NC...``) and does not
   output its mean and variance (``output_mean_var``);
-- everything computes in float32 or float64.
+- everything computes in float32 or float64;
+- the weights have no more elements than the convolution's output: deriving them reads and
+  writes the weights, where the BatchNorm read and wrote the output, so a larger weight (a
+  late layer of a small batch) would make the forward slower and the plan larger (``w'`` is
+  live beside the convolution's input and output).
 
 The folded convolution takes the BatchNorm's name, so outputs and monitors keep their names;
 :attr:`PassGraph.notes` records what it replaced (the executor's ``debug_str`` shows it).
@@ -33,6 +37,7 @@ Config ``fold_batchnorm`` (default on) enables the pass.
 
 from __future__ import annotations
 
+from math import prod
 from typing import Any
 
 from mxkit.symbol.autodiff import GraphApplier
@@ -73,6 +78,8 @@ def foldable_pair(graph: PassGraph, bn: Node, readers: dict[Any, list[Node]], ro
         return None
     if graph.dtypes[key(source)] not in FOLDABLE_DTYPES:
         return None
+    if prod(graph.shapes[key(conv.inputs[1])]) > prod(graph.shapes[key(source)]):
+        return None  # deriving the weights would cost more than the normalization it saves
     return conv
 
 
