@@ -226,7 +226,7 @@ def build_exec_graph(symbol: Any, shapes: Mapping[str, Any], dtypes: Mapping[str
     passes = PassGraph(graph.forward_nodes + graph.backward_nodes, heads + list(graph.grad_writers.values()),
                        graph.shapes, graph.dtypes, forward_ids, shared_ids={id(n) for n in order},
                        select_checkpoints=select)
-    optimize_graph(passes, configured_passes(recompute=select is not None))
+    optimize_graph(passes, configured_passes(recompute=select is not None, inference=not graph.backward_nodes))
     graph.forward_nodes = [n for n in passes.nodes if id(n) in passes.forward_ids]
     graph.backward_nodes = [n for n in passes.nodes if id(n) not in passes.forward_ids]
     graph.heads = passes.roots[:len(heads)]

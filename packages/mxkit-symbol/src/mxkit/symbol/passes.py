@@ -3,8 +3,8 @@
 Passes run at every bind, after the backward graph is built, in the order config lists
 them (default ``prune,fuse``; config ``backward_do_mirror`` adds ``mirror`` after
 ``prune``, and so does a recomputing memory planner, config ``memplan = "sublinear"``;
-config ``fold_batchnorm``, on by default, adds ``fold_batchnorm`` before ``fuse``, a pass
-that changes only prediction binds: :mod:`mxkit.symbol.folding`).
+in a bind without a backward pass, config ``fold_batchnorm``, on by default, adds
+``fold_batchnorm`` after ``prune``: :mod:`mxkit.symbol.folding`).
 Two kinds are registered with :func:`register_pass`:
 
 - a *selecting* pass is ``pass(roots, nodes) -> nodes``: ``roots`` are the entries the
@@ -142,17 +142,17 @@ def prune(roots: list[Entry], nodes: list[Node]) -> list[Node]:
 register_pass("prune", prune)
 
 
-def configured_passes(recompute: bool = False) -> list[str]:
+def configured_passes(recompute: bool = False, inference: bool = False) -> list[str]:
     """Config ``graph_passes``, with ``mirror`` after ``prune`` when ``backward_do_mirror`` is on
     or ``recompute`` (the bind's memory planner is a recomputing one, ``sublinear``), and
-    ``fold_batchnorm`` after ``prune`` when config ``fold_batchnorm`` is on (it folds only in
-    binds without a backward pass)."""
+    ``fold_batchnorm`` after ``prune`` for an ``inference`` bind (no backward pass) when config
+    ``fold_batchnorm`` is on."""
     from mxkit.core import config
 
     names = [n.strip().lower() for n in config.get("graph_passes")]
     if (recompute or config.get("backward_do_mirror")) and "mirror" not in names:
         names.insert(names.index("prune") + 1 if "prune" in names else 0, "mirror")
-    if config.get("fold_batchnorm") and "fold_batchnorm" not in names:
+    if inference and config.get("fold_batchnorm") and "fold_batchnorm" not in names:
         names.insert(names.index("prune") + 1 if "prune" in names else 0, "fold_batchnorm")
     return names
 
