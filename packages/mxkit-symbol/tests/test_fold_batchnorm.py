@@ -213,3 +213,17 @@ def test_float64_folds_too(dtype):
     net = conv_bn(data, "a", 4, pad=(1, 1))
     exe = bind(net, type_dict={"data": dtype}, data=(2, 2, 6, 6))
     assert batchnorm_count(exe) == 0
+
+
+def test_reshaped_folded_executor_folds_and_matches():
+    data = sym.var("data")
+    net = sym.Activation(conv_bn(data, "a", 4, pad=(1, 1)), act_type="relu")
+    folded, plain = bind(net, data=(2, 3, 6, 6)), bind(net, fold=False, data=(2, 3, 6, 6))
+    values = random_values(plain, 7)
+    load(folded, values)
+    load(plain, values)
+    folded, plain = folded.reshape(data=(1, 3, 6, 6)), plain.reshape(data=(1, 3, 6, 6))
+    batch = np.random.default_rng(8).standard_normal((1, 3, 6, 6)).astype(np.float32)
+    assert batchnorm_count(folded) == 0
+    np.testing.assert_allclose(folded.forward(data=batch)[0].asnumpy(), plain.forward(data=batch)[0].asnumpy(),
+                               rtol=1e-4, atol=1e-4)
