@@ -20,6 +20,10 @@ def mxkit_options() -> Iterator[OptionSpec]:
     yield OptionSpec("exec_bulk_size", "int", 15,
                      "nodes per engine push when an executor runs (MXNet's MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN)",
                      minimum=1)
+    yield OptionSpec("fold_batchnorm", "bool", True,
+                     "fold BatchNorm into the Convolution before it in prediction binds (every grad_req "
+                     "'null'): the graph pass 'fold_batchnorm', which derives the weights at every forward and "
+                     "never changes the parameters")
     yield OptionSpec("backward_do_mirror", "bool", False,
                      "recompute cheap forward results in backward instead of keeping them (the graph pass "
                      "'mirror'; MXNet's MXNET_BACKWARD_DO_MIRROR)")

@@ -59,6 +59,9 @@ class ExecGraph:
         Nodes the graph passes replaced (kept alive: ``shapes`` still has their keys).
     recomputed_ids : set of int
         Ids of the backward nodes that recompute forward results (the ``mirror`` pass).
+    notes : dict of int to str
+        Node id to what a graph pass made it from (a folded convolution's Convolution and
+        BatchNorm), shown by the executor's ``debug_str``.
     planner : PlannerSpec or None
         The memory planner of this bind, resolved once by :func:`build_exec_graph`: the
         graph passes and the plan use the same one even if the configuration changes.
@@ -78,6 +81,7 @@ class ExecGraph:
     dtypes: dict[Any, str] = field(default_factory=dict)
     retired: list[Node] = field(default_factory=list)
     recomputed_ids: set[int] = field(default_factory=set)
+    notes: dict[int, str] = field(default_factory=dict)
     planner: Any = None
 
     def nbytes(self, entry_key: Any) -> int:
@@ -222,13 +226,15 @@ def build_exec_graph(symbol: Any, shapes: Mapping[str, Any], dtypes: Mapping[str
     passes = PassGraph(graph.forward_nodes + graph.backward_nodes, heads + list(graph.grad_writers.values()),
                        graph.shapes, graph.dtypes, forward_ids, shared_ids={id(n) for n in order},
                        select_checkpoints=select)
-    optimize_graph(passes, configured_passes(recompute=select is not None))
+    optimize_graph(passes, configured_passes(recompute=select is not None, inference=not graph.backward_nodes))
     graph.forward_nodes = [n for n in passes.nodes if id(n) in passes.forward_ids]
     graph.backward_nodes = [n for n in passes.nodes if id(n) not in passes.forward_ids]
     graph.heads = passes.roots[:len(heads)]
     graph.grad_writers = dict(zip(graph.grad_writers, passes.roots[len(heads):]))
     graph.retired = passes.retired
     graph.recomputed_ids = {id(n) for n in graph.backward_nodes if id(n) in passes.recomputed_ids}
+    graph.notes = passes.notes
+    graph.unmonitored_ids |= passes.unmonitored_ids
     return graph
 
 

@@ -308,8 +308,18 @@ class Executor:
                 raise ShapeError(f"forward: {name!r} has shape {shape}, the executor was bound with "
                                  f"{target.shape}; use exe.reshape({name}={shape}) to change it")
             target[:] = value
-        self._push_segments(self._forward_segments, is_train, self._forward_reads, self._forward_writes, "forward")
         self._last_train = is_train
+        if is_train and self._graph.notes:
+            # a prediction bind with folded BatchNorms: training mode normalizes with batch
+            # statistics (and updates the moving ones), which only the unfolded graph does
+            twin = self._training_twin()
+            twin._monitor, twin._monitor_all = self._monitor, self._monitor_all
+            twin.forward(is_train=True)
+            for mine, theirs in zip(self.outputs, twin.outputs):
+                if mine is not theirs:
+                    mine[:] = theirs
+            return self.outputs
+        self._push_segments(self._forward_segments, is_train, self._forward_reads, self._forward_writes, "forward")
         if self._monitor is not None:
             self._run_monitor(self._graph.forward_nodes)
         return self.outputs
@@ -348,6 +358,21 @@ class Executor:
                             "backward")
         if self._monitor is not None:
             self._run_monitor(self._graph.backward_nodes)
+
+    def _training_twin(self) -> Executor:
+        """The unfolded executor over the same arrays (made on first use), for ``forward(is_train=True)``
+        of a bind whose graph passes rewrote nodes for prediction only."""
+        twin = getattr(self, "_twin", None)
+        if twin is None:
+            shapes = {n: tuple(a.shape) for n, a in self.arg_dict.items()}
+            dtypes = {n: str(a.dtype.__name__) for n, a in self.arg_dict.items()}
+            with config.override(fold_batchnorm=False):
+                graph = build_exec_graph(self._symbol, shapes, dtypes, self._grad_req, for_training=True,
+                                         memplan=self._graph.planner)
+            twin = Executor(self._symbol, self._ctx, graph, self.arg_arrays, self.grad_arrays, self.aux_arrays,
+                            shared_exec=self)
+            self._twin = twin
+        return twin
 
     # -- dictionaries and helpers ---------------------------------------------------------
 
@@ -453,6 +478,8 @@ class Executor:
                 from mxkit.symbol.fusion import describe_fused
 
                 lines.append(f"Fused: {describe_fused(node)}")
+            if id(node) in graph.notes:
+                lines.append(f"Rewritten: {graph.notes[id(node)]}")
             lines.append("Inputs:")
             lines += [f"\targ[{i}]={e.node.name}({e.index}) version=0" for i, e in enumerate(node.inputs)]
             for i in range(node.num_outputs()):

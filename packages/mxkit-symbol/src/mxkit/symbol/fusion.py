@@ -359,7 +359,7 @@ def fuse_symbol(symbol: Any, type_dict: dict | None = None, **shapes: Any) -> An
     from mxkit.symbol.exec_graph import build_exec_graph
     from mxkit.symbol.symbol import Symbol
 
-    with config.override(graph_passes=["prune", "fuse"], backward_do_mirror=False):
+    with config.override(graph_passes=["prune", "fuse"], backward_do_mirror=False, fold_batchnorm=False):
         graph = build_exec_graph(symbol, shapes, type_dict or {}, "null", for_training=False)
     return Symbol(graph.heads)
 

@@ -2,7 +2,9 @@
 
 Passes run at every bind, after the backward graph is built, in the order config lists
 them (default ``prune,fuse``; config ``backward_do_mirror`` adds ``mirror`` after
-``prune``, and so does a recomputing memory planner, config ``memplan = "sublinear"``).
+``prune``, and so does a recomputing memory planner, config ``memplan = "sublinear"``;
+in a bind without a backward pass, config ``fold_batchnorm``, on by default, adds
+``fold_batchnorm`` after ``prune``: :mod:`mxkit.symbol.folding`).
 Two kinds are registered with :func:`register_pass`:
 
 - a *selecting* pass is ``pass(roots, nodes) -> nodes``: ``roots`` are the entries the
@@ -60,6 +62,11 @@ class PassGraph:
     recomputed_ids : set of int
         Ids of the nodes that recompute forward results (made by ``mirror``; a fused node
         that absorbs one is one too).
+    notes : dict of int to str
+        Node id to what a pass made it from (``fold_batchnorm``'s folded convolutions), for
+        the executor's ``debug_str``.
+    unmonitored_ids : set of int
+        Ids of nodes a pass added that MXNet's graph does not have (a monitor skips them).
     """
 
     nodes: list[Node]
@@ -71,6 +78,8 @@ class PassGraph:
     retired: list[Node] = field(default_factory=list)
     select_checkpoints: Callable[..., Any] | None = None
     recomputed_ids: set[int] = field(default_factory=set)
+    notes: dict[int, str] = field(default_factory=dict)
+    unmonitored_ids: set[int] = field(default_factory=set)
 
     def is_forward(self, node: Node) -> bool:
         return id(node) in self.forward_ids
@@ -133,14 +142,18 @@ def prune(roots: list[Entry], nodes: list[Node]) -> list[Node]:
 register_pass("prune", prune)
 
 
-def configured_passes(recompute: bool = False) -> list[str]:
+def configured_passes(recompute: bool = False, inference: bool = False) -> list[str]:
     """Config ``graph_passes``, with ``mirror`` after ``prune`` when ``backward_do_mirror`` is on
-    or ``recompute`` (the bind's memory planner is a recomputing one, ``sublinear``)."""
+    or ``recompute`` (the bind's memory planner is a recomputing one, ``sublinear``), and
+    ``fold_batchnorm`` after ``prune`` for an ``inference`` bind (no backward pass) when config
+    ``fold_batchnorm`` is on."""
     from mxkit.core import config
 
     names = [n.strip().lower() for n in config.get("graph_passes")]
     if (recompute or config.get("backward_do_mirror")) and "mirror" not in names:
         names.insert(names.index("prune") + 1 if "prune" in names else 0, "mirror")
+    if inference and config.get("fold_batchnorm") and "fold_batchnorm" not in names:
+        names.insert(names.index("prune") + 1 if "prune" in names else 0, "fold_batchnorm")
     return names
 
 
@@ -166,6 +179,7 @@ def optimize_graph(graph: PassGraph, names: Sequence[str] | None = None) -> Pass
 
 def _ensure_builtin_passes() -> None:
     # the rewriting passes live in their own modules, which register themselves at import
+    import mxkit.symbol.folding
     import mxkit.symbol.fusion
     import mxkit.symbol.mirror  # noqa: F401
 
