@@ -175,17 +175,21 @@ class Parameter:
         if not shape_is_known(self._shape):
             raise DeferredInitializationError(f"cannot initialize parameter {self.name!r}: its shape {self._shape} "
                                               f"is still unknown")
-        if data is None:
+        owned = data is None
+        if owned:
             data = zeros(self._shape, dtype=self.dtype)
             if isinstance(init, _ConstantInit):
                 init(self.name, data)
             else:
                 mx_init.create(default_init)(mx_init.InitDesc(self.name, {"__init__": init}), data)
-        self._init_impl(data, contexts)
+        self._init_impl(data, contexts, owned=owned)
 
-    def _init_impl(self, data: Any, contexts: list[Any]) -> None:
+    def _init_impl(self, data: Any, contexts: list[Any], owned: bool = False) -> None:
+        """Give the parameter ``data`` on every context: copies, except that an array made here for
+        the purpose (``owned``) serves its own context itself (a parameter-sized copy less)."""
         self._ctx_list = list(contexts)
-        self._data = [data.copyto(ctx).astype(self.dtype, copy=False) for ctx in contexts]
+        self._data = [data.astype(self.dtype, copy=False) if owned and ctx == data.context
+                      else data.copyto(ctx).astype(self.dtype, copy=False) for ctx in contexts]
         self.version += 1
         self._init_grad()
 
