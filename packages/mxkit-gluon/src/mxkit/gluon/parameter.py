@@ -86,6 +86,8 @@ class Parameter:
         self._deferred_init: tuple | None = None
         #: bumped whenever the arrays are replaced, so bound executors know to rebind
         self.version = 0
+        #: (attributes, the Symbol variable made with them): see var()
+        self._var_cache: tuple[tuple, Any] | None = None
 
     def __repr__(self) -> str:
         return f"Parameter {self.name} (shape={self.shape}, dtype={self.dtype})"
@@ -318,7 +320,17 @@ class Parameter:
         attrs: dict[str, Any] = {"lr_mult": self.lr_mult, "wd_mult": self.wd_mult, "dtype": self.dtype}
         if shape_is_known(self._shape):
             attrs["shape"] = self._shape
-        return symbol.var(self.name, **attrs)
+        if self.init is not None and (isinstance(self.init, str) or hasattr(self.init, "dumps")):
+            # as MXNet's: a Module bound to the graph initialises the variable with it (__init__)
+            attrs["init"] = self.init if isinstance(self.init, str) else self.init.dumps()
+        # one variable while its attributes stay (MXNet keeps one): a cell unrolled over several
+        # steps, or a block called twice in one graph, must use the same variable, not several of
+        # one name, which no executor can bind
+        key = tuple((name, str(value)) for name, value in attrs.items())
+        cached = self._var_cache
+        if cached is None or cached[0] != key:
+            cached = self._var_cache = (key, symbol.var(self.name, **attrs))
+        return cached[1]
 
     def _reduce(self) -> Any:
         """The value averaged over the contexts, on cpu (what ``save_parameters`` writes)."""
