@@ -69,7 +69,13 @@ class Parameter:
     def __init__(self, name: str, grad_req: str = "write", shape: Any = None, dtype: Any = "float32",
                  lr_mult: float = 1.0, wd_mult: float = 1.0, init: Any = None, allow_deferred_init: bool = False,
                  differentiable: bool = True, stype: str = "default", grad_stype: str = "default") -> None:
+        for what, kind in (("stype", stype), ("grad_stype", grad_stype)):
+            if kind != "default":
+                raise GluonError(f"Parameter {name!r}: {what}={kind!r} is not supported (no sparse storage in "
+                                 f"mxkit); use 'default' (dense)")
         self.name = name
+        #: the Trainer that updates this parameter (MXNet's link: loading new values resets its store)
+        self._trainer: Any = None
         self._shape = None if shape is None else tuple(int(d) for d in ((shape,) if isinstance(shape, int)
                                                                            else shape))
         self.dtype = np.dtype(dtype).name
@@ -342,8 +348,17 @@ class Parameter:
             total = total + other.copyto(cpu())
         return total / len(data) if len(data) > 1 else total
 
+    def _set_trainer(self, trainer: Any) -> None:
+        """Link this parameter to the Trainer that updates it (``None`` unlinks it)."""
+        self._trainer = trainer
+
     def _load_init(self, data: Any, ctx: Any, cast_dtype: bool = False, dtype_source: str = "current") -> None:
-        """Initialise from a loaded array, checking shape and dtype (MXNet's rules)."""
+        """Initialise from a loaded array, checking shape and dtype (MXNet's rules). A Trainer whose
+        store holds the weights (update_on_kvstore) forgets the store, so that its next step
+        starts from the loaded values rather than the store's."""
+        trainer = self._trainer
+        if trainer is not None and trainer._kv_initialized and trainer._update_on_kvstore:
+            trainer._reset_kvstore()
         if self._shape is not None:
             if len(self._shape) != len(data.shape) or any(
                     s not in (0, d) for s, d in zip(self._shape, data.shape)):
