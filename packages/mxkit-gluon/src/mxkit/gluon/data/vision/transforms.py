@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 from mxkit.gluon.block import Block, HybridBlock
 from mxkit.gluon.data.vision.resize_crop import CenterCrop, CropResize, RandomResizedCrop, Resize
+from mxkit.gluon.data.vision.rotate import RandomRotation, Rotate
 from mxkit.gluon.nn.basic_layers import HybridSequential, Sequential
 from mxkit.gluon.parameter import GluonError
 
@@ -116,4 +117,4 @@ class RandomFlipLeftRight(Block):
 
 
 __all__ = ["Cast", "CenterCrop", "Compose", "CropResize", "HybridCompose", "Normalize", "RandomApply",
-           "RandomFlipLeftRight", "RandomResizedCrop", "Resize", "ToTensor"]
+           "RandomFlipLeftRight", "RandomResizedCrop", "RandomRotation", "Resize", "Rotate", "ToTensor"]
