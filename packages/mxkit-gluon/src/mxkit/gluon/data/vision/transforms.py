@@ -11,6 +11,14 @@ from typing import Any
 
 import numpy as np
 from mxkit.gluon.block import Block, HybridBlock
+from mxkit.gluon.data.vision.color import (
+    RandomBrightness,
+    RandomColorJitter,
+    RandomContrast,
+    RandomHue,
+    RandomLighting,
+    RandomSaturation,
+)
 from mxkit.gluon.data.vision.resize_crop import CenterCrop, CropResize, RandomResizedCrop, Resize
 from mxkit.gluon.data.vision.rotate import RandomRotation, Rotate
 from mxkit.gluon.nn.basic_layers import HybridSequential, Sequential
@@ -117,4 +125,5 @@ class RandomFlipLeftRight(Block):
 
 
 __all__ = ["Cast", "CenterCrop", "Compose", "CropResize", "HybridCompose", "Normalize", "RandomApply",
-           "RandomFlipLeftRight", "RandomResizedCrop", "RandomRotation", "Resize", "Rotate", "ToTensor"]
+           "RandomBrightness", "RandomColorJitter", "RandomContrast", "RandomFlipLeftRight", "RandomHue",
+           "RandomLighting", "RandomResizedCrop", "RandomRotation", "RandomSaturation", "Resize", "Rotate", "ToTensor"]
