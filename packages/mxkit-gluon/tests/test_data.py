@@ -172,3 +172,33 @@ def test_object_arrays_cannot_leave_a_worker():
     with pytest.raises(data.WorkerError, match="cannot leave a worker process"):
         list(loader)
     loader.close()
+
+
+@pytest.mark.parametrize("length, shards", [(9, 4), (8, 4), (3, 5), (0, 2), (10, 1)])
+def test_shards_cover_every_sample_once_in_order_sizes_differing_by_one_at_most(length, shards):
+    samples = data.SimpleDataset(list(range(length)))
+    parts = [samples.shard(shards, index) for index in range(shards)]
+    assert [x for part in parts for x in part] == list(range(length))
+    sizes = [len(part) for part in parts]
+    assert sizes == sorted(sizes, reverse=True) and max(sizes) - min(sizes) <= 1
+
+
+@pytest.mark.parametrize("args", [(0, 0), (2, 2), (2, -1), (2.0, 0)])
+def test_a_bad_shard_is_refused(args):
+    with pytest.raises(GluonError, match="shard"):
+        data.SimpleDataset([1, 2, 3]).shard(*args)
+
+
+def test_pin_memory_hands_batches_over_on_the_pinned_context_with_the_same_values():
+    x = np.random.RandomState(3).uniform(size=(10, 4)).astype(np.float32)
+    y = np.arange(10, dtype=np.float32)
+    dataset = data.ArrayDataset(x, y)
+    plain = list(data.DataLoader(dataset, 4))
+    pinned = list(data.DataLoader(dataset, 4, pin_memory=True, pin_device_id=1, auto_reload=True))
+    assert len(plain) == len(pinned) == 3
+    for (px, py), (qx, qy) in zip(plain, pinned):
+        assert px.context == mx.cpu(0) and qx.context == mx.cpu_pinned(1) and qy.context == mx.cpu_pinned(1)
+        np.testing.assert_array_equal(px.asnumpy(), qx.asnumpy())
+        np.testing.assert_array_equal(py.asnumpy(), qy.asnumpy())
+    with pytest.raises(GluonError, match="pin_device_id"):
+        data.DataLoader(dataset, 4, pin_memory=True, pin_device_id=-1)

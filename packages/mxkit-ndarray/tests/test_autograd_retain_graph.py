@@ -63,3 +63,56 @@ def test_in_place_writes_into_the_recorded_graph_are_refused():
     with autograd.record():
         target[1] = nd.ones((4,))  # nothing recorded is involved: a plain write
     np.testing.assert_array_equal(target.asnumpy()[1], np.ones(4))
+
+
+def _recorded_chain(x):
+    """``x`` through three recorded operators; weak references to the two intermediates."""
+    import weakref
+
+    with autograd.record():
+        a = nd.exp(x)
+        b = a * x  # its gradient reads a and x
+        y = nd.sum(b * b)
+    refs = [weakref.ref(a), weakref.ref(b)]
+    return y, refs
+
+
+def test_backward_releases_the_intermediates_it_consumed():
+    """MXNet frees a graph as its backward pass goes: after backward() nothing but the caller keeps
+    the forward pass's intermediates (they stayed until the heads were collected, and a training
+    loop holding its last loss kept a whole step's activations alive beside the next)."""
+    x, dx = nd.array(np.linspace(-1, 1, 6).reshape(2, 3)), nd.zeros((2, 3))
+    autograd.mark_variables([x], [dx])
+    y, refs = _recorded_chain(x)
+    assert all(ref() is not None for ref in refs)  # held by the recorded graph
+    y.backward()
+    assert all(ref() is None for ref in refs)
+    xv = x.asnumpy()  # d/dx sum((x e^x)^2) = 2 x e^x (e^x + x e^x)
+    np.testing.assert_allclose(dx.asnumpy(), 2 * xv * np.exp(xv) * (np.exp(xv) + xv * np.exp(xv)), rtol=1e-5)
+    with pytest.raises(AutogradError, match="retain_graph=True"):
+        y.backward()
+
+
+def test_a_retained_graph_keeps_its_intermediates_until_its_last_backward():
+    x, dx = nd.array(np.linspace(-1, 1, 6).reshape(2, 3)), nd.zeros((2, 3))
+    autograd.mark_variables([x], [dx], grad_reqs="add")
+    y, refs = _recorded_chain(x)
+    y.backward(retain_graph=True)
+    assert all(ref() is not None for ref in refs)
+    first = dx.asnumpy().copy()
+    y.backward()
+    np.testing.assert_allclose(dx.asnumpy(), 2 * first, rtol=1e-6)
+    assert all(ref() is None for ref in refs)
+
+
+def test_grad_without_retaining_releases_and_with_create_graph_keeps():
+    x = nd.array(np.linspace(-1, 1, 6).reshape(2, 3))
+    x.attach_grad()
+    y, refs = _recorded_chain(x)
+    autograd.grad(y, [x])
+    assert all(ref() is None for ref in refs)
+    y, refs = _recorded_chain(x)
+    with autograd.record():
+        (gx,) = autograd.grad(y, [x], create_graph=True)
+    assert all(ref() is not None for ref in refs)  # the gradient's own graph reads them
+    del gx

@@ -242,3 +242,26 @@ def test_property_agrees_with_allclose_and_names_the_worst_index(pairs, rtol, at
         assert f"Location of maximum error: ({worst},), a={a[worst]:.8f}, b={b[worst]:.8f}" in str(exc)
     else:
         assert close
+
+
+def test_effective_dtype_is_the_data_dtype_off_tf32_devices():
+    from mxkit.mx.test_utils import effective_dtype
+
+    assert effective_dtype(mx.nd.ones((2,), dtype="float32")) == np.dtype(np.float32)
+    assert effective_dtype(mx.nd.ones((2,), dtype="float16")) == np.dtype(np.float16)
+    assert effective_dtype(np.ones(2, dtype=np.float64)) == np.dtype(np.float64)  # numpy data: no device
+
+
+def test_effective_dtype_of_float32_on_a_gpu_with_tf32_allowed_is_float16(monkeypatch):
+    """TF32 keeps about float16's mantissa: MXNet's tests then use float16's tolerances. A stand-in
+    array on a gpu context, since the check reads only the context and the config."""
+    from types import SimpleNamespace
+
+    from mxkit.mx.testing import compare
+
+    on_gpu = SimpleNamespace(dtype=np.float32, context=mx.gpu(0))
+    monkeypatch.setattr(compare, "_tf32_enabled", lambda ctx: ctx.device_type == "gpu")
+    assert compare.effective_dtype(on_gpu) == np.dtype(np.float16)
+    assert compare.effective_dtype(SimpleNamespace(dtype=np.float64, context=mx.gpu(0))) == np.dtype(np.float64)
+    monkeypatch.undo()
+    assert compare._tf32_enabled(mx.cpu()) is False

@@ -239,3 +239,37 @@ def test_convolution_in_chunks_and_pointwise_match_the_generic_kernel(monkeypatc
     for mine, theirs in zip(grads, reference):
         # the weight and bias gradients sum 5 * 42 products: a bound of 1e-3 covers float32 rounding
         np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-3)
+
+
+def test_kernel_blocks_borrow_scratch_sets_instead_of_each_thread_keeping_one():
+    """A block of run_blocks gets a scratch set lent for its length: the next block, on any thread,
+    reuses it (the process keeps as many sets as blocks ran at once, not one per thread that ran
+    one); blocks running at once get distinct sets."""
+    import threading
+
+    from mxkit_cpu import parallel
+
+    parallel.clear_scratch()
+    seen = []
+
+    def block(index, start, stop):
+        seen.append(parallel.scratch("probe", (1024,), np.float32))
+
+    parallel.run_blocks(block, [(0, 1)])
+    worker = threading.Thread(target=parallel.run_blocks, args=(block, [(0, 1)]))
+    worker.start()
+    worker.join()
+    assert np.shares_memory(seen[0], seen[1])  # another thread, the same lent set
+    assert parallel.scratch_bytes() == 1024 * 4
+
+    barrier = threading.Barrier(2, timeout=30)
+    together = []
+
+    def concurrent(index, start, stop):
+        together.append(parallel.scratch("probe", (1024,), np.float32))
+        barrier.wait()  # both blocks hold their sets at once
+
+    parallel.run_blocks(concurrent, [(0, 1), (1, 2)])
+    assert not np.shares_memory(together[0], together[1])
+    parallel.clear_scratch()
+    assert parallel.scratch_bytes() == 0

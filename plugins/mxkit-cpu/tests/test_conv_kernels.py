@@ -199,3 +199,25 @@ def test_the_cython_loops_reject_buffers_of_the_wrong_shape():
         _conv.rows_to_batch_major(np.zeros((1, 18, 4), np.float32), np.zeros((2, 4, 9), np.float32), 1)
     with pytest.raises(ValueError, match=r"out has shape \(4, 9\); expected \(4, 18\)"):
         _conv.to_channel_major(np.zeros((2, 4, 9), np.float32), np.zeros((4, 9), np.float32), 0, 2)
+
+
+def test_the_data_gradient_reuses_the_column_buffer_of_the_weight_gradient():
+    """The column matrix is read by the weight product before the column gradient is written, so one
+    buffer serves both: a thread keeps one (rows x positions) matrix, not two (the largest scratch of a
+    ResNet's backward pass, per thread)."""
+    from mxkit_cpu import parallel
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 4, 9, 9))
+    w = rng.standard_normal((6, 4, 3, 3))
+    out_grad = rng.standard_normal((2, 6, 9, 9))
+    params = dict(kernel=(3, 3), pad=(1, 1), num_filter=6, no_bias=True)
+    parallel.clear_scratch()
+    with split_into_blocks(1):  # on this thread, whose scratch is inspected
+        grads = run("_backward_Convolution", [out_grad, x, w], **params)
+    columns = 4 * 9 * (2 * 9 * 9) * 8  # (C * K) x (N * L) float64
+    out_grads = 6 * (2 * 9 * 9) * 8
+    assert parallel.scratch_bytes() == columns + out_grads
+    want_dx, want_dw, _ = direct_convolution_gradients(out_grad, x, w, (1, 1), (1, 1), (1, 1), 1)
+    np.testing.assert_allclose(grads[0], want_dx, **TOLERANCE[np.float64])
+    np.testing.assert_allclose(grads[1], want_dw, **TOLERANCE[np.float64])

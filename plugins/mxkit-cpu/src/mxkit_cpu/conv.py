@@ -188,7 +188,9 @@ def convolution_backward(xp: Any, inputs: list, outputs: list, params: dict) -> 
             if c0 != n0:
                 weight_parts[index] += target
             if data_grad is not None:
-                column_grad = scratch("column_grad", (rows, width), dtype)
+                # the weight product above has read the columns: their buffer takes the column gradient
+                # (a second buffer of that size per thread was the largest scratch a ResNet kept)
+                column_grad = columns
                 np.matmul(filters_t, grouped_grad, out=column_grad.reshape(groups, rows // groups, width))
                 _conv.col2im(column_grad, data_grad.array, c0, c1, *window, oh, ow)
 

@@ -76,9 +76,11 @@ def reset() -> None:
 
 def _forget_after_fork() -> None:
     """In a forked child the helper threads do not exist: start afresh (else a kernel waits forever)."""
-    global _pool, _local
+    global _pool, _local, _lent_lock, _lent_sets
     _pool = None
     _local = threading.local()
+    _lent_lock = threading.Lock()  # a parent thread may have held it at the fork
+    _lent_sets = []
 
 
 if hasattr(os, "register_at_fork"):
@@ -146,6 +148,7 @@ def run_blocks(task: Callable[[int, int, int], Any], blocks: list[tuple[int, int
     The calling thread runs the first block itself. An exception of any block is raised here,
     after every block has finished (they all write into the caller's arrays).
     """
+    task = _with_lent_scratch(task)
     if len(blocks) <= 1:
         for index, (start, stop) in enumerate(blocks):
             task(index, start, stop)
@@ -174,7 +177,8 @@ def chunks(start: int, stop: int, bytes_per_sample: int, budget: int | None = No
 
 
 def scratch(name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-    """This thread's reusable C-contiguous buffer ``name`` of ``shape`` and ``dtype`` (contents undefined).
+    """A reusable C-contiguous buffer ``name`` of ``shape`` and ``dtype`` (contents undefined), from
+    the scratch set lent to the running block of :func:`run_blocks`, or else this thread's own.
 
     Big temporaries are the costly part of allocation on CPU (fresh pages fault in on first
     touch), so column matrices are kept per thread: one buffer per name and dtype, grown to the
@@ -203,15 +207,43 @@ def scratch(name: str, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     return buffer[:count].reshape(shape)
 
 
+# Scratch sets lent to the blocks of run_blocks: a block takes a free set for its length and gives
+# it back, so the process keeps as many sets as blocks ever ran at once (the kernel threads), not one
+# per thread that ever ran a block (each engine worker calls kernels, and runs their first block
+# itself: with two workers and one helper, three sets where two ever worked at once).
+_lent_sets: list[OrderedDict] = []
+_lent_lock = threading.Lock()
+
+
+def _with_lent_scratch(task: Callable[[int, int, int], Any]) -> Callable[[int, int, int], Any]:
+    def lent(index: int, start: int, stop: int) -> Any:
+        with _lent_lock:
+            buffers = _lent_sets.pop() if _lent_sets else OrderedDict()
+        own = getattr(_local, "buffers", None)
+        _local.buffers = buffers
+        try:
+            return task(index, start, stop)
+        finally:
+            _local.buffers = own
+            with _lent_lock:
+                _lent_sets.append(buffers)
+
+    return lent
+
+
 def scratch_bytes() -> int:
-    """The bytes of this thread's scratch buffers."""
+    """The bytes of this thread's own scratch buffers and of the sets lent to kernel blocks."""
     cache: OrderedDict | None = getattr(_local, "buffers", None)
-    return 0 if cache is None else sum(buffer.nbytes for buffer in cache.values())
+    with _lent_lock:
+        lent = sum(buffer.nbytes for buffers in _lent_sets for buffer in buffers.values())
+    return lent + (0 if cache is None else sum(buffer.nbytes for buffer in cache.values()))
 
 
 def clear_scratch() -> None:
-    """Drop this thread's scratch buffers."""
+    """Drop this thread's scratch buffers and the sets lent to kernel blocks."""
     _local.buffers = OrderedDict()
+    with _lent_lock:
+        _lent_sets.clear()
 
 
 __all__ = ["MIN_PARALLEL_WORK", "SCRATCH_BYTES", "blas_threads", "chunks", "clear_scratch", "kernel_threads",

@@ -7,8 +7,10 @@ from mxkit.core.specs import BackendSpec, OptionSpec
 def _make_cpu_backend(device_id: int):
     from mxkit_cpu.backend import CPUBackend
     from mxkit_cpu.blas import limit_blas_threads
+    from mxkit_cpu.host_memory import hold_mmap_threshold
 
     limit_blas_threads()  # see mxkit_cpu.blas: a multi-threaded BLAS under the engine's threads is slow
+    hold_mmap_threshold()  # see mxkit_cpu.host_memory: freed large buffers leave the process
     return CPUBackend(device_id)
 
 
@@ -29,10 +31,15 @@ def mxkit_kernels(registry):
 
 @hookimpl
 def mxkit_options():
-    """The thread counts of the CPU kernels (mxkit_cpu.parallel) and of numpy's BLAS (mxkit_cpu.blas)."""
+    """The thread counts of the CPU kernels (mxkit_cpu.parallel) and of numpy's BLAS (mxkit_cpu.blas),
+    and glibc's mmap threshold (mxkit_cpu.host_memory)."""
     yield OptionSpec("cpu_kernel_threads", "int", 0,
                      "threads one CPU convolution, pooling or activation kernel splits its work across "
                      "(0: one per core)", minimum=0)
     yield OptionSpec("cpu_blas_threads", "int", 1,
                      "threads of numpy's BLAS once mxkit uses the CPU (0: leave the library's own setting); "
                      "big products are split across cpu_kernel_threads instead", minimum=0)
+    yield OptionSpec("cpu_malloc_mmap_threshold", "int", 128 * 1024,
+                     "bytes from which glibc's malloc maps each block on its own and unmaps it when freed, held "
+                     "fixed once mxkit uses the CPU (0: glibc's moving threshold, which keeps freed large "
+                     "blocks resident)", minimum=0)

@@ -729,19 +729,21 @@ def inner_product_backward_weights_pd(MemoryDesc src, MemoryDesc diff_weights, d
 
 
 cdef class Primitive:
-    """A primitive with its argument slots and its own scratchpad, allocated once.
+    """A primitive with its argument slots.
 
     ``slots`` lists ``(arg, MemoryDesc)``: the arguments :meth:`run` binds, in order. The
-    scratchpad (oneDNN's temporary space, sized by the primitive descriptor) is allocated
-    here and reused by every call, so a call allocates nothing. A primitive runs one call
-    at a time (its scratchpad is shared): callers hold :attr:`lock` around :meth:`run`.
+    scratchpad (oneDNN's temporary space, :attr:`scratchpad_bytes` as the primitive descriptor
+    sizes it) is the caller's, passed to each :meth:`run`: it is only used within one call, so
+    the primitives of a process share a few buffers instead of each keeping its own (the
+    backward convolutions of a ResNet-18 kept 15-45 MB). A primitive runs one call at a time:
+    callers hold :attr:`lock` around :meth:`run`.
     """
     cdef dnnl_primitive_t primitive
     cdef dnnl_memory_t* memories
     cdef dnnl_exec_arg_t* args
     cdef int nargs
     cdef int nslots
-    cdef readonly object scratchpad
+    cdef readonly Py_ssize_t scratchpad_bytes
     cdef readonly object lock
     cdef readonly object descriptor
     cdef readonly tuple sizes
@@ -770,11 +772,9 @@ cdef class Primitive:
             sizes.append(md.nbytes)
         self.sizes = tuple(sizes)
         scratch_md = dnnl_primitive_desc_query_md(pd.pd, <dnnl_query_t>dnnl_query_scratchpad_md, 0)
-        nbytes = dnnl_memory_desc_get_size(scratch_md) if scratch_md != NULL else 0
-        self.scratchpad = aligned_buffer(nbytes) if nbytes else None
-        check(dnnl_memory_create(&self.memories[self.nslots], scratch_md, _engine,
-                                 <void*><uintptr_t>(self.scratchpad.ctypes.data if nbytes else 0)),
-              "scratchpad memory")
+        self.scratchpad_bytes = dnnl_memory_desc_get_size(scratch_md) if scratch_md != NULL else 0
+        # the data handle is set by each run (the caller's buffer)
+        check(dnnl_memory_create(&self.memories[self.nslots], scratch_md, _engine, NULL), "scratchpad memory")
         self.args[self.nslots].arg = ARG_SCRATCHPAD
         self.args[self.nslots].memory = self.memories[self.nslots]
 
@@ -790,13 +790,10 @@ cdef class Primitive:
         if self.primitive != NULL:
             dnnl_primitive_destroy(self.primitive)
 
-    @property
-    def scratchpad_bytes(self):
-        return 0 if self.scratchpad is None else self.scratchpad.nbytes
-
-    def run(self, arrays):
+    def run(self, arrays, scratchpad=None):
         """Execute on ``arrays`` (one writable, C-contiguous numpy array per slot, each at least the
-        slot's size in bytes), without the GIL, and wait for it."""
+        slot's size in bytes) with ``scratchpad`` (a C-contiguous array of at least
+        :attr:`scratchpad_bytes`; ``None`` when that is 0), without the GIL, and wait for it."""
         cdef int i
         cdef Stream stream = thread_stream()
         cdef dnnl_status_t status
@@ -809,6 +806,12 @@ cdef class Primitive:
                                  f"got {array.nbytes} bytes, contiguous={array.flags.c_contiguous}")
             check(dnnl_memory_set_data_handle(self.memories[i], <void*><uintptr_t>array.ctypes.data),
                   "data handle")
+        if self.scratchpad_bytes:
+            if scratchpad is None or not scratchpad.flags.c_contiguous or scratchpad.nbytes < self.scratchpad_bytes:
+                raise ValueError(f"the scratchpad must be a C-contiguous array of at least {self.scratchpad_bytes} "
+                                 f"bytes, got {None if scratchpad is None else scratchpad.nbytes}")
+            check(dnnl_memory_set_data_handle(self.memories[self.nslots],
+                                              <void*><uintptr_t>scratchpad.ctypes.data), "scratchpad handle")
         with nogil:
             status = dnnl_primitive_execute(self.primitive, stream.stream, self.nargs, self.args)
             if status == dnnl_success:

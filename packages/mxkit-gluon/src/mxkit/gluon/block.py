@@ -333,6 +333,19 @@ class Block:
                 continue
             params[key]._load_init(value, ctx, cast_dtype=cast_dtype, dtype_source=dtype_source)
 
+    def save(self, prefix: str) -> None:
+        """Save the block tree's names and the parameters: ``<prefix>-model.json`` and
+        ``<prefix>-model.params`` (MXNet 1.9.1's whole-model files; see :mod:`mxkit.gluon.block_save`)."""
+        from mxkit.gluon.block_save import save_model
+
+        save_model(self, prefix)
+
+    def load(self, prefix: str) -> None:
+        """Load what :meth:`save` wrote into this block, built by the same code in the same order."""
+        from mxkit.gluon.block_save import load_model
+
+        load_model(self, prefix)
+
     # legacy names
     def save_params(self, filename: str) -> None:
         """Deprecated: full-name format (``ParameterDict.save`` with this block's prefix stripped)."""

@@ -236,8 +236,94 @@ class PoissonNLLLoss(Loss):
         return F.mean(loss)
 
 
+class CosineEmbeddingLoss(Loss):
+    """``1 - cos(input1, input2)`` for label 1, ``max(0, cos(input1, input2) - margin)`` for label -1,
+    per sample (shape ``(batch, 1)``, as MXNet 1.9.1 returns it); the cosine's denominator is at
+    least 1e-12."""
+
+    def __init__(self, weight: float | None = None, batch_axis: int = 0, margin: float = 0, **kwargs: Any) -> None:
+        super().__init__(weight, batch_axis, **kwargs)
+        self._margin = margin
+
+    def hybrid_forward(self, F: Any, input1: Any, input2: Any, label: Any, sample_weight: Any = None) -> Any:
+        input1 = _reshape_like(F, input1, input2)
+        label = label.reshape((-1, 1))
+        cos_sim = self._cosine_similarity(F, input1, input2)
+        similar = (1 - cos_sim) * (label == 1)
+        dissimilar = F.broadcast_maximum(F.zeros((1, 1)), (label == -1) * (cos_sim - self._margin))
+        return _apply_weighting(F, similar + dissimilar, self._weight, sample_weight)
+
+    @staticmethod
+    def _cosine_similarity(F: Any, x: Any, y: Any, axis: int = -1) -> Any:
+        x_norm = F.norm(x, axis=axis).reshape((-1, 1))
+        y_norm = F.norm(y, axis=axis).reshape((-1, 1))
+        x_dot_y = F.sum(x * y, axis=axis).reshape((-1, 1))
+        return x_dot_y / F.maximum(x_norm * y_norm, 1e-12)
+
+
+class SDMLLoss(Loss):
+    """Smoothed deep metric learning loss of aligned batches ``x1``, ``x2`` of shape ``(batch, dim)``:
+    the KL divergence between the softmax of the negative squared distances of every pair and
+    smoothed identity labels (``1 - smoothing_parameter`` on the diagonal, the rest spread evenly).
+    Like MXNet's, it reads the batch size from the arrays, so it runs imperatively only."""
+
+    def __init__(self, smoothing_parameter: float = 0.3, weight: float | None = 1.0, batch_axis: int = 0,
+                 **kwargs: Any) -> None:
+        super().__init__(weight, batch_axis, **kwargs)
+        self.kl_loss = KLDivLoss(from_logits=True)
+        self.smoothing_parameter = smoothing_parameter
+
+    def hybrid_forward(self, F: Any, x1: Any, x2: Any) -> Any:
+        from mxkit import ndarray
+        from mxkit.gluon.parameter import GluonError
+
+        if F is not ndarray:
+            raise GluonError("SDMLLoss reads the batch size from its inputs; call it on NDArrays, not hybridized")
+        if x1.shape != x2.shape or x1.ndim != 2:
+            raise GluonError(f"SDMLLoss takes two batches of one (batch, dim) shape, got {x1.shape} and {x2.shape}")
+        batch, dim = x1.shape
+        if batch < 2:
+            raise GluonError(f"SDMLLoss needs at least 2 samples per batch (the others are the negatives), got {batch}")
+        gold = F.eye(batch, ctx=x1.context)
+        labels = gold * (1 - self.smoothing_parameter) + (1 - gold) * self.smoothing_parameter / (batch - 1)
+        left = x1.expand_dims(1).broadcast_to((batch, batch, dim))
+        right = x2.expand_dims(0).broadcast_to((batch, batch, dim))
+        distances = ((left - right) ** 2).sum(axis=2)
+        return self.kl_loss(F.log_softmax(-distances, axis=1), labels)
+
+
+class CTCLoss(Loss):
+    """Connectionist temporal classification over the ``CTCLoss`` operator, blank label last.
+
+    ``pred`` is ``'NTC'`` or ``'TNC'`` (``layout``) unnormalised scores, ``label`` ``'NT'`` or ``'TN'``
+    (``label_layout``); ``pred_lengths`` and ``label_lengths`` are optional per-sample lengths."""
+
+    def __init__(self, layout: str = "NTC", label_layout: str = "NT", weight: float | None = None,
+                 **kwargs: Any) -> None:
+        from mxkit.gluon.parameter import GluonError
+
+        if layout not in ("NTC", "TNC"):
+            raise GluonError(f"CTCLoss: layout must be 'NTC' or 'TNC', got {layout!r}")
+        if label_layout not in ("NT", "TN"):
+            raise GluonError(f"CTCLoss: label_layout must be 'NT' or 'TN', got {label_layout!r}")
+        self._layout = layout
+        self._label_layout = label_layout
+        super().__init__(weight, label_layout.find("N"), **kwargs)
+
+    def hybrid_forward(self, F: Any, pred: Any, label: Any, pred_lengths: Any = None, label_lengths: Any = None,
+                       sample_weight: Any = None) -> Any:
+        if self._layout == "NTC":
+            pred = F.swapaxes(pred, 0, 1)
+        if self._batch_axis == 1:
+            label = F.swapaxes(label, 0, 1)
+        inputs = [pred, label] + [x for x in (pred_lengths, label_lengths) if x is not None]
+        loss = F.CTCLoss(*inputs, use_data_lengths=pred_lengths is not None,
+                         use_label_lengths=label_lengths is not None, blank_label="last")
+        return _apply_weighting(F, loss, self._weight, sample_weight)
+
+
 __all__ = [
-    "HingeLoss", "HuberLoss", "KLDivLoss", "L1Loss", "L2Loss", "LogisticLoss", "Loss", "PoissonNLLLoss",
-    "SigmoidBCELoss", "SigmoidBinaryCrossEntropyLoss", "SoftmaxCELoss", "SoftmaxCrossEntropyLoss",
-    "SquaredHingeLoss", "TripletLoss",
+    "CTCLoss", "CosineEmbeddingLoss", "HingeLoss", "HuberLoss", "KLDivLoss", "L1Loss", "L2Loss", "LogisticLoss",
+    "Loss", "PoissonNLLLoss", "SDMLLoss", "SigmoidBCELoss", "SigmoidBinaryCrossEntropyLoss", "SoftmaxCELoss",
+    "SoftmaxCrossEntropyLoss", "SquaredHingeLoss", "TripletLoss",
 ]

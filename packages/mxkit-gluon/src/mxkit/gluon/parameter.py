@@ -69,7 +69,13 @@ class Parameter:
     def __init__(self, name: str, grad_req: str = "write", shape: Any = None, dtype: Any = "float32",
                  lr_mult: float = 1.0, wd_mult: float = 1.0, init: Any = None, allow_deferred_init: bool = False,
                  differentiable: bool = True, stype: str = "default", grad_stype: str = "default") -> None:
+        for what, kind in (("stype", stype), ("grad_stype", grad_stype)):
+            if kind != "default":
+                raise GluonError(f"Parameter {name!r}: {what}={kind!r} is not supported (no sparse storage in "
+                                 f"mxkit); use 'default' (dense)")
         self.name = name
+        #: the Trainer that updates this parameter (MXNet's link: loading new values resets its store)
+        self._trainer: Any = None
         self._shape = None if shape is None else tuple(int(d) for d in ((shape,) if isinstance(shape, int)
                                                                            else shape))
         self.dtype = np.dtype(dtype).name
@@ -86,6 +92,8 @@ class Parameter:
         self._deferred_init: tuple | None = None
         #: bumped whenever the arrays are replaced, so bound executors know to rebind
         self.version = 0
+        #: (attributes, the Symbol variable made with them): see var()
+        self._var_cache: tuple[tuple, Any] | None = None
 
     def __repr__(self) -> str:
         return f"Parameter {self.name} (shape={self.shape}, dtype={self.dtype})"
@@ -175,17 +183,21 @@ class Parameter:
         if not shape_is_known(self._shape):
             raise DeferredInitializationError(f"cannot initialize parameter {self.name!r}: its shape {self._shape} "
                                               f"is still unknown")
-        if data is None:
+        owned = data is None
+        if owned:
             data = zeros(self._shape, dtype=self.dtype)
             if isinstance(init, _ConstantInit):
                 init(self.name, data)
             else:
                 mx_init.create(default_init)(mx_init.InitDesc(self.name, {"__init__": init}), data)
-        self._init_impl(data, contexts)
+        self._init_impl(data, contexts, owned=owned)
 
-    def _init_impl(self, data: Any, contexts: list[Any]) -> None:
+    def _init_impl(self, data: Any, contexts: list[Any], owned: bool = False) -> None:
+        """Give the parameter ``data`` on every context: copies, except that an array made here for
+        the purpose (``owned``) serves its own context itself (a parameter-sized copy less)."""
         self._ctx_list = list(contexts)
-        self._data = [data.copyto(ctx).astype(self.dtype, copy=False) for ctx in contexts]
+        self._data = [data.astype(self.dtype, copy=False) if owned and ctx == data.context
+                      else data.copyto(ctx).astype(self.dtype, copy=False) for ctx in contexts]
         self.version += 1
         self._init_grad()
 
@@ -316,11 +328,16 @@ class Parameter:
         attrs: dict[str, Any] = {"lr_mult": self.lr_mult, "wd_mult": self.wd_mult, "dtype": self.dtype}
         if shape_is_known(self._shape):
             attrs["shape"] = self._shape
-        key = (attrs["lr_mult"], attrs["wd_mult"], str(attrs["dtype"]), tuple(attrs.get("shape", ())))
-        cached = getattr(self, "_var_cache", None)
+        if self.init is not None and (isinstance(self.init, str) or hasattr(self.init, "dumps")):
+            # as MXNet's: a Module bound to the graph initialises the variable with it (__init__)
+            attrs["init"] = self.init if isinstance(self.init, str) else self.init.dumps()
+        # one variable while its attributes stay (MXNet keeps one): a cell unrolled over several
+        # steps, or a block called twice in one graph, must use the same variable, not several of
+        # one name, which no executor can bind
+        key = tuple((name, str(value)) for name, value in attrs.items())
+        cached = self._var_cache
         if cached is None or cached[0] != key:
-            cached = (key, symbol.var(self.name, **attrs))
-            self._var_cache = cached
+            cached = self._var_cache = (key, symbol.var(self.name, **attrs))
         return cached[1]
 
     def _reduce(self) -> Any:
@@ -333,8 +350,17 @@ class Parameter:
             total = total + other.copyto(cpu())
         return total / len(data) if len(data) > 1 else total
 
+    def _set_trainer(self, trainer: Any) -> None:
+        """Link this parameter to the Trainer that updates it (``None`` unlinks it)."""
+        self._trainer = trainer
+
     def _load_init(self, data: Any, ctx: Any, cast_dtype: bool = False, dtype_source: str = "current") -> None:
-        """Initialise from a loaded array, checking shape and dtype (MXNet's rules)."""
+        """Initialise from a loaded array, checking shape and dtype (MXNet's rules). A Trainer whose
+        store holds the weights (update_on_kvstore) forgets the store, so that its next step
+        starts from the loaded values rather than the store's."""
+        trainer = self._trainer
+        if trainer is not None and trainer._kv_initialized and trainer._update_on_kvstore:
+            trainer._reset_kvstore()
         if self._shape is not None:
             if len(self._shape) != len(data.shape) or any(
                     s not in (0, d) for s, d in zip(self._shape, data.shape)):

@@ -42,6 +42,11 @@ def _is_kvstore(value: Any) -> bool:
     return all(callable(getattr(value, attr, None)) for attr in ("init", "push", "pull"))
 
 
+class TrainerStateError(GluonError, AssertionError):
+    """A Trainer method was called in a state where it does not apply (``update`` while the store
+    runs the optimizer). Also an ``AssertionError``, the class MXNet 1.9.1 raises there."""
+
+
 class Trainer:
     """Apply ``optimizer`` to ``params``.
 
@@ -76,6 +81,7 @@ class Trainer:
                 raise GluonError(f"Trainer's params must be Parameters; item {index} is {type(param).__name__}")
             self._param2idx[param.name] = index
             self._params.append(param)
+            param._set_trainer(self)
         if kvstore is not None and not isinstance(kvstore, str) and not _is_kvstore(kvstore):
             raise GluonError(f"Trainer(kvstore=...) takes a store type ('device', 'local', 'dist_sync'...), a store "
                              f"made by mx.kv.create, or None; got {type(kvstore).__name__}")
@@ -179,6 +185,18 @@ class Trainer:
             self._kvstore, self._update_on_kvstore = None, None
         self._kv_initialized = True
 
+    def _reset_kvstore(self) -> None:
+        """Forget the store, so that the next step makes it anew from the parameters' current
+        values (after they were loaded from a file while the store held the weights)."""
+        if self._kvstore is not None and "dist" in str(self._kvstore.type):
+            raise GluonError("a distributed KVStore cannot be reset: its servers hold the weights; load the "
+                             "parameters before the first step instead")
+        self._kv_initialized = False
+        self._kvstore = None
+        self._distributed = False
+        self._update_on_kvstore = None
+        self._params_to_init = list(self._params)
+
     def _init_params(self) -> None:
         """Seed the store with the parameters initialised since the last call (every worker
         starts from worker 0's values)."""
@@ -239,8 +257,8 @@ class Trainer:
         each gradient; for use with :meth:`update` (gradient clipping between the two)."""
         self._ready()
         if self._kvstore is not None and self._update_on_kvstore:
-            raise GluonError("allreduce_grads() is not available when the store runs the optimizer; create the "
-                             "Trainer with update_on_kvstore=False")
+            raise TrainerStateError("allreduce_grads() is not available when the store runs the optimizer; create "
+                                    "the Trainer with update_on_kvstore=False")
         self._allreduce_grads()
 
     def _allreduce_grads(self) -> None:
@@ -264,8 +282,8 @@ class Trainer:
         """Apply the optimizer to gradients already reduced by :meth:`allreduce_grads`."""
         self._ready()
         if self._kvstore is not None and self._update_on_kvstore:
-            raise GluonError("update() is not available when the store runs the optimizer; create the Trainer "
-                             "with update_on_kvstore=False")
+            raise TrainerStateError("update() is not available when the store runs the optimizer; create the "
+                                    "Trainer with update_on_kvstore=False")
         self._rescale(batch_size)
         self._update()
 

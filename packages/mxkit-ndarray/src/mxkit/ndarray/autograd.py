@@ -302,6 +302,8 @@ def _compute(heads: Sequence[Any], head_grads: Sequence[Any] | None, create_grap
         for node in reversed(nodes):
             out_grads = [entry_grads.pop((id(node), i), None) for i in range(len(node.outputs))]
             if all(g is None for g in out_grads):
+                if not retain_graph:
+                    _release_node(node)
                 continue
             if node.op.gradient is None:
                 raise AutogradError(f"operator {node.op.name} is not differentiable, but a gradient flows "
@@ -318,9 +320,23 @@ def _compute(heads: Sequence[Any], head_grads: Sequence[Any] | None, create_grap
                 else:
                     child, index = array._ag
                     _accumulate(entry_grads, (id(child), index), grad)
+            if not retain_graph:
+                # the node's gradient is computed and nothing differentiates it again: its inputs and
+                # outputs (the forward pass's intermediates) go now, not when the heads are collected
+                in_grads = out_grads = None
+                _release_node(node)
     finally:
         _state.recording, _state.training, _state.storing = saved
     return leaf_grads
+
+
+def _release_node(node: _Node) -> None:
+    """Drop what a spent node holds (MXNet frees a graph as its backward pass goes): the arrays
+    it kept for its gradient are released as soon as the pass is past it, so the peak of a
+    backward pass is not every intermediate of the forward pass plus every gradient."""
+    node.inputs = []
+    node.outputs = []
+    node.params = {}
 
 
 def _zeros_like(array: Any) -> Any:

@@ -63,6 +63,7 @@ from mxkit.mx.testing.compare import (
     default_dtype,
     default_numeric_eps,
     default_rtols,
+    effective_dtype,
     find_max_violation,
     get_atol,
     get_etol,

@@ -31,6 +31,17 @@ def default_batchify_fn(data: list[Any]) -> Any:
     return ndarray.array(array, dtype=array.dtype)
 
 
+def _as_in_context(batch: Any, ctx: Any) -> Any:
+    """``batch`` (an NDArray, or lists and tuples of them) with every array on ``ctx``."""
+    from mxkit import ndarray
+
+    if isinstance(batch, ndarray.NDArray):
+        return batch.as_in_context(ctx)
+    if isinstance(batch, list | tuple):
+        return type(batch)(_as_in_context(item, ctx) for item in batch)
+    return batch
+
+
 class DataLoader:
     """Iterate over a dataset in batches.
 
@@ -55,14 +66,29 @@ class DataLoader:
         Use threads instead of processes for ``num_workers > 0``.
     timeout : float
         Seconds to wait for a worker process's batch before raising an error.
+    pin_memory : bool
+        Hand batches over on ``cpu_pinned(pin_device_id)`` (page-locked host memory where a GPU
+        plugin provides it, plain host memory otherwise).
+    auto_reload : bool
+        Accepted for MXNet compatibility: MXNet then starts the next epoch's prefetching when one
+        ends; here the workers stay alive between epochs and each epoch's prefetching starts with
+        its iteration, so the batches are the same either way.
     """
 
     def __init__(self, dataset: Any, batch_size: int | None = None, shuffle: bool = False,
                  sampler: Sampler | None = None, last_batch: str | None = None, batch_sampler: Sampler | None = None,
                  batchify_fn: Callable[[list[Any]], Any] | None = None, num_workers: int = 0,
                  pin_memory: bool = False, pin_device_id: int = 0, prefetch: int | None = None,
-                 thread_pool: bool = False, timeout: int = 120) -> None:
+                 thread_pool: bool = False, timeout: int = 120, auto_reload: bool = False) -> None:
         self._dataset = dataset
+        if not isinstance(pin_device_id, int) or pin_device_id < 0:
+            raise GluonError(f"DataLoader: pin_device_id must be a non-negative int, got {pin_device_id!r}")
+        self._pin_context: Any = None
+        if pin_memory:
+            from mxkit.core.context import cpu_pinned
+
+            self._pin_context = cpu_pinned(pin_device_id)
+        self.auto_reload = bool(auto_reload)
         if batch_sampler is None:
             if batch_size is None:
                 raise GluonError("DataLoader needs batch_size when no batch_sampler is given")
@@ -90,6 +116,13 @@ class DataLoader:
         return self._batchify_fn([self._dataset[index] for index in indices])
 
     def __iter__(self) -> Iterator[Any]:
+        if self._pin_context is None:
+            yield from self._batches()
+            return
+        for batch in self._batches():
+            yield _as_in_context(batch, self._pin_context)
+
+    def _batches(self) -> Iterator[Any]:
         if self._num_workers == 0:
             for indices in self._batch_sampler:
                 yield self._make_batch(indices)

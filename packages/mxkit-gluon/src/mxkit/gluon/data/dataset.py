@@ -36,6 +36,18 @@ class Dataset:
         count = len(self) if count is None or count > len(self) else count
         return SimpleDataset([self[i] for i in range(count)])
 
+    def shard(self, num_shards: int, index: int) -> Dataset:
+        """Part ``index`` of ``num_shards`` consecutive parts (MXNet's split: the first
+        ``len % num_shards`` parts have one sample more), read from this dataset on access."""
+        if not isinstance(num_shards, int) or num_shards <= 0:
+            raise GluonError(f"shard: num_shards must be a positive int, got {num_shards!r}")
+        if not isinstance(index, int) or not 0 <= index < num_shards:
+            raise GluonError(f"shard: index must be an int in [0, {num_shards}), got {index!r}")
+        length = len(self)
+        size, rest = divmod(length, num_shards)
+        start = size * index + min(index, rest)
+        return _SampledDataset(self, range(start, start + size + (index < rest)))
+
     def filter(self, fn: Callable[[Any], bool]) -> Dataset:
         """The samples for which ``fn`` is true."""
         return SimpleDataset([self[i] for i in range(len(self)) if fn(self[i])])
@@ -52,6 +64,20 @@ class SimpleDataset(Dataset):
 
     def __getitem__(self, idx: int) -> Any:
         return self._data[idx]
+
+
+class _SampledDataset(Dataset):
+    """The samples of ``data`` at ``indices``, read on access."""
+
+    def __init__(self, data: Dataset, indices: Any) -> None:
+        self._data = data
+        self._indices = indices
+
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    def __getitem__(self, idx: int) -> Any:
+        return self._data[self._indices[idx]]
 
 
 class _LazyTransformDataset(Dataset):

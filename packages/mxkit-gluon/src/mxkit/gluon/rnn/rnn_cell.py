@@ -114,7 +114,8 @@ def _begin_state_for(cell: Any, F: Any, begin_state: Any, inputs: Any, batch_siz
     if begin_state is not None:
         return list(begin_state)
     if F.__name__.endswith("symbol"):
-        # zeros of batch size 0, which shape inference completes from the inputs (as MXNet does)
+        # MXNet's way: zero states of batch size 0, which shape inference reads as unknown and
+        # completes from the step that adds them to the inputs' projection
         return cell.begin_state(batch_size=0, func=F.zeros)
     first = inputs if not isinstance(inputs, list) else inputs[0]
     return cell.begin_state(batch_size=batch_size, func=F.zeros, ctx=first.context, dtype=first.dtype)
@@ -297,9 +298,10 @@ class RNNCell(_GatedCell):
 
     def hybrid_forward(self, F: Any, inputs: Any, states: Any, i2h_weight: Any, h2h_weight: Any, i2h_bias: Any,
                        h2h_bias: Any) -> Any:
+        prefix = f"t{self._counter}_"  # MXNet 1.9.1's node names: a step's output is <cell>t<i>_out
         i2h, h2h = self._projections(F, inputs, states[0], i2h_weight, h2h_weight, i2h_bias, h2h_bias)
-        # the step's output node is named t<step>_out, as in MXNet (rnn_t0_out_output in a graph)
-        output = self._get_activation(F, F.elemwise_add(i2h, h2h), self._activation, name=f"t{self._counter}_out")
+        output = self._get_activation(F, F.elemwise_add(i2h, h2h, name=prefix + "plus0"), self._activation,
+                                      name=prefix + "out")
         return output, [output]
 
 
@@ -326,15 +328,17 @@ class LSTMCell(_GatedCell):
 
     def hybrid_forward(self, F: Any, inputs: Any, states: Any, i2h_weight: Any, h2h_weight: Any, i2h_bias: Any,
                        h2h_bias: Any) -> Any:
+        prefix = f"t{self._counter}_"
         i2h, h2h = self._projections(F, inputs, states[0], i2h_weight, h2h_weight, i2h_bias, h2h_bias)
-        gates = F.SliceChannel(F.elemwise_add(i2h, h2h), num_outputs=4)
-        in_gate = self._get_activation(F, gates[0], self._recurrent_activation)
-        forget_gate = self._get_activation(F, gates[1], self._recurrent_activation)
-        in_transform = self._get_activation(F, gates[2], self._activation)
-        out_gate = self._get_activation(F, gates[3], self._recurrent_activation)
-        next_c = F.elemwise_add(F.elemwise_mul(forget_gate, states[1]), F.elemwise_mul(in_gate, in_transform))
-        next_h = F.elemwise_mul(out_gate, self._get_activation(F, next_c, self._activation),
-                                name=f"t{self._counter}_out")
+        gates = F.SliceChannel(F.elemwise_add(i2h, h2h, name=prefix + "plus0"), num_outputs=4, name=prefix + "slice")
+        in_gate = self._get_activation(F, gates[0], self._recurrent_activation, name=prefix + "i")
+        forget_gate = self._get_activation(F, gates[1], self._recurrent_activation, name=prefix + "f")
+        in_transform = self._get_activation(F, gates[2], self._activation, name=prefix + "c")
+        out_gate = self._get_activation(F, gates[3], self._recurrent_activation, name=prefix + "o")
+        next_c = F.elemwise_add(F.elemwise_mul(forget_gate, states[1], name=prefix + "mul0"),
+                                F.elemwise_mul(in_gate, in_transform, name=prefix + "mul1"), name=prefix + "state")
+        squashed = self._get_activation(F, next_c, self._activation, name=prefix + "activation0")
+        next_h = F.elemwise_mul(out_gate, squashed, name=prefix + "out")
         return next_h, [next_h, next_c]
 
 
@@ -351,16 +355,18 @@ class GRUCell(_GatedCell):
 
     def hybrid_forward(self, F: Any, inputs: Any, states: Any, i2h_weight: Any, h2h_weight: Any, i2h_bias: Any,
                        h2h_bias: Any) -> Any:
+        prefix = f"t{self._counter}_"
         prev_h = states[0]
         i2h, h2h = self._projections(F, inputs, prev_h, i2h_weight, h2h_weight, i2h_bias, h2h_bias)
-        i2h_r, i2h_z, i2h_n = F.SliceChannel(i2h, num_outputs=3)
-        h2h_r, h2h_z, h2h_n = F.SliceChannel(h2h, num_outputs=3)
-        reset_gate = F.sigmoid(F.elemwise_add(i2h_r, h2h_r))
-        update_gate = F.sigmoid(F.elemwise_add(i2h_z, h2h_z))
-        candidate = F.tanh(F.elemwise_add(i2h_n, F.elemwise_mul(reset_gate, h2h_n)))
-        keep = F.elemwise_sub(F.ones_like(update_gate), update_gate)
-        next_h = F.elemwise_add(F.elemwise_mul(keep, candidate), F.elemwise_mul(update_gate, prev_h),
-                                name=f"t{self._counter}_out")
+        i2h_r, i2h_z, i2h_n = F.SliceChannel(i2h, num_outputs=3, name=prefix + "i2h_slice")
+        h2h_r, h2h_z, h2h_n = F.SliceChannel(h2h, num_outputs=3, name=prefix + "h2h_slice")
+        reset_gate = F.sigmoid(F.elemwise_add(i2h_r, h2h_r, name=prefix + "plus0"), name=prefix + "r_act")
+        update_gate = F.sigmoid(F.elemwise_add(i2h_z, h2h_z, name=prefix + "plus1"), name=prefix + "z_act")
+        candidate = F.tanh(F.elemwise_add(i2h_n, F.elemwise_mul(reset_gate, h2h_n, name=prefix + "mul0"),
+                                          name=prefix + "plus2"), name=prefix + "h_act")
+        keep = F.elemwise_sub(F.ones_like(update_gate, name=prefix + "ones_like0"), update_gate)
+        next_h = F.elemwise_add(F.elemwise_mul(keep, candidate, name=prefix + "mul1"),
+                                F.elemwise_mul(update_gate, prev_h, name=prefix + "mul20"), name=prefix + "out")
         return next_h, [next_h]
 
 
@@ -368,10 +374,8 @@ class _SequentialCellMixin:
     """Stacking cells: the states of the stack are each cell's states in order."""
 
     def add(self, cell: RecurrentCell) -> None:
-        """Append ``cell`` to the stack."""
-        if isinstance(cell, BidirectionalCell):
-            raise GluonError(f"{type(self).__name__}.add: a BidirectionalCell cannot be stepped; unroll it on its own "
-                             f"or use a bidirectional rnn.LSTM/GRU/RNN layer")
+        """Append ``cell`` to the stack (a BidirectionalCell too: the stack is then unrolled, not
+        stepped, as in MXNet)."""
         self.register_child(cell)
 
     def state_info(self, batch_size: int = 0) -> list[dict]:
@@ -609,9 +613,10 @@ class BidirectionalCell(HybridRecurrentCell):
         if merge_outputs:
             if isinstance(r_outputs, list):
                 r_outputs = F.stack(*r_outputs, axis=axis)
-            outputs = F.concat(l_outputs, r_outputs, dim=2)
+            outputs = F.concat(l_outputs, r_outputs, dim=2, name=f"{self._output_prefix}out")
         else:
-            outputs = [F.concat(left, right, dim=1) for left, right in zip(l_outputs, r_outputs)]
+            outputs = [F.concat(left, right, dim=1, name=f"{self._output_prefix}t{step}")
+                       for step, (left, right) in enumerate(zip(l_outputs, r_outputs))]
         if valid_length is not None:
             outputs = _mask_variable_length(F, outputs, length, valid_length, axis, merge_outputs)
         return outputs, l_states + r_states

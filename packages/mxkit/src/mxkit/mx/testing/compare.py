@@ -20,6 +20,33 @@ def default_dtype() -> type:
     return np.float32
 
 
+def _tf32_enabled(ctx: Any) -> bool:
+    """Whether float32 products on ``ctx`` may run on TF32 tensor cores (config ``cuda_tf32``, which
+    the CUDA plugin declares; without it, or off a GPU, they do not)."""
+    if ctx is None or getattr(ctx, "device_type", None) != "gpu":
+        return False
+    from mxkit.core import config
+
+    try:
+        return bool(config.get("cuda_tf32"))
+    except MXKitError:  # no CUDA plugin installed: the key is unknown
+        return False
+
+
+def effective_dtype(dat: Any) -> np.dtype[Any]:
+    """The dtype whose tolerances suit results computed from ``dat`` (MXNet 1.9.1's helper).
+
+    A float32 product or convolution on TF32 tensor cores keeps about float16's mantissa, so for
+    float32 data on a GPU where TF32 is allowed this is float16; otherwise ``dat``'s own dtype.
+    (MXNet also asks for an Ampere GPU; where TF32 is allowed on an older one the tolerance is
+    only looser than needed.)
+    """
+    dtype = np.dtype(dat.dtype)
+    if dtype == np.dtype(np.float32) and _tf32_enabled(getattr(dat, "context", getattr(dat, "ctx", None))):
+        return np.dtype(np.float16)
+    return dtype
+
+
 def default_rtols() -> dict[np.dtype[Any], float]:
     """Relative tolerance per dtype used when a comparison gives none."""
     floats: dict[np.dtype[Any], float] = {np.dtype(np.float16): 1e-2, np.dtype(np.float32): 1e-4,

@@ -1,4 +1,5 @@
-"""Image transforms (``mx.gluon.data.vision.transforms``): the basics, as Blocks.
+"""Image transforms (``mx.gluon.data.vision.transforms``), as Blocks; the resizing and
+cropping ones are in :mod:`mxkit.gluon.data.vision.resize_crop`.
 
 Images are ``(H, W, C)`` arrays (uint8 or float) until :class:`ToTensor` makes them
 ``(C, H, W)`` float32 in [0, 1], as in MXNet.
@@ -10,6 +11,16 @@ from typing import Any
 
 import numpy as np
 from mxkit.gluon.block import Block, HybridBlock
+from mxkit.gluon.data.vision.color import (
+    RandomBrightness,
+    RandomColorJitter,
+    RandomContrast,
+    RandomHue,
+    RandomLighting,
+    RandomSaturation,
+)
+from mxkit.gluon.data.vision.resize_crop import CenterCrop, CropResize, RandomResizedCrop, Resize
+from mxkit.gluon.data.vision.rotate import RandomRotation, Rotate
 from mxkit.gluon.nn.basic_layers import HybridSequential, Sequential
 from mxkit.gluon.parameter import GluonError
 
@@ -72,12 +83,36 @@ class Normalize(HybridBlock):
 
         if F is not ndarray:
             raise GluonError("Normalize is applied to NDArrays (data loading); it is not traced")
+        if x.ndim not in (3, 4):
+            raise GluonError(f"Normalize takes a (C, H, W) tensor or an (N, C, H, W) batch, got shape {x.shape}")
         channel_axis = x.ndim - 3
+        channels = x.shape[channel_axis]
+        for what, values in (("mean", self._mean), ("std", self._std)):
+            if len(values) not in (1, channels):
+                raise GluonError(f"Normalize: {len(values)} {what} values for {channels} channels; give one, or one "
+                                 f"per channel")
         shape = [1] * x.ndim
         shape[channel_axis] = -1
         mean = ndarray.array(np.array(self._mean, dtype=np.float32).reshape(shape))
         std = ndarray.array(np.array(self._std, dtype=np.float32).reshape(shape))
         return ndarray.broadcast_div(ndarray.broadcast_sub(x, mean), std)
+
+
+class RandomApply(Sequential):
+    """Apply ``transforms`` with probability ``p`` (Python's ``random``, as MXNet), else pass the
+    input through."""
+
+    def __init__(self, transforms: Any, p: float = 0.5) -> None:
+        super().__init__()
+        if not 0.0 <= float(p) <= 1.0:
+            raise GluonError(f"RandomApply: p must be a probability in [0, 1], got {p!r}")
+        self.transforms = transforms
+        self.p = float(p)
+
+    def forward(self, x: Any) -> Any:
+        import random
+
+        return self.transforms(x) if random.random() < self.p else x
 
 
 class RandomFlipLeftRight(Block):
@@ -89,4 +124,6 @@ class RandomFlipLeftRight(Block):
         return ndarray.flip(x, axis=1) if np.random.random() < 0.5 else x
 
 
-__all__ = ["Cast", "Compose", "HybridCompose", "Normalize", "RandomFlipLeftRight", "ToTensor"]
+__all__ = ["Cast", "CenterCrop", "Compose", "CropResize", "HybridCompose", "Normalize", "RandomApply",
+           "RandomBrightness", "RandomColorJitter", "RandomContrast", "RandomFlipLeftRight", "RandomHue",
+           "RandomLighting", "RandomResizedCrop", "RandomRotation", "RandomSaturation", "Resize", "Rotate", "ToTensor"]
