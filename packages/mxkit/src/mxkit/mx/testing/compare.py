@@ -41,7 +41,7 @@ def effective_dtype(dat: Any) -> np.dtype[Any]:
     (MXNet also asks for an Ampere GPU; where TF32 is allowed on an older one the tolerance is
     only looser than needed.)
     """
-    dtype = np.dtype(dat.dtype)
+    dtype: np.dtype[Any] = np.dtype(dat.dtype)
     if dtype == np.dtype(np.float32) and _tf32_enabled(getattr(dat, "context", getattr(dat, "ctx", None))):
         return np.dtype(np.float16)
     return dtype
