@@ -36,6 +36,12 @@ SOLVE_OPS = {"linalg.potrf", "linalg.potri", "linalg.trsm", "linalg.sumlogdiag",
 EXACT_OPS = {"linalg.extractdiag", "linalg.makediag", "linalg.extracttrian", "linalg.maketrian", "depth_to_space",
              "space_to_depth", "batch_take", "contrib.index_copy", "histogram"}
 
+# Cases whose MXNet gradient is not a value to compare with: case -> why (outputs are still compared).
+# - ctc_infeasible: MXNet leaves the gradient of a sequence too short for its label unwritten, so
+#   it holds whatever the buffer held (denormals in one run, 6.8e21 in another); ours is 0, the
+#   gradient of the constant loss 0 both give such a sequence.
+FORWARD_ONLY = {"ctc_infeasible": "MXNet does not write the gradient of an infeasible CTC sequence"}
+
 # Disagreements with MXNet 1.9.1 that are not fixed here: case -> reason (each runs as strict xfail).
 KNOWN_DIFFERENCES: dict[str, str] = {}
 
@@ -96,6 +102,9 @@ def test_matches_mxnet(case):
         expected = FIXTURES[f"{case}/out{j}"]
         assert out.shape == expected.shape, f"{case}: output {j} shape"
         np.testing.assert_allclose(out, expected, rtol=rtol, atol=atol, err_msg=f"{case}: output {j}")
+    if case in FORWARD_ONLY:
+        assert all(not grad.any() for grad in grads.values()), f"{case}: {FORWARD_ONLY[case]}; ours must be 0"
+        return
     for i, grad in grads.items():
         np.testing.assert_allclose(grad, FIXTURES[f"{case}/grad{i}"], rtol=rtol, atol=atol,
                                    err_msg=f"{case}: gradient of input {i}")

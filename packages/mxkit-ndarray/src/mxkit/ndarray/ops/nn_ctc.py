@@ -80,6 +80,17 @@ def _log_softmax(np, x):
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
+def _shifted(np, values, by):
+    """``values`` moved ``by`` places right (left if negative), -inf filling the vacated places; the
+    length stays, even for the one-place extended label of an empty label."""
+    out = np.full(values.shape, -np.inf)
+    if by > 0:
+        out[by:] = values[:-by]
+    else:
+        out[:by] = values[-by:]
+    return out
+
+
 def _forward_backward(np, logp, label, blank):
     """(log-likelihood, occupancy of each class at each step: (T, C)) for one sequence."""
     steps, classes = logp.shape
@@ -100,17 +111,18 @@ def _forward_backward(np, logp, label, blank):
         alpha[0, 1] = emit[0, 1]
     for t in range(1, steps):
         prev = alpha[t - 1]
-        one = np.concatenate([[neg], prev[:-1]])
-        two = np.where(skip, np.concatenate([[neg, neg], prev[:-2]]), neg)
+        one = _shifted(np, prev, 1)
+        two = np.where(skip, _shifted(np, prev, 2), neg)
         alpha[t] = np.logaddexp(np.logaddexp(prev, one), two) + emit[t]
     beta[-1, -1] = emit[-1, -1]
     if size > 1:
         beta[-1, -2] = emit[-1, -2]
-    skip_next = np.concatenate([skip[2:], [False, False]])  # s + 2 may be reached from s
+    skip_next = np.zeros(size, dtype=bool)  # s + 2 may be reached from s
+    skip_next[:-2] = skip[2:]
     for t in range(steps - 2, -1, -1):
         after = beta[t + 1]
-        one = np.concatenate([after[1:], [neg]])
-        two = np.where(skip_next, np.concatenate([after[2:], [neg, neg]]), neg)
+        one = _shifted(np, after, -1)
+        two = np.where(skip_next, _shifted(np, after, -2), neg)
         beta[t] = np.logaddexp(np.logaddexp(after, one), two) + emit[t]
     ends = alpha[-1, -1] if size == 1 else np.logaddexp(alpha[-1, -1], alpha[-1, -2])
     occupancy = np.zeros((steps, classes))
