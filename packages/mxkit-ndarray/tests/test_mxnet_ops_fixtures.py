@@ -30,7 +30,10 @@ CASES = sorted({key.split("/")[0] for key in FIXTURES.files})
 #   <= ~20 (SPD with eigenvalues in [1, ~8], triangular with diagonals in [1, 2], eigenvalue gaps
 #   >= 0.5 for syevd); a gradient applies the inverse twice, so kappa**2 * n * u ~ 400 * 3 * 6e-8
 #   ~ 7e-5, rounded up to 1e-4.
+# The float64 cases scale these by float64's unit roundoff over float32's (2**-29): the same analysis
+# with u = 2**-53.
 TOLERANCES = {"exact": (0.0, 0.0), "arith": (1e-5, 1e-5), "solve": (1e-4, 1e-4)}
+FLOAT64_SCALE = float(np.finfo(np.float64).eps / np.finfo(np.float32).eps)
 SOLVE_OPS = {"linalg.potrf", "linalg.potri", "linalg.trsm", "linalg.sumlogdiag", "linalg.gelqf", "linalg.syevd",
              "linalg.inverse", "linalg.det", "linalg.slogdet"}
 EXACT_OPS = {"linalg.extractdiag", "linalg.makediag", "linalg.extracttrian", "linalg.maketrian", "depth_to_space",
@@ -74,7 +77,7 @@ def _forward_backward(spec, params, inputs, heads):
         outputs = _function(spec["op"])(*arrays, **params)
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
     if heads:
-        autograd.backward(outputs, [nd.array(h) for h in heads])
+        autograd.backward(outputs, [nd.array(h, dtype=h.dtype) for h in heads])
     return [o.asnumpy() for o in outputs], {i: arrays[i].grad.asnumpy() for i in spec["differentiated"]}
 
 
@@ -97,10 +100,13 @@ def test_matches_mxnet(case):
     heads = [FIXTURES[f"{case}/head{j}"] for j in range(spec["outputs"]) if f"{case}/head{j}" in FIXTURES.files]
     outputs, grads = _forward_backward(spec, params, inputs, heads)
     rtol, atol = TOLERANCES[_tier(spec["op"])]
+    if "float64" in spec["dtypes"]:
+        rtol, atol = rtol * FLOAT64_SCALE, atol * FLOAT64_SCALE
     assert len(outputs) == spec["outputs"]
     for j, out in enumerate(outputs):
         expected = FIXTURES[f"{case}/out{j}"]
         assert out.shape == expected.shape, f"{case}: output {j} shape"
+        assert out.dtype == expected.dtype, f"{case}: output {j} dtype"
         np.testing.assert_allclose(out, expected, rtol=rtol, atol=atol, err_msg=f"{case}: output {j}")
     if case in FORWARD_ONLY:
         assert all(not grad.any() for grad in grads.values()), f"{case}: {FORWARD_ONLY[case]}; ours must be 0"

@@ -46,12 +46,16 @@ def split_v2_params(indices_or_sections: Any, axis: int, squeeze_axis: bool) -> 
 def histogram(a: Any, bins: Any = 10, range: Any = None, **kwargs: Any) -> Any:
     """Counts of ``a`` in ``bins`` equal bins over ``range``, or in the bins an array of edges
     gives; returns ``(counts, edges)`` (numpy.histogram). Without ``range``, a count of bins
-    spans the data's minimum to maximum (numpy's rule, as MXNet 1.9.1's ``nd.histogram``)."""
+    spans the data's minimum to maximum (numpy's rule) and the counts are float32, as MXNet
+    1.9.1's ``nd.histogram`` gives them."""
     from mxkit.ndarray.invoke import invoke_by_name
     from mxkit.ndarray.ndarray import NDArray
 
     if range is None and isinstance(bins, int) and not isinstance(bins, bool) and isinstance(a, NDArray):
-        range = _data_range(a.asnumpy())
+        # MXNet 1.9.1 takes numpy's result here and wraps it with nd.array, whose default dtype makes
+        # the counts float32 (they are int64 when a range is given)
+        counts, edges = invoke_by_name("_histogram", a, bin_cnt=bins, range=_data_range(a.asnumpy()), **kwargs)
+        return counts.astype("float32"), edges
     inputs, params = histogram_call(a, bins, range, lambda v: isinstance(v, NDArray))
     return invoke_by_name("_histogram", *inputs, **params, **kwargs)
 
