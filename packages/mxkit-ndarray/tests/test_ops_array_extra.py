@@ -96,8 +96,23 @@ def test_histogram_matches_numpy_for_counts_and_edges():
     given = nd.array([-1.0, 0.5, 2.0, 4.5], dtype="float64")
     counts, _ = nd.histogram(x, bins=given)
     np.testing.assert_array_equal(counts.asnumpy(), np.histogram(x.asnumpy(), given.asnumpy())[0])
+    # without a range, numpy's (and MXNet 1.9.1's nd.histogram's): the data's extremes, or +-0.5 around
+    # a constant
+    counts, edges = nd.histogram(x, bins=3)
+    want, want_edges = np.histogram(x.asnumpy(), 3)
+    np.testing.assert_array_equal(counts.asnumpy(), want)
+    np.testing.assert_allclose(edges.asnumpy(), want_edges, rtol=1e-6)
+    counts, edges = nd.histogram(nd.array([2.0, 2.0, 2.0]), bins=4)
+    np.testing.assert_array_equal(counts.asnumpy(), np.histogram(np.full(3, 2.0), 4)[0])
+    np.testing.assert_allclose(edges.asnumpy(), [1.5, 1.75, 2.0, 2.25, 2.5])
+
+
+def test_histogram_of_a_count_without_data_to_read_needs_a_range():
+    # the Symbol form has no data to take the extremes of (MXNet 1.9.1's sym.histogram refuses too)
+    from mxkit.ndarray.choosers import histogram_call
+
     with pytest.raises(MXKitError, match="needs range"):
-        nd.histogram(x, bins=3)
+        histogram_call(object(), 3, None, lambda v: False)
 
 
 def test_predicates_and_shape_queries():

@@ -22,6 +22,15 @@ def histogram_call(a: Any, bins: Any, range: Any, is_array: Any) -> tuple[tuple,
     raise MXKitError(f"histogram: bins must be an int or an array of edges, got {type(bins).__name__}")
 
 
+def _data_range(values: Any) -> tuple[float, float]:
+    """numpy.histogram's default range: the data's extremes, widened by 0.5 each way when they are
+    equal, and (0, 1) for no data."""
+    if values.size == 0:
+        return 0.0, 1.0
+    low, high = float(values.min()), float(values.max())
+    return (low - 0.5, high + 0.5) if low == high else (low, high)
+
+
 def split_v2_params(indices_or_sections: Any, axis: int, squeeze_axis: bool) -> dict:
     """The parameters of ``_split_v2`` for MXNet's ``split_v2(ary, indices_or_sections, axis, squeeze_axis)``."""
     from mxkit.core.errors import MXKitError
@@ -36,10 +45,17 @@ def split_v2_params(indices_or_sections: Any, axis: int, squeeze_axis: bool) -> 
 
 def histogram(a: Any, bins: Any = 10, range: Any = None, **kwargs: Any) -> Any:
     """Counts of ``a`` in ``bins`` equal bins over ``range``, or in the bins an array of edges
-    gives; returns ``(counts, edges)`` (numpy.histogram)."""
+    gives; returns ``(counts, edges)`` (numpy.histogram). Without ``range``, a count of bins
+    spans the data's minimum to maximum (numpy's rule) and the counts are float32, as MXNet
+    1.9.1's ``nd.histogram`` gives them."""
     from mxkit.ndarray.invoke import invoke_by_name
     from mxkit.ndarray.ndarray import NDArray
 
+    if range is None and isinstance(bins, int) and not isinstance(bins, bool) and isinstance(a, NDArray):
+        # MXNet 1.9.1 takes numpy's result here and wraps it with nd.array, whose default dtype makes
+        # the counts float32 (they are int64 when a range is given)
+        counts, edges = invoke_by_name("_histogram", a, bin_cnt=bins, range=_data_range(a.asnumpy()), **kwargs)
+        return counts.astype("float32"), edges
     inputs, params = histogram_call(a, bins, range, lambda v: isinstance(v, NDArray))
     return invoke_by_name("_histogram", *inputs, **params, **kwargs)
 

@@ -503,11 +503,14 @@ define(OpDef(
 
 
 def _trian_indices(xp, n, params):
-    """Row-major indices of the triangle: below and on diagonal offset (offset < 0, or 0 and lower),
-    else on and above it."""
+    """Indices of the triangle in MXNet 1.9.1's packed order: the lower triangle (offset < 0, or 0 and
+    lower) on and below diagonal offset row by row; the upper one (on and above it) column by column,
+    which is the row-major lower triangle of the transpose."""
     k = params["offset"]
-    lower = k < 0 or (k == 0 and params["lower"])
-    return xp.tril_indices(n, k) if lower else xp.triu_indices(n, k)
+    if k < 0 or (k == 0 and params["lower"]):
+        return xp.tril_indices(n, k)
+    cols, rows = xp.tril_indices(n, -k)
+    return rows, cols
 
 
 def _trian_count(n, params):
@@ -555,12 +558,13 @@ define(OpDef(
     name="_linalg_extracttrian", aliases=("linalg_extracttrian",), infer_shape=_extracttrian_shape, params=_TRIAN,
     kernel=lambda xp, i, o, p: _take_trian(xp, i[0], p, o[0]), backward_ignores=frozenset({0}),
     gradient=lambda F, p, i, o, g: [F("_linalg_maketrian", g[0], **p)],
-    doc="The triangle of each matrix (see maketrian for which) as a vector, row by row.",
+    doc="The triangle of each matrix (see maketrian for which and in which order) as a vector.",
 ))
 define(OpDef(
     name="_linalg_maketrian", aliases=("linalg_maketrian",), infer_shape=_maketrian_shape, params=_TRIAN,
     kernel=lambda xp, i, o, p: _fill_trian(xp, i[0], p, o[0]), backward_ignores=frozenset({0}),
     gradient=lambda F, p, i, o, g: [F("_linalg_extracttrian", g[0], **p)],
     doc="Square matrices whose triangle (lower for offset < 0 or offset 0 and lower, else upper, starting "
-        "at diagonal offset) holds the input vectors, row by row; zeros elsewhere.",
+        "at diagonal offset) holds the input vectors, the lower one row by row and the upper one column by "
+        "column, as MXNet packs them; zeros elsewhere.",
 ))
