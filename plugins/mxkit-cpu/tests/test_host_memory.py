@@ -54,7 +54,7 @@ def _returned_mib(threshold: int | None) -> int:
 
 
 def test_freed_large_arrays_return_their_memory_with_the_threshold_held():
-    assert _returned_mib(None) >= 60  # the default (128 KiB): each 16 MiB block was a mapping of its own
+    assert _returned_mib(None) >= 60  # the default (1 MiB): each 16 MiB block was a mapping of its own
 
 
 def test_glibcs_moving_threshold_keeps_them_resident_when_the_option_is_zero():

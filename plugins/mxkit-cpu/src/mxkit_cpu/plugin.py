@@ -39,7 +39,7 @@ def mxkit_options():
     yield OptionSpec("cpu_blas_threads", "int", 1,
                      "threads of numpy's BLAS once mxkit uses the CPU (0: leave the library's own setting); "
                      "big products are split across cpu_kernel_threads instead", minimum=0)
-    yield OptionSpec("cpu_malloc_mmap_threshold", "int", 128 * 1024,
+    yield OptionSpec("cpu_malloc_mmap_threshold", "int", 1 << 20,
                      "bytes from which glibc's malloc maps each block on its own and unmaps it when freed, held "
                      "fixed once mxkit uses the CPU (0: glibc's moving threshold, which keeps freed large "
                      "blocks resident)", minimum=0)
