@@ -1,0 +1,278 @@
+"""MXNet 1.9.1's image operators (``mx.nd.image`` / ``mx.sym.image``, registered as ``_image_*``).
+
+Images are ``(H, W, C)`` with the channels last (a batch ``(N, H, W, C)`` where MXNet takes
+one), except ``normalize``, which works on the ``(C, H, W)`` / ``(N, C, H, W)`` tensors that
+``to_tensor`` makes. Shapes and parameters are checked as MXNet checks them (``flip_*`` and
+the colour operators take single images; ``normalize`` takes 1 or 3 channels and 1 or C means
+and standard deviations).
+
+The colour adjustments (``adjust_*``) are plain functions of a float32 ``(..., 3)`` RGB array,
+shared with Gluon's ``vision.transforms`` (which re-exports them). A uint8 result is clipped
+to [0, 255] and truncated, as MXNet's ``saturate_cast``. The random operators draw their
+factors from the operator's generator (``mx.random.seed``), so they are not differentiable
+and have no gradient, as in MXNet.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from mxkit.core.errors import ShapeError
+from mxkit.ndarray.ops._helpers import write
+from mxkit.ndarray.ops.nn_common import fmt
+from mxkit.ndarray.params import Param, ParamError, schema
+from mxkit.ndarray.registry import OpDef, define
+
+#: the luma weights of R, G and B (ITU-R BT.601), MXNet's ``coef``
+LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)
+_TO_YIQ = np.array([[0.299, 0.587, 0.114], [0.596, -0.274, -0.321], [0.211, -0.523, 0.311]], dtype=np.float32)
+_FROM_YIQ = np.array([[1.0, 0.956, 0.621], [1.0, -0.272, -0.647], [1.0, -1.107, 1.705]], dtype=np.float32)
+#: AlexNet's PCA of ImageNet's RGB values: eigenvalues and eigenvectors (columns)
+_EIGVAL = np.array([55.46, 4.794, 1.148], dtype=np.float32)
+_EIGVEC = np.array([[-0.5675, 0.7192, 0.4009], [-0.5808, -0.0045, -0.8140], [-0.5836, -0.6948, 0.4203]],
+                   dtype=np.float32)
+
+
+# ---- the colour adjustments (numpy or CuPy arrays of float32 RGB values) ------------------------
+
+def adjust_brightness(image: Any, alpha: float) -> Any:
+    """``image * alpha``."""
+    return image * np.float32(alpha)
+
+
+def adjust_contrast(image: Any, alpha: float) -> Any:
+    """Blend with the image's mean luma: ``image * alpha + mean_gray * (1 - alpha)``."""
+    gray = float((image @ LUMA).mean())
+    return image * np.float32(alpha) + np.float32(gray * (1 - alpha))
+
+
+def adjust_saturation(image: Any, alpha: float) -> Any:
+    """Blend each pixel with its luma: ``image * alpha + gray * (1 - alpha)``."""
+    gray = (image @ LUMA)[..., None]
+    return image * np.float32(alpha) + gray * np.float32(1 - alpha)
+
+
+def adjust_hue(image: Any, alpha: float) -> Any:
+    """Turn the chroma in YIQ space by ``alpha * pi`` radians."""
+    u, w = np.cos(alpha * np.pi), np.sin(alpha * np.pi)
+    turn = np.array([[1, 0, 0], [0, u, -w], [0, w, u]], dtype=np.float32)
+    return image @ (_FROM_YIQ @ turn @ _TO_YIQ).T
+
+
+def adjust_lighting(image: Any, alphas: Any) -> Any:
+    """Add ``eigvec @ (alphas * eigval)`` to every pixel (AlexNet's PCA lighting noise)."""
+    return image + _EIGVEC @ (np.asarray(alphas, dtype=np.float32) * _EIGVAL)
+
+
+def _store(xp: Any, out: Any, values: Any) -> None:
+    # MXNet's saturate_cast: a uint8 result is clipped, then truncated by the cast
+    if out.dtype == np.uint8:
+        values = xp.clip(values, 0, 255)
+    write(xp, out, values)
+
+
+# ---- shape checks ------------------------------------------------------------------------------
+
+def _image_or_batch(op: str, shape: Any) -> tuple[int, ...]:
+    if shape is None or len(shape) not in (3, 4):
+        raise ShapeError(f"{op}: the input must be an (H, W, C) image or an (N, H, W, C) batch, got shape "
+                         f"{fmt(shape)}")
+    return tuple(int(d) for d in shape)
+
+
+def _single_image(op: str, shape: Any, channels: int | None = None) -> tuple[int, ...]:
+    if shape is None or len(shape) != 3:
+        raise ShapeError(f"{op}: the input must be one (H, W, C) image (as in MXNet 1.9.1; map a batch image "
+                         f"by image), got shape {fmt(shape)}")
+    if channels is not None and int(shape[2]) != channels:
+        raise ShapeError(f"{op}: the input must be an (H, W, {channels}) RGB image, got shape {fmt(shape)}")
+    return tuple(int(d) for d in shape)
+
+
+def _same_shape(check: Any) -> Any:
+    def infer(params: dict, in_shapes: list) -> list:
+        return [check(in_shapes[0])]
+
+    return infer
+
+
+# ---- to_tensor, normalize ----------------------------------------------------------------------
+
+_TO_TENSOR = "_image_to_tensor"
+
+
+def _to_tensor_shape(params: dict, in_shapes: list) -> list:
+    shape = _image_or_batch(_TO_TENSOR, in_shapes[0])
+    return [(*shape[:-3], shape[-1], shape[-3], shape[-2])]
+
+
+def _to_tensor_kernel(xp, inputs, outputs, params):
+    write(xp, outputs[0], xp.moveaxis(inputs[0].astype(np.float32), -1, -3) / np.float32(255.0))
+
+
+define(OpDef(
+    name=_TO_TENSOR, infer_shape=_to_tensor_shape, kernel=_to_tensor_kernel, infer_dtype=lambda p, d: ["float32"],
+    doc="An (H, W, C) image (or (N, H, W, C) batch) in [0, 255] to a (C, H, W) float32 tensor in [0, 1].",
+))
+
+_NORMALIZE = "_image_normalize"
+_NORMALIZE_SCHEMA = schema([
+    Param("mean", "floats", default=(0.0, 0.0, 0.0, 0.0), doc="Means, one for every channel or one per channel."),
+    Param("std", "floats", default=(1.0, 1.0, 1.0, 1.0), doc="Standard deviations, one or one per channel."),
+])
+
+
+def _normalize_shape(params: dict, in_shapes: list) -> list:
+    shape = in_shapes[0]
+    if shape is None or len(shape) not in (3, 4):
+        raise ShapeError(f"{_NORMALIZE}: the input must be a (C, H, W) tensor or an (N, C, H, W) batch, got "
+                         f"shape {fmt(shape)}")
+    channels = int(shape[-3])
+    if channels not in (1, 3):
+        raise ShapeError(f"{_NORMALIZE}: the channel axis (C of (C, H, W)) must have 1 or 3 elements, got shape "
+                         f"{fmt(shape)}")
+    for what in ("mean", "std"):
+        if len(params[what]) not in (1, channels):
+            raise ParamError(f"{_NORMALIZE}: {what} must have 1 or {channels} elements for shape {fmt(shape)}, "
+                             f"got {params[what]} (the default has 4: pass it)")
+    if any(s == 0 for s in params["std"]):
+        raise ParamError(f"{_NORMALIZE}: std must not contain 0, got {params['std']}")
+    return [tuple(int(d) for d in shape)]
+
+
+def _normalize_kernel(xp, inputs, outputs, params):
+    x = inputs[0]
+    compute = x.dtype if x.dtype.kind == "f" else np.dtype(np.float32)
+    mean = xp.asarray(params["mean"], dtype=compute).reshape(-1, 1, 1)
+    std = xp.asarray(params["std"], dtype=compute).reshape(-1, 1, 1)
+    write(xp, outputs[0], (x.astype(compute) - mean) / std)
+
+
+define(OpDef(
+    name=_NORMALIZE, infer_shape=_normalize_shape, kernel=_normalize_kernel, params=_NORMALIZE_SCHEMA,
+    doc="(x - mean) / std per channel of a (C, H, W) tensor or (N, C, H, W) batch.",
+))
+
+
+# ---- crop, flips -------------------------------------------------------------------------------
+
+_CROP = "_image_crop"
+_CROP_SCHEMA = schema([
+    Param("x", "int", doc="Left boundary of the cropping area."),
+    Param("y", "int", doc="Top boundary of the cropping area."),
+    Param("width", "int", doc="Width of the cropping area."),
+    Param("height", "int", doc="Height of the cropping area."),
+])
+
+
+def _crop_shape(params: dict, in_shapes: list) -> list:
+    shape = _image_or_batch(_CROP, in_shapes[0])
+    x, y, width, height = params["x"], params["y"], params["width"], params["height"]
+    if width <= 0 or height <= 0:
+        raise ParamError(f"{_CROP}: width and height must be > 0, got width={width}, height={height}")
+    if x < 0 or y < 0 or x + width > shape[-2] or y + height > shape[-3]:
+        raise ShapeError(f"{_CROP}: the area x={x}, y={y}, width={width}, height={height} must lie inside the "
+                         f"image of width {shape[-2]} and height {shape[-3]} (shape {fmt(shape)})")
+    return [(*shape[:-3], height, width, shape[-1])]
+
+
+def _crop_kernel(xp, inputs, outputs, params):
+    x, y = params["x"], params["y"]
+    write(xp, outputs[0], inputs[0][..., y:y + params["height"], x:x + params["width"], :])
+
+
+define(OpDef(
+    name=_CROP, infer_shape=_crop_shape, kernel=_crop_kernel, params=_CROP_SCHEMA,
+    doc="The area [y, y + height) x [x, x + width) of an (H, W, C) image or (N, H, W, C) batch.",
+))
+
+
+def _define_flip(name: str, axis: int, doc: str) -> None:
+    def kernel(xp, inputs, outputs, params):
+        write(xp, outputs[0], xp.flip(inputs[0], axis=axis))
+
+    def random_kernel(xp, inputs, outputs, params):
+        flip = params["_rng"].random() < 0.5  # MXNet's bernoulli_distribution(0.5)
+        write(xp, outputs[0], xp.flip(inputs[0], axis=axis) if flip else inputs[0])
+
+    check = _same_shape(lambda shape: _single_image(f"_image_{name}", shape))
+    define(OpDef(name=f"_image_{name}", infer_shape=check, kernel=kernel, doc=doc))
+    define(OpDef(name=f"_image_random_{name}", infer_shape=check, kernel=random_kernel, needs_rng=True,
+                 doc=f"{doc} With probability 0.5.".replace(". With", ", with")))
+
+
+_define_flip("flip_left_right", 1, "Reverse the columns of an (H, W, C) image.")
+_define_flip("flip_top_bottom", 0, "Reverse the rows of an (H, W, C) image.")
+
+
+# ---- colour ------------------------------------------------------------------------------------
+
+def _rgb_shape(op: str):
+    return _same_shape(lambda shape: _single_image(op, shape, channels=3))
+
+
+_ADJUST_LIGHTING = "_image_adjust_lighting"
+
+
+def _check_alphas(params: dict, in_shapes: list) -> list:
+    if len(params["alpha"]) != 3:
+        raise ParamError(f"{_ADJUST_LIGHTING}: alpha must hold 3 numbers (for R, G and B), got {params['alpha']}")
+    return _rgb_shape(_ADJUST_LIGHTING)(params, in_shapes)
+
+
+define(OpDef(
+    name=_ADJUST_LIGHTING, infer_shape=_check_alphas, params=schema([
+        Param("alpha", "floats", doc="The lighting alphas for the R, G, B channels.")]),
+    kernel=lambda xp, i, o, p: _store(xp, o[0], adjust_lighting(i[0].astype(np.float32), p["alpha"])),
+    doc="AlexNet's PCA lighting: add eigvec @ (alpha * eigval) to every pixel of an (H, W, 3) image.",
+))
+
+
+def _random_lighting_kernel(xp, inputs, outputs, params):
+    alphas = params["_rng"].normal(0.0, params["alpha_std"], size=3)
+    _store(xp, outputs[0], adjust_lighting(inputs[0].astype(np.float32), alphas))
+
+
+def _check_alpha_std(params: dict, in_shapes: list) -> list:
+    if params["alpha_std"] < 0:
+        raise ParamError(f"_image_random_lighting: alpha_std must be >= 0, got {params['alpha_std']}")
+    return _rgb_shape("_image_random_lighting")(params, in_shapes)
+
+
+define(OpDef(
+    name="_image_random_lighting", infer_shape=_check_alpha_std, kernel=_random_lighting_kernel, needs_rng=True,
+    params=schema([Param("alpha_std", "float", default=0.05, doc="Level of the lighting noise.")]),
+    doc="AlexNet's PCA lighting noise with alphas drawn from Normal(0, alpha_std).",
+))
+
+_FACTOR_SCHEMA = schema([
+    Param("min_factor", "float", doc="Minimum factor."),
+    Param("max_factor", "float", doc="Maximum factor."),
+])
+
+
+def _define_random_adjust(name: str, adjust: Any, doc: str) -> None:
+    op = f"_image_random_{name}"
+
+    def infer(params: dict, in_shapes: list) -> list:
+        if not params["min_factor"] <= params["max_factor"]:
+            raise ParamError(f"{op}: min_factor ({params['min_factor']}) must be <= max_factor "
+                             f"({params['max_factor']})")
+        return _rgb_shape(op)(params, in_shapes)
+
+    def kernel(xp, inputs, outputs, params):
+        alpha = params["_rng"].uniform(params["min_factor"], params["max_factor"])
+        _store(xp, outputs[0], adjust(inputs[0].astype(np.float32), alpha))
+
+    define(OpDef(name=op, infer_shape=infer, kernel=kernel, params=_FACTOR_SCHEMA, needs_rng=True, doc=doc))
+
+
+_define_random_adjust("brightness", adjust_brightness,
+                      "Scale an (H, W, 3) image by a factor drawn from U(min_factor, max_factor).")
+_define_random_adjust("contrast", adjust_contrast,
+                      "Blend an (H, W, 3) image with its mean luma by a factor drawn from U(min_factor, max_factor).")
+_define_random_adjust("saturation", adjust_saturation,
+                      "Blend each pixel with its luma by a factor drawn from U(min_factor, max_factor).")
+
+__all__ = ["LUMA", "adjust_brightness", "adjust_contrast", "adjust_hue", "adjust_lighting", "adjust_saturation"]

@@ -1,0 +1,114 @@
+"""``mx.nd.image`` / ``mx.sym.image``: MXNet 1.9.1's image operators.
+
+Deterministic operators are compared with MXNet 1.9.1's outputs (fixtures/image_ops, written
+by make_image_fixtures.py) and with numpy; random ones with the deterministic operator at the
+factor they can only have drawn (a zero-width range) or with the set of possible results.
+"""
+
+import importlib.util
+import pathlib
+
+import mxkit.ndarray as nd
+import mxkit.symbol as sym
+import numpy as np
+import pytest
+from mxkit.core.errors import ShapeError
+from mxkit.ndarray import ParamError
+from mxkit.ndarray.ops import image as image_ops
+
+_FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "image_ops"
+
+
+def _load_cases():
+    spec = importlib.util.spec_from_file_location("make_image_fixtures", _FIXTURES / "make_image_fixtures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.CASES
+
+
+CASES = {case: spec for case, spec in _load_cases().items() if spec[0] != "resize"}
+EXPECTED = np.load(_FIXTURES / "image_ops.npz")
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_against_mxnet_1_9_1(case):
+    op, _, params = CASES[case]
+    x = EXPECTED[f"{case}.in"]
+    want = EXPECTED[f"{case}.out"]
+    got = getattr(nd.image, op)(nd.array(x, dtype=x.dtype), **params).asnumpy()
+    assert got.shape == want.shape and got.dtype == want.dtype
+    if want.dtype == np.uint8:
+        # a float sum truncated to uint8: rounding order may move a value across an integer
+        assert np.abs(got.astype(int) - want.astype(int)).max() <= 1
+    else:
+        # float32 arithmetic of a few operations on values up to 255: a few ulps
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-4)
+
+
+def test_against_numpy():
+    rng = np.random.default_rng(0)
+    image = rng.integers(0, 256, size=(4, 5, 3)).astype(np.uint8)
+    batch = rng.integers(0, 256, size=(2, 4, 5, 3)).astype(np.uint8)
+    np.testing.assert_allclose(nd.image.to_tensor(nd.array(image, dtype="uint8")).asnumpy(),
+                               image.transpose(2, 0, 1).astype(np.float32) / 255, rtol=1e-7)
+    np.testing.assert_allclose(nd.image.to_tensor(nd.array(batch, dtype="uint8")).asnumpy(),
+                               batch.transpose(0, 3, 1, 2).astype(np.float32) / 255, rtol=1e-7)
+    tensor = rng.random((3, 4, 5)).astype(np.float32)
+    got = nd.image.normalize(nd.array(tensor), mean=(0.1, 0.2, 0.3), std=(0.5, 2.0, 4.0)).asnumpy()
+    mean, std = np.array([0.1, 0.2, 0.3], np.float32), np.array([0.5, 2, 4], np.float32)
+    want = (tensor - mean[:, None, None]) / std[:, None, None]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    np.testing.assert_array_equal(nd.image.crop(nd.array(batch, dtype="uint8"), x=1, y=2, width=3, height=2).asnumpy(),
+                                  batch[:, 2:4, 1:4])
+    np.testing.assert_array_equal(nd.image.flip_left_right(nd.array(image, dtype="uint8")).asnumpy(), image[:, ::-1])
+    np.testing.assert_array_equal(nd.image.flip_top_bottom(nd.array(image, dtype="uint8")).asnumpy(), image[::-1])
+
+
+def test_random_operators_draw_their_factor_in_the_range():
+    rng = np.random.default_rng(1)
+    image = (rng.random((4, 5, 3)) * 200).astype(np.float32)
+    x = nd.array(image)
+    for name, adjust in (("brightness", image_ops.adjust_brightness), ("contrast", image_ops.adjust_contrast),
+                         ("saturation", image_ops.adjust_saturation)):
+        fixed = getattr(nd.image, f"random_{name}")(x, min_factor=0.7, max_factor=0.7).asnumpy()
+        np.testing.assert_allclose(fixed, adjust(image, 0.7), rtol=1e-5)
+    # brightness is a scale: every draw is one factor in [min, max]
+    for _ in range(5):
+        factor = nd.image.random_brightness(x, min_factor=0.5, max_factor=1.5).asnumpy() / image
+        assert np.allclose(factor, factor.flat[0], rtol=1e-5) and 0.5 <= factor.flat[0] <= 1.5
+    np.testing.assert_array_equal(nd.image.random_lighting(x, alpha_std=0.0).asnumpy(), image)
+    flips = {nd.image.random_flip_left_right(x).asnumpy().tobytes() for _ in range(40)}
+    assert flips == {image.tobytes(), image[:, ::-1].tobytes()}  # both outcomes, nothing else
+    flips = {nd.image.random_flip_top_bottom(x).asnumpy().tobytes() for _ in range(40)}
+    assert flips == {image.tobytes(), image[::-1].tobytes()}
+
+
+def test_symbols_infer_shapes_and_run():
+    data = sym.var("data")
+    net = sym.image.normalize(sym.image.to_tensor(data), mean=(0.5,), std=(0.25,))
+    assert net.infer_shape(data=(4, 5, 3))[1] == [(3, 4, 5)]
+    crop = sym.image.crop(data, x=1, y=0, width=2, height=3)
+    assert crop.infer_shape(data=(2, 4, 5, 3))[1] == [(2, 3, 2, 3)]
+    image = np.arange(60, dtype=np.float32).reshape(4, 5, 3)
+    out = net.eval(data=nd.array(image))[0].asnumpy()
+    np.testing.assert_allclose(out, (image.transpose(2, 0, 1) / 255 - 0.5) / 0.25, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: nd.image.to_tensor(nd.ones((3, 3))), ShapeError, r"\(H, W, C\) image or an \(N, H, W, C\) batch"),
+    (lambda: nd.image.normalize(nd.ones((2, 3, 3)), mean=(0.5,), std=(1.0,)), ShapeError, "1 or 3 elements"),
+    (lambda: nd.image.normalize(nd.ones((3, 2, 2))), ParamError, "mean must have 1 or 3 elements"),
+    (lambda: nd.image.normalize(nd.ones((3, 2, 2)), mean=(1, 2), std=(1,)), ParamError, "got \\(1.0, 2.0\\)"),
+    (lambda: nd.image.normalize(nd.ones((3, 2, 2)), mean=(1,), std=(0,)), ParamError, "std must not contain 0"),
+    (lambda: nd.image.crop(nd.ones((4, 4, 3)), x=2, y=0, width=3, height=2), ShapeError, "must lie inside"),
+    (lambda: nd.image.crop(nd.ones((4, 4, 3)), x=0, y=0, width=0, height=2), ParamError, "must be > 0"),
+    (lambda: nd.image.crop(nd.ones((4, 4)), x=0, y=0, width=1, height=1), ShapeError, "image or an"),
+    (lambda: nd.image.flip_left_right(nd.ones((2, 4, 4, 3))), ShapeError, "one \\(H, W, C\\) image"),
+    (lambda: nd.image.adjust_lighting(nd.ones((2, 2, 3)), alpha=(0.1, 0.1)), ParamError, "alpha must hold 3"),
+    (lambda: nd.image.adjust_lighting(nd.ones((2, 2, 1)), alpha=(0.1, 0.1, 0.1)), ShapeError, "RGB image"),
+    (lambda: nd.image.random_contrast(nd.ones((2, 2, 3)), min_factor=2, max_factor=1), ParamError, "<= max_factor"),
+    (lambda: nd.image.random_lighting(nd.ones((2, 2, 3)), alpha_std=-1), ParamError, "alpha_std must be >= 0"),
+])
+def test_bad_inputs_fail_clearly(call, error, match):
+    with pytest.raises(error, match=match):
+        call().wait_to_read()
