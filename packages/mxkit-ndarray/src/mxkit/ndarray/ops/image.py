@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from mxkit.core.errors import ShapeError
+from mxkit.core.errors import MissingComponentError, ShapeError
 from mxkit.ndarray.ops._helpers import write
 from mxkit.ndarray.ops.nn_common import fmt
 from mxkit.ndarray.params import Param, ParamError, schema
@@ -206,6 +206,78 @@ _define_flip("flip_left_right", 1, "Reverse the columns of an (H, W, C) image.")
 _define_flip("flip_top_bottom", 0, "Reverse the rows of an (H, W, C) image.")
 
 
+# ---- resize ------------------------------------------------------------------------------------
+
+_RESIZE = "_image_resize"
+#: OpenCV's interpolation codes, as MXNet numbers them: nearest, bilinear, bicubic, area, Lanczos
+_INTERPOLATIONS = (0, 1, 2, 3, 4)
+_RESIZE_SCHEMA = schema([
+    Param("size", "shape", default=(), doc="(width, height) of the result, or (size,)."),
+    Param("keep_ratio", "bool", default=False, doc="With one size: resize the short edge to it, keeping the ratio."),
+    Param("interp", "int", default=1, doc="OpenCV interpolation: 0 nearest, 1 bilinear, 2 bicubic, 3 area, "
+                                          "4 Lanczos."),
+])
+
+
+def resized_size(size: tuple, keep_ratio: bool, height: int, width: int) -> tuple[int, int]:
+    """MXNet's ``(width, height)`` of a resized image: ``size`` as ``(w, h)``, or one edge
+    for both, or with ``keep_ratio`` for the short edge (the long one in integer arithmetic)."""
+    if len(size) == 2:
+        return int(size[0]), int(size[1])
+    edge = int(size[0])
+    if not keep_ratio:
+        return edge, edge
+    if height > width:
+        return edge, height * edge // width
+    return width * edge // height, edge
+
+
+def _resize_shape(params: dict, in_shapes: list) -> list:
+    shape = _image_or_batch(_RESIZE, in_shapes[0])
+    size = params["size"]
+    if len(size) not in (1, 2) or any(s <= 0 for s in size):
+        raise ParamError(f"{_RESIZE}: size must be (width, height) or (size,) of positive ints, got {size}")
+    if params["interp"] not in _INTERPOLATIONS:
+        raise ParamError(f"{_RESIZE}: interp must be one of {_INTERPOLATIONS} (nearest, bilinear, bicubic, area, "
+                         f"Lanczos), got {params['interp']}")
+    width, height = resized_size(size, params["keep_ratio"], shape[-3], shape[-2])
+    return [(*shape[:-3], height, width, shape[-1])]
+
+
+def _cv2() -> Any:
+    try:
+        import cv2
+    except ModuleNotFoundError as exc:
+        if exc.name != "cv2":
+            raise
+        raise MissingComponentError(
+            f"{_RESIZE} resamples with OpenCV, as MXNet does, and OpenCV is not installed; install it with "
+            f"`pip install 'mxkit[image]'` (or opencv-python-headless)") from None
+    return cv2
+
+
+def _resize_kernel(xp, inputs, outputs, params):
+    # OpenCV (numpy, on the host) as MXNet's CPU kernel: its uint8 fixed-point rounding included
+    cv2 = _cv2()
+    host = inputs[0].get() if hasattr(inputs[0], "get") else np.asarray(inputs[0])
+    height, width = outputs[0].shape[-3], outputs[0].shape[-2]
+
+    def one(image):
+        if image.shape[:2] == (height, width):
+            return image
+        resized = cv2.resize(image, (width, height), interpolation=params["interp"])
+        return resized[:, :, None] if resized.ndim == 2 else resized
+
+    result = one(host) if host.ndim == 3 else np.stack([one(image) for image in host])
+    write(xp, outputs[0], xp.asarray(result))
+
+
+define(OpDef(
+    name=_RESIZE, infer_shape=_resize_shape, kernel=_resize_kernel, params=_RESIZE_SCHEMA,
+    doc="Resize an (H, W, C) image or (N, H, W, C) batch with OpenCV to a (width, height) size.",
+))
+
+
 # ---- colour ------------------------------------------------------------------------------------
 
 def _rgb_shape(op: str):
@@ -256,7 +328,9 @@ def _define_random_adjust(name: str, adjust: Any, doc: str) -> None:
     op = f"_image_random_{name}"
 
     def infer(params: dict, in_shapes: list) -> list:
-        if not params["min_factor"] <= params["max_factor"]:
+        if params["min_factor"] < 0:  # MXNet's lower bound of both factors
+            raise ParamError(f"{op}: min_factor and max_factor must be >= 0, got min_factor={params['min_factor']}")
+        if not params["min_factor"] <= params["max_factor"]:  # (MXNet leaves this undefined)
             raise ParamError(f"{op}: min_factor ({params['min_factor']}) must be <= max_factor "
                              f"({params['max_factor']})")
         return _rgb_shape(op)(params, in_shapes)
@@ -275,4 +349,5 @@ _define_random_adjust("contrast", adjust_contrast,
 _define_random_adjust("saturation", adjust_saturation,
                       "Blend each pixel with its luma by a factor drawn from U(min_factor, max_factor).")
 
-__all__ = ["LUMA", "adjust_brightness", "adjust_contrast", "adjust_hue", "adjust_lighting", "adjust_saturation"]
+__all__ = ["LUMA", "adjust_brightness", "adjust_contrast", "adjust_hue", "adjust_lighting", "adjust_saturation",
+           "resized_size"]
