@@ -39,11 +39,14 @@ def test_against_mxnet_1_9_1(case):
     want = EXPECTED[f"{case}.out"]
     got = getattr(nd.image, op)(nd.array(x, dtype=x.dtype), **params).asnumpy()
     assert got.shape == want.shape and got.dtype == want.dtype
-    if want.dtype == np.uint8 and op == "adjust_lighting":
-        # a float sum truncated to uint8: the summation order may move a value across an integer
+    if want.dtype == np.uint8 and op in ("adjust_lighting", "random_hue"):
+        # a float result truncated to uint8: the order of float operations may move it across an integer
         assert np.abs(got.astype(int) - want.astype(int)).max() <= 1
     elif want.dtype == np.uint8:
         np.testing.assert_array_equal(got, want)  # moved pixels, or OpenCV's own integer arithmetic
+    elif op == "random_hue":
+        # the HLS round trip: ~15 float32 operations on values scaled to [0, 1] and back by 255
+        np.testing.assert_allclose(got, want, rtol=0, atol=255 * 15 * np.finfo(np.float32).eps)
     else:
         # float32 arithmetic of a few operations on values up to 255: a few ulps (1.5e-5 at 255)
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-4)
@@ -87,6 +90,23 @@ def test_random_operators_draw_their_factor_in_the_range():
     assert flips == {image.tobytes(), image[::-1].tobytes()}
 
 
+def test_color_jitter_applies_the_adjustments_it_is_given():
+    rng = np.random.default_rng(2)
+    image = (rng.random((4, 5, 3)) * 200 + 20).astype(np.float32)
+    x = nd.array(image)
+    np.testing.assert_array_equal(
+        nd.image.random_color_jitter(x, brightness=0, contrast=0, saturation=0, hue=0).asnumpy(), image)
+    for _ in range(5):
+        factor = nd.image.random_color_jitter(x, brightness=0.3, contrast=0, saturation=0, hue=0).asnumpy() / image
+        assert np.allclose(factor, factor.flat[0], rtol=1e-5) and 0.7 <= factor.flat[0] <= 1.3
+    # a hue shift keeps each pixel's lightness, (max + min) / 2
+    shifted = nd.image.random_color_jitter(x, brightness=0, contrast=0, saturation=0, hue=0.4).asnumpy()
+    np.testing.assert_allclose(shifted.max(-1) + shifted.min(-1), image.max(-1) + image.min(-1), atol=1e-2)
+    gray = nd.array(np.full((2, 2, 1), 100, np.uint8), dtype="uint8")
+    out = nd.image.random_color_jitter(gray, brightness=0, contrast=0.5, saturation=0.5, hue=0.5).asnumpy()
+    np.testing.assert_array_equal(out, 100)  # one flat gray channel: contrast, saturation and hue keep it
+
+
 def test_symbols_infer_shapes_and_run():
     data = sym.var("data")
     net = sym.image.normalize(sym.image.to_tensor(data), mean=(0.5,), std=(0.25,))
@@ -117,6 +137,9 @@ def test_symbols_infer_shapes_and_run():
     (lambda: nd.image.resize(nd.ones((4, 4, 3)), size=(0, 2)), ParamError, "positive ints"),
     (lambda: nd.image.resize(nd.ones((4, 4, 3)), size=(2, 2), interp=7), ParamError, "interp must be one of"),
     (lambda: nd.image.resize(nd.ones((4, 4)), size=(2, 2)), ShapeError, "image or an"),
+    (lambda: nd.image.random_color_jitter(nd.ones((2, 2, 3)), brightness=0, contrast=-1, saturation=0, hue=0),
+     ParamError, "contrast must be >= 0"),
+    (lambda: nd.image.random_hue(nd.ones((2, 2, 2)), min_factor=0, max_factor=1), ShapeError, "gray or"),
     (lambda: nd.image.random_lighting(nd.ones((2, 2, 3)), alpha_std=-1), ParamError, "alpha_std must be >= 0"),
 ])
 def test_bad_inputs_fail_clearly(call, error, match):

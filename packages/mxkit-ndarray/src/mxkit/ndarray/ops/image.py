@@ -3,8 +3,14 @@
 Images are ``(H, W, C)`` with the channels last (a batch ``(N, H, W, C)`` where MXNet takes
 one), except ``normalize``, which works on the ``(C, H, W)`` / ``(N, C, H, W)`` tensors that
 ``to_tensor`` makes. Shapes and parameters are checked as MXNet checks them (``flip_*`` and
-the colour operators take single images; ``normalize`` takes 1 or 3 channels and 1 or C means
-and standard deviations).
+the colour operators take single images of 1 or 3 channels, the lighting ones of 3;
+``normalize`` takes 1 or 3 channels and 1 or C means and standard deviations).
+
+Two of MXNet 1.9.1's kernels are not copied where they are plainly wrong: its
+``flip_top_bottom`` leaves the middle row of an odd height unwritten, and its saturation
+blends with ``0.114 * blue`` alone (``=`` written for ``+=``); here the flip is complete and the
+saturation blends with the luma, as documented. ``random_hue`` shifts the hue in HLS space,
+as MXNet's operator does (Gluon's ``RandomHue`` here turns it in YIQ space instead).
 
 The colour adjustments (``adjust_*``) are plain functions of a float32 ``(..., 3)`` RGB array,
 shared with Gluon's ``vision.transforms`` (which re-exports them). A uint8 result is clipped
@@ -60,6 +66,45 @@ def adjust_hue(image: Any, alpha: float) -> Any:
     return image @ (_FROM_YIQ @ turn @ _TO_YIQ).T
 
 
+def adjust_hue_hls(image: Any, alpha: float) -> Any:
+    """Shift the hue by ``alpha * 360`` degrees in HLS space (MXNet 1.9.1's ``_image_random_hue``;
+    ``adjust_hue`` is the YIQ turn of ``mx.image.HueJitterAug``), values in [0, 255]."""
+    xp = np if isinstance(image, np.ndarray) else _array_module(image)
+    rgb = image.astype(np.float32) / np.float32(255.0)
+    r, g, b = rgb[..., 0], rgb[..., 1], rgb[..., 2]
+    vmax, vmin = rgb.max(axis=-1), rgb.min(axis=-1)
+    diff = vmax - vmin
+    light = (vmax + vmin) * np.float32(0.5)
+    coloured = diff > np.finfo(np.float32).eps
+    safe = xp.where(coloured, diff, np.float32(1.0))
+    # (the denominators of uncoloured pixels, possibly 0, are replaced: their saturation is 0)
+    low = safe / xp.where(coloured, vmax + vmin, np.float32(1.0))
+    high = safe / xp.where(coloured, 2 - vmax - vmin, np.float32(1.0))
+    sat = xp.where(light < 0.5, low, high)
+    sat = xp.where(coloured, sat, np.float32(0.0))
+    scale = np.float32(60.0) / safe
+    hue = xp.where(vmax == r, (g - b) * scale, xp.where(vmax == g, (b - r) * scale + 120, (r - g) * scale + 240))
+    hue = xp.where(coloured, hue + (hue < 0) * np.float32(360.0), np.float32(0.0))
+    hue = (hue + np.float32(alpha * 360.0)) / np.float32(60.0)
+    hue = hue - 6 * xp.floor(hue / 6)  # MXNet's loops adding or taking 6 into [0, 6)
+    sector = xp.minimum(hue.astype(np.int64), 5)
+    frac = hue - sector
+    p2 = xp.where(light <= 0.5, light * (1 + sat), light + sat - light * sat)
+    p1 = 2 * light - p2
+    table = xp.stack([p2, p1, p1 + (p2 - p1) * (1 - frac), p1 + (p2 - p1) * frac], axis=-1)
+    # MXNet's c_HlsSectorData: which table entry each of b, g, r takes in each sector
+    sectors = xp.asarray([[1, 3, 0], [1, 0, 2], [3, 0, 1], [0, 2, 1], [0, 1, 3], [2, 1, 0]])[sector]
+    bgr = xp.take_along_axis(table, sectors, axis=-1)
+    out = xp.where((sat != 0)[..., None], bgr[..., ::-1], light[..., None])
+    return out * np.float32(255.0)
+
+
+def _array_module(array: Any) -> Any:
+    import importlib
+
+    return importlib.import_module(type(array).__module__.split(".")[0])
+
+
 def adjust_lighting(image: Any, alphas: Any) -> Any:
     """Add ``eigvec @ (alphas * eigval)`` to every pixel (AlexNet's PCA lighting noise)."""
     return image + _EIGVEC @ (np.asarray(alphas, dtype=np.float32) * _EIGVAL)
@@ -81,12 +126,13 @@ def _image_or_batch(op: str, shape: Any) -> tuple[int, ...]:
     return tuple(int(d) for d in shape)
 
 
-def _single_image(op: str, shape: Any, channels: int | None = None) -> tuple[int, ...]:
+def _single_image(op: str, shape: Any, channels: tuple[int, ...] = (1, 3)) -> tuple[int, ...]:
     if shape is None or len(shape) != 3:
         raise ShapeError(f"{op}: the input must be one (H, W, C) image (as in MXNet 1.9.1; map a batch image "
                          f"by image), got shape {fmt(shape)}")
-    if channels is not None and int(shape[2]) != channels:
-        raise ShapeError(f"{op}: the input must be an (H, W, {channels}) RGB image, got shape {fmt(shape)}")
+    if int(shape[2]) not in channels:
+        kinds = "an (H, W, 3) RGB image" if channels == (3,) else "an (H, W, 1) gray or (H, W, 3) RGB image"
+        raise ShapeError(f"{op}: the input must be {kinds}, got shape {fmt(shape)}")
     return tuple(int(d) for d in shape)
 
 
@@ -95,6 +141,14 @@ def _same_shape(check: Any) -> Any:
         return [check(in_shapes[0])]
 
     return infer
+
+
+def _rgb_shape(op: str):
+    return _same_shape(lambda shape: _single_image(op, shape, channels=(3,)))
+
+
+def _image_shape(op: str):
+    return _same_shape(lambda shape: _single_image(op, shape))
 
 
 # ---- to_tensor, normalize ----------------------------------------------------------------------
@@ -196,7 +250,7 @@ def _define_flip(name: str, axis: int, doc: str) -> None:
         flip = params["_rng"].random() < 0.5  # MXNet's bernoulli_distribution(0.5)
         write(xp, outputs[0], xp.flip(inputs[0], axis=axis) if flip else inputs[0])
 
-    check = _same_shape(lambda shape: _single_image(f"_image_{name}", shape))
+    check = _image_shape(f"_image_{name}")
     define(OpDef(name=f"_image_{name}", infer_shape=check, kernel=kernel, doc=doc))
     define(OpDef(name=f"_image_random_{name}", infer_shape=check, kernel=random_kernel, needs_rng=True,
                  doc=f"{doc} With probability 0.5.".replace(". With", ", with")))
@@ -280,10 +334,6 @@ define(OpDef(
 
 # ---- colour ------------------------------------------------------------------------------------
 
-def _rgb_shape(op: str):
-    return _same_shape(lambda shape: _single_image(op, shape, channels=3))
-
-
 _ADJUST_LIGHTING = "_image_adjust_lighting"
 
 
@@ -324,6 +374,24 @@ _FACTOR_SCHEMA = schema([
 ])
 
 
+def _contrast_any(image: Any, alpha: float) -> Any:
+    # one channel: the gray mean is the values' mean
+    if image.shape[-1] == 1:
+        return image * np.float32(alpha) + np.float32(float(image.mean()) * (1 - alpha))
+    return adjust_contrast(image, alpha)
+
+
+def _saturation_any(image: Any, alpha: float) -> Any:
+    # (MXNet 1.9.1 blends with 0.114 * blue alone, a slip of `=` for `+=`; this is the luma blend of
+    # its documentation, of mx.image.SaturationJitterAug and of Gluon's transforms here)
+    return image if image.shape[-1] == 1 else adjust_saturation(image, alpha)
+
+
+def _hue_any(image: Any, alpha: float) -> Any:
+    # (a one-channel image has no hue: returned as it is, where MXNet leaves its output unwritten)
+    return image if image.shape[-1] == 1 else adjust_hue_hls(image, alpha)
+
+
 def _define_random_adjust(name: str, adjust: Any, doc: str) -> None:
     op = f"_image_random_{name}"
 
@@ -333,7 +401,7 @@ def _define_random_adjust(name: str, adjust: Any, doc: str) -> None:
         if not params["min_factor"] <= params["max_factor"]:  # (MXNet leaves this undefined)
             raise ParamError(f"{op}: min_factor ({params['min_factor']}) must be <= max_factor "
                              f"({params['max_factor']})")
-        return _rgb_shape(op)(params, in_shapes)
+        return _image_shape(op)(params, in_shapes)
 
     def kernel(xp, inputs, outputs, params):
         alpha = params["_rng"].uniform(params["min_factor"], params["max_factor"])
@@ -344,10 +412,50 @@ def _define_random_adjust(name: str, adjust: Any, doc: str) -> None:
 
 _define_random_adjust("brightness", adjust_brightness,
                       "Scale an (H, W, 3) image by a factor drawn from U(min_factor, max_factor).")
-_define_random_adjust("contrast", adjust_contrast,
+_define_random_adjust("contrast", _contrast_any,
                       "Blend an (H, W, 3) image with its mean luma by a factor drawn from U(min_factor, max_factor).")
-_define_random_adjust("saturation", adjust_saturation,
+_define_random_adjust("saturation", _saturation_any,
                       "Blend each pixel with its luma by a factor drawn from U(min_factor, max_factor).")
+_define_random_adjust("hue", _hue_any,
+                      "Shift the hue (HLS) of an (H, W, 3) image by U(min_factor, max_factor) * 360 degrees.")
+
+_JITTER = "_image_random_color_jitter"
+
+
+def _jitter_shape(params: dict, in_shapes: list) -> list:
+    for what in ("brightness", "contrast", "saturation", "hue"):
+        if params[what] < 0:
+            raise ParamError(f"{_JITTER}: {what} must be >= 0, got {params[what]}")
+    return _image_shape(_JITTER)(params, in_shapes)
+
+
+def _jitter_kernel(xp, inputs, outputs, params):
+    # MXNet's order: the four adjustments shuffled, each (with a factor > 0) applied in turn
+    rng = params["_rng"]
+    values = inputs[0].astype(np.float32)
+    for step in rng.permutation(4):
+        if step == 0 and params["brightness"] > 0:
+            values = adjust_brightness(values, 1 + rng.uniform(-params["brightness"], params["brightness"]))
+        elif step == 1 and params["contrast"] > 0:
+            values = _contrast_any(values, 1 + rng.uniform(-params["contrast"], params["contrast"]))
+        elif step == 2 and params["saturation"] > 0:
+            values = _saturation_any(values, 1 + rng.uniform(-params["saturation"], params["saturation"]))
+        elif step == 3 and params["hue"] > 0:
+            values = _hue_any(values, rng.uniform(-params["hue"], params["hue"]))
+        if outputs[0].dtype == np.uint8:  # each of MXNet's steps saturates into the output
+            values = xp.clip(values, 0, 255).astype(np.uint8).astype(np.float32)
+    _store(xp, outputs[0], values)
+
+
+define(OpDef(
+    name=_JITTER, infer_shape=_jitter_shape, kernel=_jitter_kernel, needs_rng=True, params=schema([
+        Param("brightness", "float", doc="How much to jitter brightness."),
+        Param("contrast", "float", doc="How much to jitter contrast."),
+        Param("saturation", "float", doc="How much to jitter saturation."),
+        Param("hue", "float", doc="How much to jitter hue."),
+    ]),
+    doc="Brightness, contrast, saturation and hue jitter, in a random order.",
+))
 
 __all__ = ["LUMA", "adjust_brightness", "adjust_contrast", "adjust_hue", "adjust_lighting", "adjust_saturation",
-           "resized_size"]
+           "adjust_hue_hls", "resized_size"]
