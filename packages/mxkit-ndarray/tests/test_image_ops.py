@@ -107,6 +107,45 @@ def test_color_jitter_applies_the_adjustments_it_is_given():
     np.testing.assert_array_equal(out, 100)  # one flat gray channel: contrast, saturation and hue keep it
 
 
+def test_normalize_and_crop_gradients():
+    from mxkit.ndarray import autograd
+
+    rng = np.random.default_rng(4)
+    tensor, head = rng.random((2, 3, 4, 5)).astype(np.float32), rng.random((2, 3, 4, 5)).astype(np.float32)
+    x = nd.array(tensor)
+    x.attach_grad()
+    with autograd.record():
+        y = nd.image.normalize(x, mean=(0.1, 0.2, 0.3), std=(0.5, 2.0, 4.0))
+    y.backward(nd.array(head))
+    np.testing.assert_allclose(x.grad.asnumpy(), head / np.array([0.5, 2.0, 4.0], np.float32)[:, None, None],
+                               rtol=1e-6)
+    image = nd.array(rng.random((2, 5, 6, 3)).astype(np.float32))
+    image.attach_grad()
+    crop_head = rng.random((2, 3, 2, 3)).astype(np.float32)
+    with autograd.record():
+        part = nd.image.crop(image, x=1, y=2, width=2, height=3)
+    part.backward(nd.array(crop_head))
+    want = np.zeros((2, 5, 6, 3), np.float32)
+    want[:, 2:5, 1:3] = crop_head
+    np.testing.assert_array_equal(image.grad.asnumpy(), want)
+
+
+def test_gradients_through_a_bound_symbol():
+    import mxkit.core as core
+
+    data = sym.var("data")
+    exe = (sym.image.crop(data, x=1, y=0, width=2, height=2) * 3).simple_bind(core.cpu(), data=(3, 4, 1))
+    exe.forward(is_train=True, data=nd.ones((3, 4, 1)))
+    exe.backward(out_grads=nd.ones((2, 2, 1)))
+    want = np.zeros((3, 4, 1), np.float32)
+    want[0:2, 1:3] = 3
+    np.testing.assert_array_equal(exe.grad_dict["data"].asnumpy(), want)
+    exe = sym.image.normalize(data, mean=(0.5,), std=(2.0, 4.0, 8.0)).simple_bind(core.cpu(), data=(3, 2, 2))
+    exe.forward(is_train=True, data=nd.ones((3, 2, 2)))
+    exe.backward(out_grads=nd.ones((3, 2, 2)))
+    np.testing.assert_array_equal(exe.grad_dict["data"].asnumpy()[:, 0, 0], [0.5, 0.25, 0.125])
+
+
 def test_symbols_infer_shapes_and_run():
     data = sym.var("data")
     net = sym.image.normalize(sym.image.to_tensor(data), mean=(0.5,), std=(0.25,))

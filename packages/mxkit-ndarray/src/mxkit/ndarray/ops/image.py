@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 from mxkit.core.errors import MissingComponentError, ShapeError
 from mxkit.ndarray.ops._helpers import write
-from mxkit.ndarray.ops.nn_common import fmt
+from mxkit.ndarray.ops.nn_common import fmt, public
 from mxkit.ndarray.params import Param, ParamError, schema
 from mxkit.ndarray.registry import OpDef, define
 
@@ -203,8 +203,14 @@ def _normalize_kernel(xp, inputs, outputs, params):
     write(xp, outputs[0], (x.astype(compute) - mean) / std)
 
 
+def _normalize_gradient(F, params, inputs, outputs, out_grads):
+    # d/dx (x - mean) / std = 1 / std: the head gradient normalized with a zero mean
+    return [F(_NORMALIZE, out_grads[0], mean=(0.0,), std=params["std"])]
+
+
 define(OpDef(
     name=_NORMALIZE, infer_shape=_normalize_shape, kernel=_normalize_kernel, params=_NORMALIZE_SCHEMA,
+    gradient=_normalize_gradient, backward_ignores=frozenset({0}),
     doc="(x - mean) / std per channel of a (C, H, W) tensor or (N, C, H, W) batch.",
 ))
 
@@ -236,9 +242,26 @@ def _crop_kernel(xp, inputs, outputs, params):
     write(xp, outputs[0], inputs[0][..., y:y + params["height"], x:x + params["width"], :])
 
 
+def _crop_backward_kernel(xp, inputs, outputs, params):
+    # the head gradient in the cropped area, zero elsewhere (MXNet's _backward_image_crop)
+    x, y = params["x"], params["y"]
+    outputs[0][...] = 0
+    outputs[0][..., y:y + params["height"], x:x + params["width"], :] = inputs[0]
+
+
+def _crop_gradient(F, params, inputs, outputs, out_grads):
+    return [F(f"_backward{_CROP}", out_grads[0], inputs[0], **public(params))]
+
+
 define(OpDef(
-    name=_CROP, infer_shape=_crop_shape, kernel=_crop_kernel, params=_CROP_SCHEMA,
+    name=_CROP, infer_shape=_crop_shape, kernel=_crop_kernel, params=_CROP_SCHEMA, gradient=_crop_gradient,
+    backward_ignores=frozenset({0}),
     doc="The area [y, y + height) x [x, x + width) of an (H, W, C) image or (N, H, W, C) batch.",
+))
+define(OpDef(
+    name=f"_backward{_CROP}", params=_CROP_SCHEMA, kernel=_crop_backward_kernel, num_inputs=2,
+    input_names=("head_grad", "data"), reads_shape_only=frozenset({1}),
+    infer_shape=lambda p, s: [tuple(s[1])], infer_dtype=lambda p, d: [d[0]], doc="Backward of image crop.",
 ))
 
 
