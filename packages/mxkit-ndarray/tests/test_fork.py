@@ -15,6 +15,9 @@ _CHILD = """
     x = nd.array(np.arange(6, dtype=np.float32).reshape(2, 3))
     y = x * 2
     view = x[1]
+    big = nd.ones((512, 512))
+    for _ in range(8):                                  # outputs over the in-flight bound (4 MiB)
+        big = big + 1
     nd.waitall()
     pid = os.fork()
     if pid == 0:
@@ -30,6 +33,10 @@ _CHILD = """
             code = 12
         if not np.array_equal((x - y).asnumpy(), [[1, 0, -1], [1, -1, -3]]):
             code = 13
+        for _ in range(8):
+            big = big * 2
+        if big[0, 0].asscalar() != 9 * 2 ** 8:
+            code = 14
         nd.waitall()
         os._exit(code)
     _, status = os.waitpid(pid, 0)
