@@ -216,6 +216,8 @@ def test_worker_processes_read_a_dataset_of_ndarrays_made_before_they_forked():
     finally:
         loader.close()
     assert len(got) == len(expected) == 4
+    assert got[0][0].shape == (3, 4) and got[0][1].shape == (3,)  # 1-D labels batch as (batch,), as in MXNet
+    assert np.ndim(dataset[0][1]) == 0
     for (x, y), (ex, ey) in zip(got, expected):
         np.testing.assert_array_equal(x, ex)
         np.testing.assert_array_equal(y, ey)
