@@ -10,7 +10,8 @@ Two of MXNet 1.9.1's kernels are not copied where they are plainly wrong: its
 ``flip_top_bottom`` leaves the middle row of an odd height unwritten, and its saturation
 blends with ``0.114 * blue`` alone (``=`` written for ``+=``); here the flip is complete and the
 saturation blends with the luma, as documented. ``random_hue`` shifts the hue in HLS space,
-as MXNet's operator does (Gluon's ``RandomHue`` here turns it in YIQ space instead).
+as MXNet's operator (and Gluon's ``RandomHue``) does; ``adjust_hue`` is the YIQ turn of
+``mx.image.HueJitterAug``.
 
 The colour adjustments (``adjust_*``) are plain functions of a float32 ``(..., 3)`` RGB array,
 shared with Gluon's ``vision.transforms`` (which re-exports them). A uint8 result is clipped

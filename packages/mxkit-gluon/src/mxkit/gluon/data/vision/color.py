@@ -21,6 +21,7 @@ from mxkit.ndarray.ops.image import (
     adjust_brightness,
     adjust_contrast,
     adjust_hue,
+    adjust_hue_hls,
     adjust_lighting,
     adjust_saturation,
 )
@@ -83,14 +84,16 @@ class RandomSaturation(_RandomAdjust):
 
 
 class RandomHue(_RandomAdjust):
-    """Turn the chroma by ``uniform(-hue, hue) * pi`` radians."""
+    """Shift the hue (HLS) by ``uniform(-hue, hue) * 360`` degrees: MXNet 1.9.1's RandomHue, whose
+    ``random_hue`` factors ``(1 - hue, 1 + hue)`` shift by whole turns plus that much."""
 
-    _adjust = staticmethod(adjust_hue)
+    _adjust = staticmethod(adjust_hue_hls)
     _centre = 0.0
 
 
 class RandomColorJitter(Block):
-    """Brightness, contrast and saturation (those given as > 0) in a random order, then hue."""
+    """Brightness, contrast and saturation (those given as > 0) in a random order, then the HLS hue
+    shift of :class:`RandomHue`."""
 
     def __init__(self, brightness: float = 0, contrast: float = 0, saturation: float = 0, hue: float = 0) -> None:
         super().__init__()
@@ -105,7 +108,7 @@ class RandomColorJitter(Block):
             if self._limits[index] > 0:
                 values = steps[index](values, 1 + np.random.uniform(-self._limits[index], self._limits[index]))
         if self._hue > 0:
-            values = adjust_hue(values, np.random.uniform(-self._hue, self._hue))
+            values = adjust_hue_hls(values, np.random.uniform(-self._hue, self._hue))
         return _back(values, dtype, x)
 
 
@@ -122,5 +125,5 @@ class RandomLighting(Block):
 
 
 __all__ = ["LUMA", "RandomBrightness", "RandomColorJitter", "RandomContrast", "RandomHue", "RandomLighting",
-           "RandomSaturation", "adjust_brightness", "adjust_contrast", "adjust_hue", "adjust_lighting",
-           "adjust_saturation"]
+           "RandomSaturation", "adjust_brightness", "adjust_contrast", "adjust_hue", "adjust_hue_hls",
+           "adjust_lighting", "adjust_saturation"]
