@@ -90,6 +90,80 @@ def test_fork_child_gets_a_fresh_engine_and_a_clear_error_on_the_old_one():
     assert result.stdout.split() == ["child", "0", "parent", "1"]
 
 
+_ADOPTION_CHILD = """
+    import os, threading
+    import mxkit.engine as engine
+    from mxkit.core.errors import EngineError
+
+    eng = engine.get()
+    done, failed, busy = eng.new_var("done"), eng.new_var("failed"), eng.new_var("busy")
+    eng.push(lambda: None, writes=(done,))
+    try:
+        eng.push(lambda: 1 / 0, writes=(failed,), name="divide")
+        eng.wait_for_var(failed)
+    except EngineError:
+        pass
+    gate = threading.Event()
+    if eng.name != "naive":
+        eng.push(lambda: gate.wait(5), writes=(busy,), name="slow")   # still writing at the fork
+    other = engine.create(eng.name)
+    mine = other.new_var("another engine's")   # made in the child's parent, by another engine
+    pid = os.fork()
+    if pid == 0:
+        fresh = engine.get()
+        seen = []
+        fresh.push(lambda: seen.append("read"), reads=(done,))      # a parent's var, complete
+        fresh.push(lambda: seen.append("write"), writes=(done,))
+        fresh.push(lambda: None, reads=(mine,), writes=(mine,))    # any pre-fork engine's var
+        fresh.wait_for_var(done)
+        code = 0 if seen == ["read", "write"] else 20
+        if fresh.new_var() is done:
+            code = 21
+        try:
+            fresh.wait_for_var(failed)
+            code = 22
+        except EngineError as exc:
+            code = code if "divide" in str(exc) else 23
+        if eng.name != "naive":
+            try:
+                fresh.wait_for_var(busy)
+                code = 24
+            except EngineError as exc:
+                code = code if "before os.fork()" in str(exc) or "called os.fork()" in str(exc) else 25
+            fresh.push(lambda: None, writes=(busy,))                 # overwriting it clears that
+            fresh.wait_for_var(busy)
+        fresh.delete_var(done)
+        try:
+            fresh.push(lambda: None, reads=(done,))
+            code = 26
+        except EngineError as exc:
+            code = code if "delete_var" in str(exc) else 27
+        try:
+            fresh.push(lambda: None, reads=("not a var",))
+            code = 28
+        except EngineError as exc:
+            code = code if "made by this" in str(exc) else 29
+        os._exit(code)
+    gate.set()
+    _, status = os.waitpid(pid, 0)
+    eng.wait_all()
+    eng.push(lambda: None, reads=(done,), writes=(busy,))            # the parent's vars: untouched
+    eng.wait_for_var(busy)
+    print("child", os.waitstatus_to_exitcode(status), "parent", done.version, mine.version)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.parametrize("engine_name", ["threaded_per_device", "threaded", "naive"])
+def test_fork_child_engine_adopts_the_parents_vars_as_they_were_at_the_fork(engine_name):
+    # An NDArray made before a fork (a DataLoader's worker processes) carries a var of the
+    # parent's engine: the child's engine stands in a var of its own, complete, or failed
+    # with the error reading the parent's var raises, or failed because a write was pending.
+    result = _run_child(_ADOPTION_CHILD, env={"MXKIT_ENGINE": engine_name})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["child", "0", "parent", "1", "0"]
+
+
 def test_interpreter_exit_runs_pending_operations():
     result = _run_child("""
         import time

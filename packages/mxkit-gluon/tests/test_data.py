@@ -202,3 +202,23 @@ def test_pin_memory_hands_batches_over_on_the_pinned_context_with_the_same_value
         np.testing.assert_array_equal(py.asnumpy(), qy.asnumpy())
     with pytest.raises(GluonError, match="pin_device_id"):
         data.DataLoader(dataset, 4, pin_memory=True, pin_device_id=-1)
+
+
+def test_worker_processes_read_a_dataset_of_ndarrays_made_before_they_forked():
+    # The workers inherit the dataset's NDArrays (and their engine vars) from this process.
+    features = mx.nd.array(np.arange(40, dtype=np.float32).reshape(10, 4))
+    labels = mx.nd.array(np.arange(10, dtype=np.float32) * 3)
+    dataset = data.ArrayDataset(features, labels)
+    expected = [(x.asnumpy(), y.asnumpy()) for x, y in data.DataLoader(dataset, batch_size=3, num_workers=0)]
+    loader = data.DataLoader(dataset, batch_size=3, num_workers=2)
+    try:
+        got = [(x.asnumpy(), y.asnumpy()) for x, y in loader]
+    finally:
+        loader.close()
+    assert len(got) == len(expected) == 4
+    assert got[0][0].shape == (3, 4) and got[0][1].shape == (3,)  # 1-D labels batch as (batch,), as in MXNet
+    assert np.ndim(dataset[0][1]) == 0
+    for (x, y), (ex, ey) in zip(got, expected):
+        np.testing.assert_array_equal(x, ex)
+        np.testing.assert_array_equal(y, ey)
+    np.testing.assert_array_equal(np.concatenate([x for x, _ in got]), features.asnumpy())

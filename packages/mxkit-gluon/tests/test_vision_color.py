@@ -70,3 +70,15 @@ def test_negative_limits_are_refused(make):
 def test_a_non_rgb_image_is_refused():
     with pytest.raises(GluonError, match="RGB"):
         transforms.RandomSaturation(0.1)(mx.nd.ones((3, 4, 4)))
+
+
+def test_random_hue_shifts_in_hls_space_by_its_draw():
+    from mxkit.ndarray.ops.image import adjust_hue_hls
+
+    np.random.seed(4)
+    alpha = np.random.uniform(-0.25, 0.25)
+    np.random.seed(4)
+    shifted = transforms.RandomHue(0.25)(mx.nd.array(IMAGE)).asnumpy()
+    np.testing.assert_allclose(shifted, adjust_hue_hls(IMAGE, alpha), rtol=1e-6, atol=1e-6)
+    # a hue shift keeps each pixel's HLS lightness, (max + min) / 2
+    np.testing.assert_allclose(shifted.max(-1) + shifted.min(-1), IMAGE.max(-1) + IMAGE.min(-1), atol=1e-2)

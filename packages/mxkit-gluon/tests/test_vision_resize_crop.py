@@ -94,3 +94,16 @@ def test_random_apply_applies_with_its_probability():
 def test_normalize_refuses_other_ranks_and_channel_counts(shape):
     with pytest.raises(GluonError, match="Normalize"):
         transforms.Normalize(mean=(0, 1, 2), std=(3, 2, 1))(mx.nd.ones(shape))
+
+
+def test_normalize_hybridizes_into_the_image_operator():
+    image = np.random.default_rng(3).random((2, 3, 4, 5)).astype(np.float32)
+    block = transforms.HybridCompose([transforms.Normalize(mean=(0.5, 0.25, 0.1), std=(2.0, 0.5, 4.0))])
+    imperative = block(mx.nd.array(image)).asnumpy()
+    block.hybridize()
+    hybridized = block(mx.nd.array(image)).asnumpy()
+    mean, std = np.array([0.5, 0.25, 0.1], np.float32), np.array([2, 0.5, 4], np.float32)
+    want = (image - mean[:, None, None]) / std[:, None, None]
+    assert "_image_normalize" in block(mx.sym.var("data")).tojson()  # traced into the graph
+    np.testing.assert_allclose(imperative, want, rtol=1e-6)
+    np.testing.assert_allclose(hybridized, want, rtol=1e-6)

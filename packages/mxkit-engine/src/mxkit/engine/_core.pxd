@@ -46,6 +46,7 @@ cdef extern from "_engine_core.h" nogil:
         void complete_read(vector[MxOpr*]& ready)
         void complete_write(vector[MxOpr*]& ready)
         size_t queued()
+        cbool write_pending_at_fork()
 
     cdef cppclass MxPool:
         void put(MxOpr* op, cbool wake)

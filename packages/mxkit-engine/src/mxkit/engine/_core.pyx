@@ -132,6 +132,24 @@ cdef class Var:
         """Operations queued on this var and not yet granted (for diagnostics)."""
         return self.state.queued()
 
+    @property
+    def made_before_fork(self):
+        """True in a child process made by ``os.fork()`` for a var of the parent's engine."""
+        return not self.core.in_this_process()
+
+    def error_at_fork(self):
+        """For a var made before ``os.fork()``, read in the child: ``(op name, exception)``
+        that reading it there must raise (its last write failed, or a write was still
+        running or queued at the fork, so the child's copy of its data is undefined), or
+        None when it was complete. The child's engine gives its stand-in var this state."""
+        if self.error is not None:
+            return ((<ErrorBox>self.error).op_name, (<ErrorBox>self.error).exc)
+        if self.core.in_this_process():
+            raise EngineError(f"{self!r} was made in this process, not before os.fork()")
+        if self.state.write_pending_at_fork():
+            return ("os.fork()", _errors.written_at_fork(self))
+        return None
+
     def __repr__(self):
         label = f" {self.name!r}" if self.name is not None else ""
         return f"<engine var {self.id}{label} version={self.state.version}>"

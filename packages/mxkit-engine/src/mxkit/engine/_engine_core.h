@@ -198,6 +198,14 @@ struct MxVarState {
     }
   }
 
+  // In a child process after os.fork(), for a var of the parent's engine: true if a
+  // write was running or queued at the fork (a queued read always waits behind a write).
+  // Unlocked: the child has none of the parent's threads, and a parent thread may have
+  // held `m` at the fork; only two plain fields are read, so a torn update cannot hang.
+  bool write_pending_at_fork() const {
+    return write_running || !queue.empty();
+  }
+
   size_t queued() {
     std::lock_guard<std::mutex> guard(m);
     return queue.size();

@@ -65,6 +65,15 @@ def bad_var(value: object, engine_name: str) -> EngineError:
     )
 
 
+def written_at_fork(var: object) -> EngineError:
+    """The error a child process gets for reading a var whose write was pending at the fork."""
+    return EngineError(
+        f"{var!r} was still being written by an operation of the parent process when it called "
+        f"os.fork(), so its contents in the child are undefined; wait for it (e.g. mx.nd.waitall()) "
+        f"before forking, or overwrite it in the child"
+    )
+
+
 def bad_var_list(value: object, which: str) -> EngineError:
     """The error for ``reads``/``writes`` that is not a tuple or list of vars."""
     return EngineError(f"{which} must be a tuple or list of vars, got {value!r} of type {type(value).__name__}")

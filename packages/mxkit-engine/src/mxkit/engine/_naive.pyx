@@ -8,6 +8,7 @@ straight into it. An asynchronous operation is started at push and the push wait
 its ``on_complete``. Compiled only to keep a push close to the cost of calling ``fn``.
 """
 
+import os
 import threading
 import weakref
 
@@ -25,6 +26,8 @@ from mxkit.engine._profile cimport MxProfBuffer, MxProfRecord, take_records
 DEF WAIT_SLICE_S = 0.05
 
 cdef long long _next_var_id = 0
+# Bumped in a child process after os.fork(): tells the vars of the parent's engines apart.
+cdef int _fork_generation = 0
 
 from mxkit.engine._profile cimport mx_now_ns
 
@@ -138,6 +141,16 @@ cdef class NaiveVar:
         label = f" {self.name!r}" if self.name else ""
         return f"<naive var {self.id}{label} version={self.version}>"
 
+    @property
+    def made_before_fork(self):
+        """True in a child process made by ``os.fork()`` for a var of the parent's engine."""
+        return (<NaiveEngine>self.engine).generation != _fork_generation
+
+    def error_at_fork(self):
+        """``(op name, exception)`` that reading this var raises (its last write failed),
+        or None; nothing is ever pending on the naive engine, so a fork adds no error."""
+        return self.error
+
 
 class _AsyncOutcome:
     """Whether and how an asynchronous operation completed (outlives its on_complete)."""
@@ -178,6 +191,8 @@ cdef class NaiveEngine:
     """
 
     cdef readonly str name
+    cdef int generation        # fork generation this engine was made in
+    cdef object _inherited     # parent's var (made before os.fork()) -> this engine's stand-in
     #: :meth:`push` takes ``small=`` (read on the type; every op runs inline here anyway)
     inline_small_ops = True
 
@@ -185,6 +200,8 @@ cdef class NaiveEngine:
         if options:
             raise EngineError(f"the naive engine takes no options, got {sorted(options)}")
         self.name = "naive"
+        self.generation = _fork_generation
+        self._inherited = weakref.WeakKeyDictionary()
 
     # -- vars --------------------------------------------------------------------------
 
@@ -222,7 +239,8 @@ cdef class NaiveEngine:
         """
         if not PyCallable_Check(fn):
             raise _errors.bad_callable(fn, "push")
-        self._check_args(reads, writes, ctx, priority)
+        if self._check_args(reads, writes, ctx, priority):
+            reads, writes = self._adopted(reads), self._adopted(writes)
         self._raise_inherited(reads, writes)
         if _profiling:
             self._run_profiled(fn, name, ctx, reads, writes)
@@ -239,7 +257,8 @@ cdef class NaiveEngine:
         ``on_complete(exc)`` reports a failure, raised here as an EngineError."""
         if not PyCallable_Check(fn):
             raise _errors.bad_callable(fn, "push_async")
-        self._check_args(reads, writes, ctx, priority)
+        if self._check_args(reads, writes, ctx, priority):
+            reads, writes = self._adopted(reads), self._adopted(writes)
         self._raise_inherited(reads, writes)
         cdef long long t_start = mx_now_ns() if _profiling else 0
         outcome = _AsyncOutcome()
@@ -308,25 +327,44 @@ cdef class NaiveEngine:
 
     cdef NaiveVar _checked(self, var):
         if type(var) is not NaiveVar or (<NaiveVar>var).engine is not self:
-            raise _errors.bad_var(var, self.name)
+            var = self._adopt(var)
         if (<NaiveVar>var).deleted:
             raise _errors.deleted_var(var)
         return <NaiveVar>var
 
-    cdef int _check_args(self, reads, writes, ctx, priority) except -1:
+    cdef NaiveVar _adopt(self, var):
+        """This engine's stand-in for ``var``, a var of an engine made before ``os.fork()``
+        (e.g. the var of an NDArray that a DataLoader worker inherited); anything else is
+        an EngineError. Made once per parent var, with the error reading it would raise."""
+        if getattr(var, "made_before_fork", False) is not True:
+            raise _errors.bad_var(var, self.name)
+        adopted = self._inherited.get(var)
+        if adopted is None:
+            adopted = NaiveVar(self, var.name)
+            (<NaiveVar>adopted).error = var.error_at_fork()
+            self._inherited[var] = adopted
+        return <NaiveVar>adopted
+
+    cdef list _adopted(self, vars):
+        # the vars of a push with each parent's var replaced by this engine's stand-in
+        return [self._checked(var) for var in vars]
+
+    cdef bint _check_args(self, reads, writes, ctx, priority) except -1:
+        # True if some var is a parent's (made before os.fork()): see _adopted
+        cdef bint inherited = False
         if type(reads) is not tuple and type(reads) is not list:
             raise _errors.bad_var_list(reads, "reads")
         if type(writes) is not tuple and type(writes) is not list:
             raise _errors.bad_var_list(writes, "writes")
         for var in reads:
-            self._checked(var)
+            inherited |= self._checked(var) is not var
         for var in writes:
-            self._checked(var)
+            inherited |= self._checked(var) is not var
         if ctx is not None and not isinstance(ctx, Context):
             raise EngineError(f"ctx must be an mxkit.core.Context or None, got {ctx!r}")
         if type(priority) is not int:
             raise _errors.bad_priority(priority)
-        return 0
+        return inherited
 
     cdef int _count_writes(self, writes) except -1:
         # a var listed twice is written once; a successful write overwrote an old error
@@ -360,3 +398,11 @@ cdef class NaiveEngine:
                     (<NaiveVar>out).error = error
                 _errors.raise_operation_error(error[0], error[1])
         return 0
+
+
+def _after_fork_in_child():
+    global _fork_generation
+    _fork_generation += 1
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)

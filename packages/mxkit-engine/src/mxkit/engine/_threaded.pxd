@@ -6,7 +6,7 @@
 #
 # ``pool`` comes from ThreadedEngine.pool_for(ctx, priority, copy).
 
-from mxkit.engine._core cimport EngineCore
+from mxkit.engine._core cimport EngineCore, Var
 
 
 cdef class ThreadedEngine:
@@ -21,6 +21,9 @@ cdef class ThreadedEngine:
     cdef readonly int priority_workers
     cdef int _gpu_workers
     cdef bint _per_device
+    cdef object _inherited     # parent's var (made before os.fork()) -> this engine's stand-in
+
+    cdef Var _adopt(self, object obj)
 
     cdef int push_fast(self, object fn, object reads, object writes, int pool, int priority,
                        object name, int kind, bint small) except -1

@@ -8,6 +8,7 @@ keeps the dependency queues and runs the workers.
 """
 
 import os
+import weakref
 
 from cpython.object cimport PyCallable_Check
 from cpython.ref cimport PyObject
@@ -59,6 +60,7 @@ cdef class ThreadedEngine:
             self._priority_pool = self._core.add_pool(self.priority_workers, "priority")
         self._last_ctx = None
         self._last_pool = self._default_pool
+        self._inherited = weakref.WeakKeyDictionary()
 
     def __dealloc__(self):
         # The workers hold the core; tell them to leave once their work is done.
@@ -181,7 +183,7 @@ cdef class ThreadedEngine:
             raise _errors.bad_var_list(reads, "reads")
         for obj in writes:
             if type(obj) is not Var or (<Var>obj).core is not core:
-                raise _errors.bad_var(obj, self.name)
+                obj = self._adopt(obj)
             if (<Var>obj).deleted:
                 raise _errors.deleted_var(obj)
             ptr = <PyObject*>obj
@@ -194,7 +196,7 @@ cdef class ThreadedEngine:
                 write_vars.push_back(ptr)
         for obj in reads:
             if type(obj) is not Var or (<Var>obj).core is not core:
-                raise _errors.bad_var(obj, self.name)
+                obj = self._adopt(obj)
             if (<Var>obj).deleted:
                 raise _errors.deleted_var(obj)
             ptr = <PyObject*>obj
@@ -294,6 +296,25 @@ cdef class ThreadedEngine:
 
     # -- checks ------------------------------------------------------------------------
 
+    cdef Var _adopt(self, object obj):
+        """This engine's stand-in for ``obj``, a var of an engine made before ``os.fork()``
+        (e.g. the var of an NDArray that a DataLoader worker inherited); anything else is
+        an EngineError. The stand-in is made once per parent var, complete (or holding the
+        error reading the parent's var would raise), so the child reads its copy-on-write
+        copy of the data and may write it without touching the parent."""
+        if getattr(obj, "made_before_fork", False) is not True:
+            raise _errors.bad_var(obj, self.name)
+        if not self._core.in_this_process():
+            self._check_usable()
+        var = self._inherited.get(obj)
+        if var is None:
+            var = Var(self._core, obj.name)
+            error = obj.error_at_fork()
+            if error is not None:
+                (<Var>var).error = ErrorBox(error[1], error[0])
+            self._inherited[obj] = var
+        return <Var>var
+
     def _check_usable(self):
         if not self._core.in_this_process():
             raise EngineError(
@@ -305,7 +326,7 @@ cdef class ThreadedEngine:
 
 cdef Var _checked_var(ThreadedEngine engine, object obj):
     if type(obj) is not Var or (<Var>obj).core is not engine._core:
-        raise _errors.bad_var(obj, engine.name)
+        obj = engine._adopt(obj)
     if (<Var>obj).deleted:
         raise _errors.deleted_var(obj)
     if not engine._core.in_this_process():

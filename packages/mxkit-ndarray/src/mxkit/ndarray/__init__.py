@@ -12,7 +12,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from mxkit.ndarray import _internal, autograd, contrib, linalg, random, sparse
+from mxkit.ndarray import _internal, autograd, contrib, image, linalg, random, sparse
 from mxkit.ndarray.choosers import histogram, onehot_encode, split_v2
 from mxkit.ndarray.creation import arange, array, concatenate, empty, eye, full, moveaxis, ones, waitall, zeros
 from mxkit.ndarray.dlpack import from_dlpack, from_numpy, to_dlpack_for_read, to_dlpack_for_write
@@ -104,7 +104,7 @@ _generate()
 
 __all__ = [
     "NDArray", "OpDef", "OperatorError", "ParamError", "_internal",
-    "add", "arange", "array", "autograd", "concatenate", "contrib",
+    "add", "arange", "array", "autograd", "concatenate", "contrib", "image",
     "divide", "empty", "equal", "eye", "from_dlpack", "from_numpy", "full", "get_op", "get_registry", "greater",
     "greater_equal", "histogram", "hypot", "lesser", "lesser_equal", "linalg", "load", "load_frombuffer", "maximum",
     "minimum", "modulo", "moveaxis", "multiply", "not_equal", "onehot_encode", "ones", "power", "random", "save",

@@ -10,6 +10,7 @@ the outputs'. A kernel that fails raises at the next sync point (``asnumpy``,
 from __future__ import annotations
 
 import collections
+import os
 import threading
 import weakref
 from collections.abc import Sequence
@@ -215,7 +216,17 @@ class _InFlight:
                 pass
 
 
+    def forget_in_child(self) -> None:
+        """After ``os.fork()``, in the child: the parent's pending outputs are not the child's
+        to wait for, and a parent thread may have held the lock at the fork."""
+        self._queue = collections.deque()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+
 in_flight = _InFlight()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=in_flight.forget_in_child)
 
 #: Operations whose inputs and outputs together hold fewer bytes than this are pushed as
 #: ``small``: an engine may run them on the pushing thread when they can start at once,

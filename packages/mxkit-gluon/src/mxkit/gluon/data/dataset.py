@@ -104,7 +104,12 @@ class ArrayDataset(Dataset):
             if len(data) != self._length:
                 raise GluonError(f"ArrayDataset: all arrays must have the same length; array 0 has "
                                  f"{self._length} samples, array {index} has {len(data)}")
-        self._data = list(args)
+        from mxkit import ndarray
+
+        # (MXNet 1.9.1: a 1-D NDArray is held as numpy, so its samples are scalars and a
+        # batch of them has shape (batch,), not (batch, 1))
+        self._data = [data.asnumpy() if isinstance(data, ndarray.NDArray) and data.ndim == 1 else data
+                      for data in args]
 
     def __len__(self) -> int:
         return self._length

@@ -15,14 +15,16 @@ import numpy as np
 from mxkit.gluon.block import Block
 from mxkit.gluon.parameter import GluonError
 
-#: the luma weights of R, G and B (ITU-R BT.601), MXNet's ``coef``
-LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)
-_TO_YIQ = np.array([[0.299, 0.587, 0.114], [0.596, -0.274, -0.321], [0.211, -0.523, 0.311]], dtype=np.float32)
-_FROM_YIQ = np.array([[1.0, 0.956, 0.621], [1.0, -0.272, -0.647], [1.0, -1.107, 1.705]], dtype=np.float32)
-#: AlexNet's PCA of ImageNet's RGB values: eigenvalues and eigenvectors (columns)
-_EIGVAL = np.array([55.46, 4.794, 1.148], dtype=np.float32)
-_EIGVEC = np.array([[-0.5675, 0.7192, 0.4009], [-0.5808, -0.0045, -0.8140], [-0.5836, -0.6948, 0.4203]],
-                   dtype=np.float32)
+# the colour formulas of the image operators (mx.nd.image.*), re-exported under gluon's names
+from mxkit.ndarray.ops.image import (
+    LUMA,
+    adjust_brightness,
+    adjust_contrast,
+    adjust_hue,
+    adjust_hue_hls,
+    adjust_lighting,
+    adjust_saturation,
+)
 
 
 def _rgb(x: Any, what: str) -> tuple[np.ndarray, np.dtype]:
@@ -41,35 +43,6 @@ def _back(values: np.ndarray, dtype: np.dtype, like: Any) -> Any:
     if dtype == np.uint8:
         values = np.clip(values, 0, 255)
     return ndarray.array(values.astype(dtype), ctx=like.context, dtype=dtype)
-
-
-def adjust_brightness(image: np.ndarray, alpha: float) -> np.ndarray:
-    """``image * alpha``."""
-    return image * np.float32(alpha)
-
-
-def adjust_contrast(image: np.ndarray, alpha: float) -> np.ndarray:
-    """Blend with the image's mean luma: ``image * alpha + mean_gray * (1 - alpha)``."""
-    gray = float((image @ LUMA).mean())
-    return image * np.float32(alpha) + np.float32(gray * (1 - alpha))
-
-
-def adjust_saturation(image: np.ndarray, alpha: float) -> np.ndarray:
-    """Blend each pixel with its luma: ``image * alpha + gray * (1 - alpha)``."""
-    gray = (image @ LUMA)[..., None]
-    return image * np.float32(alpha) + gray * np.float32(1 - alpha)
-
-
-def adjust_hue(image: np.ndarray, alpha: float) -> np.ndarray:
-    """Turn the chroma in YIQ space by ``alpha * pi`` radians."""
-    u, w = np.cos(alpha * np.pi), np.sin(alpha * np.pi)
-    turn = np.array([[1, 0, 0], [0, u, -w], [0, w, u]], dtype=np.float32)
-    return image @ (_FROM_YIQ @ turn @ _TO_YIQ).T
-
-
-def adjust_lighting(image: np.ndarray, alphas: Any) -> np.ndarray:
-    """Add ``eigvec @ (alphas * eigval)`` to every pixel (AlexNet's PCA lighting noise)."""
-    return image + _EIGVEC @ (np.asarray(alphas, dtype=np.float32) * _EIGVAL)
 
 
 def _factor(limit: float, what: str) -> float:
@@ -111,14 +84,16 @@ class RandomSaturation(_RandomAdjust):
 
 
 class RandomHue(_RandomAdjust):
-    """Turn the chroma by ``uniform(-hue, hue) * pi`` radians."""
+    """Shift the hue (HLS) by ``uniform(-hue, hue) * 360`` degrees: MXNet 1.9.1's RandomHue, whose
+    ``random_hue`` factors ``(1 - hue, 1 + hue)`` shift by whole turns plus that much."""
 
-    _adjust = staticmethod(adjust_hue)
+    _adjust = staticmethod(adjust_hue_hls)
     _centre = 0.0
 
 
 class RandomColorJitter(Block):
-    """Brightness, contrast and saturation (those given as > 0) in a random order, then hue."""
+    """Brightness, contrast and saturation (those given as > 0) in a random order, then the HLS hue
+    shift of :class:`RandomHue`."""
 
     def __init__(self, brightness: float = 0, contrast: float = 0, saturation: float = 0, hue: float = 0) -> None:
         super().__init__()
@@ -133,7 +108,7 @@ class RandomColorJitter(Block):
             if self._limits[index] > 0:
                 values = steps[index](values, 1 + np.random.uniform(-self._limits[index], self._limits[index]))
         if self._hue > 0:
-            values = adjust_hue(values, np.random.uniform(-self._hue, self._hue))
+            values = adjust_hue_hls(values, np.random.uniform(-self._hue, self._hue))
         return _back(values, dtype, x)
 
 
@@ -150,5 +125,5 @@ class RandomLighting(Block):
 
 
 __all__ = ["LUMA", "RandomBrightness", "RandomColorJitter", "RandomContrast", "RandomHue", "RandomLighting",
-           "RandomSaturation", "adjust_brightness", "adjust_contrast", "adjust_hue", "adjust_lighting",
-           "adjust_saturation"]
+           "RandomSaturation", "adjust_brightness", "adjust_contrast", "adjust_hue", "adjust_hue_hls",
+           "adjust_lighting", "adjust_saturation"]

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from mxkit.gluon.block import Block
 from mxkit.gluon.parameter import GluonError
+from mxkit.ndarray.ops.image import resized_size
 
 #: OpenCV's interpolation codes as MXNet numbers them: nearest, bilinear, bicubic, area, Lanczos
 _INTERPOLATIONS = (0, 1, 2, 3, 4)
@@ -67,14 +68,7 @@ def _target_size(size: Any, keep_ratio: bool, height: int, width: int, what: str
     sizes = tuple(size) if isinstance(size, list | tuple) else (size,)
     if len(sizes) not in (1, 2) or not all(isinstance(s, int | np.integer) and s > 0 for s in sizes):
         raise GluonError(f"{what}: size must be a positive int or a (width, height) pair of them, got {size!r}")
-    if len(sizes) == 2:
-        return int(sizes[0]), int(sizes[1])
-    edge = int(sizes[0])
-    if not keep_ratio:
-        return edge, edge
-    if height > width:
-        return edge, height * edge // width
-    return width * edge // height, edge
+    return resized_size(sizes, keep_ratio, height, width)  # the arithmetic of mx.nd.image.resize
 
 
 class Resize(Block):

@@ -82,7 +82,8 @@ class Normalize(HybridBlock):
         from mxkit import ndarray
 
         if F is not ndarray:
-            raise GluonError("Normalize is applied to NDArrays (data loading); it is not traced")
+            # traced: MXNet's image operator (1 or 3 channels, checked when the graph's shapes are)
+            return F.image.normalize(x, mean=self._mean, std=self._std)
         if x.ndim not in (3, 4):
             raise GluonError(f"Normalize takes a (C, H, W) tensor or an (N, C, H, W) batch, got shape {x.shape}")
         channel_axis = x.ndim - 3
