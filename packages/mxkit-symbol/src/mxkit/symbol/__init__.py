@@ -25,6 +25,14 @@ _RENAMED = {"zeros": "_zeros", "ones": "_ones", "full": "_full", "arange": "_ara
 _functions: dict[str, Any] = {}
 
 
+def full(shape: Any, val: Any, dtype: Any = None, **kwargs: Any) -> Symbol:
+    """A symbol of ``shape`` filled with ``val`` (MXNet's ``mx.sym.full(shape, val, dtype=None)``:
+    the fill value is the second argument, as in ``mx.nd.full``; float32 unless ``dtype`` is given)."""
+    from mxkit.symbol.op import operator_function
+
+    return operator_function("_full")(shape=shape, value=float(val), dtype=dtype or "float32", **kwargs)
+
+
 def load(fname: str) -> Symbol:
     """Load a symbol from an MXNet JSON file (``model-symbol.json``)."""
     from mxkit.symbol.json_format import load as _load
@@ -63,5 +71,5 @@ def __getattr__(name: str) -> Any:
     return function
 
 
-__all__ = ["Group", "Symbol", "SymbolError", "Variable", "_internal", "contrib", "fuse", "image", "histogram", "hypot",
-           "linalg", "load", "load_json", "maximum", "minimum", "pow", "power", "random", "split_v2", "var"]
+__all__ = ["Group", "Symbol", "SymbolError", "Variable", "_internal", "contrib", "full", "fuse", "image", "histogram",
+           "hypot", "linalg", "load", "load_json", "maximum", "minimum", "pow", "power", "random", "split_v2", "var"]
