@@ -297,6 +297,17 @@ _RESIZE_SCHEMA = schema([
 ])
 
 
+def scale_down(src_size: tuple[int, int], size: tuple[int, int]) -> tuple[int, int]:
+    """Shrink a crop ``size`` (w, h) to fit ``src_size`` (w, h), keeping its aspect ratio."""
+    w, h = float(size[0]), float(size[1])
+    sw, sh = src_size
+    if sh < h:
+        w, h = w * sh / h, sh
+    if sw < w:
+        w, h = sw, h * sw / w
+    return int(w), int(h)
+
+
 def resized_size(size: tuple, keep_ratio: bool, height: int, width: int) -> tuple[int, int]:
     """MXNet's ``(width, height)`` of a resized image: ``size`` as ``(w, h)``, or one edge
     for both, or with ``keep_ratio`` for the short edge (the long one in integer arithmetic)."""
@@ -482,4 +493,4 @@ define(OpDef(
 ))
 
 __all__ = ["LUMA", "adjust_brightness", "adjust_contrast", "adjust_hue", "adjust_lighting", "adjust_saturation",
-           "adjust_hue_hls", "resized_size"]
+           "adjust_hue_hls", "resized_size", "scale_down"]

@@ -22,6 +22,7 @@ from mxkit import ndarray as nd
 from mxkit.core.errors import ConfigError, FormatError, ShapeError
 from mxkit.io.image import cv2_module
 from mxkit.io.image import imdecode as _decode_bgr
+from mxkit.ndarray.ops.image import scale_down
 
 __all__ = [
     "center_crop",
@@ -163,17 +164,6 @@ def copyMakeBorder(src: Any, top: int, bot: int, left: int, right: int, type: in
     if img.ndim == 3 and padded.ndim == 2:
         padded = padded[:, :, None]
     return _like(padded, src, out)
-
-
-def scale_down(src_size: tuple[int, int], size: tuple[int, int]) -> tuple[int, int]:
-    """Shrink a crop ``size`` (w, h) to fit ``src_size`` (w, h), keeping its aspect ratio."""
-    w, h = float(size[0]), float(size[1])
-    sw, sh = src_size
-    if sh < h:
-        w, h = w * sh / h, sh
-    if sw < w:
-        w, h = sw, h * sw / w
-    return int(w), int(h)
 
 
 def _interp_method(interp: int, sizes: tuple[int, int, int, int] | tuple[()] = ()) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 from mxkit.gluon.block import Block
 from mxkit.gluon.parameter import GluonError
-from mxkit.ndarray.ops.image import resized_size
+from mxkit.ndarray.ops.image import resized_size, scale_down
 
 #: OpenCV's interpolation codes as MXNet numbers them: nearest, bilinear, bicubic, area, Lanczos
 _INTERPOLATIONS = (0, 1, 2, 3, 4)
@@ -119,22 +119,11 @@ def _fixed_crop(image: np.ndarray, x0: int, y0: int, w: int, h: int, size: tuple
     return resize_image(window, size[0], size[1], interpolation)
 
 
-def _scale_down(src_size: tuple[int, int], size: tuple[int, int]) -> tuple[int, int]:
-    """Shrink the crop ``size`` (w, h) to fit ``src_size`` (w, h), keeping its aspect ratio."""
-    w, h = float(size[0]), float(size[1])
-    sw, sh = src_size
-    if sh < h:
-        w, h = w * sh / h, sh
-    if sw < w:
-        w, h = sw, h * sw / w
-    return int(w), int(h)
-
-
 def center_crop_image(image: np.ndarray, size: tuple[int, int], interpolation: int) -> np.ndarray:
     """The central window of ``size``'s aspect ratio (shrunk to fit), resized to ``size`` (MXNet's
     ``mx.image.center_crop``)."""
     h, w = image.shape[:2]
-    new_w, new_h = _scale_down((w, h), size)
+    new_w, new_h = scale_down((w, h), size)
     x0, y0 = int((w - new_w) / 2), int((h - new_h) / 2)
     return _fixed_crop(image, x0, y0, new_w, new_h, size, interpolation)
 
