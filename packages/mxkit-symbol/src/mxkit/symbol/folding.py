@@ -140,17 +140,8 @@ def fold_batchnorm(graph: PassGraph) -> None:
             graph.unmonitored_ids.add(id(node))
         for node in at_conv[id(conv)]:
             graph.forward_ids.add(id(node))
-    if not at_conv:
-        return
-    kept: list[Node] = []
-    for node in graph.nodes:
-        kept.extend(at_conv.get(id(node), []))
-        if id(node) in removed:
-            graph.retired.append(node)
-        else:
-            kept.append(node)
-    graph.nodes = kept
-    graph.replace_entries(replacements)
+    if at_conv:
+        graph.splice(at_conv, removed, replacements)
 
 
 register_pass("fold_batchnorm", fold_batchnorm, rewrites=True)

@@ -296,7 +296,7 @@ def fuse(graph: PassGraph) -> None:
     operator = get_registry().get(FUSED_OPERATOR)
     replacements: dict[Any, Entry] = {}
     removed: set[int] = set()
-    fused_at: dict[int, Node] = {}
+    fused_at: dict[int, list[Node]] = {}
     for group in find_groups(graph):
         root = group[-1]
         program, inputs = build_program(graph, group)
@@ -317,19 +317,9 @@ def fuse(graph: PassGraph) -> None:
             graph.recomputed_ids.add(id(node))
         replacements[(id(root), 0)] = Entry(node, 0)
         removed.update(id(n) for n in group)
-        fused_at[id(root)] = node
-    if not fused_at:
-        return
-    kept = []
-    for node in graph.nodes:
-        if id(node) in fused_at:
-            kept.append(fused_at[id(node)])
-        if id(node) in removed:
-            graph.retired.append(node)
-        else:
-            kept.append(node)
-    graph.nodes = kept
-    graph.replace_entries(replacements)
+        fused_at[id(root)] = [node]
+    if fused_at:
+        graph.splice(fused_at, removed, replacements)
 
 
 register_pass("fuse", fuse, rewrites=True)

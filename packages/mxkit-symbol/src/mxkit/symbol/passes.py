@@ -84,6 +84,21 @@ class PassGraph:
     def is_forward(self, node: Node) -> bool:
         return id(node) in self.forward_ids
 
+    def splice(self, inserted: dict[int, list[Node]], removed: set[int], replacements: dict[Any, Entry]) -> None:
+        """Rewrite the node list: ``inserted[id(n)]`` go just before node ``n`` (new nodes take
+        the place of the ones they stand for), nodes whose id is in ``removed`` are retired, and
+        readers of the entry keys in ``replacements`` read the new entries
+        (:meth:`replace_entries`)."""
+        kept: list[Node] = []
+        for node in self.nodes:
+            kept.extend(inserted.get(id(node), ()))
+            if id(node) in removed:
+                self.retired.append(node)
+            else:
+                kept.append(node)
+        self.nodes = kept
+        self.replace_entries(replacements)
+
     def replace_entries(self, replacements: dict[Any, Entry]) -> None:
         """Make every reader of entry key ``k`` (nodes and roots) read ``replacements[k]``.
 
