@@ -21,6 +21,21 @@ from mxkit.ndarray.ndarray import NDArray
 from mxkit.ndarray.params import ParamError
 from mxkit.ndarray.registry import OpDef, get_op, get_registry
 from mxkit.ndarray.saveload import load, load_frombuffer, save
+from mxkit.ndarray.sparse_base import is_sparse
+from mxkit.ndarray.sparse_ops import cast_storage
+
+
+def sparse_binary(kind: str, lhs: Any, rhs: Any) -> Any:
+    """``mx.nd.add`` and its kin when an operand is sparse: MXNet's output storage for the four
+    arithmetic operators, the dense operator on the dense values for the others."""
+    from mxkit.ndarray import sparse_ops
+
+    arithmetic = {"add": sparse_ops.add, "sub": sparse_ops.subtract, "mul": sparse_ops.multiply,
+                  "div": sparse_ops.divide}
+    if kind in arithmetic:
+        return arithmetic[kind](lhs, rhs)
+    dense = [x.tostype("default") if is_sparse(x) else x for x in (lhs, rhs)]
+    return _binary_function(kind, kind)(*dense)
 
 
 def _scalars(name: str, lhs: Any, rhs: Any, scalar_function: Callable[[Any, Any], Any]) -> Any:
@@ -46,6 +61,8 @@ _SCALAR_FUNCTIONS: dict[str, Callable[[Any, Any], Any]] = {
 
 def _binary_function(name: str, kind: str):
     def function(lhs: Any, rhs: Any) -> Any:
+        if is_sparse(lhs) or is_sparse(rhs):
+            return sparse_binary(kind, lhs, rhs)
         if isinstance(lhs, NDArray):
             return lhs._binary(rhs, kind)
         if isinstance(rhs, NDArray):
@@ -104,7 +121,7 @@ _generate()
 
 __all__ = [
     "NDArray", "OpDef", "OperatorError", "ParamError", "_internal",
-    "add", "arange", "array", "autograd", "concatenate", "contrib", "image",
+    "add", "arange", "array", "autograd", "cast_storage", "concatenate", "contrib", "image",
     "divide", "empty", "equal", "eye", "from_dlpack", "from_numpy", "full", "get_op", "get_registry", "greater",
     "greater_equal", "histogram", "hypot", "lesser", "lesser_equal", "linalg", "load", "load_frombuffer", "maximum",
     "minimum", "modulo", "moveaxis", "multiply", "not_equal", "onehot_encode", "ones", "power", "random", "save",

@@ -36,36 +36,39 @@ def check_dense_stype(stype: str | None, what: str) -> None:
     """Accept MXNet's ``stype=None``/``"default"``; sparse storage types are a clear error."""
     if stype is None or stype == "default":
         return
-    if stype == "row_sparse":
-        raise DTypeError(f"{what}: storage type 'row_sparse' is not available here; make row-sparse arrays with "
-                         f"mx.nd.zeros(shape, stype='row_sparse'), x.tostype('row_sparse') or "
-                         f"mx.nd.sparse.row_sparse_array")
-    if stype == "csr":
-        raise DTypeError(f"{what}: storage type 'csr' is not provided by mxkit (row_sparse is); use "
-                         "stype='default'; csr records in files load as dense arrays")
+    if stype in ("row_sparse", "csr"):
+        raise DTypeError(f"{what}: storage type {stype!r} is not available here (as in MXNet); make sparse arrays "
+                         f"with mx.nd.zeros(shape, stype={stype!r}), x.tostype({stype!r}), "
+                         f"mx.nd.sparse.row_sparse_array or mx.nd.sparse.csr_matrix")
     raise DTypeError(f"{what}: unknown storage type {stype!r}; MXNet's are 'default', 'row_sparse' and 'csr'")
 
 
 def empty(shape: Any, ctx: Any = None, dtype: Any = None, stype: str | None = None) -> NDArray:
     """An uninitialised array of ``shape`` on ``ctx`` (default: the current context); with
-    ``stype="row_sparse"`` a row-sparse array with no stored rows."""
-    if stype == "row_sparse":
+    ``stype="row_sparse"`` or ``"csr"`` a sparse array with nothing stored."""
+    if stype in ("row_sparse", "csr"):
         from mxkit.ndarray.sparse import zeros as sparse_zeros
 
-        return sparse_zeros("row_sparse", shape, ctx=ctx, dtype=dtype)
+        return sparse_zeros(stype, shape, ctx=ctx, dtype=dtype)
     check_dense_stype(stype, "empty")
     context = resolve_context(ctx)
     data = allocate(backend_of(context), _shape_tuple(shape), numpy_dtype(_default_dtype(dtype)), context)
     return NDArray._from_data(data, context, engine().new_var())
 
 
-def array(source_array: Any, ctx: Any = None, dtype: Any = None) -> NDArray:
+def array(source_array: Any, ctx: Any = None, dtype: Any = None, stype: str | None = None) -> Any:
     """An array holding a copy of ``source_array`` (NDArray, numpy array, nested lists, scalar).
 
     As in MXNet 1.x, the dtype is ``dtype`` when given, else ``source_array``'s when it is an
     NDArray, else float32 -- for numpy arrays too: ``array(np.arange(3))`` is float32, not
-    int64 (pass ``dtype=src.dtype`` to keep a numpy array's dtype).
+    int64 (pass ``dtype=src.dtype`` to keep a numpy array's dtype). A sparse array (or a
+    scipy sparse matrix) gives a sparse copy, as in MXNet; ``stype`` converts the result.
     """
+    from mxkit.ndarray.sparse_base import BaseSparseNDArray
+
+    if stype not in (None, "default") or isinstance(source_array, BaseSparseNDArray) or (
+            hasattr(source_array, "tocsr") and hasattr(source_array, "nnz")):
+        return _sparse_array(source_array, ctx, dtype, stype)
     if isinstance(source_array, NDArray):
         result = empty(source_array.shape, ctx or source_array.context,
                        dtype if dtype is not None else source_array._data.dtype)
@@ -88,12 +91,26 @@ def array(source_array: Any, ctx: Any = None, dtype: Any = None) -> NDArray:
     return NDArray._from_data(data, context, engine().new_var())
 
 
+def _sparse_array(source: Any, ctx: Any, dtype: Any, stype: str | None) -> Any:
+    from mxkit.ndarray.sparse_base import BaseSparseNDArray, check_stype
+    from mxkit.ndarray.sparse_ops import array as sparse_array
+
+    stype = check_stype(stype, "array") if stype is not None else None
+    if isinstance(source, BaseSparseNDArray) or hasattr(source, "tocsr"):
+        result = sparse_array(source, ctx=ctx, dtype=dtype)
+    else:
+        if dtype is None and isinstance(source, np.ndarray):
+            dtype = source.dtype  # converted below, keeping MXNet's sparse default of the source's dtype
+        result = array(source, ctx=ctx, dtype=dtype)
+    return result if stype is None or result.stype == stype else result.tostype(stype)
+
+
 def zeros(shape: Any, ctx: Any = None, dtype: Any = None, stype: str | None = None, **kwargs: Any) -> NDArray:
-    """An array of zeros; ``stype="row_sparse"`` gives a row-sparse array with no stored rows."""
-    if stype == "row_sparse":
+    """An array of zeros; ``stype="row_sparse"`` or ``"csr"`` gives a sparse array with nothing stored."""
+    if stype in ("row_sparse", "csr"):
         from mxkit.ndarray.sparse import zeros as sparse_zeros
 
-        return sparse_zeros("row_sparse", shape, ctx=ctx, dtype=dtype)
+        return sparse_zeros(stype, shape, ctx=ctx, dtype=dtype)
     check_dense_stype(stype, "zeros")
     return invoke_by_name("_zeros", shape=_shape_tuple(shape), dtype=_default_dtype(dtype), ctx=_ctx(ctx), **kwargs)
 

@@ -180,16 +180,12 @@ class NDArray:
         return "default"
 
     def tostype(self, stype: str) -> Any:
-        """A copy in storage type ``stype``: ``"default"`` (dense) or ``"row_sparse"`` (the rows
-        with a nonzero element, as a :class:`~mxkit.ndarray.sparse.RowSparseNDArray`)."""
-        if stype == "row_sparse":
-            from mxkit.ndarray.sparse import from_dense
+        """A copy in storage type ``stype``: ``"default"`` (dense), ``"row_sparse"`` (the rows
+        with a nonzero element, a :class:`~mxkit.ndarray.sparse.RowSparseNDArray`) or
+        ``"csr"`` (the nonzero values of a 2-D array, a :class:`~mxkit.ndarray.csr.CSRNDArray`)."""
+        from mxkit.ndarray.sparse_ops import cast_storage
 
-            return from_dense(self)
-        from mxkit.ndarray.creation import check_dense_stype
-
-        check_dense_stype(stype, "tostype")
-        return self.copy()
+        return cast_storage(self, stype)
 
     @property
     def strides(self) -> tuple[int, ...]:

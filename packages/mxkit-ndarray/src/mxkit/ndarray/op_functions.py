@@ -16,11 +16,14 @@ from mxkit.ndarray.autograd import _state as _autograd_state
 from mxkit.ndarray.invoke import invoke, remember, resolve_context
 from mxkit.ndarray.params import ParamError
 from mxkit.ndarray.registry import OpDef, get_registry
+from mxkit.ndarray.sparse_base import BaseSparseNDArray
 
 _SPECIAL_KWARGS = ("out", "name", "ctx")
 
 
 _NDArray: Any = None
+#: what counts as an array input: NDArray and the sparse arrays (set with _NDArray)
+_ARRAY_TYPES: Any = (BaseSparseNDArray,)
 _same_shape_elementwise: Any = None  # mxkit.ndarray.ndarray's, imported with NDArray (no import cycle)
 _NO_PARAMS: Any = None  # (likewise)
 #: names of the operators whose plain calls take the elementwise fast path (filled by _info)
@@ -30,11 +33,12 @@ _call_info: dict[str, tuple[OpDef, bool, tuple[str, ...], tuple[str, ...], bool]
 
 
 def _info(op_name: str) -> tuple[OpDef, bool, tuple[str, ...], tuple[str, ...], bool]:
-    global _NDArray, _same_shape_elementwise, _NO_PARAMS
+    global _NDArray, _same_shape_elementwise, _NO_PARAMS, _ARRAY_TYPES
     if _NDArray is None:
         from mxkit.ndarray.ndarray import _NO_PARAMS, NDArray, _same_shape_elementwise
 
         _NDArray = NDArray
+        _ARRAY_TYPES = (NDArray, BaseSparseNDArray)
     op = get_registry().get(op_name)
     variadic = callable(op.num_inputs)
     named = () if variadic else tuple(op.list_inputs({})) + tuple(op.list_aux({}))
@@ -70,10 +74,10 @@ def call(op_name: str, args: tuple, kwargs: dict[str, Any]) -> Any:
         ctx = kwargs.pop("ctx", None)
     inputs: list[Any] = []
     rest = list(args)
-    while rest and isinstance(rest[0], NDArray):
+    while rest and isinstance(rest[0], _ARRAY_TYPES):
         inputs.append(rest.pop(0))
     if variadic:
-        if rest and isinstance(rest[0], (list, tuple)) and rest[0] and isinstance(rest[0][0], NDArray):
+        if rest and isinstance(rest[0], (list, tuple)) and rest[0] and isinstance(rest[0][0], _ARRAY_TYPES):
             inputs.extend(rest.pop(0))
         if counts_args:
             if "num_args" not in kwargs:
@@ -95,6 +99,11 @@ def call(op_name: str, args: tuple, kwargs: dict[str, Any]) -> Any:
                              f"inputs and then at most {len(param_names)}: {', '.join(param_names)}")
         for name, value in zip(param_names, rest):
             kwargs[name] = value
+    if any(isinstance(value, BaseSparseNDArray) for value in inputs) or isinstance(out, BaseSparseNDArray):
+        from mxkit.ndarray.sparse_ops import apply_operator
+
+        # sparse inputs: the operator's sparse form, or the dense operator on the dense values
+        return apply_operator(op.name, inputs, {k: v for k, v in kwargs.items()}, out=out)
     for value in inputs:
         if not isinstance(value, NDArray):
             raise MXKitError(f"operator {op.name}: inputs must be NDArrays, got {type(value).__name__} "

@@ -3,14 +3,8 @@ large array that are present, as two NDArrays: ``data`` (one row per stored row,
 ``(k, *shape[1:])``) and ``indices`` (their sorted, distinct row ids, int64, ``(k,)``).
 Rows not stored are zero.
 
-What is provided is what MXNet 1.x code uses them for around a KVStore (embeddings and
-large linear models pull only the rows a batch touches): making them (``tostype``,
-``zeros(stype="row_sparse")``, :func:`row_sparse_array`), reading them (``asnumpy``,
-``tostype("default")``), moving them between devices, keeping chosen rows
-(:meth:`RowSparseNDArray.retain`) and scaling them by a number. Any other arithmetic works on
-the dense form (MXNet's "storage fallback") and gives a dense NDArray. Operators, autograd
-and the optimizers take dense arrays: pass ``x.tostype("default")``. ``csr`` storage is not
-provided.
+This module is also ``mx.nd.sparse``: it re-exports the csr arrays
+(:mod:`mxkit.ndarray.csr`) and the sparse operators (:mod:`mxkit.ndarray.sparse_ops`).
 """
 
 from __future__ import annotations
@@ -19,12 +13,9 @@ import numbers
 from typing import Any
 
 import numpy as np
-from mxkit.core.errors import DTypeError, MXKitError, ShapeError
+from mxkit.core.errors import ShapeError
 from mxkit.ndarray.ndarray import NDArray
-
-
-class SparseStorageError(MXKitError, ValueError):
-    """A sparse array that is malformed or a storage type mxkit does not provide."""
+from mxkit.ndarray.sparse_base import BaseSparseNDArray, SparseStorageError, check_stype, is_number
 
 
 def _as_rows(indices: Any) -> np.ndarray:
@@ -34,7 +25,7 @@ def _as_rows(indices: Any) -> np.ndarray:
     return host.astype(np.int64).ravel()
 
 
-class RowSparseNDArray:
+class RowSparseNDArray(BaseSparseNDArray):
     """A row-sparse array: ``data`` rows at row ids ``indices`` of a ``shape`` array.
 
     Made by :func:`row_sparse_array`, ``NDArray.tostype("row_sparse")`` or
@@ -42,7 +33,6 @@ class RowSparseNDArray:
     """
 
     stype = "row_sparse"
-    __array_priority__ = 1000.0
 
     def __init__(self, data: NDArray, indices: NDArray, shape: tuple[int, ...]):
         self._shape = tuple(int(d) for d in shape)
@@ -59,32 +49,8 @@ class RowSparseNDArray:
                              f"expected ({data.shape[0]},)")
         self._data, self._indices = data, indices
 
-    # ---- description --------------------------------------------------------------------
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """The logical (dense) shape."""
-        return self._shape
-
-    @property
-    def ndim(self) -> int:
-        return len(self._shape)
-
-    @property
-    def size(self) -> int:
-        return int(np.prod(self._shape, dtype=np.int64))
-
-    @property
-    def dtype(self) -> Any:
-        """The dtype of the values."""
-        return self._data.dtype
-
-    @property
-    def context(self) -> Any:
-        """The device of the values."""
-        return self._data.context
-
-    ctx = context
+    def _parts(self) -> list[Any]:
+        return [self._data, self._indices]
 
     @property
     def data(self) -> NDArray:
@@ -96,9 +62,15 @@ class RowSparseNDArray:
         """The sorted row ids of the stored rows (int64, ``(k,)``)."""
         return self._indices
 
-    def __repr__(self) -> str:
-        shape = "x".join(str(d) for d in self._shape)
-        return f"\n<RowSparseNDArray {shape} @{self.context}>"
+    def _validate(self, full_check: bool) -> None:
+        if not full_check:
+            return
+        rows = self._indices.asnumpy().astype(np.int64)
+        if rows.size and (rows.min() < 0 or rows.max() >= self._shape[0]):
+            raise SparseStorageError(f"row_sparse indices {rows.tolist()[:8]} fall outside the {self._shape[0]} "
+                                     f"rows of shape {self._shape}")
+        if rows.size > 1 and not np.all(np.diff(rows) > 0):
+            raise SparseStorageError(f"row_sparse indices {rows.tolist()[:8]} are not strictly increasing")
 
     # ---- conversion ---------------------------------------------------------------------
 
@@ -110,23 +82,20 @@ class RowSparseNDArray:
             dense[rows] = self._data.asnumpy()
         return dense
 
-    def tostype(self, stype: str) -> Any:
-        """``"default"``: the dense NDArray; ``"row_sparse"``: a copy."""
-        if stype == "default":
-            from mxkit.ndarray.creation import array
-
-            return array(self.asnumpy(), ctx=self.context, dtype=self._data.dtype)
-        if stype == "row_sparse":
-            return self.copy()
-        raise _unsupported_stype(stype, "tostype")
-
-    def wait_to_read(self) -> None:
-        self._data.wait_to_read()
-        self._indices.wait_to_read()
-
     def copy(self) -> RowSparseNDArray:
         """A deep copy on the same device."""
         return RowSparseNDArray(self._data.copy(), self._indices.copy(), self._shape)
+
+    def _with_data(self, data: NDArray) -> RowSparseNDArray:
+        return RowSparseNDArray(data, self._indices.copy(), self._shape)
+
+    def _assign_from(self, other: Any) -> None:
+        if tuple(other.shape) != self._shape:
+            raise ShapeError(f"cannot assign an array of shape {tuple(other.shape)} to a row_sparse array of "
+                             f"shape {self._shape}")
+        source = other if isinstance(other, RowSparseNDArray) else from_dense(_as_dense_ndarray(other, self))
+        self._set(source.data.copyto(self.context).astype(self.dtype, copy=False),
+                  source.indices.copyto(self.context))
 
     def copyto(self, other: Any) -> Any:
         """A copy on device ``other`` (a Context), or into ``other`` (a RowSparseNDArray takes
@@ -141,11 +110,25 @@ class RowSparseNDArray:
                 raise ShapeError(f"copyto: a row_sparse array of shape {self._shape} into an array of shape "
                                  f"{other.shape}")
             return self.tostype("default").copyto(other)
+        if isinstance(other, BaseSparseNDArray):
+            raise SparseStorageError(f"copyto: a row_sparse array into a {other.stype} array; convert it with "
+                                     f"tostype({other.stype!r}) first")
         return RowSparseNDArray(self._data.copyto(other), self._indices.copyto(other), self._shape)
 
-    def as_in_context(self, context: Any) -> RowSparseNDArray:
-        """This array on ``context`` (itself when it is there already)."""
-        return self if context == self.context else self.copyto(context)
+    def __getitem__(self, key: Any) -> RowSparseNDArray:
+        if isinstance(key, slice) and key == slice(None):
+            return self
+        raise SparseStorageError(f"a row_sparse array can be indexed only by [:] (got {key!r}), as in MXNet; "
+                                 f"use retain() to keep rows or tostype('default') to index")
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        if not (isinstance(key, slice) and key == slice(None)):
+            raise SparseStorageError(f"a row_sparse array can be assigned only as x[:] = value (got key {key!r})")
+        if is_number(value):
+            from mxkit.ndarray.creation import full
+
+            value = full(self._shape, value, ctx=self.context, dtype=self.dtype)
+        self._assign_from(value)
 
     def retain(self, indices: Any) -> RowSparseNDArray:
         """The stored rows among ``indices`` (row ids; others are dropped), as MXNet's ``sparse.retain``."""
@@ -158,55 +141,15 @@ class RowSparseNDArray:
         """Replace the stored rows in place (a KVStore's ``row_sparse_pull`` fills its outputs so)."""
         self._set(data, indices)
 
-    # ---- arithmetic: scaling keeps the storage, anything else falls back to dense -------
 
-    def _scaled(self, op: Any) -> RowSparseNDArray:
-        return RowSparseNDArray(op(self._data), self._indices.copy(), self._shape)
+def _as_dense_ndarray(value: Any, like: Any) -> NDArray:
+    from mxkit.ndarray.creation import array
 
-    def __mul__(self, other: Any) -> Any:
-        if _is_number(other):
-            return self._scaled(lambda d: d * other)
-        return self.tostype("default") * _dense(other)
-
-    __rmul__ = __mul__
-
-    def __truediv__(self, other: Any) -> Any:
-        if _is_number(other):
-            return self._scaled(lambda d: d / other)
-        return self.tostype("default") / _dense(other)
-
-    def __neg__(self) -> RowSparseNDArray:
-        return self._scaled(lambda d: -d)
-
-    def __add__(self, other: Any) -> Any:
-        return self.tostype("default") + _dense(other)
-
-    def __radd__(self, other: Any) -> Any:
-        return _dense(other) + self.tostype("default")
-
-    def __sub__(self, other: Any) -> Any:
-        return self.tostype("default") - _dense(other)
-
-    def __rsub__(self, other: Any) -> Any:
-        return _dense(other) - self.tostype("default")
-
-    def __rtruediv__(self, other: Any) -> Any:
-        return _dense(other) / self.tostype("default")
-
-    def __getattr__(self, name: str) -> Any:
-        # an NDArray method the row-sparse form lacks: say how to reach it
-        if name.startswith("_") or not hasattr(NDArray, name):
-            raise AttributeError(f"'RowSparseNDArray' object has no attribute {name!r}")
-        raise SparseStorageError(f"RowSparseNDArray.{name}: row_sparse arrays keep rows for KVStore exchange; "
-                                 f"call .tostype('default') first for {name}")
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, numbers.Number) and not isinstance(value, bool)
-
-
-def _dense(value: Any) -> Any:
-    return value.tostype("default") if isinstance(value, RowSparseNDArray) else value
+    if isinstance(value, NDArray):
+        return value
+    if isinstance(value, BaseSparseNDArray):
+        return value.tostype("default")
+    return array(np.asarray(value), ctx=like.context, dtype=like.dtype)
 
 
 def _from_positions(source: RowSparseNDArray, positions: np.ndarray, rows: np.ndarray) -> RowSparseNDArray:
@@ -216,13 +159,6 @@ def _from_positions(source: RowSparseNDArray, positions: np.ndarray, rows: np.nd
     ctx = source.context
     taken = invoke_by_name("take", source.data, array(positions, ctx=ctx, dtype="int64"), axis=0)
     return RowSparseNDArray(taken, array(rows, ctx=ctx, dtype="int64"), source.shape)
-
-
-def _unsupported_stype(stype: Any, what: str) -> MXKitError:
-    if stype == "csr":
-        return SparseStorageError(f"{what}: csr storage is not provided by mxkit (row_sparse is); use "
-                                  f"stype='default'")
-    return DTypeError(f"{what}: unknown storage type {stype!r}; MXNet's are 'default', 'row_sparse' and 'csr'")
 
 
 def row_sparse_array(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any = None) -> RowSparseNDArray:
@@ -255,10 +191,15 @@ def row_sparse_array(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any =
             raise SparseStorageError(f"row_sparse_array: row ids {rows.tolist()[:8]} repeat; each row is stored once")
         order = np.argsort(rows, kind="stable")
         if dtype is None:
-            dtype = data.dtype if isinstance(data, NDArray) else "float32"
+            dtype = data.dtype if isinstance(data, (NDArray, np.ndarray)) else "float32"
         return RowSparseNDArray(array(host_data[order] if rows.size else host_data, ctx=ctx, dtype=dtype),
                                 array(rows[order], ctx=ctx, dtype="int64"), shape)
-    dense = arg1 if isinstance(arg1, NDArray) else array(arg1, ctx=ctx, dtype=dtype)
+    if isinstance(arg1, BaseSparseNDArray):
+        arg1 = arg1.tostype("default")
+    if dtype is None and isinstance(arg1, (NDArray, np.ndarray)):
+        dtype = arg1.dtype
+    dense = array(arg1, ctx=ctx, dtype=dtype) if not isinstance(arg1, NDArray) or ctx is not None or \
+        dtype != arg1.dtype else arg1
     return from_dense(dense)
 
 
@@ -275,21 +216,26 @@ def from_dense(dense: NDArray) -> RowSparseNDArray:
 
 
 def zeros(stype: str, shape: Any, ctx: Any = None, dtype: Any = None, **kwargs: Any) -> Any:
-    """An all-zero array of storage ``stype`` (no stored rows for ``"row_sparse"``)."""
+    """An all-zero array of storage ``stype``: nothing stored for ``"row_sparse"`` and ``"csr"``."""
     from mxkit.ndarray.creation import array
     from mxkit.ndarray.creation import zeros as dense_zeros
 
-    if stype in (None, "default"):
+    stype = check_stype(stype, "zeros")
+    if stype == "default":
         return dense_zeros(shape, ctx=ctx, dtype=dtype, **kwargs)
-    if stype != "row_sparse":
-        raise _unsupported_stype(stype, "zeros")
     shape = (int(shape),) if isinstance(shape, numbers.Integral) else tuple(int(d) for d in shape)
     name = "float32" if dtype is None else np.dtype(dtype).name
+    if stype == "csr":
+        from mxkit.ndarray.csr import empty_csr
+
+        return empty_csr(shape, ctx=ctx, dtype=name)
     return RowSparseNDArray(array(np.zeros((0, *shape[1:]), dtype=name), ctx=ctx, dtype=name),
                             array(np.zeros(0, np.int64), ctx=ctx, dtype="int64"), shape)
 
 
-empty = zeros
+def empty(stype: str, shape: Any, ctx: Any = None, dtype: Any = None) -> Any:
+    """As :func:`zeros` (a sparse array with nothing stored is all zeros)."""
+    return zeros(stype, shape, ctx=ctx, dtype=dtype)
 
 
 def retain(data: RowSparseNDArray, indices: Any) -> RowSparseNDArray:
@@ -299,4 +245,61 @@ def retain(data: RowSparseNDArray, indices: Any) -> RowSparseNDArray:
     return data.retain(indices)
 
 
-__all__ = ["RowSparseNDArray", "SparseStorageError", "empty", "from_dense", "retain", "row_sparse_array", "zeros"]
+# mx.nd.sparse also holds the csr arrays and the sparse operators
+from mxkit.ndarray.csr import CSRNDArray, csr_matrix  # noqa: E402
+from mxkit.ndarray.sparse_ops import (  # noqa: E402
+    abs,
+    add,
+    add_n,
+    arccos,
+    arcsin,
+    arcsinh,
+    arctan,
+    arctanh,
+    array,
+    cast_storage,
+    ceil,
+    clip,
+    cos,
+    degrees,
+    divide,
+    dot,
+    elemwise_add,
+    elemwise_div,
+    elemwise_mul,
+    elemwise_sub,
+    exp,
+    expm1,
+    fix,
+    floor,
+    log1p,
+    mean,
+    multiply,
+    negative,
+    norm,
+    radians,
+    relu,
+    rint,
+    round,
+    sign,
+    sin,
+    sinh,
+    slice,
+    sqrt,
+    square,
+    square_sum,
+    subtract,
+    sum,
+    tan,
+    tanh,
+    trunc,
+    where,
+    zeros_like,
+)
+
+__all__ = ["BaseSparseNDArray", "CSRNDArray", "RowSparseNDArray", "SparseStorageError", "abs", "add", "add_n",
+           "arccos", "arcsin", "arcsinh", "arctan", "arctanh", "array", "cast_storage", "ceil", "clip", "cos",
+           "csr_matrix", "degrees", "divide", "dot", "elemwise_add", "elemwise_div", "elemwise_mul", "elemwise_sub",
+           "empty", "exp", "expm1", "fix", "floor", "from_dense", "log1p", "mean", "multiply", "negative", "norm",
+           "radians", "relu", "retain", "rint", "round", "row_sparse_array", "sign", "sin", "sinh", "slice", "sqrt",
+           "square", "square_sum", "subtract", "sum", "tan", "tanh", "trunc", "where", "zeros", "zeros_like"]
