@@ -231,7 +231,7 @@ def parts_from_dense(host: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return host[rows, cols], cols.astype(np.int64), indptr
 
 
-def fromhost_parts(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, shape: tuple[int, ...],
+def from_host_parts(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, shape: tuple[int, ...],
                     ctx: Any = None, dtype: Any = None) -> CSRNDArray:
     """A CSRNDArray of trusted host parts (made here, not given by a caller)."""
     from mxkit.ndarray.creation import array
@@ -245,7 +245,7 @@ def empty_csr(shape: tuple[int, ...], ctx: Any = None, dtype: Any = "float32") -
     """An all-zero csr array (nothing stored)."""
     if len(shape) != 2:
         raise ShapeError(f"csr arrays are 2-D, got shape {shape}")
-    return fromhost_parts(np.zeros(0, dtype), np.zeros(0, np.int64), np.zeros(shape[0] + 1, np.int64),
+    return from_host_parts(np.zeros(0, dtype), np.zeros(0, np.int64), np.zeros(shape[0] + 1, np.int64),
                            shape, ctx=ctx, dtype=dtype)
 
 
@@ -310,7 +310,7 @@ def csr_matrix(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any = None)
         problem = structure_problem(cols, offsets, host_data.size, shape)
         if problem:
             raise SparseStorageError(f"csr_matrix: {problem}")
-        return fromhost_parts(host_data, cols, offsets, shape, ctx=ctx, dtype=_default_dtype(data, dtype))
+        return from_host_parts(host_data, cols, offsets, shape, ctx=ctx, dtype=_default_dtype(data, dtype))
     if isinstance(arg1, tuple) and len(arg1) == 2:
         data, coords = arg1
         if not (isinstance(coords, tuple) and len(coords) == 2):
@@ -334,7 +334,7 @@ def csr_matrix(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any = None)
     data, cols, offsets = parts_from_dense(host)
     if ctx is None and isinstance(arg1, (NDArray, BaseSparseNDArray)):
         ctx = arg1.context
-    return fromhost_parts(data, cols, offsets, tuple(host.shape), ctx=ctx, dtype=dense_dtype)
+    return from_host_parts(data, cols, offsets, tuple(host.shape), ctx=ctx, dtype=dense_dtype)
 
 
 def _from_coordinates(data: np.ndarray, rows: np.ndarray, cols: np.ndarray, shape: tuple[int, ...] | None,
@@ -355,8 +355,8 @@ def _from_coordinates(data: np.ndarray, rows: np.ndarray, cols: np.ndarray, shap
     out_rows, out_cols = unique // max(shape[1], 1), unique % max(shape[1], 1)
     indptr = np.zeros(shape[0] + 1, np.int64)
     np.cumsum(np.bincount(out_rows, minlength=shape[0]), out=indptr[1:])
-    return fromhost_parts(summed, out_cols.astype(np.int64), indptr, shape, ctx=ctx, dtype=dtype)
+    return from_host_parts(summed, out_cols.astype(np.int64), indptr, shape, ctx=ctx, dtype=dtype)
 
 
-__all__ = ["CSRNDArray", "csr_matrix", "dense_from_parts", "empty_csr", "fromhost_parts", "parts_from_dense",
+__all__ = ["CSRNDArray", "csr_matrix", "dense_from_parts", "empty_csr", "from_host_parts", "parts_from_dense",
            "structure_problem"]

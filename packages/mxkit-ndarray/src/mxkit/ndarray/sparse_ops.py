@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 from mxkit.core.errors import ShapeError
-from mxkit.ndarray.csr import CSRNDArray, fromhost_parts, parts_from_dense
+from mxkit.ndarray.csr import CSRNDArray, from_host_parts, parts_from_dense
 from mxkit.ndarray.ndarray import NDArray
 from mxkit.ndarray.sparse_base import BaseSparseNDArray, SparseStorageError, check_stype, is_number, is_sparse
 
@@ -131,7 +131,7 @@ def _gather(dense: np.ndarray, stype: str, structure: np.ndarray, ctx: Any) -> A
     rows, cols = np.nonzero(structure)
     indptr = np.zeros(dense.shape[0] + 1, np.int64)
     np.cumsum(structure.sum(axis=1), out=indptr[1:])
-    return fromhost_parts(dense[rows, cols], cols.astype(np.int64), indptr, dense.shape, ctx=ctx)
+    return from_host_parts(dense[rows, cols], cols.astype(np.int64), indptr, dense.shape, ctx=ctx)
 
 
 def _structure(value: Any) -> np.ndarray:
@@ -368,7 +368,7 @@ def slice(data: Any, begin: Any, end: Any, step: Any = (), out: Any = None) -> A
     row_of = np.repeat(np.arange(rows.shape[0]), np.diff(indptr))
     new_indptr = np.zeros(rows.shape[0] + 1, np.int64)
     np.cumsum(np.bincount(row_of[keep], minlength=rows.shape[0]), out=new_indptr[1:])
-    result = fromhost_parts(values[keep], indices[keep] - col_lo, new_indptr, (rows.shape[0], col_hi - col_lo),
+    result = from_host_parts(values[keep], indices[keep] - col_lo, new_indptr, (rows.shape[0], col_hi - col_lo),
                              ctx=data.context)
     return _write_out(result, out)
 
