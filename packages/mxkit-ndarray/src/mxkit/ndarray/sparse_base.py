@@ -205,12 +205,26 @@ class BaseSparseNDArray:
     def _with_data(self, data: Any) -> Any:  # pragma: no cover - every subclass defines it
         raise NotImplementedError
 
+    def reshape(self, *shape: Any, **kwargs: Any) -> Any:
+        raise SparseStorageError(f"reshape is not supported for {self.stype} storage (as in MXNet); call "
+                                 f".tostype('default') first")
+
     def __getattr__(self, name: str) -> Any:
-        # an NDArray method the sparse form lacks: say how to reach it
+        # an NDArray method that is an operator (x.sum(), x.sqrt()...) runs as that operator on
+        # the sparse array, with MXNet's output storage; other NDArray methods say how to reach them
         from mxkit.ndarray.ndarray import NDArray
+        from mxkit.ndarray.registry import get_registry
 
         if name.startswith("_") or not hasattr(NDArray, name):
             raise AttributeError(f"'{type(self).__name__}' object has no attribute {name!r}")
+        if name in get_registry():
+            def method(*args: Any, **kwargs: Any) -> Any:
+                from mxkit.ndarray import op_functions
+
+                return op_functions.call(name, (self, *args), kwargs)
+
+            method.__name__ = name
+            return method
         raise SparseStorageError(f"{type(self).__name__}.{name} is not provided for {self.stype} storage; "
                                  f"call .tostype('default') first for {name}")
 
