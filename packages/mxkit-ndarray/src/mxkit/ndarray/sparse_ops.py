@@ -504,6 +504,19 @@ def apply_operator(op_name: str, inputs: list[Any], params: dict[str, Any], out:
     """Operator ``op_name`` on inputs among which some are sparse: its sparse form when it
     has one, else the dense operator on the dense values (storage fallback)."""
     handler = _HANDLERS.get(op_name)
+    from mxkit.ndarray.ops.optimizer_update import UPDATE_OPS
+
+    if op_name in UPDATE_OPS:
+        from mxkit.ndarray.sparse_update import sparse_update
+
+        # an optimizer update: the weight (and states) are updated in place, lazily for row_sparse gradients
+        op = UPDATE_OPS[op_name]
+        weight, grad, *states = inputs
+        sparse_update(op, weight, grad, states, op.parse_params(params))
+        target = out[0] if isinstance(out, (list, tuple)) else out
+        if target is not None and target is not weight:
+            _write_out(weight, target)
+        return target if target is not None else weight
     if op_name in ZERO_PRESERVING_UNARY and len(inputs) == 1:
         result = unary(op_name, inputs[0], **params)
     elif handler is not None:

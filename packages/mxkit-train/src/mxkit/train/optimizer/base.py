@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from mxkit.ndarray.invoke import invoke
 from mxkit.ndarray.ndarray import NDArray
+from mxkit.ndarray.sparse_base import BaseSparseNDArray
 from mxkit.train._registry import NameRegistry, TrainingValueError, check_number
 
 
@@ -286,7 +287,8 @@ class Optimizer:
             self.update(index, weight, grad, state)
 
     def _check_arrays(self, weight: Any, grad: Any) -> None:
-        if not isinstance(weight, NDArray) or not isinstance(grad, NDArray):
+        arrays = (NDArray, BaseSparseNDArray)
+        if not isinstance(weight, arrays) or not isinstance(grad, arrays):
             raise TrainingValueError(f"{type(self).__name__}.update needs NDArrays for weight and grad, got "
                                      f"{type(weight).__name__} and {type(grad).__name__}")
 
@@ -352,6 +354,13 @@ def cast_to(source: Any, target: Any) -> None:
     """Write ``source`` into ``target`` converted to ``target``'s dtype (pushed to the engine)."""
     from mxkit.ndarray.registry import get_op
 
+    if isinstance(source, BaseSparseNDArray) or isinstance(target, BaseSparseNDArray):
+        converted = source.astype(target.dtype)
+        if isinstance(target, BaseSparseNDArray):
+            target[:] = converted
+        else:
+            target[:] = converted.tostype("default")
+        return
     cast = get_op("Cast")
     invoke(cast, [source], cast.parse_params({"dtype": target.dtype}), out=target)
 

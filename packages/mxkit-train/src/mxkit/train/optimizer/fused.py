@@ -19,6 +19,7 @@ from mxkit.core.errors import DeviceError, ShapeError
 from mxkit.ndarray.backend import backend_of
 from mxkit.ndarray.invoke import OperatorError, invoke, push_raw
 from mxkit.ndarray.ops.optimizer_update import UPDATE_OPS
+from mxkit.ndarray.sparse_update import LAZY_UPDATE_OPS, involves_sparse, sparse_update
 from mxkit.train._registry import TrainingValueError
 from mxkit.train.optimizer.base import Optimizer, cast_to
 
@@ -60,11 +61,23 @@ class FusedOptimizer(Optimizer):
         lrs, wds = self._get_lrs(indices), self._get_wds(indices)
         plans = [(w, g, self._plan(idx, w, g, s, lr, wd))
                  for idx, w, g, s, lr, wd in zip(indices, weights, grads, states, lrs, wds)]
+        if involves_sparse(weights, grads) or any(involves_sparse(plan[2][1]) for plan in plans):
+            # row_sparse gradients (or sparse weights/states): one update each, lazily where MXNet's is
+            for w, g, (op_name, plan_states, params) in plans:
+                sparse_update(UPDATE_OPS[op_name], w, g, plan_states, params, lazy=self._lazy_rows(op_name, g))
+            return
         if len(plans) == 1:
             w, g, (op_name, plan_states, params) = plans[0]
             invoke(UPDATE_OPS[op_name], [w, g, *plan_states], params, out=w)
             return
         _push_aggregated(plans)
+
+    def _lazy_rows(self, op_name: str, grad: Any) -> bool:
+        """Whether a row_sparse ``grad`` updates only its rows (MXNet's lazy update): where the
+        operator has MXNet's lazy form and the optimizer's ``lazy_update`` (if it has one) is on."""
+        if getattr(grad, "stype", "default") != "row_sparse" or op_name not in LAZY_UPDATE_OPS:
+            return False
+        return bool(getattr(self, "lazy_update", True))
 
     def update_multi_precision(self, index: Any, weight: Any, grad: Any, state: Any) -> None:
         """:meth:`update`, through float32 master copies of float16 weights when

@@ -69,11 +69,25 @@ def rand_ndarray(shape: tuple[int, ...], stype: str = "default", density: float 
     is stored with probability ``density`` (default: a uniform draw), with uniform [0, 1)
     values; a :class:`~mxkit.ndarray.sparse.RowSparseNDArray`.
 
+    ``stype="csr"``: each element is stored with probability ``density``, with uniform
+    [0, 1) values; a :class:`~mxkit.ndarray.csr.CSRNDArray`.
+
     Raises
     ------
     MXKitError
-        For ``stype="csr"`` (not provided) or an unknown one.
+        For an unknown ``stype`` or a density outside [0, 1].
     """
+    if stype == "csr":
+        from mxkit.ndarray.sparse import csr_matrix
+
+        density = np.random.rand() if density is None else density
+        if not 0 <= density <= 1:
+            raise MXKitError(f"rand_ndarray: density must be in [0, 1], got {density!r}")
+        if len(shape) != 2:
+            raise MXKitError(f"rand_ndarray: csr arrays are 2-D, got shape {tuple(shape)}")
+        values = np.random.rand(*shape) * (np.random.rand(*shape) < density)
+        return csr_matrix(values, ctx=ctx if ctx is not None else default_context(),
+                          dtype=dtype if dtype is not None else default_dtype())
     if stype == "row_sparse":
         from mxkit.ndarray.sparse import row_sparse_array
 
@@ -85,8 +99,8 @@ def rand_ndarray(shape: tuple[int, ...], stype: str = "default", density: float 
         return row_sparse_array((stored, rows), shape=tuple(shape), ctx=ctx if ctx is not None else default_context(),
                                 dtype=dtype if dtype is not None else default_dtype())
     if stype != "default":
-        raise MXKitError(f"rand_ndarray: stype={stype!r} is not supported; mxkit provides 'default' and "
-                         f"'row_sparse' storage")
+        raise MXKitError(f"rand_ndarray: stype={stype!r} is not a storage type; MXNet's are 'default', "
+                         f"'row_sparse' and 'csr'")
     from mxkit.ndarray import array
 
     values = random_arrays(tuple(shape))

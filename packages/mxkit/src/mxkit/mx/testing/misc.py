@@ -97,21 +97,27 @@ def compare_optimizer(opt1: Any, opt2: Any, shape: Any, dtype: Any, w_stype: str
     """Apply one update of two optimizers to the same random weight and gradient and compare them.
 
     ``shape`` a list of shapes compares ``opt2`` updating all tensors at once with ``opt1``
-    updating them one by one. Only dense storage exists in mxkit: another ``w_stype`` or
-    ``g_stype`` is an error.
+    updating them one by one. As MXNet's, a sparse ``w_stype`` gives ``opt2`` a sparse weight
+    with every row stored and ``opt1`` its dense copy; a sparse ``g_stype`` gives ``opt2`` a
+    random sparse gradient and ``opt1`` its dense copy.
     """
+    from mxkit.mx.testing.arrays import rand_ndarray
     from mxkit.ndarray import random as nd_random
 
-    for stype in (w_stype, g_stype):
-        if stype != "default":
-            raise ValueError(f"compare_optimizer: storage type {stype!r} is not supported; mxkit arrays are "
-                             "dense ('default')")
     ctx = default_context()
     if not isinstance(shape, list):
-        w2 = nd_random.uniform(shape=shape, ctx=ctx, dtype=dtype)
-        w1 = w2.copyto(ctx)
-        g2 = nd_random.uniform(shape=shape, ctx=ctx, dtype=dtype)
-        g1 = g2.copyto(ctx)
+        if w_stype == "default":
+            w2 = nd_random.uniform(shape=shape, ctx=ctx, dtype=dtype)
+            w1 = w2.copyto(ctx)
+        else:
+            w2 = rand_ndarray(shape, w_stype, density=1, dtype=dtype)
+            w1 = w2.copyto(ctx).tostype("default")
+        if g_stype == "default":
+            g2 = nd_random.uniform(shape=shape, ctx=ctx, dtype=dtype)
+            g1 = g2.copyto(ctx)
+        else:
+            g2 = rand_ndarray(shape, g_stype, dtype=dtype)
+            g1 = g2.copyto(ctx).tostype("default")
         state1 = opt1.create_state_multi_precision(0, w1)
         state2 = opt2.create_state_multi_precision(0, w2)
         if compare_states:
