@@ -156,10 +156,13 @@ def predict_mode() -> _Scope:
 
 def mark_variables(variables: Any, gradients: Any, grad_reqs: str | Sequence[str] = "write") -> None:
     """Make ``variables`` leaves of differentiation whose gradients go into ``gradients``."""
+    from mxkit.ndarray.creation import zeros
     from mxkit.ndarray.ndarray import NDArray
+    from mxkit.ndarray.sparse_base import BaseSparseNDArray
 
-    variables = [variables] if isinstance(variables, NDArray) else list(variables)
-    gradients = [gradients] if isinstance(gradients, NDArray) else list(gradients)
+    arrays = (NDArray, BaseSparseNDArray)
+    variables = [variables] if isinstance(variables, arrays) else list(variables)
+    gradients = [gradients] if isinstance(gradients, arrays) else list(gradients)
     reqs = [grad_reqs] * len(variables) if isinstance(grad_reqs, str) else list(grad_reqs)
     if not len(variables) == len(gradients) == len(reqs):
         raise AutogradError(f"mark_variables got {len(variables)} variables, {len(gradients)} gradients and "
@@ -167,12 +170,21 @@ def mark_variables(variables: Any, gradients: Any, grad_reqs: str | Sequence[str
     for variable, gradient, req in zip(variables, gradients, reqs):
         if req not in _GRAD_REQS:
             raise AutogradError(f"grad_req must be one of {', '.join(_GRAD_REQS)}, got {req!r}")
-        if gradient.shape != variable.shape:
+        if tuple(gradient.shape) != tuple(variable.shape):
             raise AutogradError(f"gradient buffer shape {gradient.shape} differs from variable shape "
                                 f"{variable.shape}")
+        if isinstance(variable, BaseSparseNDArray):
+            # a sparse variable is differentiated through its dense values (its "shadow")
+            variable = variable.autograd_shadow(create=True)
+        sparse_gradient = None
+        if isinstance(gradient, BaseSparseNDArray):
+            # backward writes the dense buffer and then the sparse form the caller holds
+            sparse_gradient = gradient
+            gradient = zeros(variable.shape, ctx=variable.context, dtype=variable.dtype)
         variable._ag = VARIABLE
         variable._grad = gradient
         variable._grad_req = req
+        variable._sparse_grad = sparse_gradient
 
 
 # ---- backward -----------------------------------------------------------------------------
@@ -355,6 +367,7 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
 
     ``grad_req="write"`` overwrites the buffer, ``"add"`` adds to it, ``"null"`` skips it.
     """
+    heads, head_grads = _dense_heads(heads, head_grads)
     for variable, grad in _compute(heads, head_grads, False, train_mode, retain_graph, storing=True).values():
         if variable._grad_req == "write":
             if grad is not variable._grad:  # an operator may have written the buffer itself
@@ -363,7 +376,37 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
             variable._grad += grad
         else:
             continue
+        if variable._sparse_grad is not None:
+            variable._sparse_grad[:] = variable._grad
         variable._fresh_grad = True
+
+
+def _dense_heads(heads: Any, head_grads: Any) -> tuple[Any, Any]:
+    """Heads and head gradients with sparse arrays replaced by their dense forms (a sparse
+    head by the recorded dense values it was computed as)."""
+    from mxkit.ndarray.sparse_base import BaseSparseNDArray
+
+    def dense_head(head: Any) -> Any:
+        if not isinstance(head, BaseSparseNDArray):
+            return head
+        shadow = head.autograd_shadow()
+        if shadow is None:
+            raise AutogradError(f"this {head.stype} array was not computed under autograd.record(); there is "
+                                f"nothing to differentiate")
+        return shadow
+
+    def dense_grad(grad: Any) -> Any:
+        return grad.tostype("default") if isinstance(grad, BaseSparseNDArray) else grad
+
+    if isinstance(heads, BaseSparseNDArray):
+        heads = dense_head(heads)
+    elif isinstance(heads, (list, tuple)):
+        heads = [dense_head(h) for h in heads]
+    if isinstance(head_grads, BaseSparseNDArray):
+        head_grads = dense_grad(head_grads)
+    elif isinstance(head_grads, (list, tuple)):
+        head_grads = [dense_grad(g) for g in head_grads]
+    return heads, head_grads
 
 
 def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool | None = None,

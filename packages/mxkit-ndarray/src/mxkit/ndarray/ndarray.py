@@ -96,7 +96,7 @@ class NDArray:
     operations return new arrays immediately while their work runs on the engine.
     """
 
-    __slots__ = ("__weakref__", "_ag", "_ctx", "_data", "_fresh_grad", "_grad", "_grad_req", "_var")
+    __slots__ = ("__weakref__", "_ag", "_ctx", "_data", "_fresh_grad", "_grad", "_grad_req", "_sparse_grad", "_var")
     __array_priority__ = 1000.0  # numpy defers to NDArray's reflected operators
 
     def __init__(self, *args: Any, **kwargs: Any):
@@ -111,6 +111,8 @@ class NDArray:
         self._ag = None
         self._grad = None
         self._grad_req = "null"
+        # the row_sparse/csr form of the gradient, when one was asked for (attach_grad(stype=...))
+        self._sparse_grad = None
         # set by backward when it writes this variable's gradient; cleared by whoever consumes it
         # (MXNet's flag, which Gluon's Trainer reads to find stale gradients)
         self._fresh_grad = False
@@ -213,9 +215,10 @@ class NDArray:
         return self.transpose()
 
     @property
-    def grad(self) -> NDArray | None:
-        """The gradient buffer made by :meth:`attach_grad` (``None`` before)."""
-        return self._grad
+    def grad(self) -> Any:
+        """The gradient buffer made by :meth:`attach_grad` (``None`` before); a row_sparse or
+        csr array when ``attach_grad`` was given that ``stype``."""
+        return self._grad if self._sparse_grad is None else self._sparse_grad
 
     # ---- synchronization and host copies ---------------------------------------------
 
@@ -291,7 +294,7 @@ class NDArray:
                 loaded = None
         if loaded is None:
             loaded = array(value, ctx=cpu(), dtype=value.dtype)
-        for slot in ("_data", "_ctx", "_var", "_ag", "_grad", "_grad_req", "_fresh_grad"):
+        for slot in ("_data", "_ctx", "_var", "_ag", "_grad", "_grad_req", "_fresh_grad", "_sparse_grad"):
             object.__setattr__(self, slot, getattr(loaded, slot))
 
     def __repr__(self) -> str:
@@ -343,11 +346,18 @@ class NDArray:
         return self._view(self._data)
 
     def attach_grad(self, grad_req: str = "write", stype: str | None = None) -> None:
-        """Allocate a gradient buffer and mark this array as a variable for autograd."""
-        from mxkit.ndarray.autograd import mark_variables
-        from mxkit.ndarray.creation import zeros
+        """Allocate a gradient buffer and mark this array as a variable for autograd.
 
-        mark_variables([self], [zeros(self.shape, ctx=self._ctx, dtype=self._data.dtype)], grad_req)
+        ``stype="row_sparse"`` (or ``"csr"``) makes :attr:`grad` that storage, as MXNet's: a
+        row_sparse gradient holds the rows with a nonzero gradient (an embedding's looked-up
+        rows), which the optimizers update lazily.
+        """
+        from mxkit.ndarray.autograd import mark_variables
+        from mxkit.ndarray.sparse import zeros
+        from mxkit.ndarray.sparse_base import check_stype
+
+        stype = check_stype(stype, "attach_grad")
+        mark_variables([self], [zeros(stype, self.shape, ctx=self._ctx, dtype=self._data.dtype)], grad_req)
 
     def backward(self, out_grad: NDArray | None = None, retain_graph: bool = False,
                  train_mode: bool = True) -> None:

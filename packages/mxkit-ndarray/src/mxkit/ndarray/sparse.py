@@ -9,6 +9,7 @@ This module is also ``mx.nd.sparse``: it re-exports the csr arrays
 
 from __future__ import annotations
 
+import builtins
 import numbers
 from typing import Any
 
@@ -116,13 +117,13 @@ class RowSparseNDArray(BaseSparseNDArray):
         return RowSparseNDArray(self._data.copyto(other), self._indices.copyto(other), self._shape)
 
     def __getitem__(self, key: Any) -> RowSparseNDArray:
-        if isinstance(key, slice) and key == slice(None):
+        if isinstance(key, builtins.slice) and key == builtins.slice(None):
             return self
         raise SparseStorageError(f"a row_sparse array can be indexed only by [:] (got {key!r}), as in MXNet; "
                                  f"use retain() to keep rows or tostype('default') to index")
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        if not (isinstance(key, slice) and key == slice(None)):
+        if not (isinstance(key, builtins.slice) and key == builtins.slice(None)):
             raise SparseStorageError(f"a row_sparse array can be assigned only as x[:] = value (got key {key!r})")
         if is_number(value):
             from mxkit.ndarray.creation import full

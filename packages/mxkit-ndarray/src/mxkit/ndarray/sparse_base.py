@@ -51,6 +51,9 @@ class BaseSparseNDArray:
     stype = "default"
     __array_priority__ = 1000.0
     _shape: tuple[int, ...]
+    #: the dense NDArray autograd differentiates for this array (a variable's, or the recorded
+    #: result this array was made from); None outside autograd
+    _ag_dense: Any = None
 
     # ---- description --------------------------------------------------------------------
 
@@ -124,6 +127,39 @@ class BaseSparseNDArray:
 
     def _validate(self, full_check: bool) -> None:  # pragma: no cover - every subclass defines it
         raise NotImplementedError
+
+    # ---- autograd: through the dense values ------------------------------------------------
+
+    def autograd_shadow(self, create: bool = False) -> Any:
+        """The dense NDArray autograd differentiates in place of this array (made, holding the
+        same values, when ``create`` and there is none); None when there is none."""
+        if self._ag_dense is None and create:
+            self._ag_dense = self.tostype("default")
+        return self._ag_dense
+
+    def attach_grad(self, grad_req: str = "write", stype: str | None = None) -> None:
+        """Mark this array as a variable for autograd; :attr:`grad` has storage ``stype``
+        (default: this array's, as in MXNet)."""
+        from mxkit.ndarray.autograd import mark_variables
+        from mxkit.ndarray.sparse import zeros
+
+        stype = self.stype if stype is None else check_stype(stype, "attach_grad")
+        mark_variables([self], [zeros(stype, self.shape, ctx=self.context, dtype=self.dtype)], grad_req)
+
+    @property
+    def grad(self) -> Any:
+        """The gradient made by :meth:`attach_grad` (None before)."""
+        return None if self._ag_dense is None else self._ag_dense.grad
+
+    def backward(self, out_grad: Any = None, retain_graph: bool = False, train_mode: bool = True) -> None:
+        """Differentiate this array (computed under ``autograd.record()``)."""
+        from mxkit.ndarray.autograd import backward
+
+        backward([self], None if out_grad is None else [out_grad], retain_graph, train_mode)
+
+    def detach(self) -> Any:
+        """The same values outside the autograd graph."""
+        return self._with_data(self.data)
 
     # ---- arithmetic: dispatched on the storage types, as MXNet's ----------------------------
 

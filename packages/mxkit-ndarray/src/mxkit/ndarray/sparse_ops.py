@@ -47,8 +47,31 @@ def _stype(value: Any) -> str:
 
 
 def _dense(value: Any) -> Any:
-    """The dense NDArray of a sparse array; other values unchanged."""
-    return value.tostype("default") if isinstance(value, BaseSparseNDArray) else value
+    """The dense NDArray of a sparse array (under ``autograd.record()`` the one autograd
+    differentiates, if it has one); other values unchanged."""
+    if not isinstance(value, BaseSparseNDArray):
+        return value
+    if value._ag_dense is not None and autograd_recording():
+        return value._ag_dense
+    return value.tostype("default")
+
+
+def _tracking(*values: Any) -> bool:
+    """Whether autograd is recording and one of ``values`` is being differentiated: the
+    operator then runs densely on what autograd records."""
+    if not autograd_recording():
+        return False
+    return any((isinstance(v, BaseSparseNDArray) and v._ag_dense is not None)
+               or (isinstance(v, NDArray) and v._ag is not None) for v in values)
+
+
+def _tracked(dense_result: Any, stype: str) -> Any:
+    """``dense_result`` (recorded by autograd) in storage ``stype``, differentiated through it."""
+    if stype == "default" or not isinstance(dense_result, NDArray):
+        return dense_result
+    result = cast_storage(dense_result, stype)
+    result._ag_dense = dense_result
+    return result
 
 
 def _nd(name: str, *inputs: Any, **params: Any) -> Any:
@@ -167,6 +190,8 @@ def _binary(kind: str, lhs: Any, rhs: Any, dense_op: str) -> Any:
         out_stype, structure = rs, _structure(rhs)
     if out_stype == "default":
         return result
+    if _tracking(lhs, rhs):
+        return _tracked(result, out_stype)
     return _gather(result.asnumpy(), out_stype, structure, ctx)
 
 
@@ -174,6 +199,9 @@ def _with_scalar(kind: str, lhs: Any, rhs: Any) -> Any:
     array_first = not is_number(lhs)
     value, number = (lhs, rhs) if array_first else (rhs, lhs)
     keeps = (kind == "mul") or (kind == "div" and array_first)
+    if isinstance(value, BaseSparseNDArray) and keeps and _tracking(value):
+        dense = _dense(value)
+        return _tracked(dense * number if kind == "mul" else dense / number, value.stype)
     if isinstance(value, BaseSparseNDArray) and keeps:
         data = value.data * number if kind == "mul" else value.data / number
         return value._with_data(data)
@@ -254,6 +282,8 @@ def unary(name: str, data: Any, **params: Any) -> Any:
     """Operator ``name`` on ``data``: on the stored values when it maps 0 to 0 (the storage is
     kept), on the dense values otherwise."""
     if isinstance(data, BaseSparseNDArray) and name in ZERO_PRESERVING_UNARY:
+        if _tracking(data):
+            return _tracked(_nd(name, _dense(data), **params), data.stype)
         return data._with_data(_nd(name, data.data, **params))
     return _nd(name, _dense(data), **params)
 
@@ -386,25 +416,22 @@ def dot(lhs: Any, rhs: Any, transpose_a: bool = False, transpose_b: bool = False
     ``dot(csr, dense)`` dense, ``dot(csr, dense, transpose_a=True)`` row_sparse,
     ``dot(dense, csr)`` csr, ``dot(csr, row_sparse)`` dense; ``forward_stype`` converts the
     result to that storage."""
-    from mxkit.ndarray import autograd
-
     forward_stype = None if forward_stype is None else check_stype(forward_stype, "dot forward_stype")
     ls, rs = _stype(lhs), _stype(rhs)
     if ls == rs == "default":
         result = _nd("dot", lhs, rhs, transpose_a=transpose_a, transpose_b=transpose_b)
         return _write_out(result if forward_stype in (None, "default") else cast_storage(result, forward_stype), out)
-    differentiating = autograd.is_recording() and any(
-        isinstance(x, NDArray) and x._ag is not None for x in (lhs, rhs))
+    differentiating = _tracking(lhs, rhs)
     if ls == "csr" and not transpose_b and not differentiating and _stype(rhs) in ("default", "row_sparse"):
         result = _csr_dot_dense(lhs, _dense(rhs), transpose_a)
     else:
         result = _nd("dot", _dense(lhs), _dense(rhs), transpose_a=transpose_a, transpose_b=transpose_b)
         if ls == "csr" and rs == "default" and transpose_a and not transpose_b:
-            result = _rows_of_product(result, lhs)
+            result = _tracked(result, "row_sparse") if differentiating else _rows_of_product(result, lhs)
         elif ls == "default" and rs == "csr" and not transpose_a and not differentiating:
             result = cast_storage(result, "csr")
     if forward_stype is not None and _stype(result) != forward_stype:
-        result = cast_storage(result, forward_stype)
+        result = _tracked(_dense(result), forward_stype) if differentiating else cast_storage(result, forward_stype)
     return _write_out(result, out)
 
 
@@ -441,7 +468,7 @@ def _csr_dot_dense(lhs: CSRNDArray, rhs: NDArray, transpose_a: bool) -> Any:
 
 def _rows_of_product(result: NDArray, lhs: CSRNDArray) -> Any:
     # dot(csr.T, dense) stores the rows named by the csr array's columns
-    if result.ndim < 2 or autograd_recording():
+    if result.ndim < 2:
         return result
     return _gather(result.asnumpy(), "row_sparse", np.unique(_rows_of(lhs)), result.context)
 
