@@ -413,7 +413,10 @@ class NDArray:
 
     def __setitem__(self, key: Any, value: Any) -> None:
         from mxkit.ndarray.indexing import set_item
+        from mxkit.ndarray.sparse_base import BaseSparseNDArray
 
+        if isinstance(value, BaseSparseNDArray):  # a sparse value writes its dense values
+            value = value.tostype("default")
         set_item(self, key, value)
 
     # ---- arithmetic -------------------------------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mxkit.symbol import _internal, contrib, image, linalg, random
+from mxkit.symbol import _internal, contrib, image, linalg, random, sparse
 from mxkit.symbol import passes as _passes  # noqa: F401  (registers the graph-pass config keys)
 from mxkit.symbol.choosers import histogram, split_v2
 from mxkit.symbol.elementwise import hypot, maximum, minimum, pow, power
@@ -71,5 +71,5 @@ def __getattr__(name: str) -> Any:
     return function
 
 
-__all__ = ["Group", "Symbol", "SymbolError", "Variable", "_internal", "contrib", "full", "fuse", "image", "histogram",
+__all__ = ["Group", "Symbol", "SymbolError", "Variable", "_internal", "contrib", "sparse", "full", "fuse", "image", "histogram",
            "hypot", "linalg", "load", "load_json", "maximum", "minimum", "pow", "power", "random", "split_v2", "var"]

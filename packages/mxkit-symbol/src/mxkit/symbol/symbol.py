@@ -527,6 +527,10 @@ def _single_entry(value: Any, what: str) -> Entry:
     return value._outputs[0]
 
 
+#: MXNet's storage type codes, as a variable's ``__storage_type__`` attribute holds them
+STORAGE_TYPE_CODES = {"default": 0, "row_sparse": 1, "csr": 2}
+
+
 def Variable(name: str, attr: Mapping[str, str] | None = None, shape: Sequence[int] | None = None,
              lr_mult: float | None = None, wd_mult: float | None = None, dtype: Any = None, init: Any = None,
              stype: str | None = None, **kwargs: Any) -> Symbol:
@@ -547,7 +551,9 @@ def Variable(name: str, attr: Mapping[str, str] | None = None, shape: Sequence[i
     init : initializer or str, optional
         Stored as ``__init__`` (the initializer's ``dumps()`` when it has one).
     stype : str, optional
-        Storage type; only ``'default'`` (dense) is supported.
+        Storage type of the arrays this variable takes: ``'default'`` (dense), ``'csr'`` or
+        ``'row_sparse'`` (stored as ``__storage_type__``, MXNet's code 0, 2 or 1). The graph
+        computes on dense values; a ``'row_sparse'`` parameter gets row_sparse gradients.
     **kwargs : str
         Further attributes, which must be named like ``__key__``.
     """
@@ -555,6 +561,8 @@ def Variable(name: str, attr: Mapping[str, str] | None = None, shape: Sequence[i
         raise SymbolError(f"Variable needs a non-empty string name, got {name!r}")
     attrs = dunder_attrs(_attribute.current().get(dict(attr) if attr else None))
     if shape is not None:
+        # MXNet takes shape=(1) -- which Python reads as 1 -- as the 1-d shape (1,)
+        shape = (shape,) if isinstance(shape, int) else shape
         attrs["__shape__"] = str(tuple(int(d) for d in shape))
     if lr_mult is not None:
         attrs["__lr_mult__"] = str(lr_mult)
@@ -566,8 +574,11 @@ def Variable(name: str, attr: Mapping[str, str] | None = None, shape: Sequence[i
         attrs["__dtype__"] = str(dtype_flag(dtype))
     if init is not None:
         attrs["__init__"] = init if isinstance(init, str) else (init.dumps() if hasattr(init, "dumps") else str(init))
-    if stype not in (None, "default"):
-        raise SymbolError(f"Variable {name!r}: storage type {stype!r} is not supported; use 'default' (dense)")
+    if stype is not None:
+        if stype not in STORAGE_TYPE_CODES:
+            raise SymbolError(f"Variable {name!r}: unknown storage type {stype!r}; MXNet's are 'default', "
+                              f"'row_sparse' and 'csr'")
+        attrs["__storage_type__"] = str(STORAGE_TYPE_CODES[stype])
     for key, value in kwargs.items():
         if not (key.startswith("__") and key.endswith("__")):
             raise SymbolError(f"Variable {name!r}: extra attribute {key!r} must be named like '__{key}__'")

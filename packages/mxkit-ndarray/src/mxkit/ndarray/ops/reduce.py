@@ -119,6 +119,20 @@ for _name, (_method, _local, _needs_output, _aliases) in REDUCTIONS.items():
     _define_reduction(_name, _method, _local, _needs_output, _aliases)
 
 
+def _square_sum_kernel(xp, inputs, outputs, params):
+    x = inputs[0]
+    axes = _axes(params, x.shape, "_square_sum")
+    squared = x * x
+    result = xp.sum(squared, axis=axes, keepdims=True) if axes else squared
+    write(xp, outputs[0], result.reshape(outputs[0].shape))
+
+
+# MXNet's _square_sum (sum(square(x), axis)), which sparse models call on row_sparse weights;
+# mx.nd._internal._square_sum of a row_sparse array keeps its rows (mxkit.ndarray.sparse_ops)
+_define_reduction("_square_sum", "sum", lambda xp, g, x, y, p, k: 2 * x * xp.broadcast_to(g, x.shape), False, (),
+                  kernel=_square_sum_kernel)
+
+
 def _norm_kernel(xp, inputs, outputs, params):
     x = inputs[0]
     axes = _axes(params, x.shape, "norm")
