@@ -71,5 +71,6 @@ def __getattr__(name: str) -> Any:
     return function
 
 
-__all__ = ["Group", "Symbol", "SymbolError", "Variable", "_internal", "contrib", "sparse", "full", "fuse", "image", "histogram",
-           "hypot", "linalg", "load", "load_json", "maximum", "minimum", "pow", "power", "random", "split_v2", "var"]
+__all__ = ["Group", "Symbol", "SymbolError", "Variable", "_internal", "contrib", "full", "fuse", "image", "histogram",
+           "hypot", "linalg", "load", "load_json", "maximum", "minimum", "pow", "power", "random", "sparse", "split_v2",
+           "var"]

@@ -138,7 +138,7 @@ def _sum_over_devices(grad_list: list) -> None:
 
 
 def _update_params(param_arrays: list, grad_arrays: list, updater: Any, num_device: int, kvstore: Any = None,
-                   param_names: list[str] | None = None) -> None:
+                   param_names: list[str] | None = None, row_sparse: Any = ()) -> None:
     """Aggregate gradients (through ``kvstore``, or summed locally) and run ``updater`` on every device.
 
     The updater's index of parameter ``i`` on device ``k`` is ``i * num_device + k``, as in
@@ -147,6 +147,10 @@ def _update_params(param_arrays: list, grad_arrays: list, updater: Any, num_devi
     parameters in one call, as MXNet 1.x passes them: it updates up to
     ``optimizer.aggregate_num`` weights per engine operation instead of one operation per
     weight (a ResNet-50 has 161 of them).
+
+    The parameters at positions ``row_sparse`` (variables declared ``stype='row_sparse'``)
+    reach the updater with row_sparse gradients (the rows with a nonzero gradient), which
+    the optimizers update lazily as MXNet's do.
     """
     aggregate = bool(getattr(updater, "aggregate_updates", False))
     per_device: list[list[tuple[int, Any, Any]]] = [[] for _ in range(num_device)]
@@ -160,6 +164,8 @@ def _update_params(param_arrays: list, grad_arrays: list, updater: Any, num_devi
         elif num_device > 1:
             _sum_over_devices(grad_list)
         for k, (weight, grad) in enumerate(zip(arg_list, grad_list)):
+            if index in row_sparse:
+                grad = grad.tostype("row_sparse")
             if aggregate:
                 per_device[k].append((index * num_device + k, grad, weight))
             else:

@@ -163,9 +163,12 @@ class OptimizingMixin:
             _update_params_on_kvstore(self._exec_group.param_arrays, self._exec_group.grad_arrays, self._kvstore,
                                       self._exec_group.param_names)
         else:
+            from mxkit.train.module.step_program import row_sparse_parameters
+
             _update_params(self._exec_group.param_arrays, self._exec_group.grad_arrays, updater=self._updater,
                            num_device=len(self._context), kvstore=self._kvstore,
-                           param_names=self._exec_group.param_names)
+                           param_names=self._exec_group.param_names,
+                           row_sparse=row_sparse_parameters(self.symbol, self._exec_group.param_names))
 
 
 def _copy_state(state: Any) -> Any:

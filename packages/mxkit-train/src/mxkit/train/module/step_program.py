@@ -55,7 +55,17 @@ def step_program_blocker(module: Any, monitor: Any = None, sparse_row_id_fn: Any
     group = module._exec_group
     if group is None or len(group.execs) != 1:
         return "the module has no single executor"
+    if row_sparse_parameters(module.symbol, group.param_names):
+        return "row_sparse parameters get row_sparse gradients and lazy updates"
     return None
+
+
+def row_sparse_parameters(symbol: Any, param_names: Any) -> set[int]:
+    """The positions among ``param_names`` of the variables declared ``stype='row_sparse'``
+    (their gradients are row_sparse, as MXNet's executor infers for them)."""
+    attrs = symbol.attr_dict()
+    return {index for index, name in enumerate(param_names)
+            if attrs.get(name, {}).get("__storage_type__") == "1"}
 
 
 class StepProgram:
