@@ -295,6 +295,8 @@ def csr_matrix(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any = None)
         result = arg1.copyto(ctx) if ctx is not None else arg1.copy()
         return result if dtype is None else result.astype(dtype)
     if isinstance(arg1, tuple) and len(arg1) == 2 and all(isinstance(d, numbers.Integral) for d in arg1):
+        if shape is not None and shape != (int(arg1[0]), int(arg1[1])):
+            raise SparseStorageError(f"csr_matrix: the shape {tuple(int(d) for d in arg1)} and shape={shape} differ")
         return empty_csr((int(arg1[0]), int(arg1[1])), ctx=ctx, dtype=_default_dtype(None, dtype))
     if isinstance(arg1, tuple) and len(arg1) == 3:
         data, indices, indptr = arg1

@@ -330,8 +330,13 @@ class NDArray:
             if other.shape != self.shape:
                 raise ShapeError(f"copyto: source shape {self.shape} differs from target shape {other.shape}")
             target = other
+        elif getattr(other, "stype", None) in ("row_sparse", "csr"):
+            if tuple(other.shape) != self.shape:
+                raise ShapeError(f"copyto: source shape {self.shape} differs from target shape {other.shape}")
+            other[:] = self  # a sparse target keeps its storage: the nonzero part of these values
+            return other
         else:
-            raise MXKitError(f"copyto takes an NDArray or a Context, got {type(other).__name__}")
+            raise MXKitError(f"copyto takes an NDArray, a sparse array or a Context, got {type(other).__name__}")
         from mxkit.ndarray.transfer import copy_into
 
         copy_into(target, self)

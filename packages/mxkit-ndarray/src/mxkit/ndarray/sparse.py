@@ -178,6 +178,12 @@ def row_sparse_array(arg1: Any, shape: Any = None, ctx: Any = None, dtype: Any =
     if isinstance(arg1, RowSparseNDArray):
         result = arg1.copyto(ctx) if ctx is not None else arg1.copy()
         return result if dtype is None else RowSparseNDArray(result.data.astype(dtype), result.indices, result.shape)
+    if isinstance(arg1, tuple) and len(arg1) == 2 and all(isinstance(d, numbers.Integral) for d in arg1):
+        # (rows, cols): an all-zero array of that shape
+        if shape is not None and tuple(int(d) for d in shape) != tuple(int(d) for d in arg1):
+            raise SparseStorageError(f"row_sparse_array: the shape {tuple(int(d) for d in arg1)} and shape={shape} "
+                                     f"differ")
+        return zeros("row_sparse", tuple(int(d) for d in arg1), ctx=ctx, dtype=dtype)
     if isinstance(arg1, tuple) and len(arg1) == 2:
         data, indices = arg1
         host_data = data.asnumpy() if isinstance(data, NDArray) else np.asarray(data)
@@ -244,6 +250,19 @@ def retain(data: RowSparseNDArray, indices: Any) -> RowSparseNDArray:
     if not isinstance(data, RowSparseNDArray):
         raise SparseStorageError(f"retain needs a row_sparse array, got {type(data).__name__}")
     return data.retain(indices)
+
+
+def __getattr__(name: str) -> Any:
+    # MXNet's mx.nd.sparse also has every operator (mx.nd.sparse.FullyConnected...): the
+    # registry's, which take sparse inputs through the storage rules or the dense fallback
+    if name.startswith("__"):
+        raise AttributeError(name)
+    from mxkit.ndarray import _internal
+
+    try:
+        return getattr(_internal, name)
+    except AttributeError:
+        raise AttributeError(f"module 'mxkit.ndarray.sparse' has no attribute {name!r}") from None
 
 
 # mx.nd.sparse also holds the csr arrays and the sparse operators

@@ -210,6 +210,47 @@ class BaseSparseNDArray:
 
         return multiply(self, -1.0)
 
+    # comparisons, powers and remainders: the dense operator; with a number, the storage is
+    # kept where the operation maps the unstored zeros to 0 (MXNet's rule for scalar operators)
+    def _dense_binary(self, other: Any, operation: Any) -> Any:
+        dense_other = other.tostype("default") if isinstance(other, BaseSparseNDArray) else other
+        result = operation(self.tostype("default"), dense_other)
+        if is_number(other):
+            with np.errstate(all="ignore"):
+                zero_maps_to_zero = not bool(operation(np.zeros((), dtype=self.dtype), other))
+            if zero_maps_to_zero:
+                return result.tostype(self.stype)
+        return result
+
+    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+        return self._dense_binary(other, lambda a, b: a == b)
+
+    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
+        return self._dense_binary(other, lambda a, b: a != b)
+
+    def __gt__(self, other: Any) -> Any:
+        return self._dense_binary(other, lambda a, b: a > b)
+
+    def __ge__(self, other: Any) -> Any:
+        return self._dense_binary(other, lambda a, b: a >= b)
+
+    def __lt__(self, other: Any) -> Any:
+        return self._dense_binary(other, lambda a, b: a < b)
+
+    def __le__(self, other: Any) -> Any:
+        return self._dense_binary(other, lambda a, b: a <= b)
+
+    def __pow__(self, other: Any) -> Any:
+        return self._dense_binary(other, lambda a, b: a ** b)
+
+    def __rpow__(self, other: Any) -> Any:
+        return self._dense_binary(other, lambda a, b: b ** a)
+
+    def __mod__(self, other: Any) -> Any:
+        return self._dense_binary(other, lambda a, b: a % b)
+
+    __hash__ = object.__hash__  # identity, as NDArray's
+
     def _inplace(self, result: Any, what: str) -> Any:
         if getattr(result, "stype", "default") != self.stype:
             raise SparseStorageError(f"{what} in place would turn this {self.stype} array into "

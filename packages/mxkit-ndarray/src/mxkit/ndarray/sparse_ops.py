@@ -524,7 +524,17 @@ _HANDLERS: dict[str, Any] = {
     "add_n": lambda *arrays, **_: add_n(*arrays),
     "ElementWiseSum": lambda *arrays, **_: add_n(*arrays),
     "clip": lambda data, a_min, a_max: clip(data, a_min, a_max),
+    "take": lambda a, indices, **p: take(a, indices, **p),
 }
+
+
+def take(a: Any, indices: Any, axis: int = 0, mode: str = "clip") -> Any:
+    """Rows ``indices`` of ``a``: a csr array stays csr along axis 0 (MXNet's ``take``), other
+    inputs give the dense ``take``."""
+    result = _nd("take", _dense(a), _dense(indices), axis=axis, mode=mode)
+    if isinstance(a, CSRNDArray) and axis == 0 and not _tracking(a, indices):
+        return cast_storage(result, "csr")
+    return result
 
 
 def apply_operator(op_name: str, inputs: list[Any], params: dict[str, Any], out: Any = None) -> Any:

@@ -49,6 +49,7 @@ from mxkit.mx.testing.arrays import (
     rand_shape_2d,
     rand_shape_3d,
     rand_shape_nd,
+    rand_sparse_ndarray,
     random_arrays,
     random_uniform_arrays,
     set_default_context,

@@ -110,5 +110,48 @@ def rand_ndarray(shape: tuple[int, ...], stype: str = "default", density: float 
                  dtype=dtype if dtype is not None else default_dtype())
 
 
-__all__ = ["default_context", "rand_ndarray", "rand_shape_2d", "rand_shape_3d", "rand_shape_nd", "random_arrays",
-           "random_uniform_arrays", "set_default_context"]
+def rand_sparse_ndarray(shape: tuple[int, ...], stype: str, density: float | None = None, dtype: Any = None,
+                        distribution: Any = None, data_init: Any = None, rsp_indices: Any = None,
+                        modifier_func: Any = None, shuffle_csr_indices: bool = False, ctx: Any = None) -> Any:
+    """A random sparse array and its parts, as MXNet's: ``(array, (values, row ids))`` for
+    ``"row_sparse"`` (each row stored with probability ``density``, or the rows
+    ``rsp_indices``), ``(array, (indptr, indices, values))`` for ``"csr"`` (each element
+    stored with probability ``density``; only the ``"uniform"`` distribution). Values are
+    uniform in [0, 1), or ``data_init``, passed through ``modifier_func`` when given.
+    """
+    from mxkit.ndarray.sparse import csr_matrix, row_sparse_array
+
+    density = np.random.rand() if density is None else density
+    if not 0 <= density <= 1:
+        raise MXKitError(f"rand_sparse_ndarray: density must be in [0, 1], got {density!r}")
+    if distribution not in (None, "uniform"):
+        raise MXKitError(f"rand_sparse_ndarray: distribution {distribution!r} is not provided; use 'uniform'")
+    dtype = default_dtype() if dtype is None else dtype
+    ctx = ctx if ctx is not None else default_context()
+
+    def values(count: Any) -> np.ndarray:
+        drawn = np.random.rand(*count).astype(dtype)
+        if data_init is not None:
+            drawn.fill(data_init)
+        if modifier_func is not None:
+            drawn = np.vectorize(modifier_func)(drawn).astype(dtype)
+        return drawn
+
+    if stype == "row_sparse":
+        rows = np.asarray(rsp_indices if rsp_indices is not None
+                          else np.argwhere(np.random.rand(shape[0]) < density).flatten(), dtype=np.int64)
+        stored = values((rows.size, *shape[1:]))
+        return row_sparse_array((stored, rows), shape=tuple(shape), ctx=ctx, dtype=dtype), (stored, rows)
+    if stype == "csr":
+        if len(shape) != 2:
+            raise MXKitError(f"rand_sparse_ndarray: csr arrays are 2-D, got shape {tuple(shape)}")
+        mask = np.random.rand(*shape) < density
+        dense = np.zeros(shape, dtype=dtype)
+        dense[mask] = values((int(mask.sum()),))
+        arr = csr_matrix(dense, ctx=ctx, dtype=dtype)
+        return arr, (arr.indptr.asnumpy(), arr.indices.asnumpy(), arr.data.asnumpy())
+    raise MXKitError(f"rand_sparse_ndarray: stype must be 'row_sparse' or 'csr', got {stype!r}")
+
+
+__all__ = ["default_context", "rand_ndarray", "rand_sparse_ndarray", "rand_shape_2d", "rand_shape_3d",
+           "rand_shape_nd", "random_arrays", "random_uniform_arrays", "set_default_context"]
