@@ -60,6 +60,24 @@ def batch_converter(ctx: Any = None) -> Any:
     return convert
 
 
+def csr_batch_converter(ctx: Any = None) -> Any:
+    """Like :func:`batch_converter`, for 2-D batches that are mostly zeros (LibSVM features):
+    NDArray batches are csr arrays (MXNet's ``CSRNDArray``); numpy batches stay dense."""
+    dense = batch_converter(ctx)
+    if dense is _identity:
+        return _identity
+    from mxkit import ndarray  # (the optional door above: NDArray batches were chosen, so it is installed)
+
+    csr_matrix = getattr(getattr(ndarray, "sparse", None), "csr_matrix", None)
+    if csr_matrix is None:  # an mxkit-ndarray without csr arrays: dense batches
+        return dense
+
+    def convert(array: np.ndarray) -> Any:
+        return csr_matrix(array, ctx=ctx, dtype=array.dtype)
+
+    return convert
+
+
 def _identity(array: np.ndarray) -> np.ndarray:
     return array
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 from mxkit.core.errors import DTypeError, FormatError, ShapeError
-from mxkit.io._batch_arrays import batch_converter
+from mxkit.io._batch_arrays import batch_converter, csr_batch_converter
 from mxkit.io._batching import RoundBatchSchedule
 from mxkit.io._current_batch import CurrentBatchAccessors
 from mxkit.io._streams import open_text
@@ -93,6 +93,7 @@ class _TextBatchIter(CurrentBatchAccessors, DataIter):
         self._schedule = RoundBatchSchedule(data.shape[0], batch_size, round_batch)
         self._previous: tuple[np.ndarray, np.ndarray] | None = None
         self._convert = batch_converter()
+        self._convert_data = self._convert
 
     def __len__(self) -> int:
         """Batches in the first epoch (the last one padded)."""
@@ -125,7 +126,7 @@ class _TextBatchIter(CurrentBatchAccessors, DataIter):
             data = np.concatenate([data, self._tail(0, len(indices), data)])
             label = np.concatenate([label, self._tail(1, len(indices), label)])
         self._previous = (data, label)
-        return self._remember(DataBatch([self._convert(data)], [self._convert(label)], pad=pad, index=indices))
+        return self._remember(DataBatch([self._convert_data(data)], [self._convert(label)], pad=pad, index=indices))
 
     def _tail(self, which: int, filled: int, current: np.ndarray) -> np.ndarray:
         if self._previous is None:
@@ -213,7 +214,8 @@ def _read_libsvm(path: str, width: int, what: str, with_label: bool) -> tuple[np
 
 
 class LibSVMIter(_TextBatchIter):
-    """Batches from LibSVM text files, as dense arrays (MXNet's ``mx.io.LibSVMIter``).
+    """Batches from LibSVM text files (MXNet's ``mx.io.LibSVMIter``): the data as csr arrays
+    (``CSRNDArray``) when batches are NDArrays, dense numpy arrays otherwise; the labels dense.
 
     Lines read ``label index:value index:value ...`` with 0-based feature indices.
 
@@ -252,3 +254,4 @@ class LibSVMIter(_TextBatchIter):
             if label_shape == (1,):
                 label = label.reshape(-1)
         super().__init__(data, label, batch_size, round_batch, data_name, label_name)
+        self._convert_data = csr_batch_converter()

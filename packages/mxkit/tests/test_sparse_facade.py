@@ -1,0 +1,59 @@
+"""Sparse storage through the facade as MXNet 1.x code reaches it: LibSVMIter's csr batches,
+mx.sym variables with a storage type, the test helpers' sparse arrays, comparisons."""
+
+import numpy as np
+import pytest
+from mxkit import mx
+from mxkit.core import config
+
+
+def test_libsvm_iter_gives_csr_batches(tmp_path):
+    path = tmp_path / "d.libsvm"
+    path.write_text("1 0:1.5 3:2\n0 2:-1\n1 1:4 3:1\n")
+    expected = np.array([[1.5, 0, 0, 2], [0, 0, -1, 0], [0, 4, 0, 1]], dtype=np.float32)
+    with config.override(io_batch_type="ndarray"):
+        batches = list(mx.io.LibSVMIter(data_libsvm=str(path), data_shape=(4,), batch_size=2))
+    assert [b.data[0].stype for b in batches] == ["csr", "csr"]
+    got = np.concatenate([b.data[0].asnumpy() for b in batches])[:3]
+    np.testing.assert_array_equal(got, expected)
+    assert batches[1].pad == 1
+    np.testing.assert_array_equal(batches[0].data[0].indptr.asnumpy(), [0, 2, 3])
+
+
+def test_symbol_variables_take_a_storage_type():
+    data = mx.sym.Variable("data", stype="csr")
+    weight = mx.sym.var("w", stype="row_sparse", shape=(4, 2))
+    assert data.attr("__storage_type__") == "2" and weight.attr("__storage_type__") == "1"
+    out = mx.sym.sparse.dot(data, weight)
+    executor = out.simple_bind(mx.cpu(), data=(3, 4))
+    executor.arg_dict["data"][:] = mx.nd.sparse.csr_matrix(np.eye(3, 4, dtype=np.float32))
+    executor.arg_dict["w"][:] = np.arange(8, dtype=np.float32).reshape(4, 2)
+    np.testing.assert_array_equal(executor.forward()[0].asnumpy(), np.eye(3, 4) @ np.arange(8).reshape(4, 2))
+    with pytest.raises(mx.base.MXNetError, match="unknown storage type 'dense'"):
+        mx.sym.Variable("x", stype="dense")
+
+
+def test_test_utils_make_sparse_arrays():
+    array, (indptr, indices, values) = mx.test_utils.rand_sparse_ndarray((5, 7), "csr", density=0.5)
+    assert array.stype == "csr"
+    np.testing.assert_array_equal(array.indptr.asnumpy(), indptr)
+    np.testing.assert_array_equal(array.indices.asnumpy(), indices)
+    np.testing.assert_array_equal(array.data.asnumpy(), values)
+    rsp, (stored, rows) = mx.test_utils.rand_sparse_ndarray((5, 3), "row_sparse", rsp_indices=[1, 3])
+    assert rsp.indices.asnumpy().tolist() == rows.tolist() == [1, 3] and stored.shape == (2, 3)
+    assert mx.test_utils.rand_ndarray((4, 4), "csr", density=0.3).stype == "csr"
+
+
+def test_comparisons_keep_storage_only_where_zero_maps_to_zero():
+    ones = mx.nd.ones((2, 3)).tostype("csr")
+    assert (ones == 0).stype == "default" and (ones == 1).stype == "csr" and (ones != 0).stype == "csr"
+    np.testing.assert_array_equal((ones > 0.5).asnumpy(), np.ones((2, 3)))
+    assert (ones > 0.5).stype == "csr"
+    np.testing.assert_array_equal((ones == mx.nd.zeros((2, 3))).asnumpy(), np.zeros((2, 3)))
+    np.testing.assert_array_equal((ones ** 2).asnumpy(), np.ones((2, 3)))
+    target = mx.nd.zeros((2, 3), stype="row_sparse")
+    mx.nd.ones((2, 3)).copyto(target)
+    assert target.stype == "row_sparse" and target.indices.asnumpy().tolist() == [0, 1]
+    taken = mx.nd.take(mx.nd.array(np.eye(3)).tostype("csr"), mx.nd.array([2, 0]))
+    assert taken.stype == "csr"
+    np.testing.assert_array_equal(taken.asnumpy(), np.eye(3)[[2, 0]])
