@@ -126,8 +126,9 @@ def test_bad_attributes_and_variables_are_rejected_clearly():
         sym.Variable("v", color="red")
     with pytest.raises(SymbolError, match="non-empty string name"):
         sym.Variable("")
-    with pytest.raises(SymbolError, match="storage type 'csr'"):
-        sym.Variable("v", stype="csr")
+    with pytest.raises(SymbolError, match="unknown storage type 'csc'"):
+        sym.Variable("v", stype="csc")
+    assert sym.Variable("v", stype="csr").attr("__storage_type__") == "2"
 
 
 def test_operator_creation_errors_name_the_problem():
