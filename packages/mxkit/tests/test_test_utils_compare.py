@@ -145,8 +145,13 @@ def test_random_arrays_and_rand_ndarray():
     arr = tu.rand_ndarray((3, 2), ctx=mx.cpu(1), dtype="float64")
     assert arr.shape == (3, 2) and arr.context == mx.cpu(1) and arr.dtype == np.float64
     assert tu.rand_ndarray((2,)).context == tu.default_context()
-    with pytest.raises(MXKitError, match="stype='csr' is not supported"):
-        tu.rand_ndarray((2, 2), stype="csr")
+    with pytest.raises(MXKitError, match="'coo' is not a storage type"):
+        tu.rand_ndarray((2, 2), stype="coo")
+    # csr: each element stored with probability density, values uniform in [0, 1)
+    csr = tu.rand_ndarray((20, 30), stype="csr", density=0.2)
+    assert csr.stype == "csr" and 0 < csr.data.shape[0] < 20 * 30 and (csr.data.asnumpy() >= 0).all()
+    with pytest.raises(MXKitError, match="2-D"):
+        tu.rand_ndarray((2, 2, 2), stype="csr")
     # row_sparse: each row stored with probability density, values uniform in [0, 1)
     rows = tu.rand_ndarray((400, 3), stype="row_sparse", density=0.25, ctx=mx.cpu(1))
     assert rows.stype == "row_sparse" and rows.context == mx.cpu(1) and rows.shape == (400, 3)

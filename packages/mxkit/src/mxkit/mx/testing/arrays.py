@@ -99,7 +99,7 @@ def rand_ndarray(shape: tuple[int, ...], stype: str = "default", density: float 
         return row_sparse_array((stored, rows), shape=tuple(shape), ctx=ctx if ctx is not None else default_context(),
                                 dtype=dtype if dtype is not None else default_dtype())
     if stype != "default":
-        raise MXKitError(f"rand_ndarray: stype={stype!r} is not a storage type; MXNet's are 'default', "
+        raise MXKitError(f"rand_ndarray: {stype!r} is not a storage type; MXNet's are 'default', "
                          f"'row_sparse' and 'csr'")
     from mxkit.ndarray import array
 
