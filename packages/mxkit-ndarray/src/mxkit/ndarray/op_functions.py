@@ -22,6 +22,8 @@ _SPECIAL_KWARGS = ("out", "name", "ctx")
 
 
 _NDArray: Any = None
+#: operators whose imperative result is sparse even for dense inputs (their graph forms are dense)
+_STORAGE_OPERATORS = frozenset({"cast_storage", "_sparse_retain"})
 #: what counts as an array input: NDArray and the sparse arrays (set with _NDArray)
 _ARRAY_TYPES: Any = (BaseSparseNDArray,)
 _same_shape_elementwise: Any = None  # mxkit.ndarray.ndarray's, imported with NDArray (no import cycle)
@@ -99,7 +101,8 @@ def call(op_name: str, args: tuple, kwargs: dict[str, Any]) -> Any:
                              f"inputs and then at most {len(param_names)}: {', '.join(param_names)}")
         for name, value in zip(param_names, rest):
             kwargs[name] = value
-    if any(isinstance(value, BaseSparseNDArray) for value in inputs) or isinstance(out, BaseSparseNDArray):
+    if any(isinstance(value, BaseSparseNDArray) for value in inputs) or isinstance(out, BaseSparseNDArray) \
+            or op.name in _STORAGE_OPERATORS:
         from mxkit.ndarray.sparse_ops import apply_operator
 
         # sparse inputs: the operator's sparse form, or the dense operator on the dense values

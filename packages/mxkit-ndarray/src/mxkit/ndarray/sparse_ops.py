@@ -520,12 +520,20 @@ _HANDLERS: dict[str, Any] = {
     "_square_sum": lambda data, **p: square_sum(data, **p),
     "zeros_like": lambda data: zeros_like(data),
     "slice": lambda data, **p: slice(data, **p),
-    "_sparse_retain": lambda data, indices: data.retain(indices),
+    "_sparse_retain": lambda data, indices: _retain(data, indices),
     "add_n": lambda *arrays, **_: add_n(*arrays),
     "ElementWiseSum": lambda *arrays, **_: add_n(*arrays),
     "clip": lambda data, a_min, a_max: clip(data, a_min, a_max),
     "take": lambda a, indices, **p: take(a, indices, **p),
 }
+
+
+def _retain(data: Any, indices: Any) -> Any:
+    from mxkit.ndarray.sparse import RowSparseNDArray
+
+    if isinstance(data, RowSparseNDArray):
+        return data.retain(indices)
+    return cast_storage(_nd("_sparse_retain", _dense(data), _dense(indices)), "row_sparse")
 
 
 def take(a: Any, indices: Any, axis: int = 0, mode: str = "clip") -> Any:

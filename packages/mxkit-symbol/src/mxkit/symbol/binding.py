@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 from mxkit.core.errors import ShapeError
+from mxkit.ndarray.sparse_base import BaseSparseNDArray
 from mxkit.symbol.exec_graph import build_exec_graph, normalize_grad_req
 from mxkit.symbol.executor import Executor, ExecutorError, _nd, _new_array
 from mxkit.symbol.infer import key
@@ -59,6 +60,8 @@ def bind(symbol: Any, ctx: Any, args: Any, args_grad: Any = None, grad_req: Any 
     arguments = symbol.list_arguments()
     arg_list = _as_list(args, arguments, "args", required=True)
     _, NDArray = _nd()
+    # a graph computes on dense values: a sparse argument is bound as its dense copy
+    arg_list = [a.tostype("default") if isinstance(a, BaseSparseNDArray) else a for a in arg_list]
     for name, array in zip(arguments, arg_list):
         if not isinstance(array, NDArray):
             raise ExecutorError(f"bind: argument {name!r} is {type(array).__name__}, expected an NDArray")

@@ -16,7 +16,8 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(name)
     from mxkit.symbol.op import operator_function
 
-    function = operator_function(name)
+    # MXNet files _sparse_retain as sparse.retain (its sparse namespace drops the prefix)
+    function = operator_function(name) or operator_function(f"_sparse_{name}")
     if function is None:
         raise AttributeError(f"module 'mxkit.symbol.sparse' has no attribute {name!r} (no operator of that "
                              f"name is registered)")

@@ -44,6 +44,10 @@ except ImportError:  # scipy is optional: only the chi-square checks need it
     ss = None
 
 from mxkit.mx.testing.arrays import (
+    assign_each,
+    assign_each2,
+    create_sparse_array,
+    create_sparse_array_zd,
     default_context,
     rand_ndarray,
     rand_shape_2d,

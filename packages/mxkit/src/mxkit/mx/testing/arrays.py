@@ -153,5 +153,52 @@ def rand_sparse_ndarray(shape: tuple[int, ...], stype: str, density: float | Non
     raise MXKitError(f"rand_sparse_ndarray: stype must be 'row_sparse' or 'csr', got {stype!r}")
 
 
-__all__ = ["default_context", "rand_ndarray", "rand_sparse_ndarray", "rand_shape_2d", "rand_shape_3d",
-           "rand_shape_nd", "random_arrays", "random_uniform_arrays", "set_default_context"]
+def create_sparse_array(shape: tuple[int, ...], stype: str, data_init: Any = None, rsp_indices: Any = None,
+                        dtype: Any = None, modifier_func: Any = None, density: float = 0.5,
+                        shuffle_csr_indices: bool = False) -> Any:
+    """A random sparse array (:func:`rand_sparse_ndarray` without its parts), as MXNet's;
+    ``rsp_indices`` are sorted first."""
+    if stype not in ("row_sparse", "csr"):
+        raise MXKitError(f"create_sparse_array: stype must be 'row_sparse' or 'csr', got {stype!r}")
+    indices = np.sort(np.asarray(rsp_indices)) if stype == "row_sparse" and rsp_indices is not None else None
+    array, _ = rand_sparse_ndarray(shape, stype, density=density, data_init=data_init, rsp_indices=indices,
+                                   dtype=dtype, modifier_func=modifier_func, shuffle_csr_indices=shuffle_csr_indices)
+    return array
+
+
+def create_sparse_array_zd(shape: tuple[int, ...], stype: str, density: float, data_init: Any = None,
+                           rsp_indices: Any = None, dtype: Any = None, modifier_func: Any = None,
+                           shuffle_csr_indices: bool = False) -> Any:
+    """:func:`create_sparse_array` where a row_sparse array stores exactly ``rsp_indices``
+    (density 0 for the others), as MXNet's."""
+    if stype == "row_sparse":
+        density = 0.0
+        if rsp_indices is not None and len(rsp_indices) > shape[0]:
+            raise MXKitError(f"create_sparse_array_zd: {len(rsp_indices)} row ids for {shape[0]} rows")
+    return create_sparse_array(shape, stype, data_init=data_init, rsp_indices=rsp_indices, dtype=dtype,
+                               modifier_func=modifier_func, density=density,
+                               shuffle_csr_indices=shuffle_csr_indices)
+
+
+def assign_each(the_input: Any, function: Any) -> np.ndarray:
+    """``function`` applied to every element of ``the_input`` (a copy when None), as MXNet's."""
+    values = np.asarray(the_input)
+    if function is None:
+        return np.copy(values)
+    return np.vectorize(function, otypes=[np.float64])(values).reshape(values.shape) if values.size \
+        else np.zeros(values.shape)
+
+
+def assign_each2(input1: Any, input2: Any, function: Any) -> np.ndarray:
+    """``function(a, b)`` for every pair of elements of two same-shaped inputs, as MXNet's."""
+    first, second = np.asarray(input1), np.asarray(input2)
+    if first.shape != second.shape:
+        raise MXKitError(f"assign_each2: the inputs have shapes {first.shape} and {second.shape}; they must match")
+    if function is None:
+        return np.copy(first)
+    return np.vectorize(function, otypes=[np.float64])(first, second) if first.size else np.zeros(first.shape)
+
+
+__all__ = ["assign_each", "assign_each2", "create_sparse_array", "create_sparse_array_zd", "default_context",
+           "rand_ndarray", "rand_sparse_ndarray", "rand_shape_2d", "rand_shape_3d", "rand_shape_nd", "random_arrays",
+           "random_uniform_arrays", "set_default_context"]
