@@ -57,3 +57,16 @@ def test_comparisons_keep_storage_only_where_zero_maps_to_zero():
     taken = mx.nd.take(mx.nd.array(np.eye(3)).tostype("csr"), mx.nd.array([2, 0]))
     assert taken.stype == "csr"
     np.testing.assert_array_equal(taken.asnumpy(), np.eye(3)[[2, 0]])
+
+
+def test_symbolic_checks_take_sparse_locations_and_gradient_storage():
+    data = mx.sym.Variable("data")
+    out = mx.sym.square(data)
+    dense = np.array([[0, 2], [0, 0], [1, 0]], dtype=np.float32)
+    location = {"data": mx.nd.sparse.csr_matrix(dense)}
+    mx.test_utils.check_symbolic_forward(out, location, [dense ** 2])
+    grads = mx.test_utils.check_symbolic_backward(out, location, [np.ones_like(dense)], [2 * dense],
+                                                  grad_stypes={"data": "row_sparse"})
+    assert grads["data"].stype == "row_sparse" and grads["data"].indices.asnumpy().tolist() == [0, 2]
+    mx.test_utils.check_numeric_gradient(out, {"data": np.ones((3, 2), np.float32)},
+                                         grad_stype_dict={"data": "row_sparse"})
