@@ -211,3 +211,22 @@ def test_sparse_variables_get_gradients_of_their_storage(stype):
     np.testing.assert_allclose(x.grad.asnumpy(), 2 * A)
     detached = x.detach()
     assert detached.stype == stype and detached.grad is None
+
+
+def test_forward_stype_crop_quadratic_and_retain_forms():
+    csr = sparse(A, "csr")
+    assert nd.dot(nd.array(B.T), csr, forward_stype="default").stype == "default"
+    assert nd.dot(nd.array(B), nd.array(A.T), forward_stype="csr").stype == "csr"
+    cropped = nd.crop(csr, begin=1, end=3)
+    assert cropped.stype == "csr"
+    np.testing.assert_array_equal(cropped.asnumpy(), A[1:3])
+    kept = nd.contrib.quadratic(csr, a=1.0, b=2.0, c=0.0)
+    assert kept.stype == "csr"
+    np.testing.assert_allclose(kept.asnumpy(), A ** 2 + 2 * A)
+    shifted = nd.contrib.quadratic(csr, a=1.0, b=2.0, c=1.0)
+    assert shifted.stype == "default"
+    np.testing.assert_allclose(shifted.asnumpy(), A ** 2 + 2 * A + 1)
+    retained = nd._internal._sparse_retain(nd.array(A), nd.array([0, 3]))
+    assert retained.stype == "row_sparse"
+    np.testing.assert_array_equal(retained.asnumpy(), A * np.array([[1], [0], [0], [1]]))
+    assert nd.cast_storage(nd.array(A), stype="csr").stype == "csr"

@@ -102,7 +102,7 @@ def call(op_name: str, args: tuple, kwargs: dict[str, Any]) -> Any:
         for name, value in zip(param_names, rest):
             kwargs[name] = value
     if any(isinstance(value, BaseSparseNDArray) for value in inputs) or isinstance(out, BaseSparseNDArray) \
-            or op.name in _STORAGE_OPERATORS:
+            or op.name in _STORAGE_OPERATORS or (kwargs and "forward_stype" in kwargs):
         from mxkit.ndarray.sparse_ops import apply_operator
 
         # sparse inputs: the operator's sparse form, or the dense operator on the dense values

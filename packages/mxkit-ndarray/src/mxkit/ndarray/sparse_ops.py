@@ -380,6 +380,8 @@ def square_sum(data: Any, axis: Any = None, keepdims: bool = False, out: Any = N
 def slice(data: Any, begin: Any, end: Any, step: Any = (), out: Any = None) -> Any:
     """``data[begin:end]`` per axis (MXNet's ``slice``). A csr array stays csr: by rows with
     no copy of the structure, by rows and columns through the selected positions."""
+    begin = begin if isinstance(begin, (tuple, list)) else (begin,)
+    end = end if isinstance(end, (tuple, list)) else (end,)
     if not isinstance(data, CSRNDArray):
         return _write_out(_nd("slice", _dense(data), begin=begin, end=end, step=step), out)
     if step not in ((), None) and any(s not in (None, 1) for s in step):
@@ -401,6 +403,14 @@ def slice(data: Any, begin: Any, end: Any, step: Any = (), out: Any = None) -> A
     result = from_host_parts(values[keep], indices[keep] - col_lo, new_indptr, (rows.shape[0], col_hi - col_lo),
                              ctx=data.context)
     return _write_out(result, out)
+
+
+def quadratic(data: Any, a: float = 0.0, b: float = 0.0, c: float = 0.0) -> Any:
+    """``a * x**2 + b * x + c`` (MXNet's ``contrib.quadratic``): sparse storage is kept when
+    ``c == 0`` (0 maps to 0), dense otherwise."""
+    if isinstance(data, BaseSparseNDArray) and c == 0 and not _tracking(data):
+        return data._with_data(_nd("_contrib_quadratic", data.data, a=a, b=b, c=c))
+    return _nd("_contrib_quadratic", _dense(data), a=a, b=b, c=c)
 
 
 def where(condition: Any, x: Any, y: Any, out: Any = None) -> Any:
@@ -520,6 +530,8 @@ _HANDLERS: dict[str, Any] = {
     "_square_sum": lambda data, **p: square_sum(data, **p),
     "zeros_like": lambda data: zeros_like(data),
     "slice": lambda data, **p: slice(data, **p),
+    "crop": lambda data, **p: slice(data, **p),
+    "_contrib_quadratic": lambda data, a=0.0, b=0.0, c=0.0: quadratic(data, a, b, c),
     "_sparse_retain": lambda data, indices: _retain(data, indices),
     "add_n": lambda *arrays, **_: add_n(*arrays),
     "ElementWiseSum": lambda *arrays, **_: add_n(*arrays),

@@ -66,10 +66,13 @@ def bind(symbol: Any, ctx: Any, args: Any, args_grad: Any = None, grad_req: Any 
         if not isinstance(array, NDArray):
             raise ExecutorError(f"bind: argument {name!r} is {type(array).__name__}, expected an NDArray")
     grad_list = _as_list(args_grad, arguments, "args_grad", required=False)
+    # a sparse gradient array asks for a gradient: the executor writes a dense one (grad_dict)
+    grad_list = [g.tostype("default") if isinstance(g, BaseSparseNDArray) else g for g in grad_list]
     reqs = normalize_grad_req(grad_req, arguments)
     reqs = {n: (r if g is not None else "null") for (n, r), g in zip(reqs.items(), grad_list)}
     aux_names = symbol.list_auxiliary_states()
     aux_list = _as_list(aux_states, aux_names, "aux_states", required=True)
+    aux_list = [a.tostype("default") if isinstance(a, BaseSparseNDArray) else a for a in aux_list]
     shapes = {n: tuple(a.shape) for n, a in zip(arguments, arg_list)}
     shapes.update({n: tuple(a.shape) for n, a in zip(aux_names, aux_list)})
     dtypes = {n: np.dtype(a.storage.dtype).name for n, a in zip(arguments, arg_list)}
