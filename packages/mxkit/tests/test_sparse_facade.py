@@ -70,3 +70,14 @@ def test_symbolic_checks_take_sparse_locations_and_gradient_storage():
     assert grads["data"].stype == "row_sparse" and grads["data"].indices.asnumpy().tolist() == [0, 2]
     mx.test_utils.check_numeric_gradient(out, {"data": np.ones((3, 2), np.float32)},
                                          grad_stype_dict={"data": "row_sparse"})
+
+
+def test_graph_forms_of_retain_and_cast_storage():
+    data, rows = mx.sym.Variable("data"), mx.sym.Variable("rows")
+    net = mx.sym.sum(mx.sym.sparse.retain(mx.sym.cast_storage(data, stype="row_sparse"), rows) * 3)
+    executor = net.simple_bind(mx.cpu(), data=(4, 2), rows=(2,))
+    executor.arg_dict["data"][:] = np.arange(8, dtype=np.float32).reshape(4, 2)
+    executor.arg_dict["rows"][:] = [1, 3]
+    assert executor.forward(is_train=True)[0].asscalar() == 3 * (2 + 3 + 6 + 7)
+    executor.backward()
+    np.testing.assert_array_equal(executor.grad_dict["data"].asnumpy(), [[0, 0], [3, 3], [0, 0], [3, 3]])
