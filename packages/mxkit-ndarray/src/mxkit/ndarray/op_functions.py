@@ -101,16 +101,19 @@ def call(op_name: str, args: tuple, kwargs: dict[str, Any]) -> Any:
                              f"inputs and then at most {len(param_names)}: {', '.join(param_names)}")
         for name, value in zip(param_names, rest):
             kwargs[name] = value
-    if any(isinstance(value, BaseSparseNDArray) for value in inputs) or isinstance(out, BaseSparseNDArray) \
-            or op.name in _STORAGE_OPERATORS or (kwargs and "forward_stype" in kwargs):
+    sparse_call = out is not None and isinstance(out, BaseSparseNDArray)
+    for value in inputs:
+        if not isinstance(value, NDArray):
+            if isinstance(value, BaseSparseNDArray):
+                sparse_call = True
+                continue
+            raise MXKitError(f"operator {op.name}: inputs must be NDArrays, got {type(value).__name__} "
+                             f"({value!r}); convert it with mx.nd.array()")
+    if sparse_call or op.name in _STORAGE_OPERATORS or (kwargs and "forward_stype" in kwargs):
         from mxkit.ndarray.sparse_ops import apply_operator
 
         # sparse inputs: the operator's sparse form, or the dense operator on the dense values
-        return apply_operator(op.name, inputs, {k: v for k, v in kwargs.items()}, out=out)
-    for value in inputs:
-        if not isinstance(value, NDArray):
-            raise MXKitError(f"operator {op.name}: inputs must be NDArrays, got {type(value).__name__} "
-                             f"({value!r}); convert it with mx.nd.array()")
+        return apply_operator(op.name, inputs, dict(kwargs), out=out)
     params = _parsed_params(op, kwargs)
     expected = op.count_inputs(params) + len(op.list_aux(params))
     if len(inputs) != expected:
