@@ -7,7 +7,9 @@ from mxkit.ndarray.ops._helpers import write
 from mxkit.ndarray.params import Param, schema
 from mxkit.ndarray.registry import OpDef, define
 
-_DOT_SCHEMA = schema([Param("transpose_a", "bool", False), Param("transpose_b", "bool", False)])
+_DOT_SCHEMA = schema([Param("transpose_a", "bool", False), Param("transpose_b", "bool", False),
+                      Param("forward_stype", "str", None, optional=True,
+                            doc="Storage of the imperative result (mx.nd.dot); a graph computes dense values.")])
 
 
 def _dot_shape(params, in_shapes):
