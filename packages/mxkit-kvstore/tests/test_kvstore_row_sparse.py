@@ -25,8 +25,8 @@ def test_row_sparse_pull_gives_the_requested_rows_on_each_device(kv_type):
     outs = [nd.zeros(SHAPE, Context("cpu", i), stype="row_sparse") for i in range(2)]
     row_ids = [nd.array([[4, 1], [4, 0]]), nd.array([5])]
     kv.row_sparse_pull("w", out=outs, row_ids=row_ids)
-    for out, rows in zip(outs, ([0, 1, 4], [5])):
-        assert out.context.device_id == outs.index(out)
+    for index, (out, rows) in enumerate(zip(outs, ([0, 1, 4], [5]))):
+        assert out.context.device_id == index  # (== of arrays is elementwise, as in MXNet: no list.index)
         np.testing.assert_array_equal(out.indices.asnumpy(), rows)
         want = np.zeros(SHAPE, np.float32)
         want[rows] = value[rows]
