@@ -230,3 +230,13 @@ def test_forward_stype_crop_quadratic_and_retain_forms():
     assert retained.stype == "row_sparse"
     np.testing.assert_array_equal(retained.asnumpy(), A * np.array([[1], [0], [0], [1]]))
     assert nd.cast_storage(nd.array(A), stype="csr").stype == "csr"
+
+
+def test_numpy_interop_transpose_and_stepped_slices_fall_back_to_dense():
+    csr = sparse(A, "csr")
+    np.testing.assert_array_equal(np.asarray(csr), A)
+    assert np.all(np.asarray(sparse(A, "row_sparse")) == A)
+    np.testing.assert_array_equal(csr.T.asnumpy(), A.T)
+    stepped = nd.sparse.slice(csr, begin=(0,), end=(4,), step=(2,))
+    assert stepped.stype == "default"
+    np.testing.assert_array_equal(stepped.asnumpy(), A[0:4:2])

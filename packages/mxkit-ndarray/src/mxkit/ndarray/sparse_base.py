@@ -108,6 +108,19 @@ class BaseSparseNDArray:
 
         return cast_storage(self, stype)
 
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        # numpy functions take sparse arrays as their dense values, as they take NDArrays
+        dense = self.asnumpy()
+        return dense if dtype is None else dense.astype(dtype)
+
+    def asnumpy(self) -> np.ndarray:  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    @property
+    def T(self) -> Any:
+        """The transpose (dense: MXNet's storage fallback for transpose)."""
+        return self.tostype("default").T
+
     def wait_to_read(self) -> None:
         for part in self._parts():
             part.wait_to_read()

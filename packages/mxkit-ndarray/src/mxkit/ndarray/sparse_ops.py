@@ -385,7 +385,8 @@ def slice(data: Any, begin: Any, end: Any, step: Any = (), out: Any = None) -> A
     if not isinstance(data, CSRNDArray):
         return _write_out(_nd("slice", _dense(data), begin=begin, end=end, step=step), out)
     if step not in ((), None) and any(s not in (None, 1) for s in step):
-        raise SparseStorageError(f"slice of a csr array takes step 1, got step {step}")
+        # a step other than 1: the dense slice (MXNet's storage fallback)
+        return _write_out(_nd("slice", _dense(data), begin=begin, end=end, step=step), out)
     begin, end = tuple(begin), tuple(end)
     if len(begin) not in (1, 2) or len(end) != len(begin):
         raise ShapeError(f"slice of a 2-D csr array takes begin and end of length 1 or 2, got {begin} and {end}")
