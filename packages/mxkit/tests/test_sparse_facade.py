@@ -81,3 +81,33 @@ def test_graph_forms_of_retain_and_cast_storage():
     assert executor.forward(is_train=True)[0].asscalar() == 3 * (2 + 3 + 6 + 7)
     executor.backward()
     np.testing.assert_array_equal(executor.grad_dict["data"].asnumpy(), [[0, 0], [3, 3], [0, 0], [3, 3]])
+
+
+def test_libsvm_iter_keeps_only_stored_features(tmp_path):
+    # ten million feature columns: only the stored features are held, never a dense row
+    path = tmp_path / "wide.libsvm"
+    path.write_text("1 9999999:2 3:1\n0 5:-1\n1 0:4\n")
+    with config.override(io_batch_type="ndarray"):
+        data_iter = mx.io.LibSVMIter(data_libsvm=str(path), data_shape=(10_000_000,), batch_size=2)
+        batches = list(data_iter)
+        assert data_iter.provide_data[0].shape == (2, 10_000_000)
+    first = batches[0].data[0]
+    assert first.shape == (2, 10_000_000)
+    assert first.indices.asnumpy().tolist() == [3, 9999999, 5]  # sorted within the row
+    assert first.data.asnumpy().tolist() == [1.0, 2.0, -1.0]
+    # round_batch: the last batch is completed from the start of the data (rows 2, 0)
+    assert batches[1].pad == 1 and batches[1].data[0].indptr.asnumpy().tolist() == [0, 1, 3]
+    with config.override(io_batch_type="ndarray"):
+        unrounded = list(mx.io.LibSVMIter(data_libsvm=str(path), data_shape=(10_000_000,), batch_size=2,
+                                          round_batch=False))
+    # without it, the unfilled tail keeps the previous batch's rows (rows 2, 1), as MXNet's
+    assert unrounded[1].data[0].indptr.asnumpy().tolist() == [0, 1, 2]
+    assert unrounded[1].data[0].indices.asnumpy().tolist() == [0, 5]
+    with config.override(io_batch_type="numpy"):
+        small = tmp_path / "small.libsvm"
+        small.write_text("1 2:1 0:3\n")
+        dense = next(iter(mx.io.LibSVMIter(data_libsvm=str(small), data_shape=(3,), batch_size=1))).data[0]
+        assert isinstance(dense, np.ndarray) and dense.tolist() == [[3.0, 0.0, 1.0]]
+    path.write_text("1 3:1 3:2\n")
+    with pytest.raises(mx.base.MXNetError, match="gives feature 3 twice"):
+        mx.io.LibSVMIter(data_libsvm=str(path), data_shape=(5,), batch_size=1)

@@ -61,19 +61,20 @@ def batch_converter(ctx: Any = None) -> Any:
 
 
 def csr_batch_converter(ctx: Any = None) -> Any:
-    """Like :func:`batch_converter`, for 2-D batches that are mostly zeros (LibSVM features):
-    NDArray batches are csr arrays (MXNet's ``CSRNDArray``); numpy batches stay dense."""
+    """A function turning a batch in csr parts -- ``(values, columns, indptr, shape, todense)``
+    -- into the configured batch type: a csr array (MXNet's ``CSRNDArray``) for NDArray
+    batches, the dense numpy array (``todense()``) for numpy batches."""
     dense = batch_converter(ctx)
     if dense is _identity:
-        return _identity
+        return lambda values, columns, indptr, shape, todense: todense()
     from mxkit import ndarray  # (the optional door above: NDArray batches were chosen, so it is installed)
 
     csr_matrix = getattr(getattr(ndarray, "sparse", None), "csr_matrix", None)
     if csr_matrix is None:  # an mxkit-ndarray without csr arrays: dense batches
-        return dense
+        return lambda values, columns, indptr, shape, todense: dense(todense())
 
-    def convert(array: np.ndarray) -> Any:
-        return csr_matrix(array, ctx=ctx, dtype=array.dtype)
+    def convert(values: np.ndarray, columns: np.ndarray, indptr: np.ndarray, shape: Any, todense: Any) -> Any:
+        return csr_matrix((values, columns, indptr), shape=shape, ctx=ctx, dtype=values.dtype)
 
     return convert
 

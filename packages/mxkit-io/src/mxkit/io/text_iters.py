@@ -93,7 +93,6 @@ class _TextBatchIter(CurrentBatchAccessors, DataIter):
         self._schedule = RoundBatchSchedule(data.shape[0], batch_size, round_batch)
         self._previous: tuple[np.ndarray, np.ndarray] | None = None
         self._convert = batch_converter()
-        self._convert_data = self._convert
 
     def __len__(self) -> int:
         """Batches in the first epoch (the last one padded)."""
@@ -123,15 +122,26 @@ class _TextBatchIter(CurrentBatchAccessors, DataIter):
         label = self._label[indices]
         if len(indices) < self.batch_size:
             # MXNet leaves the previous batch's rows in the unfilled tail; so do we.
-            data = np.concatenate([data, self._tail(0, len(indices), data)])
+            data = self._join(data, self._tail(0, len(indices), data))
             label = np.concatenate([label, self._tail(1, len(indices), label)])
         self._previous = (data, label)
         return self._remember(DataBatch([self._convert_data(data)], [self._convert(label)], pad=pad, index=indices))
 
-    def _tail(self, which: int, filled: int, current: np.ndarray) -> np.ndarray:
+    def _convert_data(self, data: Any) -> Any:
+        return self._convert(data)
+
+    def _tail(self, which: int, filled: int, current: Any) -> Any:
         if self._previous is None:
+            if which == 0 and isinstance(current, SparseRows):
+                return SparseRows.empty(self.batch_size - filled, current.shape[1])
             return np.zeros((self.batch_size - filled, *current.shape[1:]), dtype=current.dtype)
         return self._previous[which][filled:]
+
+    @staticmethod
+    def _join(first: Any, second: Any) -> Any:
+        if isinstance(first, SparseRows):
+            return first.concat(second)
+        return np.concatenate([first, second])
 
 
 class CSVIter(_TextBatchIter):
@@ -175,15 +185,56 @@ class CSVIter(_TextBatchIter):
         super().__init__(data.astype(out_dtype), label, batch_size, round_batch, data_name, label_name)
 
 
-def _read_libsvm(path: str, width: int, what: str, with_label: bool) -> tuple[np.ndarray, np.ndarray]:
-    rows: list[np.ndarray] = []
+class SparseRows:
+    """Rows of a LibSVM file in compressed sparse row form: ``values`` and ``columns`` (one per
+    stored feature) and ``indptr`` (row ``i`` is ``indptr[i]:indptr[i+1]``). Only the stored
+    features are held, so a file with millions of feature columns costs its own size."""
+
+    def __init__(self, values: np.ndarray, columns: np.ndarray, indptr: np.ndarray, width: int):
+        self.values, self.columns, self.indptr, self.width = values, columns, indptr, int(width)
+
+    @classmethod
+    def empty(cls, rows: int, width: int) -> SparseRows:
+        return cls(np.zeros(0, np.float32), np.zeros(0, np.int64), np.zeros(rows + 1, np.int64), width)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (len(self.indptr) - 1, self.width)
+
+    @property
+    def dtype(self) -> np.dtype[Any]:
+        return self.values.dtype
+
+    def __getitem__(self, rows: Any) -> SparseRows:
+        rows = np.arange(self.shape[0])[rows] if isinstance(rows, slice) else np.asarray(rows, dtype=np.int64)
+        starts, lengths = self.indptr[rows], np.diff(self.indptr)[rows]
+        indptr = np.zeros(len(rows) + 1, np.int64)
+        np.cumsum(lengths, out=indptr[1:])
+        positions = np.repeat(starts - indptr[:-1], lengths) + np.arange(indptr[-1])
+        return SparseRows(self.values[positions], self.columns[positions], indptr, self.width)
+
+    def concat(self, other: SparseRows) -> SparseRows:
+        return SparseRows(np.concatenate([self.values, other.values]), np.concatenate([self.columns, other.columns]),
+                          np.concatenate([self.indptr, other.indptr[1:] + self.indptr[-1]]), self.width)
+
+    def todense(self) -> np.ndarray:
+        dense = np.zeros(self.shape, dtype=self.values.dtype)
+        dense[np.repeat(np.arange(self.shape[0]), np.diff(self.indptr)), self.columns] = self.values
+        return dense
+
+
+def _read_libsvm_rows(path: str, width: int, what: str, with_label: bool) -> tuple[SparseRows, np.ndarray]:
+    """The rows (sparse) and labels of a LibSVM file; every feature index is checked against
+    ``width``, and a row's features are sorted (a repeated index is an error)."""
+    values: list[float] = []
+    columns: list[int] = []
+    indptr = [0]
     labels: list[float] = []
     with open_text(path, "r") as handle:
         for line_number, line in enumerate(handle, start=1):
             fields = line.split()
             if not fields:
                 continue
-            row = np.zeros(width, dtype=np.float32)
             if with_label:
                 try:
                     labels.append(float(fields[0]))
@@ -193,6 +244,7 @@ def _read_libsvm(path: str, width: int, what: str, with_label: bool) -> tuple[np
                         f"'label index:value ...'"
                     ) from None
                 fields = fields[1:]
+            row_columns, row_values = [], []
             for field in fields:
                 index_text, _, value_text = field.partition(":")
                 try:
@@ -206,11 +258,21 @@ def _read_libsvm(path: str, width: int, what: str, with_label: bool) -> tuple[np
                         f"{what} {path!r} line {line_number} has feature index {index}, outside the "
                         f"shape's 0..{width - 1}; raise data_shape/label_shape or fix the file"
                     )
-                row[index] = value
-            rows.append(row)
-    if not rows:
+                row_columns.append(index)
+                row_values.append(value)
+            order = np.argsort(row_columns, kind="stable")
+            sorted_columns = np.asarray(row_columns, dtype=np.int64)[order]
+            repeated = sorted_columns[1:][np.diff(sorted_columns) == 0]
+            if repeated.size:
+                raise FormatError(f"{what} {path!r} line {line_number} gives feature {int(repeated[0])} twice")
+            columns.extend(sorted_columns.tolist())
+            values.extend(np.asarray(row_values, dtype=np.float64)[order].tolist())
+            indptr.append(len(columns))
+    if len(indptr) == 1:
         raise FormatError(f"{what} {path!r} has no rows")
-    return np.stack(rows), np.asarray(labels, dtype=np.float32)
+    rows = SparseRows(np.asarray(values, dtype=np.float32), np.asarray(columns, dtype=np.int64),
+                      np.asarray(indptr, dtype=np.int64), width)
+    return rows, np.asarray(labels, dtype=np.float32)
 
 
 class LibSVMIter(_TextBatchIter):
@@ -246,12 +308,15 @@ class LibSVMIter(_TextBatchIter):
         label_shape = _shape(label_shape, "label_shape")
         if len(data_shape) != 1:
             raise ShapeError(f"LibSVMIter data_shape must be (num_features,), got {data_shape}")
-        data, label = _read_libsvm(os.fspath(data_libsvm), data_shape[0], "data_libsvm", with_label=True)
+        data, label = _read_libsvm_rows(os.fspath(data_libsvm), data_shape[0], "data_libsvm", with_label=True)
         if label_libsvm is not None and label_libsvm != "NULL":
-            label, _ = _read_libsvm(os.fspath(label_libsvm), int(np.prod(label_shape)), "label_libsvm",
-                                    with_label=False)
-            label = label.reshape(label.shape[0], *label_shape)
+            label_rows, _ = _read_libsvm_rows(os.fspath(label_libsvm), int(np.prod(label_shape)), "label_libsvm",
+                                              with_label=False)
+            label = label_rows.todense().reshape(label_rows.shape[0], *label_shape)
             if label_shape == (1,):
                 label = label.reshape(-1)
         super().__init__(data, label, batch_size, round_batch, data_name, label_name)
-        self._convert_data = csr_batch_converter()
+        self._csr = csr_batch_converter()
+
+    def _convert_data(self, rows: SparseRows) -> Any:
+        return self._csr(rows.values, rows.columns, rows.indptr, rows.shape, rows.todense)
