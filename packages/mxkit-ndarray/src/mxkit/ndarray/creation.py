@@ -99,9 +99,7 @@ def _sparse_array(source: Any, ctx: Any, dtype: Any, stype: str | None) -> Any:
     if isinstance(source, BaseSparseNDArray) or hasattr(source, "tocsr"):
         result = sparse_array(source, ctx=ctx, dtype=dtype)
     else:
-        if dtype is None and isinstance(source, np.ndarray):
-            dtype = source.dtype  # converted below, keeping MXNet's sparse default of the source's dtype
-        result = array(source, ctx=ctx, dtype=dtype)
+        result = array(source, ctx=ctx, dtype=dtype)  # mx.nd.array's dtype rule, then the storage
     return result if stype is None or result.stype == stype else result.tostype(stype)
 
 
