@@ -4,13 +4,15 @@ MXNet 1.x's ``KVStoreDist`` pushes and pulls through its engine: the call return
 the transfer reads the gradients when backward has written them, and the next forward
 waits only for the weights it reads. :func:`start` does that for ``pushpull`` of a
 training loop: the caller's thread works out the rounds and routes (the store's
-bookkeeping, under its lock) and pushes **one engine operation** that reads the value
-arrays and writes the out arrays. On an engine thread the operation sends one request
-per server carrying the pushes and the pulls (and the push that waited to ride along),
-waits for the answers and copies them into the out arrays. The caller's thread never
-waits for backward, for the network or for the servers: it goes on to the next batch,
-and the engine runs the next forward as soon as the weights are written, without a
-hand-off through the caller's thread.
+bookkeeping, under its lock) and pushes **one asynchronous engine operation** that reads
+the value arrays and writes the out arrays. On an engine thread the operation sends one
+request per server carrying the pushes and the pulls (and the push that waited to ride
+along) and returns; the store's receiver thread waits for the answers, copies them into
+the out arrays and completes the operation (MXNet's ``PushAsync`` with ps-lite's
+callback), so no engine thread is held while the servers wait for other workers. The
+caller's thread never waits for backward, for the network or for the servers: it goes on
+to the next batch, and the engine runs the next forward as soon as the weights are
+written.
 
 Order
 -----
@@ -31,6 +33,9 @@ original error itself. Later operations of the store fail with it without sendin
 
 from __future__ import annotations
 
+import queue
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -38,12 +43,23 @@ from mxkit.core.errors import EngineError, KVStoreError
 
 
 class Overlap:
-    """The engine-side requests of one :class:`~.store.DistKVStore`."""
+    """The engine-side requests of one :class:`~.store.DistKVStore` and the thread that
+    receives their answers."""
 
     def __init__(self) -> None:
         self._marker: Any = None
         self.pending = False  # an operation may still run
         self.failure: BaseException | None = None
+        self._answers: queue.SimpleQueue[Callable[[], None]] | None = None
+
+    def receive(self, finish: Callable[[], None]) -> None:
+        """Run ``finish`` (wait for a request's answers, complete its operation) on this
+        store's receiver thread, after those handed over before it."""
+        if self._answers is None:
+            self._answers = queue.SimpleQueue()
+            threading.Thread(target=_receiver, args=(self._answers,), name="mxkit-kvstore-receiver",
+                             daemon=True).start()
+        self._answers.put(finish)
 
     def marker(self) -> Any:
         """The NDArray every engine-side request writes (made on first use)."""
@@ -93,7 +109,7 @@ def start(store: Any, checked: list[tuple[Any, list[Any]]], outs: list[tuple[Any
     """Push one engine operation that pushes ``checked`` and pulls into ``outs`` (see the
     module's docstring); called under the store's lock, after :func:`eligible`."""
     from mxkit.core.context import cpu
-    from mxkit.ndarray.invoke import push_raw
+    from mxkit.ndarray.invoke import engine
 
     overlap: Overlap = store._overlap
     overlap.raise_failure()
@@ -116,10 +132,10 @@ def start(store: Any, checked: list[tuple[Any, list[Any]]], outs: list[tuple[Any
     shapes = {server: store._shapes(items) for server, items in pulls.items()}
     rank, epoch, timeout, channels = store._rank, store._epoch, store._timeout, store._channels
 
-    def run() -> None:
-        if overlap.failure is not None:
-            raise KVStoreError(f"not sent: an earlier request of this store failed ({overlap.failure})")
+    def send(on_complete: Callable[..., None]) -> None:
         try:
+            if overlap.failure is not None:
+                raise KVStoreError(f"not sent: an earlier request of this store failed ({overlap.failure})")
             data = [array.storage for array in values]  # the engine ordered this after their writers
             requests = []
             for server, items in pulls.items():
@@ -132,30 +148,51 @@ def start(store: Any, checked: list[tuple[Any, list[Any]]], outs: list[tuple[Any
                                                       shapes[server]))
             acks = [channels[server].push(rank, epoch, rounds, payloads)
                     for server, (rounds, payloads) in deferred.items()]
-            answers = [request.result() for request in requests]
-            for ack in acks:
-                ack.result()
-            found: dict[Any, np.ndarray] = {}
-            clocks: dict[Any, tuple[int, int]] = {}
-            for items, (answer_values, part_clocks) in zip(pulls.values(), answers, strict=True):
-                if len(answer_values) != len(items) or len(part_clocks) != len(items):
-                    raise KVStoreError(f"a server answered a pull of {len(items)} parts with {len(answer_values)} "
-                                       f"values and {len(part_clocks)} clocks")
-                for (shard_id, _), part_value, clock in zip(items, answer_values, part_clocks):
-                    found[shard_id] = part_value
-                    clocks[shard_id[0]] = clock
-            for entry, target in zip(entries, targets):
-                value = found[(entry.key, 0)] if entry.whole else store._assemble(entry, found)
-                np.copyto(target.storage, value.reshape(target.storage.shape), casting="unsafe")
-            store.last_pull_clocks = [(entry.key, *clocks[entry.key]) for entry in entries]
         except BaseException as exc:
             overlap.failure = exc
-            raise
+            on_complete(exc)
+            return
+        overlap.receive(lambda: _finish(store, overlap, requests, acks, pulls, entries, targets, on_complete))
 
-    marker = overlap.marker()
-    # the out arrays are overwritten whole; a value that is also an out counts as written
-    push_raw(run, values, [*targets, marker], cpu(), "kvstore.pushpull", overwrites=True)
+    # the out arrays are overwritten whole (an error one holds fails the operation: they count
+    # as read too); a value that is also an out counts as written
+    vars_read = [array.var for array in values] + [array.var for array in targets]
+    vars_written = [array.var for array in targets] + [overlap.marker().var]
+    engine().push_async(send, vars_read, vars_written, cpu(), 0, "kvstore.pushpull")
     overlap.pending = True
+
+
+def _finish(store: Any, overlap: Overlap, requests: list[Any], acks: list[Any], pulls: dict[int, list[Any]],
+            entries: list[Any], targets: list[Any], on_complete: Callable[..., None]) -> None:
+    """Wait for the answers of one engine-side pushpull, write them into its out arrays and
+    complete its operation (on the receiver thread)."""
+    try:
+        answers = [request.result() for request in requests]
+        for ack in acks:
+            ack.result()
+        found: dict[Any, np.ndarray] = {}
+        clocks: dict[Any, tuple[int, int]] = {}
+        for items, (answer_values, part_clocks) in zip(pulls.values(), answers, strict=True):
+            if len(answer_values) != len(items) or len(part_clocks) != len(items):
+                raise KVStoreError(f"a server answered a pull of {len(items)} parts with {len(answer_values)} "
+                                   f"values and {len(part_clocks)} clocks")
+            for (shard_id, _), part_value, clock in zip(items, answer_values, part_clocks):
+                found[shard_id] = part_value
+                clocks[shard_id[0]] = clock
+        for entry, target in zip(entries, targets):
+            value = found[(entry.key, 0)] if entry.whole else store._assemble(entry, found)
+            np.copyto(target.storage, value.reshape(target.storage.shape), casting="unsafe")
+        store.last_pull_clocks = [(entry.key, *clocks[entry.key]) for entry in entries]
+    except BaseException as exc:
+        overlap.failure = exc
+        on_complete(exc)
+        return
+    on_complete()
+
+
+def _receiver(answers: queue.SimpleQueue[Callable[[], None]]) -> None:
+    while True:
+        answers.get()()
 
 
 __all__ = ["Overlap", "eligible", "start"]

@@ -29,8 +29,8 @@ from mxkit.core.errors import KVStoreError, MXKitError, ShapeError
 from mxkit.kvstore import merge
 from mxkit.kvstore.base import KVStoreBase
 from mxkit.kvstore.dist import channel, overlap, recovery, remote, transfer
-from mxkit.kvstore.dist.transfer import Key, int_setting
 from mxkit.kvstore.dist.sharding import Part, ShardPlan
+from mxkit.kvstore.dist.transfer import Key, int_setting
 from mxkit.kvstore.keys import dense_only, group, key_kind
 
 #: values of at least this many bytes go to the servers through the object store
@@ -53,7 +53,7 @@ def _flush_at_exit(store_ref: Any) -> None:
             with store._lock:
                 store._overlap.drain()
                 store._flush()
-        except Exception:  # noqa: BLE001 - the cluster may be gone at exit; nothing to report to
+        except Exception:
             pass
 
 
