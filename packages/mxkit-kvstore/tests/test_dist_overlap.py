@@ -131,3 +131,26 @@ def test_a_server_error_of_an_overlapped_pushpull_is_raised_by_the_reader_and_th
         out.wait_to_read()
     with pytest.raises(KVStoreError, match=r"ghost.*before init"):
         kv.pull("known", out=nd.zeros((2,)))
+
+
+def test_module_training_through_overlapped_pushpull_is_bit_identical_to_the_blocking_path(start_job):
+    mx = pytest.importorskip("mxkit.mx", reason="Module needs the mxkit facade")
+    rng = np.random.default_rng(21)
+    data = rng.normal(size=(48, 6)).astype(np.float32)
+    label = (data[:, 0] + data[:, 1] > 0).astype(np.float32)
+    initial = {"fc1_weight": rng.normal(scale=0.5, size=(8, 6)), "fc1_bias": np.zeros(8),
+               "fc2_weight": rng.normal(scale=0.5, size=(2, 8)), "fc2_bias": np.zeros(2)}
+    hidden = mx.sym.Activation(mx.sym.FullyConnected(mx.sym.Variable("data"), num_hidden=8, name="fc1"),
+                               act_type="relu")
+    net = mx.sym.SoftmaxOutput(mx.sym.FullyConnected(hidden, num_hidden=2, name="fc2"), name="softmax")
+    trained = []
+    for overlap in (True, False):
+        kv = store(start_job(1, 1), overlap=overlap)
+        module = mx.mod.Module(net, context=mx.cpu())
+        module.fit(mx.io.NDArrayIter(data, label, batch_size=8), num_epoch=2, kvstore=kv, optimizer="sgd",
+                   optimizer_params={"learning_rate": 0.2, "momentum": 0.9},
+                   arg_params={name: mx.nd.array(value.astype(np.float32)) for name, value in initial.items()})
+        trained.append({name: value.asnumpy() for name, value in module.get_params()[0].items()})
+    for name, value in trained[0].items():
+        np.testing.assert_array_equal(value, trained[1][name], err_msg=name)
+    assert not np.array_equal(trained[0]["fc1_weight"], initial["fc1_weight"].astype(np.float32))

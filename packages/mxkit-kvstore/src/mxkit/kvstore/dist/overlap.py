@@ -192,7 +192,11 @@ def _finish(store: Any, overlap: Overlap, requests: list[Any], acks: list[Any], 
 
 def _receiver(answers: queue.SimpleQueue[Callable[[], None]]) -> None:
     while True:
-        answers.get()()
+        finish = answers.get()
+        try:
+            finish()  # completes its operation, with the error it met if any
+        except Exception:  # the thread must outlive one failed completion: later requests need it
+            pass
 
 
 __all__ = ["Overlap", "eligible", "start"]
