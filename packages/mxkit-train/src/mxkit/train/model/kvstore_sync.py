@@ -120,8 +120,13 @@ def _update_params_on_kvstore(param_arrays: list, grad_arrays: list, kvstore: An
                if grad_list[0] is not None]
     if "dist" in str(getattr(kvstore, "type", "")):
         names = [param_names[index] for index, _, _ in updated]
-        kvstore.pushpull(names, [grad_list for _, _, grad_list in updated],
-                         out=[arg_list for _, arg_list, _ in updated])
+        grads, weights = [grad_list for _, _, grad_list in updated], [arg_list for _, arg_list, _ in updated]
+        pushpull = getattr(kvstore, "pushpull", None)
+        if pushpull is not None:
+            pushpull(names, grads, out=weights)
+        else:  # a store made elsewhere with only MXNet's older push and pull
+            kvstore.push(names, grads)
+            kvstore.pull(names, out=weights)
         return
     for index, arg_list, grad_list in updated:
         name = param_names[index]
