@@ -1,4 +1,4 @@
-"""How the training loop calls its KVStore: per key locally, one batched call per step for a distributed store."""
+"""How the training loop calls its KVStore: per key locally, one batched pushpull per step for a distributed store."""
 
 from mxkit import mx
 from mxkit.train.model.kvstore_sync import _update_params_on_kvstore
@@ -41,7 +41,25 @@ def test_a_local_store_gets_one_call_per_key_with_falling_priority():
     assert weights[2][1].asnumpy().tolist() == [4.0, 4.0]
 
 
-def test_a_distributed_store_gets_one_push_and_one_pull_per_step():
+class PushPullRecordingStore(RecordingStore):
+    """A :class:`RecordingStore` with ``pushpull`` (every mxkit store has it)."""
+
+    def pushpull(self, key, value, out=None, priority=0):
+        self.push(key, value, priority)
+        self.pull(key, value if out is None else out, priority)
+        self.calls[-2:] = [("pushpull", self.calls[-1][1], priority)]
+
+
+def test_a_distributed_store_gets_one_pushpull_of_every_key_per_step():
+    store = PushPullRecordingStore("dist_sync")
+    weights, grads, names = _params()
+    _update_params_on_kvstore(weights, grads, store, names)
+    assert [(what, keys) for what, keys, _ in store.calls] == [("pushpull", ("a", "c"))]
+    assert weights[0][0].asnumpy().tolist() == [2.0, 2.0] and weights[2][1].asnumpy().tolist() == [4.0, 4.0]
+    assert weights[1][0].asnumpy().tolist() == [0.0, 0.0]
+
+
+def test_a_distributed_store_without_pushpull_gets_one_push_and_one_pull_per_step():
     store = RecordingStore("dist_sync")
     weights, grads, names = _params()
     _update_params_on_kvstore(weights, grads, store, names)

@@ -53,6 +53,10 @@ def mxkit_options() -> Iterator[OptionSpec]:
     yield OptionSpec("kvstore_async_states", "str", "per_worker",
                      "dist_async/dist_ssp servers keep the optimizer state per worker (per_worker: dist_sync's "
                      "momentum dynamics) or one per key (shared: MXNet 1.x's)", choices=("per_worker", "shared"))
+    yield OptionSpec("kvstore_overlap", "bool", True,
+                     "a dist store's pushpull of one CPU array per key runs as an engine operation: it returns "
+                     "at once and the next reader of the pulled arrays waits (MXNet's overlap of communication "
+                     "with compute); off: it returns once the arrays are pulled")
     yield OptionSpec("kvstore_timeout", "float", 300.0,
                      "seconds a dist_* round, pull or barrier waits for missing workers before failing",
                      minimum=0.001)

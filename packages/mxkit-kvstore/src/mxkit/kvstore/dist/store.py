@@ -28,9 +28,9 @@ import numpy as np
 from mxkit.core.errors import KVStoreError, MXKitError, ShapeError
 from mxkit.kvstore import merge
 from mxkit.kvstore.base import KVStoreBase
-from mxkit.kvstore.dist import channel, recovery, remote, transfer
-from mxkit.kvstore.dist.transfer import Key, int_setting
+from mxkit.kvstore.dist import channel, overlap, recovery, remote, transfer
 from mxkit.kvstore.dist.sharding import Part, ShardPlan
+from mxkit.kvstore.dist.transfer import Key, int_setting
 from mxkit.kvstore.keys import dense_only, group, key_kind
 
 #: values of at least this many bytes go to the servers through the object store
@@ -48,11 +48,12 @@ def _payload_bytes(payload: Any) -> int:
 
 def _flush_at_exit(store_ref: Any) -> None:
     store = store_ref()
-    if store is not None and store._deferred:
+    if store is not None and (store._deferred or store._overlap.pending):
         try:
             with store._lock:
+                store._overlap.drain()
                 store._flush()
-        except Exception:  # noqa: BLE001 - the cluster may be gone at exit; nothing to report to
+        except Exception:
             pass
 
 
@@ -64,11 +65,13 @@ def _ndarray_class() -> type:
 
 
 def _serialized(method: Callable[..., Any]) -> Callable[..., Any]:
-    """Run ``method`` holding the store's lock (see "Threads" in :class:`DistKVStore`)."""
+    """Run ``method`` holding the store's lock (see "Threads" in :class:`DistKVStore`), once
+    the requests running as engine operations are done (see :mod:`.overlap`)."""
 
     @functools.wraps(method)
     def locked(self: DistKVStore, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
+            self._overlap.drain()
             return method(self, *args, **kwargs)
 
     return locked
@@ -101,6 +104,9 @@ class DistKVStore(KVStoreBase):
         from mxkit.kvstore.consistency import make_model
 
         self._lock = threading.RLock()
+        self._overlap = overlap.Overlap()
+        #: whether pushpull runs as an engine operation (config kvstore_overlap; see .overlap)
+        self._overlapping = bool(config.get("kvstore_overlap"))
         self._type = kvtype
         self._rank = int_setting("rank", rank, 0)
         model_options: dict[str, Any] = {}
@@ -500,16 +506,29 @@ class DistKVStore(KVStoreBase):
             flat[part.start:part.stop] = found[(entry.key, part.index)]
         return flat.reshape(entry.shape)
 
-    @_serialized
     def pushpull(self, key: Any, value: Any, out: Any = None, priority: int = 0) -> None:
         """Push ``value`` then pull into ``out`` (into ``value`` itself when ``out`` is None).
 
         One request per server carries both (half the round trips of separate calls).
+        With one CPU array per key on each side (a training loop's call) and config
+        ``kvstore_overlap`` on, the call returns at once: the request runs as an engine
+        operation that reads ``value`` and writes ``out`` (see :mod:`.overlap`), so
+        reading ``out`` waits for it, and an error it meets is raised by the store's next
+        call (reading ``out`` raises an :class:`~mxkit.core.errors.EngineError` naming it).
+        Otherwise the call returns once ``out`` holds the pulled values.
         """
-        if out is not None:
-            self._checked(key, out, "pushpull")  # a bad out fails before anything is pushed
-        self.push(key, value, priority)
-        self.pull(key, out=value if out is None else out, priority=priority)
+        with self._lock:
+            if self._overlapping:
+                checked = self._checked(key, value, "pushpull")
+                outs = checked if out is None else self._checked(key, out, "pushpull")
+                if overlap.eligible(self, checked, outs):
+                    overlap.start(self, checked, outs)
+                    return
+            self._overlap.drain()
+            if out is not None:
+                self._checked(key, out, "pushpull")  # a bad out fails before anything is pushed
+            self.push(key, value, priority)
+            self.pull(key, out=value if out is None else out, priority=priority)
 
     broadcast = _serialized(KVStoreBase.broadcast)  # rank 0's value is the one stored
 

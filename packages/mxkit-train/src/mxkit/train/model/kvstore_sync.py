@@ -110,16 +110,23 @@ def _update_params_on_kvstore(param_arrays: list, grad_arrays: list, kvstore: An
 
     A local store gets one call per key, with the first layers' pulls at the highest
     priority (they run first among ready engine operations). A distributed store gets one
-    push and one pull for all keys: each call costs it a network round trip, and it batches
-    the keys of one call into one request per server.
+    pushpull of all keys: it batches the keys of one call into one request per server
+    (one round trip for the step), and runs it as an engine operation that reads the
+    gradients and writes the weights, so this returns at once and the next forward waits
+    for the weights (MXNet's overlap of communication with compute).
     """
     updated = [(index, arg_list, grad_list)
                for index, (arg_list, grad_list) in enumerate(zip(param_arrays, grad_arrays))
                if grad_list[0] is not None]
     if "dist" in str(getattr(kvstore, "type", "")):
         names = [param_names[index] for index, _, _ in updated]
-        kvstore.push(names, [grad_list for _, _, grad_list in updated])
-        kvstore.pull(names, out=[arg_list for _, arg_list, _ in updated])
+        grads, weights = [grad_list for _, _, grad_list in updated], [arg_list for _, arg_list, _ in updated]
+        pushpull = getattr(kvstore, "pushpull", None)
+        if pushpull is not None:
+            pushpull(names, grads, out=weights)
+        else:  # a store made elsewhere with only MXNet's older push and pull
+            kvstore.push(names, grads)
+            kvstore.pull(names, out=weights)
         return
     for index, arg_list, grad_list in updated:
         name = param_names[index]

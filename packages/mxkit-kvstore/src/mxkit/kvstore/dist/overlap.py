@@ -1,0 +1,202 @@
+"""A pushpull that does not block its caller: the request runs as an engine operation.
+
+MXNet 1.x's ``KVStoreDist`` pushes and pulls through its engine: the call returns at once,
+the transfer reads the gradients when backward has written them, and the next forward
+waits only for the weights it reads. :func:`start` does that for ``pushpull`` of a
+training loop: the caller's thread works out the rounds and routes (the store's
+bookkeeping, under its lock) and pushes **one asynchronous engine operation** that reads
+the value arrays and writes the out arrays. On an engine thread the operation sends one
+request per server carrying the pushes and the pulls (and the push that waited to ride
+along) and returns; the store's receiver thread waits for the answers, copies them into
+the out arrays and completes the operation (MXNet's ``PushAsync`` with ps-lite's
+callback), so no engine thread is held while the servers wait for other workers. The
+caller's thread never waits for backward, for the network or for the servers: it goes on
+to the next batch, and the engine runs the next forward as soon as the weights are
+written.
+
+Order
+-----
+Every such operation writes the store's *sequence marker* (a one-byte NDArray), so the
+engine runs them one after another in the order they were made, and they send their
+frames in that order. Any other call of the store first waits for the marker
+(:meth:`Overlap.drain`): the data channel's connections are only ever used by one side,
+and a request made after a pushpull reaches a server after it (a server serves one
+connection's frames in order, so a pull can never overtake the push it must see).
+
+Errors
+------
+An operation that fails (a server's error answer, a dropped connection) keeps its
+exception: the out arrays hold it (reading one raises an
+:class:`~mxkit.core.errors.EngineError` naming it), and the store's next call raises the
+original error itself. Later operations of the store fail with it without sending.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from mxkit.core.errors import EngineError, KVStoreError
+
+
+class Overlap:
+    """The engine-side requests of one :class:`~.store.DistKVStore` and the thread that
+    receives their answers."""
+
+    def __init__(self) -> None:
+        self._marker: Any = None
+        self.pending = False  # an operation may still run
+        self.failure: BaseException | None = None
+        self._answers: queue.SimpleQueue[Callable[[], None]] | None = None
+
+    def receive(self, finish: Callable[[], None]) -> None:
+        """Run ``finish`` (wait for a request's answers, complete its operation) on this
+        store's receiver thread, after those handed over before it."""
+        if self._answers is None:
+            self._answers = queue.SimpleQueue()
+            threading.Thread(target=_receiver, args=(self._answers,), name="mxkit-kvstore-receiver",
+                             daemon=True).start()
+        self._answers.put(finish)
+
+    def marker(self) -> Any:
+        """The NDArray every engine-side request writes (made on first use)."""
+        if self._marker is None:
+            from mxkit.core.context import cpu
+            from mxkit.ndarray import NDArray
+
+            self._marker = NDArray.from_storage(np.zeros(1, dtype=np.uint8), cpu())
+        return self._marker
+
+    def drain(self) -> None:
+        """Wait until the engine-side requests are done; raise the error one of them met."""
+        if self.pending:
+            self.pending = False
+            try:
+                self._marker.wait_to_read()
+            except EngineError:
+                if self.failure is None:
+                    raise
+        self.raise_failure()
+
+    def raise_failure(self) -> None:
+        """Raise (once) the error an engine-side request met."""
+        failure, self.failure = self.failure, None
+        if failure is not None:
+            raise failure
+
+
+def eligible(store: Any, checked: list[tuple[Any, list[Any]]], outs: list[tuple[Any, list[Any]]]) -> bool:
+    """Whether a pushpull of ``checked`` into ``outs`` can run as one engine operation: one
+    CPU array per distinct key on both sides, plain pushes (no compression, no replication:
+    those keep per-push state on the caller's side)."""
+    if store._compressor is not None or store._replicated or len(checked) != len(outs):
+        return False
+    seen = set()
+    for (entry, arrays), (out_entry, targets) in zip(checked, outs):
+        if entry is not out_entry or len(arrays) != 1 or len(targets) != 1 or entry.key in seen:
+            return False
+        seen.add(entry.key)
+        for array in (arrays[0], targets[0]):
+            if array.context.device_type != "cpu" or not isinstance(array.storage, np.ndarray):
+                return False
+    return True
+
+
+def start(store: Any, checked: list[tuple[Any, list[Any]]], outs: list[tuple[Any, list[Any]]]) -> None:
+    """Push one engine operation that pushes ``checked`` and pulls into ``outs`` (see the
+    module's docstring); called under the store's lock, after :func:`eligible`."""
+    from mxkit.core.context import cpu
+    from mxkit.ndarray.invoke import engine
+
+    overlap: Overlap = store._overlap
+    overlap.raise_failure()
+    counts = store._rounds
+    # per server: [(shard_id, round, value index, start, stop)] to push and [(shard_id, pushed)] to pull
+    pushes: dict[int, list[tuple[Any, int, int, int, int]]] = {}
+    pulls: dict[int, list[tuple[Any, int]]] = {}
+    for index, (entry, _) in enumerate(checked):
+        key = entry.key
+        round_index = counts.get(key, 0)
+        counts[key] = round_index + 1
+        for part, (server, shard_id, _) in zip(entry.parts, entry.routes):
+            start_at, stop_at = (-1, -1) if part.whole else (part.start, part.stop)
+            pushes.setdefault(server, []).append((shard_id, round_index, index, start_at, stop_at))
+            pulls.setdefault(server, []).append((shard_id, round_index + 1))
+    deferred, store._deferred = store._deferred, {}  # a push waiting to ride along (its values are copies)
+    values = [arrays[0] for _, arrays in checked]
+    targets = [arrays[0] for _, arrays in outs]
+    entries = [entry for entry, _ in outs]
+    shapes = {server: store._shapes(items) for server, items in pulls.items()}
+    rank, epoch, timeout, channels = store._rank, store._epoch, store._timeout, store._channels
+
+    def send(on_complete: Callable[..., None]) -> None:
+        try:
+            if overlap.failure is not None:
+                raise KVStoreError(f"not sent: an earlier request of this store failed ({overlap.failure})")
+            data = [array.storage for array in values]  # the engine ordered this after their writers
+            requests = []
+            for server, items in pulls.items():
+                rounds, payloads = deferred.pop(server, ([], []))
+                rounds, payloads = list(rounds), list(payloads)
+                for shard_id, round_index, index, start_at, stop_at in pushes[server]:
+                    rounds.append((shard_id, round_index))
+                    payloads.append(data[index] if start_at < 0 else data[index].reshape(-1)[start_at:stop_at])
+                requests.append(channels[server].pull(rank, epoch, items, timeout, rounds, payloads,
+                                                      shapes[server]))
+            acks = [channels[server].push(rank, epoch, rounds, payloads)
+                    for server, (rounds, payloads) in deferred.items()]
+        except BaseException as exc:
+            overlap.failure = exc
+            on_complete(exc)
+            return
+        overlap.receive(lambda: _finish(store, overlap, requests, acks, pulls, entries, targets, on_complete))
+
+    # the out arrays are overwritten whole (an error one holds fails the operation: they count
+    # as read too); a value that is also an out counts as written
+    vars_read = [array.var for array in values] + [array.var for array in targets]
+    vars_written = [array.var for array in targets] + [overlap.marker().var]
+    engine().push_async(send, vars_read, vars_written, cpu(), 0, "kvstore.pushpull")
+    overlap.pending = True
+
+
+def _finish(store: Any, overlap: Overlap, requests: list[Any], acks: list[Any], pulls: dict[int, list[Any]],
+            entries: list[Any], targets: list[Any], on_complete: Callable[..., None]) -> None:
+    """Wait for the answers of one engine-side pushpull, write them into its out arrays and
+    complete its operation (on the receiver thread)."""
+    try:
+        answers = [request.result() for request in requests]
+        for ack in acks:
+            ack.result()
+        found: dict[Any, np.ndarray] = {}
+        clocks: dict[Any, tuple[int, int]] = {}
+        for items, (answer_values, part_clocks) in zip(pulls.values(), answers, strict=True):
+            if len(answer_values) != len(items) or len(part_clocks) != len(items):
+                raise KVStoreError(f"a server answered a pull of {len(items)} parts with {len(answer_values)} "
+                                   f"values and {len(part_clocks)} clocks")
+            for (shard_id, _), part_value, clock in zip(items, answer_values, part_clocks):
+                found[shard_id] = part_value
+                clocks[shard_id[0]] = clock
+        for entry, target in zip(entries, targets):
+            value = found[(entry.key, 0)] if entry.whole else store._assemble(entry, found)
+            np.copyto(target.storage, value.reshape(target.storage.shape), casting="unsafe")
+        store.last_pull_clocks = [(entry.key, *clocks[entry.key]) for entry in entries]
+    except BaseException as exc:
+        overlap.failure = exc
+        on_complete(exc)
+        return
+    on_complete()
+
+
+def _receiver(answers: queue.SimpleQueue[Callable[[], None]]) -> None:
+    while True:
+        finish = answers.get()
+        try:
+            finish()  # completes its operation, with the error it met if any
+        except Exception:  # the thread must outlive one failed completion: later requests need it
+            pass
+
+
+__all__ = ["Overlap", "eligible", "start"]
