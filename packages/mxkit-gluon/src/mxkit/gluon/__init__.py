@@ -5,7 +5,7 @@ Write a network imperatively from ``nn`` layers, train it with ``Trainer`` under
 the configured planner lays out once per input signature.
 """
 
-from mxkit.gluon import data, loss, model_zoo, nn, rnn, utils
+from mxkit.gluon import contrib, data, loss, model_zoo, nn, rnn, utils
 from mxkit.gluon.block import Block, HybridBlock
 from mxkit.gluon.parameter import (
     Constant,
@@ -18,4 +18,4 @@ from mxkit.gluon.symbol_block import SymbolBlock
 from mxkit.gluon.trainer import Trainer
 
 __all__ = ["Block", "Constant", "DeferredInitializationError", "GluonError", "HybridBlock", "Parameter",
-           "ParameterDict", "SymbolBlock", "Trainer", "data", "loss", "model_zoo", "nn", "rnn", "utils"]
+           "ParameterDict", "SymbolBlock", "Trainer", "contrib", "data", "loss", "model_zoo", "nn", "rnn", "utils"]
