@@ -2,6 +2,6 @@
 PixelShuffle, SparseEmbedding, SyncBatchNorm), ``rnn`` (convolutional and variational-dropout
 cells, LSTMP), ``data`` (IntervalSampler) and ``estimator`` (the Estimator training loop)."""
 
-from mxkit.gluon.contrib import estimator
+from mxkit.gluon.contrib import data, estimator, nn, rnn
 
-__all__ = ["estimator"]
+__all__ = ["data", "estimator", "nn", "rnn"]
