@@ -51,7 +51,8 @@ class _ConvRNNCellBase(HybridRecurrentCell):
         self._i2h_kernel = _tuple(i2h_kernel, dims, "i2h_kernel", owner)
         self._h2h_kernel = _tuple(h2h_kernel, dims, "h2h_kernel", owner)
         if not all(k % 2 == 1 for k in self._h2h_kernel):
-            raise GluonError(f"{owner}: h2h_kernel must be odd so that the state keeps its size, got {self._h2h_kernel}")
+            raise GluonError(f"{owner}: h2h_kernel must be odd so that the state keeps its size, "
+                             f"got {self._h2h_kernel}")
         self._i2h_pad = _tuple(i2h_pad, dims, "i2h_pad", owner)
         self._i2h_dilate = _tuple(i2h_dilate, dims, "i2h_dilate", owner)
         self._h2h_dilate = _tuple(h2h_dilate, dims, "h2h_dilate", owner)
