@@ -73,7 +73,7 @@ class SyncBatchNorm(BatchNorm):
 
 
 def _factors(factor: Any, ndim: int, name: str) -> tuple[int, ...]:
-    factors = (factor,) * ndim if isinstance(factor, int) else tuple(factor)
+    factors = (factor,) * ndim if not isinstance(factor, (tuple, list)) else tuple(factor)
     if len(factors) != ndim or not all(isinstance(f, int) and f >= 1 for f in factors):
         raise GluonError(f"{name}: factor must be a positive int or {ndim} positive ints, got {factor!r}")
     return factors

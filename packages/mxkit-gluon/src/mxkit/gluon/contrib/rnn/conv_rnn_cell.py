@@ -18,7 +18,7 @@ _LAYOUTS = {1: ("NCW", "NWC"), 2: ("NCHW", "NHWC"), 3: ("NCDHW", "NDHWC")}
 
 
 def _tuple(value: Any, dims: int, what: str, owner: str) -> tuple[int, ...]:
-    values = (value,) * dims if isinstance(value, int) else tuple(value)
+    values = (value,) * dims if not isinstance(value, (tuple, list)) else tuple(value)
     if len(values) != dims or not all(isinstance(v, int) and v >= 0 for v in values):
         raise GluonError(f"{owner}: {what} must be an int or {dims} non-negative ints, got {value!r}")
     return values
