@@ -3,7 +3,8 @@
 A handler subclasses one or more of the six event mixins (:class:`TrainBegin`,
 :class:`EpochBegin`, :class:`BatchBegin`, :class:`BatchEnd`, :class:`EpochEnd`,
 :class:`TrainEnd`); the Estimator calls the matching methods, in the order of each handler's
-``priority`` (lower first). A ``batch_end`` or ``epoch_end`` that returns True stops training.
+``priority`` (lower first). A ``batch_end`` that returns True ends the epoch (the epoch-end
+handlers still run); an ``epoch_end`` that returns True ends training, as in MXNet.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ class BatchEnd(EventHandler):
     """Called after each batch with ``batch``, ``pred``, ``label`` and ``loss`` keywords."""
 
     def batch_end(self, estimator: Any, *args: Any, **kwargs: Any) -> bool:
-        """Runs after the batch; True stops training."""
+        """Runs after the batch; True ends the epoch."""
         return False
 
 
