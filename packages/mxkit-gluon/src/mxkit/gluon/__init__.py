@@ -8,6 +8,7 @@ the configured planner lays out once per input signature.
 from mxkit.gluon import contrib, data, loss, model_zoo, nn, rnn, utils
 from mxkit.gluon.block import Block, HybridBlock
 from mxkit.gluon.parameter import (
+    BlockInputError,
     Constant,
     DeferredInitializationError,
     GluonError,
@@ -17,5 +18,6 @@ from mxkit.gluon.parameter import (
 from mxkit.gluon.symbol_block import SymbolBlock
 from mxkit.gluon.trainer import Trainer
 
-__all__ = ["Block", "Constant", "DeferredInitializationError", "GluonError", "HybridBlock", "Parameter",
-           "ParameterDict", "SymbolBlock", "Trainer", "contrib", "data", "loss", "model_zoo", "nn", "rnn", "utils"]
+__all__ = ["Block", "BlockInputError", "Constant", "DeferredInitializationError", "GluonError", "HybridBlock",
+           "Parameter", "ParameterDict", "SymbolBlock", "Trainer", "contrib", "data", "loss", "model_zoo", "nn", "rnn",
+           "utils"]

@@ -23,6 +23,11 @@ class GluonError(MXKitError):
     """Gluon was misused: an uninitialised parameter, a wrong name, a bad file..."""
 
 
+class BlockInputError(GluonError, ValueError):
+    """A block was called with inputs it cannot take (mixed NDArrays and Symbols, numbers in a
+    hybridized call, inputs on several devices, another argument structure than traced)."""
+
+
 class DeferredInitializationError(GluonError):
     """A parameter's value was asked for before its shape was known (deferred initialisation)."""
 
@@ -78,7 +83,7 @@ class Parameter:
         self._trainer: Any = None
         self._shape = None if shape is None else tuple(int(d) for d in ((shape,) if isinstance(shape, int)
                                                                            else shape))
-        self.dtype = np.dtype(dtype).name
+        self.dtype = dtype
         self.lr_mult = float(lr_mult)
         self.wd_mult = float(wd_mult)
         self.init = init
@@ -97,6 +102,16 @@ class Parameter:
 
     def __repr__(self) -> str:
         return f"Parameter {self.name} (shape={self.shape}, dtype={self.dtype})"
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The dtype, as a ``numpy.dtype``: it compares equal both to a name (``"float16"``) and
+        to a numpy type (``np.float16``), the two forms MXNet code compares it with."""
+        return np.dtype(self._dtype_name)
+
+    @dtype.setter
+    def dtype(self, value: Any) -> None:
+        self._dtype_name = np.dtype(value).name
 
     # -- attributes -----------------------------------------------------------------------
 
@@ -312,7 +327,7 @@ class Parameter:
 
     def cast(self, dtype: Any) -> None:
         """Change the dtype of the value and its gradient."""
-        self.dtype = np.dtype(dtype).name
+        self.dtype = dtype
         if self._data is None:
             return
         self._data = [d.astype(self.dtype) for d in self._data]
@@ -325,7 +340,7 @@ class Parameter:
 
         # one variable per parameter, as MXNet caches it: a graph that uses the parameter several
         # times (an unrolled recurrent cell) must hold one variable, or it could not be bound
-        attrs: dict[str, Any] = {"lr_mult": self.lr_mult, "wd_mult": self.wd_mult, "dtype": self.dtype}
+        attrs: dict[str, Any] = {"lr_mult": self.lr_mult, "wd_mult": self.wd_mult, "dtype": self._dtype_name}
         if shape_is_known(self._shape):
             attrs["shape"] = self._shape
         if self.init is not None and (isinstance(self.init, str) or hasattr(self.init, "dumps")):
@@ -373,7 +388,7 @@ class Parameter:
                 raise GluonError(f"failed loading parameter {self.name!r}: its dtype is {self.dtype}, the file has "
                                  f"{saved_dtype}; pass cast_dtype=True to convert")
             if dtype_source == "saved":
-                self.dtype = saved_dtype
+                self.cast(saved_dtype)  # existing arrays (and gradients) take the file's dtype too
             elif dtype_source != "current":
                 raise GluonError(f"dtype_source must be 'current' or 'saved', got {dtype_source!r}")
             data = data.astype(self.dtype)
