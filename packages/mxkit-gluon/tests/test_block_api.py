@@ -94,3 +94,31 @@ def test_global_pooling_3d():
     x = mx.nd.array(np.arange(16, dtype=np.float32).reshape(1, 2, 2, 2, 2))
     assert nn.GlobalAvgPool3D()(x).asnumpy().ravel().tolist() == [3.5, 11.5]
     assert nn.GlobalMaxPool3D()(x).asnumpy().ravel().tolist() == [7.0, 15.0]
+
+
+def test_a_list_of_blocks_held_as_an_attribute_is_warned_about():
+    class Listed(Block):
+        def __init__(self):
+            super().__init__()
+            with self.name_scope():
+                self.layers = [nn.Dense(2), nn.Dense(3)]
+                self.table = {"a": [nn.Dense(2)]}
+                self.names = {"a": "4", "b": 123}
+
+    class Registered(Block):
+        def __init__(self):
+            super().__init__()
+            with self.name_scope():
+                self.layers = nn.Sequential()
+                self.layers.add(nn.Dense(2))
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert len(Listed().collect_params()) == 0  # the listed Dense layers are not children
+    messages = sorted(str(w.message) for w in caught)
+    assert len(messages) == 2 and "Listed.layers is a list holding Blocks" in messages[0]
+    assert "Listed.table is a dict holding Blocks" in messages[1]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert len(Registered().collect_params()) == 2
+    assert caught == []

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import threading
+import warnings
 from collections import OrderedDict, defaultdict
 from typing import Any
 
@@ -253,6 +254,7 @@ class Block:
     def collect_params(self, select: str | None = None) -> ParameterDict:
         """This block's and its descendants' parameters, optionally those whose name matches
         the regular expression ``select`` (``'.*weight|.*bias'``)."""
+        self._warn_unregistered_containers()
         result = ParameterDict(self._params.prefix)
         if select is None:
             result.update(self.params)
@@ -264,6 +266,23 @@ class Block:
         for child in self._children.values():
             result.update(child.collect_params(select=select))
         return result
+
+    def _warn_unregistered_containers(self) -> None:
+        """Warn about lists, tuples and dicts of Blocks held as attributes: their parameters are
+        not this block's (only attributes that are Blocks register), a common porting mistake."""
+        def holds_block(value: Any) -> bool:
+            if isinstance(value, Block):
+                return True
+            if isinstance(value, dict):
+                value = list(value.values())
+            return isinstance(value, list | tuple) and any(holds_block(v) for v in value)
+
+        for name, value in vars(self).items():
+            if isinstance(value, list | tuple | dict) and not name.startswith("_") and holds_block(value):
+                warnings.warn(f"{type(self).__name__}.{name} is a {type(value).__name__} holding Blocks, which are "
+                              f"not registered as children: their parameters are left out of collect_params(), "
+                              f"initialize() and save_parameters(); register them with register_child() or hold "
+                              f"them in an nn.Sequential / nn.HybridSequential", stacklevel=3)
 
     def _collect_params_with_prefix(self, prefix: str = "") -> dict[str, Parameter]:
         if prefix:
