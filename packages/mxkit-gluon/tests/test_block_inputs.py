@@ -133,3 +133,22 @@ def test_parameter_dtype_compares_as_name_and_as_numpy_type(tmp_path):
     net.load_parameters(str(tmp_path / "half.params"), cast_dtype=True, dtype_source="saved")
     assert net.weight.dtype == np.float16 and net.weight.dtype == "float16"
     assert net.weight.data().dtype == np.float16
+
+
+def test_check_sha1_and_download_find_local_files_only(tmp_path):
+    import hashlib
+
+    from mxkit.gluon import GluonError
+
+    target = tmp_path / "weights.params"
+    target.write_bytes(b"mxkit" * 100)
+    digest = hashlib.sha1(target.read_bytes()).hexdigest()
+    assert utils.check_sha1(str(target), digest) and utils.check_sha1(str(target), digest[:8])
+    assert not utils.check_sha1(str(target), "0" * 40)
+    url = "https://example.invalid/models/weights.params"
+    assert utils.download(url, path=str(tmp_path), sha1_hash=digest) == str(target)
+    assert utils.download(url, path=str(target)) == str(target)
+    with pytest.raises(GluonError, match="mxkit downloads nothing; fetch the file yourself and save it as"):
+        utils.download(url, path=str(tmp_path), sha1_hash="0" * 40)
+    with pytest.raises(GluonError, match=r"other\.params"):
+        utils.download("https://example.invalid/other.params", path=str(tmp_path))

@@ -1,4 +1,5 @@
-"""Gluon helpers: ``split_data``, ``split_and_load``, ``clip_global_norm``."""
+"""Gluon helpers: ``split_data``, ``split_and_load``, ``clip_global_norm``, ``check_sha1`` and
+``download`` (which finds a local file, never the network)."""
 
 from __future__ import annotations
 
@@ -70,3 +71,37 @@ def clip_global_norm(arrays: list[Any], max_norm: float, check_isfinite: bool = 
         target = values(array)
         target *= scale.as_in_context(target.context)
     return float(total.asscalar()) if check_isfinite else total
+
+
+def check_sha1(filename: str, sha1_hash: str) -> bool:
+    """Whether the SHA-1 of file ``filename`` is ``sha1_hash`` (hex; MXNet compares the whole
+    digest, or its first ``len(sha1_hash)`` characters when a shorter prefix is given)."""
+    import hashlib
+
+    digest = hashlib.sha1()
+    with open(filename, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    text = digest.hexdigest()
+    return text[:len(sha1_hash)] == sha1_hash.lower() if len(sha1_hash) < len(text) else text == sha1_hash.lower()
+
+
+def download(url: str, path: str | None = None, overwrite: bool = False, sha1_hash: str | None = None,
+             retries: int = 5, verify_ssl: bool = True) -> str:
+    """MXNet's ``gluon.utils.download``: mxkit downloads nothing, so this returns the local file
+    that the URL would have been saved as when it exists (and matches ``sha1_hash`` if given),
+    and otherwise raises :class:`~mxkit.gluon.GluonError` naming the file to put there."""
+    import os
+
+    from mxkit.gluon.parameter import GluonError
+
+    name = url.split("/")[-1]
+    if path is None:
+        target = name
+    else:
+        target = os.path.join(os.path.expanduser(path), name) if os.path.isdir(path) else os.path.expanduser(path)
+    if os.path.isfile(target) and not overwrite and (sha1_hash is None or check_sha1(target, sha1_hash)):
+        return target
+    raise GluonError(f"download({url!r}): mxkit downloads nothing; fetch the file yourself and save it as "
+                     f"{target!r}" + (f" (SHA-1 {sha1_hash})" if sha1_hash else "") +
+                     (" (overwrite=True asks for a fresh copy, which mxkit cannot make)" if overwrite else ""))
