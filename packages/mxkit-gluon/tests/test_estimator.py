@@ -262,3 +262,20 @@ def test_bad_fit_arguments_raise_clear_errors():
         CheckpointHandler("unused-dir-never-made", save_best=True)
     with pytest.raises(EstimatorError, match="CompositeEvalMetric cannot be monitored"):
         EarlyStoppingHandler(monitor=mx.metric.CompositeEvalMetric([mx.metric.Accuracy()]))
+
+
+def test_training_across_two_devices_equals_one_device():
+    # the batch is split across the devices and the trainer sums their gradients: the same
+    # updates as on one device, up to float32 summation order (a few ulp of values ~1)
+    def train(contexts):
+        mx.random.seed(1)
+        net = nn.HybridSequential()
+        net.add(nn.Dense(8, activation="relu", in_units=5), nn.Dense(2, in_units=8))
+        net.initialize(mx.init.Xavier(), ctx=contexts)
+        trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": 0.5})
+        est = _quiet(Estimator(net, loss.SoftmaxCrossEntropyLoss(), trainer=trainer, context=contexts))
+        est.fit(_small_data(), epochs=3)
+        return [p.data(contexts[-1]).asnumpy() for p in net.collect_params().values()]
+
+    for one, two in zip(train([mx.cpu(0)]), train([mx.cpu(0), mx.cpu(1)]), strict=True):
+        np.testing.assert_allclose(two, one, rtol=1e-5, atol=1e-6)
