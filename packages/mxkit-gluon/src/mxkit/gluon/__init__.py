@@ -14,10 +14,11 @@ from mxkit.gluon.parameter import (
     GluonError,
     Parameter,
     ParameterDict,
+    StorageTypeError,
 )
 from mxkit.gluon.symbol_block import SymbolBlock
 from mxkit.gluon.trainer import Trainer
 
 __all__ = ["Block", "BlockInputError", "Constant", "DeferredInitializationError", "GluonError", "HybridBlock",
-           "Parameter", "ParameterDict", "SymbolBlock", "Trainer", "contrib", "data", "loss", "model_zoo", "nn", "rnn",
-           "utils"]
+           "Parameter", "ParameterDict", "StorageTypeError", "SymbolBlock", "Trainer", "contrib", "data", "loss",
+           "model_zoo", "nn", "rnn", "utils"]

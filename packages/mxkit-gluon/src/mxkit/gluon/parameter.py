@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 from mxkit.core.errors import MXKitError, ShapeError
+from mxkit.ndarray.ndarray import STORAGE_TYPE_STR_TO_ID
 
 _GRAD_REQS = ("write", "add", "null")
 
@@ -26,6 +27,11 @@ class GluonError(MXKitError):
 class BlockInputError(GluonError, ValueError):
     """A block was called with inputs it cannot take (mixed NDArrays and Symbols, numbers in a
     hybridized call, inputs on several devices, another argument structure than traced)."""
+
+
+class StorageTypeError(GluonError, AssertionError):
+    """A Parameter's ``stype`` or ``grad_stype`` is not one mxkit provides for parameters. Also an
+    ``AssertionError``, the class MXNet 1.9.1 raises there."""
 
 
 class DeferredInitializationError(GluonError):
@@ -75,9 +81,17 @@ class Parameter:
                  lr_mult: float = 1.0, wd_mult: float = 1.0, init: Any = None, allow_deferred_init: bool = False,
                  differentiable: bool = True, stype: str = "default", grad_stype: str = "default") -> None:
         for what, kind in (("stype", stype), ("grad_stype", grad_stype)):
-            if kind != "default":
-                raise GluonError(f"Parameter {name!r}: {what}={kind!r} is not supported (no sparse storage in "
-                                 f"mxkit); use 'default' (dense)")
+            if kind == "csr":
+                raise StorageTypeError(f"Parameter {name!r}: {what}='csr' is not provided for parameters; use "
+                                       f"'default' or 'row_sparse'")
+            if kind not in ("default", "row_sparse"):
+                raise StorageTypeError(f"Parameter {name!r}: {what} must be 'default' or 'row_sparse', "
+                                       f"got {kind!r}")
+        #: MXNet's storage types. A row-sparse parameter is read by rows (row_sparse_data) as in
+        #: MXNet, but its value and gradient are kept dense: mxkit has no sparse gradients, so
+        #: there are no lazy (touched-rows-only) updates either
+        self._stype = stype
+        self._grad_stype = grad_stype
         self.name = name
         #: the Trainer that updates this parameter (MXNet's link: loading new values resets its store)
         self._trainer: Any = None
@@ -250,8 +264,44 @@ class Parameter:
 
     # -- access -----------------------------------------------------------------------------
 
+    def _check_dense(self, what: str) -> None:
+        if self._stype != "default":
+            raise GluonError(f"parameter {self.name!r} has storage type {self._stype!r}: read it with "
+                             f"row_sparse_data(row_id) (the rows a batch uses), not {what}()")
+
+    def _arrays(self) -> list[Any]:
+        """The (dense) values on every context, whatever the storage type (for the Trainer)."""
+        return list(self._check_initialized())
+
+    def row_sparse_data(self, row_id: Any) -> Any:
+        """The rows ``row_id`` of a ``stype='row_sparse'`` parameter, as a row-sparse array on
+        ``row_id``'s context (MXNet pulls them through the Trainer, which must exist)."""
+        return self._rows(row_id, [row_id.context])[0]
+
+    def list_row_sparse_data(self, row_id: Any) -> list[Any]:
+        """:meth:`row_sparse_data` on every context of the parameter."""
+        return self._rows(row_id, self.list_ctx())
+
+    def _rows(self, row_id: Any, contexts: list[Any]) -> list[Any]:
+        from mxkit.ndarray import sparse
+
+        if self._stype != "row_sparse":
+            raise GluonError(f"parameter {self.name!r} has storage type {self._stype!r}: read it with data(), "
+                             f"row_sparse_data() is for stype='row_sparse'")
+        if self._trainer is None:
+            raise GluonError(f"cannot read rows of parameter {self.name!r}: no Trainer was created with it (rows "
+                             f"are pulled through the Trainer's store); create the gluon.Trainer first")
+        self._trainer._ready()
+        data = self._check_initialized()
+        rows = []
+        for ctx in contexts:
+            value = data[self._ctx_index(ctx)]
+            rows.append(sparse.retain(value.tostype("row_sparse"), row_id.as_in_context(ctx)))
+        return rows
+
     def data(self, ctx: Any = None) -> Any:
         """The value on ``ctx`` (the current context by default; the only one when there is one)."""
+        self._check_dense("data")
         data = self._check_initialized()
         if ctx is None and len(data) == 1:
             return data[0]
@@ -264,6 +314,7 @@ class Parameter:
 
     def list_data(self) -> list[Any]:
         """The values on every context."""
+        self._check_dense("list_data")
         return list(self._check_initialized())
 
     def grad(self, ctx: Any = None) -> Any:
@@ -341,6 +392,8 @@ class Parameter:
         # one variable per parameter, as MXNet caches it: a graph that uses the parameter several
         # times (an unrolled recurrent cell) must hold one variable, or it could not be bound
         attrs: dict[str, Any] = {"lr_mult": self.lr_mult, "wd_mult": self.wd_mult, "dtype": self._dtype_name}
+        if self._stype != "default":
+            attrs["attr"] = {"__storage_type__": str(STORAGE_TYPE_STR_TO_ID[self._stype])}
         if shape_is_known(self._shape):
             attrs["shape"] = self._shape
         if self.init is not None and (isinstance(self.init, str) or hasattr(self.init, "dumps")):
