@@ -19,6 +19,11 @@ from typing import Any
 from mxkit.gluon.parameter import BlockInputError, DeferredInitializationError, GluonError, Parameter, ParameterDict
 
 
+class HybridizedSummaryError(GluonError, AssertionError):
+    """``summary()`` was called on a hybridized network, whose children do not run one by one.
+    Also an ``AssertionError``, the class MXNet 1.9.1 raises there."""
+
+
 class BlockAttributeError(GluonError, TypeError):
     """A Block or Parameter attribute was overwritten by a value of another type."""
 
@@ -413,8 +418,8 @@ class Block:
         """Print each child's output shape and parameter count for ``inputs`` (not hybridized)."""
         hybridized = [b.name for b in self._self_and_descendants() if getattr(b, "_active", False)]
         if hybridized:
-            raise GluonError(f"summary() cannot be called on a hybridized network ({hybridized[0]} is); call "
-                             f"hybridize(False) first")
+            raise HybridizedSummaryError(f"summary() cannot be called on a hybridized network ({hybridized[0]} "
+                                         f"is); call hybridize(False) first")
         rows: list[tuple[str, Any, int]] = []
 
         def hook(block: Block, _inputs: Any, outputs: Any) -> None:
