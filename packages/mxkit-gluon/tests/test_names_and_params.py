@@ -214,7 +214,10 @@ def test_row_sparse_parameters_are_read_by_rows_through_a_trainer(tmp_path):
         rows.row_sparse_data(mx.nd.array([0, 2]))
     with pytest.raises(GluonError, match="row_sparse_data\\(\\) is for stype='row_sparse'"):
         params["net_dense"].row_sparse_data(mx.nd.array([0]))
-    Trainer(params, "sgd")
+    trainer = Trainer(params, "sgd")
+    with pytest.raises(GluonError, match="already has a Trainer"):
+        Trainer([rows], "sgd")
+    assert rows._trainer is trainer
     value = rows.list_row_sparse_data(mx.nd.array([0, 3]))[0].tostype("default").asnumpy()
     picked = rows.row_sparse_data(mx.nd.array([3, 0], ctx=mx.cpu(1)))
     assert picked.stype == "row_sparse" and picked.context == mx.cpu(1) and picked.shape == (5, 3)

@@ -420,6 +420,11 @@ class Parameter:
 
     def _set_trainer(self, trainer: Any) -> None:
         """Link this parameter to the Trainer that updates it (``None`` unlinks it)."""
+        if self._stype != "default" and self._trainer is not None and trainer is not None \
+                and self._trainer is not trainer:
+            raise GluonError(f"parameter {self.name!r} already has a Trainer: a {self._stype} parameter's rows are "
+                             f"pulled through exactly one Trainer (as in MXNet); unlink the first with "
+                             f"_set_trainer(None) or put the parameter in one Trainer")
         self._trainer = trainer
 
     def _load_init(self, data: Any, ctx: Any, cast_dtype: bool = False, dtype_source: str = "current") -> None:
