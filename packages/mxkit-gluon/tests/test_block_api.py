@@ -122,3 +122,25 @@ def test_a_list_of_blocks_held_as_an_attribute_is_warned_about():
         warnings.simplefilter("always")
         assert len(Registered().collect_params()) == 2
     assert caught == []
+
+
+def test_symbol_block_parameters_are_named_without_their_common_prefix(tmp_path):
+    # MXNet 1.9.1 saves this block's parameters as batchnorm0_beta ... dense0_weight (checked
+    # against it): the prefix all names share is dropped, so that files move between two
+    # instances built under other global name counters
+    def build(prefix):
+        net = nn.HybridSequential(prefix=prefix)
+        with net.name_scope():
+            net.add(nn.Dense(3, in_units=2), nn.BatchNorm(in_channels=3))
+        return SymbolBlock(net(mx.sym.var("data")), mx.sym.var("data"), params=net.collect_params())
+
+    first = build("outer0_")
+    first.initialize(mx.init.Uniform(1.0))
+    first.save_parameters(str(tmp_path / "sb.params"))
+    assert sorted(mx.nd.load(str(tmp_path / "sb.params"))) == [
+        "batchnorm0_beta", "batchnorm0_gamma", "batchnorm0_running_mean", "batchnorm0_running_var",
+        "dense0_bias", "dense0_weight"]
+    second = build("outer7_")
+    second.load_parameters(str(tmp_path / "sb.params"))
+    x = mx.nd.array(np.arange(4, dtype=np.float32).reshape(2, 2))
+    np.testing.assert_array_equal(second(x).asnumpy(), first(x).asnumpy())
