@@ -5,7 +5,7 @@ import warnings
 import numpy as np
 import pytest
 from mxkit import mx
-from mxkit.gluon import Block, Parameter, SymbolBlock, nn
+from mxkit.gluon import Block, HybridBlock, Parameter, SymbolBlock, nn
 
 
 def test_shared_parameters_merge_shapes_and_share_values():
@@ -94,3 +94,60 @@ def test_global_pooling_3d():
     x = mx.nd.array(np.arange(16, dtype=np.float32).reshape(1, 2, 2, 2, 2))
     assert nn.GlobalAvgPool3D()(x).asnumpy().ravel().tolist() == [3.5, 11.5]
     assert nn.GlobalMaxPool3D()(x).asnumpy().ravel().tolist() == [7.0, 15.0]
+
+
+def test_a_list_of_blocks_held_as_an_attribute_is_warned_about():
+    class Listed(Block):
+        def __init__(self):
+            super().__init__()
+            with self.name_scope():
+                self.layers = [nn.Dense(2), nn.Dense(3)]
+                self.table = {"a": [nn.Dense(2)]}
+                self.names = {"a": "4", "b": 123}
+
+    class Registered(Block):
+        def __init__(self):
+            super().__init__()
+            with self.name_scope():
+                self.layers = nn.Sequential()
+                self.layers.add(nn.Dense(2))
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert len(Listed().collect_params()) == 0  # the listed Dense layers are not children
+    messages = sorted(str(w.message) for w in caught)
+    assert len(messages) == 2 and "Listed.layers is a list holding Blocks" in messages[0]
+    assert "Listed.table is a dict holding Blocks" in messages[1]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert len(Registered().collect_params()) == 2
+    assert caught == []
+
+
+def test_symbol_block_parameters_are_named_without_their_common_prefix(tmp_path):
+    # MXNet 1.9.1 names this SymbolBlock's parameters batchnorm0_beta ... dense0_weight (checked
+    # against it): the prefix all names share is dropped, so that a network holding one saves a
+    # file that loads into another instance built under other global name counters
+    class Holder(HybridBlock):
+        def __init__(self, prefix):
+            super().__init__()
+            inner = nn.HybridSequential(prefix=prefix)
+            with inner.name_scope():
+                inner.add(nn.Dense(3, in_units=2), nn.BatchNorm(in_channels=3))
+            with self.name_scope():
+                self.backbone = SymbolBlock(inner(mx.sym.var("data")), mx.sym.var("data"),
+                                            params=inner.collect_params())
+
+        def hybrid_forward(self, F, x):
+            return self.backbone(x)
+
+    first = Holder("outer0_")
+    assert sorted(first.backbone._reg_params) == ["batchnorm0_beta", "batchnorm0_gamma", "batchnorm0_running_mean",
+                                                  "batchnorm0_running_var", "dense0_bias", "dense0_weight"]
+    first.initialize(mx.init.Uniform(1.0))
+    first.save_parameters(str(tmp_path / "sb.params"))
+    assert "backbone.dense0_weight" in mx.nd.load(str(tmp_path / "sb.params"))
+    second = Holder("outer7_")
+    second.load_parameters(str(tmp_path / "sb.params"))
+    x = mx.nd.array(np.arange(4, dtype=np.float32).reshape(2, 2))
+    np.testing.assert_array_equal(second(x).asnumpy(), first(x).asnumpy())

@@ -197,3 +197,41 @@ def test_pretrained_loads_a_local_file(tmp_path, fresh_names):
     net.save_parameters(str(tmp_path / "mlp.params"))
     again = vision.get_model("mlp", hidden=(4,), classes=2, pretrained=True, root=str(tmp_path))
     np.testing.assert_array_equal(again[0].weight.data().asnumpy(), net[0].weight.data().asnumpy())
+
+
+def test_row_sparse_parameters_are_read_by_rows_through_a_trainer(tmp_path):
+    from mxkit.gluon import ParameterDict, Trainer
+
+    params = ParameterDict("net_")
+    params.get("dense", shape=(4, 3))
+    rows = params.get("rows", shape=(5, 3), stype="row_sparse", grad_stype="row_sparse")
+    params.initialize(mx.init.Uniform(1.0), ctx=[mx.cpu(0), mx.cpu(1)])
+    with pytest.raises(GluonError, match="read it with row_sparse_data"):
+        rows.data()
+    with pytest.raises(GluonError, match="read it with row_sparse_data"):
+        rows.list_data()
+    with pytest.raises(GluonError, match="no Trainer was created with it"):
+        rows.row_sparse_data(mx.nd.array([0, 2]))
+    with pytest.raises(GluonError, match="row_sparse_data\\(\\) is for stype='row_sparse'"):
+        params["net_dense"].row_sparse_data(mx.nd.array([0]))
+    trainer = Trainer(params, "sgd")
+    with pytest.raises(GluonError, match="already has a Trainer"):
+        Trainer([rows], "sgd")
+    assert rows._trainer is trainer
+    value = rows.list_row_sparse_data(mx.nd.array([0, 3]))[0].tostype("default").asnumpy()
+    picked = rows.row_sparse_data(mx.nd.array([3, 0], ctx=mx.cpu(1)))
+    assert picked.stype == "row_sparse" and picked.context == mx.cpu(1) and picked.shape == (5, 3)
+    np.testing.assert_array_equal(picked.asnumpy(), value)
+    assert not value[[1, 2, 4]].any() and value[[0, 3]].all()
+    assert rows.var().attr("__storage_type__") == "1"
+    # saved dense (as MXNet's loader reads any storage); loads into a dense parameter too
+    params.save(str(tmp_path / "p.params"))
+    dense = ParameterDict("net_")
+    dense.get("dense", shape=(4, 3))
+    dense.get("rows", shape=(5, 3))
+    dense.load(str(tmp_path / "p.params"), ctx=mx.cpu(1))
+    np.testing.assert_array_equal(dense["net_rows"].data(mx.cpu(1)).asnumpy()[[0, 3]], value[[0, 3]])
+    with pytest.raises(GluonError, match="stype must be 'default' or 'row_sparse', got 'invalid'"):
+        ParameterDict("x_").get("w", shape=(2,), stype="invalid")
+    with pytest.raises(GluonError, match="'csr' is not provided for parameters"):
+        ParameterDict("x_").get("w", shape=(2,), grad_stype="csr")

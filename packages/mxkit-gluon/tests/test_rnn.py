@@ -273,3 +273,19 @@ def test_symbolic_unroll_without_begin_state_matches_the_imperative_one(cell_typ
     got = group.eval(**params, **{f"rnn_t{i}_data": mx.nd.array(s) for i, s in enumerate(steps)})
     for g, w in zip(got, want):
         np.testing.assert_allclose(g.asnumpy(), w.asnumpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("make", [lambda: rnn.LSTM(3, num_layers=2, bidirectional=True),
+                                  lambda: rnn.GRU(4, num_layers=2, input_size=5),
+                                  lambda: rnn.RNN(3, activation="tanh", bidirectional=True)])
+def test_unfused_cells_share_the_layers_parameters_and_compute_the_same(make):
+    layer = make()
+    cells = layer._unfuse()
+    layer.initialize(mx.init.Uniform(0.5))
+    x = mx.nd.array(np.random.RandomState(4).uniform(-1, 1, (4, 2, 5)))
+    fused = layer(x).asnumpy()
+    unrolled, _ = cells.unroll(4, x, layout="TNC", merge_outputs=True)
+    np.testing.assert_allclose(unrolled.asnumpy(), fused, rtol=RTOL, atol=ATOL)
+    assert sorted(cells.collect_params().keys()) == sorted(layer.collect_params().keys())
+    for name, param in cells.collect_params().items():
+        assert param is layer.collect_params()[name]

@@ -65,10 +65,12 @@ def test_update_and_allreduce_where_the_store_runs_the_optimizer_are_assertion_e
             call()
 
 
-@pytest.mark.parametrize("kwargs", [{"stype": "row_sparse"}, {"grad_stype": "row_sparse"}, {"stype": "csr"}])
-def test_sparse_storage_is_refused_clearly(kwargs):
-    with pytest.raises(GluonError, match=r"not supported.*'default'"):
+@pytest.mark.parametrize("kwargs, message", [({"stype": "csr"}, "'csr' is not provided for parameters"),
+                                             ({"grad_stype": "dense"}, "must be 'default' or 'row_sparse'")])
+def test_unprovided_storage_is_refused_clearly(kwargs, message):
+    with pytest.raises(mx.gluon.StorageTypeError, match=message):
         mx.gluon.Parameter("w", shape=(3,), **kwargs)
+    assert issubclass(mx.gluon.StorageTypeError, AssertionError)  # what MXNet raises there
 
 
 def test_set_trainer_links_and_unlinks():

@@ -5,17 +5,20 @@ Write a network imperatively from ``nn`` layers, train it with ``Trainer`` under
 the configured planner lays out once per input signature.
 """
 
-from mxkit.gluon import data, loss, model_zoo, nn, rnn, utils
+from mxkit.gluon import contrib, data, loss, model_zoo, nn, rnn, utils
 from mxkit.gluon.block import Block, HybridBlock
 from mxkit.gluon.parameter import (
+    BlockInputError,
     Constant,
     DeferredInitializationError,
     GluonError,
     Parameter,
     ParameterDict,
+    StorageTypeError,
 )
 from mxkit.gluon.symbol_block import SymbolBlock
 from mxkit.gluon.trainer import Trainer
 
-__all__ = ["Block", "Constant", "DeferredInitializationError", "GluonError", "HybridBlock", "Parameter",
-           "ParameterDict", "SymbolBlock", "Trainer", "data", "loss", "model_zoo", "nn", "rnn", "utils"]
+__all__ = ["Block", "BlockInputError", "Constant", "DeferredInitializationError", "GluonError", "HybridBlock",
+           "Parameter", "ParameterDict", "StorageTypeError", "SymbolBlock", "Trainer", "contrib", "data", "loss",
+           "model_zoo", "nn", "rnn", "utils"]

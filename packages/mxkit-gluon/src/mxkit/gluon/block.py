@@ -12,10 +12,16 @@ from __future__ import annotations
 
 import re
 import threading
+import warnings
 from collections import OrderedDict, defaultdict
 from typing import Any
 
-from mxkit.gluon.parameter import DeferredInitializationError, GluonError, Parameter, ParameterDict
+from mxkit.gluon.parameter import BlockInputError, DeferredInitializationError, GluonError, Parameter, ParameterDict
+
+
+class HybridizedSummaryError(GluonError, AssertionError):
+    """``summary()`` was called on a hybridized network, whose children do not run one by one.
+    Also an ``AssertionError``, the class MXNet 1.9.1 raises there."""
 
 
 class BlockAttributeError(GluonError, TypeError):
@@ -121,13 +127,33 @@ def flatten_nested(values: Any) -> tuple[list[Any], Any]:
     if isinstance(values, Symbol):
         count = len(values.list_outputs())
         return [values], count if count > 1 else 0
+    if values is None:
+        return [None], -1  # an absent optional argument: no graph input, None again when regrouped
     return [values], 0
+
+
+def _with_nones(values: list[Any], fmt: Any) -> list[Any]:
+    """``values`` (one per array of ``fmt``) with a None put where ``fmt`` has an absent argument."""
+    flags: list[bool] = []
+
+    def walk(item: Any) -> None:
+        if isinstance(item, list):
+            for sub in item:
+                walk(sub)
+        elif item == -1:
+            flags.append(True)
+        else:
+            flags.extend([False] * max(item, 1))
+
+    walk(fmt)
+    rest = iter(values)
+    return [None if absent else next(rest) for absent in flags]
 
 
 def regroup_nested(flat: list[Any], fmt: Any) -> tuple[Any, list[Any]]:
     """The inverse of :func:`flatten_nested`: the nested value and the unused rest of ``flat``."""
     if isinstance(fmt, int):
-        if fmt == 0:
+        if fmt in (0, -1):
             return flat[0], flat[1:]
         return flat[:fmt], flat[fmt:]
     nested = []
@@ -233,6 +259,7 @@ class Block:
     def collect_params(self, select: str | None = None) -> ParameterDict:
         """This block's and its descendants' parameters, optionally those whose name matches
         the regular expression ``select`` (``'.*weight|.*bias'``)."""
+        self._warn_unregistered_containers()
         result = ParameterDict(self._params.prefix)
         if select is None:
             result.update(self.params)
@@ -244,6 +271,23 @@ class Block:
         for child in self._children.values():
             result.update(child.collect_params(select=select))
         return result
+
+    def _warn_unregistered_containers(self) -> None:
+        """Warn about lists, tuples and dicts of Blocks held as attributes: their parameters are
+        not this block's (only attributes that are Blocks register), a common porting mistake."""
+        def holds_block(value: Any) -> bool:
+            if isinstance(value, Block):
+                return True
+            if isinstance(value, dict):
+                value = list(value.values())
+            return isinstance(value, list | tuple) and any(holds_block(v) for v in value)
+
+        for name, value in vars(self).items():
+            if isinstance(value, list | tuple | dict) and not name.startswith("_") and holds_block(value):
+                warnings.warn(f"{type(self).__name__}.{name} is a {type(value).__name__} holding Blocks, which are "
+                              f"not registered as children: their parameters are left out of collect_params(), "
+                              f"initialize() and save_parameters(); register them with register_child() or hold "
+                              f"them in an nn.Sequential / nn.HybridSequential", stacklevel=3)
 
     def _collect_params_with_prefix(self, prefix: str = "") -> dict[str, Parameter]:
         if prefix:
@@ -374,8 +418,8 @@ class Block:
         """Print each child's output shape and parameter count for ``inputs`` (not hybridized)."""
         hybridized = [b.name for b in self._self_and_descendants() if getattr(b, "_active", False)]
         if hybridized:
-            raise GluonError(f"summary() cannot be called on a hybridized network ({hybridized[0]} is); call "
-                             f"hybridize(False) first")
+            raise HybridizedSummaryError(f"summary() cannot be called on a hybridized network ({hybridized[0]} "
+                                         f"is); call hybridize(False) first")
         rows: list[tuple[str, Any, int]] = []
 
         def hook(block: Block, _inputs: Any, outputs: Any) -> None:
@@ -476,7 +520,7 @@ class HybridBlock(Block):
             names = ["data"] if len(args) == 1 else [f"data{i}" for i in range(len(args))]
             inputs = [symbol.var(name) for name in names]
             params = {key: param.var() for key, param in self._reg_params.items()}
-            nested, _ = regroup_nested(list(inputs), in_fmt)
+            nested, _ = regroup_nested(_with_nones(inputs, in_fmt), in_fmt)
             with self.name_scope():
                 out = self.hybrid_forward(symbol, *nested, **params)
             outputs, self._out_fmt = flatten_nested(out)
@@ -512,7 +556,8 @@ class HybridBlock(Block):
 
         if getattr(self, "_running_to_infer", False) or not all(isinstance(a, NDArray) for a in args):
             return False
-        nested, _ = regroup_nested(list(args), self._in_fmt if self._in_fmt is not None else [0] * len(args))
+        in_fmt = self._in_fmt if self._in_fmt is not None else [0] * len(args)
+        nested, _ = regroup_nested(_with_nones(list(args), in_fmt), in_fmt)
         blocks = [b for b in self._self_and_descendants() if isinstance(b, HybridBlock)]
         active = [b._active for b in blocks]
         self._running_to_infer = True
@@ -549,30 +594,61 @@ class HybridBlock(Block):
     def forward(self, x: Any, *args: Any) -> Any:
         from mxkit import ndarray, symbol
 
-        if isinstance(x, ndarray.NDArray):
-            flat, in_fmt = flatten_nested([x, *args])
-            if self._active:
-                from mxkit.gluon.cached_graph import run_hybridized
+        flat, in_fmt = flatten_nested([x, *args])
+        arrays = [v for v in flat if isinstance(v, ndarray.NDArray)]
+        has_symbol = any(isinstance(v, symbol.Symbol) for v in flat)
+        if arrays and has_symbol:
+            raise BlockInputError(f"{type(self).__name__} got both NDArrays and Symbols as inputs; pass NDArrays "
+                                  f"to compute, or Symbols to build a graph, not both")
+        if not arrays and not has_symbol:
+            raise BlockInputError(f"{type(self).__name__} needs at least one NDArray or Symbol among its inputs, got "
+                                  f"{[type(v).__name__ for v in flat]}")
+        if has_symbol:
+            params = {key: param.var() for key, param in self._reg_params.items()}
+            with self.name_scope():
+                return self.hybrid_forward(symbol, x, *args, **params)
+        if self._active:
+            others = sorted({type(v).__name__ for v in flat if v is not None and not isinstance(v, ndarray.NDArray)})
+            if others:
+                raise BlockInputError(f"a hybridized {type(self).__name__} takes (nested lists of) NDArrays and None, "
+                                      f"got {', '.join(others)}; pass numbers as NDArrays, or give them to the "
+                                      f"block's constructor")
+            contexts = {a.context for a in arrays}
+            if len(contexts) > 1:
+                raise BlockInputError(f"a hybridized {type(self).__name__} runs on one device, but its inputs are on "
+                                      f"{sorted(map(str, contexts))}; copy them to one with as_in_context()")
+            self._in_fmt = self._check_input_format(in_fmt)
+            from mxkit.gluon.cached_graph import run_hybridized
 
-                self._in_fmt = in_fmt
-                outputs = run_hybridized(self, tuple(flat))
-                outputs = outputs if isinstance(outputs, list) else [outputs]
-                return regroup_nested([outputs[i] for i in self._out_index], self._out_fmt)[0]
-            ctx = x.context
-            try:
-                params = {key: param.data(ctx) for key, param in self._reg_params.items()}
-            except DeferredInitializationError:
-                self._in_fmt = in_fmt
-                self._deferred_infer_shape(*flat)
-                for param in self.collect_params().values():
-                    param._finish_deferred_init()
-                params = {key: param.data(ctx) for key, param in self._reg_params.items()}
-            return self.hybrid_forward(ndarray, x, *args, **params)
-        if not isinstance(x, symbol.Symbol):
-            raise GluonError(f"{type(self).__name__} takes NDArrays or Symbols, got {type(x).__name__}")
-        params = {key: param.var() for key, param in self._reg_params.items()}
-        with self.name_scope():
-            return self.hybrid_forward(symbol, x, *args, **params)
+            outputs = run_hybridized(self, tuple(arrays))
+            outputs = outputs if isinstance(outputs, list) else [outputs]
+            return regroup_nested([outputs[i] for i in self._out_index], self._out_fmt)[0]
+        ctx = arrays[0].context
+        try:
+            params = {key: param.data(ctx) for key, param in self._reg_params.items()}
+        except DeferredInitializationError:
+            self._in_fmt = in_fmt
+            self._deferred_infer_shape(*[v for v in flat if v is not None])
+            for param in self.collect_params().values():
+                param._finish_deferred_init()
+            params = {key: param.data(ctx) for key, param in self._reg_params.items()}
+        return self.hybrid_forward(ndarray, x, *args, **params)
+
+    def _check_input_format(self, in_fmt: Any) -> Any:
+        """The input format to run with: ``in_fmt``, or the traced graph's when they differ only
+        by trailing absent (None) arguments, which is how optional arguments left at their
+        default look. Any other difference from the traced graph's arguments is an error, as
+        in MXNet: the graph was traced for one structure of arguments."""
+        traced = self._graph_in_fmt if self._cached_graph is not None else None
+        if traced is None or traced == in_fmt:
+            return in_fmt
+        if isinstance(traced, list) and isinstance(in_fmt, list):
+            short, long = (traced, in_fmt) if len(traced) < len(in_fmt) else (in_fmt, traced)
+            if long[:len(short)] == short and all(f == -1 for f in long[len(short):]):
+                return traced
+        raise BlockInputError(f"{type(self).__name__} was hybridized for arguments of structure {traced} (0: an "
+                              f"array, -1: None, a list: a nested list), and is now called with {in_fmt}; call it "
+                              f"with the same structure, or hybridize() again to trace anew")
 
     def hybrid_forward(self, F: Any, x: Any, *args: Any, **kwargs: Any) -> Any:
         """The computation with ``F`` = ``mx.nd`` or ``mx.sym``; subclasses override it."""

@@ -15,12 +15,23 @@ from typing import Any
 
 import numpy as np
 from mxkit.core.errors import MXKitError, ShapeError
+from mxkit.ndarray.ndarray import STORAGE_TYPE_STR_TO_ID
 
 _GRAD_REQS = ("write", "add", "null")
 
 
 class GluonError(MXKitError):
     """Gluon was misused: an uninitialised parameter, a wrong name, a bad file..."""
+
+
+class BlockInputError(GluonError, ValueError):
+    """A block was called with inputs it cannot take (mixed NDArrays and Symbols, numbers in a
+    hybridized call, inputs on several devices, another argument structure than traced)."""
+
+
+class StorageTypeError(GluonError, AssertionError):
+    """A Parameter's ``stype`` or ``grad_stype`` is not one mxkit provides for parameters. Also an
+    ``AssertionError``, the class MXNet 1.9.1 raises there."""
 
 
 class DeferredInitializationError(GluonError):
@@ -70,15 +81,23 @@ class Parameter:
                  lr_mult: float = 1.0, wd_mult: float = 1.0, init: Any = None, allow_deferred_init: bool = False,
                  differentiable: bool = True, stype: str = "default", grad_stype: str = "default") -> None:
         for what, kind in (("stype", stype), ("grad_stype", grad_stype)):
-            if kind != "default":
-                raise GluonError(f"Parameter {name!r}: {what}={kind!r} is not supported (no sparse storage in "
-                                 f"mxkit); use 'default' (dense)")
+            if kind == "csr":
+                raise StorageTypeError(f"Parameter {name!r}: {what}='csr' is not provided for parameters; use "
+                                       f"'default' or 'row_sparse'")
+            if kind not in ("default", "row_sparse"):
+                raise StorageTypeError(f"Parameter {name!r}: {what} must be 'default' or 'row_sparse', "
+                                       f"got {kind!r}")
+        #: MXNet's storage types. A row-sparse parameter is read by rows (row_sparse_data) as in
+        #: MXNet, but its value and gradient are kept dense: mxkit has no sparse gradients, so
+        #: there are no lazy (touched-rows-only) updates either
+        self._stype = stype
+        self._grad_stype = grad_stype
         self.name = name
         #: the Trainer that updates this parameter (MXNet's link: loading new values resets its store)
         self._trainer: Any = None
         self._shape = None if shape is None else tuple(int(d) for d in ((shape,) if isinstance(shape, int)
                                                                            else shape))
-        self.dtype = np.dtype(dtype).name
+        self.dtype = dtype
         self.lr_mult = float(lr_mult)
         self.wd_mult = float(wd_mult)
         self.init = init
@@ -97,6 +116,16 @@ class Parameter:
 
     def __repr__(self) -> str:
         return f"Parameter {self.name} (shape={self.shape}, dtype={self.dtype})"
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The dtype, as a ``numpy.dtype``: it compares equal both to a name (``"float16"``) and
+        to a numpy type (``np.float16``), the two forms MXNet code compares it with."""
+        return np.dtype(self._dtype_name)
+
+    @dtype.setter
+    def dtype(self, value: Any) -> None:
+        self._dtype_name = np.dtype(value).name
 
     # -- attributes -----------------------------------------------------------------------
 
@@ -235,8 +264,44 @@ class Parameter:
 
     # -- access -----------------------------------------------------------------------------
 
+    def _check_dense(self, what: str) -> None:
+        if self._stype != "default":
+            raise GluonError(f"parameter {self.name!r} has storage type {self._stype!r}: read it with "
+                             f"row_sparse_data(row_id) (the rows a batch uses), not {what}()")
+
+    def _arrays(self) -> list[Any]:
+        """The (dense) values on every context, whatever the storage type (for the Trainer)."""
+        return list(self._check_initialized())
+
+    def row_sparse_data(self, row_id: Any) -> Any:
+        """The rows ``row_id`` of a ``stype='row_sparse'`` parameter, as a row-sparse array on
+        ``row_id``'s context (MXNet pulls them through the Trainer, which must exist)."""
+        return self._rows(row_id, [row_id.context])[0]
+
+    def list_row_sparse_data(self, row_id: Any) -> list[Any]:
+        """:meth:`row_sparse_data` on every context of the parameter."""
+        return self._rows(row_id, self.list_ctx())
+
+    def _rows(self, row_id: Any, contexts: list[Any]) -> list[Any]:
+        from mxkit.ndarray import sparse
+
+        if self._stype != "row_sparse":
+            raise GluonError(f"parameter {self.name!r} has storage type {self._stype!r}: read it with data(), "
+                             f"row_sparse_data() is for stype='row_sparse'")
+        if self._trainer is None:
+            raise GluonError(f"cannot read rows of parameter {self.name!r}: no Trainer was created with it (rows "
+                             f"are pulled through the Trainer's store); create the gluon.Trainer first")
+        self._trainer._ready()
+        data = self._check_initialized()
+        rows = []
+        for ctx in contexts:
+            value = data[self._ctx_index(ctx)]
+            rows.append(sparse.retain(value.tostype("row_sparse"), row_id.as_in_context(ctx)))
+        return rows
+
     def data(self, ctx: Any = None) -> Any:
         """The value on ``ctx`` (the current context by default; the only one when there is one)."""
+        self._check_dense("data")
         data = self._check_initialized()
         if ctx is None and len(data) == 1:
             return data[0]
@@ -249,6 +314,7 @@ class Parameter:
 
     def list_data(self) -> list[Any]:
         """The values on every context."""
+        self._check_dense("list_data")
         return list(self._check_initialized())
 
     def grad(self, ctx: Any = None) -> Any:
@@ -312,7 +378,7 @@ class Parameter:
 
     def cast(self, dtype: Any) -> None:
         """Change the dtype of the value and its gradient."""
-        self.dtype = np.dtype(dtype).name
+        self.dtype = dtype
         if self._data is None:
             return
         self._data = [d.astype(self.dtype) for d in self._data]
@@ -325,7 +391,9 @@ class Parameter:
 
         # one variable per parameter, as MXNet caches it: a graph that uses the parameter several
         # times (an unrolled recurrent cell) must hold one variable, or it could not be bound
-        attrs: dict[str, Any] = {"lr_mult": self.lr_mult, "wd_mult": self.wd_mult, "dtype": self.dtype}
+        attrs: dict[str, Any] = {"lr_mult": self.lr_mult, "wd_mult": self.wd_mult, "dtype": self._dtype_name}
+        if self._stype != "default":
+            attrs["attr"] = {"__storage_type__": str(STORAGE_TYPE_STR_TO_ID[self._stype])}
         if shape_is_known(self._shape):
             attrs["shape"] = self._shape
         if self.init is not None and (isinstance(self.init, str) or hasattr(self.init, "dumps")):
@@ -352,6 +420,11 @@ class Parameter:
 
     def _set_trainer(self, trainer: Any) -> None:
         """Link this parameter to the Trainer that updates it (``None`` unlinks it)."""
+        if self._stype != "default" and self._trainer is not None and trainer is not None \
+                and self._trainer is not trainer:
+            raise GluonError(f"parameter {self.name!r} already has a Trainer: a {self._stype} parameter's rows are "
+                             f"pulled through exactly one Trainer (as in MXNet); unlink the first with "
+                             f"_set_trainer(None) or put the parameter in one Trainer")
         self._trainer = trainer
 
     def _load_init(self, data: Any, ctx: Any, cast_dtype: bool = False, dtype_source: str = "current") -> None:
@@ -373,7 +446,7 @@ class Parameter:
                 raise GluonError(f"failed loading parameter {self.name!r}: its dtype is {self.dtype}, the file has "
                                  f"{saved_dtype}; pass cast_dtype=True to convert")
             if dtype_source == "saved":
-                self.dtype = saved_dtype
+                self.cast(saved_dtype)  # existing arrays (and gradients) take the file's dtype too
             elif dtype_source != "current":
                 raise GluonError(f"dtype_source must be 'current' or 'saved', got {dtype_source!r}")
             data = data.astype(self.dtype)

@@ -8,6 +8,19 @@ from mxkit.gluon.block import HybridBlock
 from mxkit.gluon.parameter import GluonError, ParameterDict
 
 
+def _common_prefix(names: list[str]) -> str:
+    """The longest string every name starts with (character by character, as MXNet computes it)."""
+    if not names:
+        return ""
+    prefix = names[0]
+    for name in names[1:]:
+        length = 0
+        while length < min(len(prefix), len(name)) and prefix[length] == name[length]:
+            length += 1
+        prefix = prefix[:length]
+    return prefix
+
+
 class SymbolBlock(HybridBlock):
     """Run the graph ``outputs`` with ``inputs`` as its data; every other argument and
     auxiliary state becomes a parameter named as in the graph.
@@ -47,7 +60,11 @@ class SymbolBlock(HybridBlock):
         self._graph = ([symbol.var(name) for name in input_names], out)
         self._cached_graph = self._graph
         self._out_single = len(out.list_outputs()) == 1
-        self._reg_params = dict(self._params.items())
+        # MXNet 1.6+'s structural names: the parameters' names less the prefix they all share,
+        # so that save_parameters/load_parameters match between two instances whose graphs were
+        # made with different global name counters (net0_... and net1_...)
+        shared = len(_common_prefix(list(self._params.keys())))
+        self._reg_params = {key[shared:]: value for key, value in self._params.items()}
         self._active = True
 
     @staticmethod

@@ -207,7 +207,7 @@ class Trainer:
                 continue
             if self._kvstore is not None:
                 index = self._param2idx[param.name]
-                arrays = param.list_data()
+                arrays = param._arrays()
                 self._kvstore.broadcast(index, arrays[0], out=arrays, priority=-index)
         self._params_to_init = waiting
 
@@ -268,7 +268,7 @@ class Trainer:
             grads = param.list_grad()
             if self._kvstore is not None:
                 if self._update_on_kvstore:
-                    self._kvstore.pushpull(index, grads, out=param.list_data(), priority=-index)
+                    self._kvstore.pushpull(index, grads, out=param._arrays(), priority=-index)
                 else:
                     self._kvstore.pushpull(index, grads, priority=-index)
             elif len(grads) > 1:
@@ -294,7 +294,7 @@ class Trainer:
         for index, param in enumerate(self._params):
             if param.grad_req == "null":
                 continue
-            for weight, grad in zip(param.list_data(), param.list_grad()):
+            for weight, grad in zip(param._arrays(), param.list_grad()):
                 per_ctx.setdefault(str(weight.context), []).append((index, grad, weight))
         for triples in per_ctx.values():
             updater = self._updater_for(triples[0][2].context)

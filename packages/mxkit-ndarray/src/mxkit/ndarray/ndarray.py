@@ -24,6 +24,11 @@ from mxkit.ndarray.registry import get_registry
 #: code written for MXNet imports it to test for slice indices
 py_slice = slice
 
+#: MXNet's storage-type ids, as written in a ``__storage_type__`` symbol attribute and in
+#: ``.params`` files; MXNet code imports the underscore name from ``mxnet.ndarray.ndarray``.
+STORAGE_TYPE_STR_TO_ID: dict[str, int] = {"undefined": -1, "default": 0, "row_sparse": 1, "csr": 2}
+_STORAGE_TYPE_STR_TO_ID = STORAGE_TYPE_STR_TO_ID
+
 _BINARY = {
     # python operator: (broadcast op, scalar op, reversed scalar op)
     "add": ("broadcast_add", "_plus_scalar", "_plus_scalar"),
@@ -654,4 +659,4 @@ def _split_v2_method(self: NDArray, *args: Any, **kwargs: Any) -> Any:
 
 NDArray.split_v2 = _split_v2_method  # type: ignore[attr-defined]
 
-__all__ = ["NDArray"]
+__all__ = ["NDArray", "STORAGE_TYPE_STR_TO_ID"]

@@ -75,6 +75,10 @@ LAZY_NAMES: dict[str, tuple[str, str | None, str, str]] = {
     "set_np_shape": ("mxkit.mx.util", "set_np_shape", "mxkit", ""),
     "use_np_shape": ("mxkit.mx.util", "use_np_shape", "mxkit", ""),
     "cpu_shared": ("mxkit.core.context", "cpu_shared", _CORE, ""),
+    "np": ("mxkit.mx.numpy", None, *_ND),
+    "numpy": ("mxkit.mx.numpy", None, *_ND),
+    "npx": ("mxkit.mx.numpy_extension", None, *_ND),
+    "numpy_extension": ("mxkit.mx.numpy_extension", None, *_ND),
 }
 
 

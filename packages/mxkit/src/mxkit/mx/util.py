@@ -6,6 +6,8 @@ real size. mxkit's NDArray always has NumPy's semantics for arrays (zero-size an
 arrays exist); in ``infer_shape`` a 0 or -1 dimension of an *input hint* is read as unknown,
 as in legacy MXNet. The switch below is therefore a recorded, per-thread flag that code can
 set and query as in MXNet (``is_np_shape()``); setting it changes no array semantics.
+NumPy *array* mode (``set_np``, ``use_np``, ``is_np_array``) is :mod:`mxkit.mx.numpy_mode`'s:
+not provided, and asking for it raises.
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-from collections.abc import Callable
 from typing import Any
 
 from mxkit.core.shape_mode import is_np_shape, set_np_shape
+from mxkit.mx.numpy_mode import NumpyModeError, is_np_array, reset_np, set_np, use_np
 
 
 class _NumpyShapeScope:
@@ -56,11 +58,6 @@ def use_np_shape(func: Any) -> Any:
     return wrapper
 
 
-#: MXNet's ``use_np`` also switched on NumPy array semantics (``mx.np``), which mxkit does
-#: not provide; the shape part is the one that carries over.
-use_np: Callable[[Any], Any] = use_np_shape
-
-
 def getenv(name: str) -> str | None:
     """The value of environment variable ``name`` (None when unset)."""
     return os.environ.get(name)
@@ -79,4 +76,5 @@ def makedirs(path: str) -> None:
     os.makedirs(os.path.expanduser(path), exist_ok=True)
 
 
-__all__ = ["getenv", "is_np_shape", "makedirs", "np_shape", "set_np_shape", "setenv", "use_np", "use_np_shape"]
+__all__ = ["NumpyModeError", "getenv", "is_np_array", "is_np_shape", "makedirs", "np_shape", "reset_np", "set_np",
+           "set_np_shape", "setenv", "use_np", "use_np_shape"]

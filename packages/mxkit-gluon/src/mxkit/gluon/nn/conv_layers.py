@@ -153,9 +153,18 @@ class _Pooling(HybridBlock):
         dims = len(layout) - 2
         pool_size = _tuple(pool_size, dims, "pool_size")
         strides = pool_size if strides is None else _tuple(strides, dims, "strides")
+        channels_first = {1: "NCW", 2: "NCHW", 3: "NCDHW"}[dims]
+        channels_last = {1: "NWC", 2: "NHWC", 3: "NDHWC"}[dims]
+        if layout not in (channels_first, channels_last):
+            raise GluonError(f"{type(self).__name__}: layout must be {channels_first!r} or {channels_last!r}, "
+                             f"got {layout!r}")
+        # the Pooling operator pools channel-first data: channel-last input is transposed
+        # around it (a copy each way), which gives MXNet's results and gradients for NWC/NHWC/NDHWC
+        self._channels_last = layout == channels_last
+        self._dims = dims
         self._kwargs: dict[str, Any] = {
             "kernel": pool_size, "stride": strides, "pad": _tuple(padding, dims, "padding"),
-            "global_pool": global_pool, "pool_type": pool_type, "layout": layout,
+            "global_pool": global_pool, "pool_type": pool_type, "layout": channels_first,
             "pooling_convention": "full" if ceil_mode else "valid"}
         if count_include_pad is not None:
             self._kwargs["count_include_pad"] = count_include_pad
@@ -164,7 +173,18 @@ class _Pooling(HybridBlock):
         return "pool"
 
     def hybrid_forward(self, F: Any, x: Any) -> Any:
-        return F.Pooling(x, name="fwd", **self._kwargs)
+        if not self._channels_last:
+            return F.Pooling(x, name="fwd", **self._kwargs)
+        spatial = tuple(range(1, self._dims + 1))
+        x = F.transpose(x, axes=(0, self._dims + 1, *spatial))
+        pooled = F.Pooling(x, **self._kwargs)
+        return F.transpose(pooled, axes=(0, *(a + 1 for a in spatial), 1), name="fwd")
+
+
+def _check_pool_layout(name: str, layout: Any, dims: int) -> None:
+    allowed = ({1: "NCW", 2: "NCHW", 3: "NCDHW"}[dims], {1: "NWC", 2: "NHWC", 3: "NDHWC"}[dims])
+    if layout not in allowed:
+        raise GluonError(f"{name}: layout must be {allowed[0]!r} or {allowed[1]!r}, got {layout!r}")
 
 
 def _pool_class(name: str, pool_type: str, layout: str, default_size: Any, doc: str) -> type:
@@ -173,12 +193,12 @@ def _pool_class(name: str, pool_type: str, layout: str, default_size: Any, doc: 
     def __init__(self: Any, pool_size: Any = default_size, strides: Any = None, padding: Any = 0,
                  layout: str = layout, ceil_mode: bool = False, count_include_pad: bool = True,
                  **kwargs: Any) -> None:
+        _check_pool_layout(name, layout, dims)
         _Pooling.__init__(self, pool_size, strides, padding, ceil_mode, False, pool_type, layout,
                           count_include_pad if pool_type == "avg" else None, **kwargs)
 
     cls = type(name, (_Pooling,), {"__init__": __init__, "__doc__": doc})
     cls.__module__ = __name__
-    del dims
     return cls
 
 
@@ -186,6 +206,7 @@ def _global_pool_class(name: str, pool_type: str, layout: str, doc: str) -> type
     dims = len(layout) - 2
 
     def __init__(self: Any, layout: str = layout, **kwargs: Any) -> None:
+        _check_pool_layout(name, layout, dims)
         _Pooling.__init__(self, (1,) * dims, None, 0, True, True, pool_type, layout, **kwargs)
 
     cls = type(name, (_Pooling,), {"__init__": __init__, "__doc__": doc})

@@ -72,8 +72,11 @@ def format_sequence(length: int | None, inputs: Any, layout: str, merge: bool | 
     else:
         F = _modules(inputs)
         if not _is_symbol(inputs):
-            if len(inputs.shape) != 3:
-                raise GluonError(f"unroll: inputs of shape {tuple(inputs.shape)} must have 3 axes ({layout})")
+            # N and T lead (in layout order); the features after them may have any rank (the
+            # convolutional cells take (C, W), (C, H, W)... per step)
+            if len(inputs.shape) < 3:
+                raise GluonError(f"unroll: inputs of shape {tuple(inputs.shape)} need the two axes of {layout[:2]!r} "
+                                 f"and at least one feature axis")
             batch_size = inputs.shape[batch_axis]
             if length is not None and inputs.shape[in_axis] != length:
                 raise GluonError(f"unroll(length={length}) got inputs of {inputs.shape[in_axis]} steps "

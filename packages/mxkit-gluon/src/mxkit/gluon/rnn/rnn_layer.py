@@ -59,6 +59,10 @@ class _RNNLayer(HybridBlock):
         self._dtype = dtype
         self._gates = _GATES[mode]
         self.skip_states: bool | None = None
+        self._initializers = {"i2h_weight_initializer": i2h_weight_initializer,
+                              "h2h_weight_initializer": h2h_weight_initializer,
+                              "i2h_bias_initializer": i2h_bias_initializer,
+                              "h2h_bias_initializer": h2h_bias_initializer}
         rows, inputs = self._gates * hidden_size, input_size
         for layer in range(num_layers):
             for direction in "lr"[: self._dir]:
@@ -71,6 +75,32 @@ class _RNNLayer(HybridBlock):
     def _register_param(self, name: str, shape: tuple, init: Any) -> None:
         param = self.params.get(name, shape=shape, init=init, allow_deferred_init=True, dtype=self._dtype)
         setattr(self, name, param)
+
+    def _unfuse(self) -> Any:
+        """This layer as a stack of cells that share its parameters (MXNet's ``_unfuse``): the
+        same computation, stepped in Python, e.g. to unroll with ``valid_length`` or to change one
+        layer. Parameters are the layer's own objects, so training either trains both."""
+        from mxkit.gluon.rnn import rnn_cell
+
+        makers = {"rnn_relu": lambda **kw: rnn_cell.RNNCell(self._hidden_size, activation="relu", **kw),
+                  "rnn_tanh": lambda **kw: rnn_cell.RNNCell(self._hidden_size, activation="tanh", **kw),
+                  "lstm": lambda **kw: rnn_cell.LSTMCell(self._hidden_size, **kw),
+                  "gru": lambda **kw: rnn_cell.GRUCell(self._hidden_size, **kw)}
+        make = makers[self._mode]
+        stack = rnn_cell.HybridSequentialRNNCell(prefix=self.prefix, params=self.params)
+        with stack.name_scope():
+            inputs = self._input_size
+            for layer in range(self._num_layers):
+                kwargs = {"input_size": inputs, **self._initializers}
+                if self._dir == 2:
+                    stack.add(rnn_cell.BidirectionalCell(make(prefix=f"l{layer}_", **kwargs),
+                                                         make(prefix=f"r{layer}_", **kwargs)))
+                else:
+                    stack.add(make(prefix=f"l{layer}_", **kwargs))
+                if self._dropout > 0 and layer != self._num_layers - 1:
+                    stack.add(rnn_cell.DropoutCell(self._dropout))
+                inputs = self._hidden_size * self._dir
+        return stack
 
     def _alias(self) -> str:
         return {"rnn_relu": "rnn", "rnn_tanh": "rnn"}.get(self._mode, self._mode)

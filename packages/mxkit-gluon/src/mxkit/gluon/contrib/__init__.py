@@ -1,0 +1,7 @@
+"""``gluon.contrib``: MXNet 1.x's contributed Gluon pieces: ``nn`` (Concurrent, Identity,
+PixelShuffle, SparseEmbedding, SyncBatchNorm), ``rnn`` (convolutional and variational-dropout
+cells, LSTMP), ``data`` (IntervalSampler) and ``estimator`` (the Estimator training loop)."""
+
+from mxkit.gluon.contrib import data, estimator, nn, rnn
+
+__all__ = ["data", "estimator", "nn", "rnn"]
