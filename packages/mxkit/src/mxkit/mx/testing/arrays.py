@@ -85,8 +85,8 @@ def rand_ndarray(shape: tuple[int, ...], stype: str = "default", density: float 
             raise MXKitError(f"rand_ndarray: density must be in [0, 1], got {density!r}")
         if len(shape) != 2:
             raise MXKitError(f"rand_ndarray: csr arrays are 2-D, got shape {tuple(shape)}")
-        values = np.random.rand(*shape) * (np.random.rand(*shape) < density)
-        return csr_matrix(values, ctx=ctx if ctx is not None else default_context(),
+        kept = np.random.rand(*shape) * (np.random.rand(*shape) < density)
+        return csr_matrix(kept, ctx=ctx if ctx is not None else default_context(),
                           dtype=dtype if dtype is not None else default_dtype())
     if stype == "row_sparse":
         from mxkit.ndarray.sparse import row_sparse_array
