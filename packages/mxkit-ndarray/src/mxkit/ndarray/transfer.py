@@ -43,7 +43,9 @@ def copy_into(target: Any, source: Any) -> None:
             device_ctx = target._ctx if target._ctx.device_type != "cpu" else source._ctx
             push_raw(run, [source], [target], device_ctx, "_copyto", copy=True, overwrites=True)
             return
-        push_raw(run, [source], [target], target._ctx, "_copyto", overwrites=True)
+        # a copy within one device is a kernel like any other: a small one may run inline
+        push_raw(run, [source], [target], target._ctx, "_copyto", overwrites=True,
+                 nbytes=src_data.nbytes + dst_data.nbytes)
         return
     if _is_scalar(source):
         value = source
@@ -52,7 +54,7 @@ def copy_into(target: Any, source: Any) -> None:
         def fill() -> None:
             data[...] = value
 
-        push_raw(fill, [], [target], target._ctx, "_set_value", overwrites=True)
+        push_raw(fill, [], [target], target._ctx, "_set_value", overwrites=True, nbytes=data.nbytes)
         return
     try:
         host = np.asarray(source)
@@ -88,7 +90,7 @@ def copy_into(target: Any, source: Any) -> None:
     def copy_host() -> None:
         data[...] = device_value
 
-    push_raw(copy_host, [], [target], ctx, "_copy_from_host", overwrites=True)
+    push_raw(copy_host, [], [target], ctx, "_copy_from_host", overwrites=True, nbytes=2 * data.nbytes)
 
 
 __all__ = ["copy_into"]
