@@ -93,4 +93,40 @@ def copy_into(target: Any, source: Any) -> None:
     push_raw(copy_host, [], [target], ctx, "_copy_from_host", overwrites=True, nbytes=2 * data.nbytes)
 
 
-__all__ = ["copy_into"]
+def copy_from_host(target: Any, host: np.ndarray) -> None:
+    """Push a copy of the host array ``host`` into all of ``target``, reading ``host`` when the copy
+    runs rather than now.
+
+    ``target[:] = host`` (:func:`copy_into`) first takes a snapshot of ``host``, because the
+    caller may change it once the call returns; a caller whose host array stays unchanged
+    until the copy has run (an iterator's own batch arrays, which it replaces rather than
+    writes) saves that second copy here. The copy is ordered after every earlier use of
+    ``target`` like any write of it.
+
+    Raises
+    ------
+    ShapeError, DTypeError
+        When ``host`` has not ``target``'s shape or dtype (nothing is converted here).
+    """
+    if tuple(host.shape) != tuple(target.shape):
+        raise ShapeError(f"copy_from_host: the host array has shape {tuple(host.shape)}, the target "
+                         f"{tuple(target.shape)}; they must be equal")
+    data = target._data
+    if host.dtype != data.dtype:
+        raise DTypeError(f"copy_from_host: the host array has dtype {host.dtype}, the target {data.dtype}; "
+                         f"they must be equal (convert with astype first)")
+    ctx = target._ctx
+    if ctx.device_type != "cpu":
+        backend = backend_of(ctx)
+        contiguous = np.ascontiguousarray(host)  # what a device's writer takes (a copy only for a strided view)
+        push_raw(lambda: backend.copy_from_host(data, contiguous), [], [target], ctx, "_copy_from_host",
+                 copy=True, overwrites=True)
+        return
+
+    def run() -> None:
+        np.copyto(data, host)
+
+    push_raw(run, [], [target], ctx, "_copy_from_host", overwrites=True, nbytes=2 * data.nbytes)
+
+
+__all__ = ["copy_from_host", "copy_into"]
