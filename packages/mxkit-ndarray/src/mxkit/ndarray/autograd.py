@@ -199,13 +199,13 @@ class _Applier:
         self.written: dict[int, int] = {}
 
     def __call__(self, op_name: str, *inputs: Any, **params: Any) -> Any:
-        from mxkit.ndarray.invoke import invoke, invoke_by_name
-        from mxkit.ndarray.registry import get_registry
+        from mxkit.ndarray import invoke as dispatch
 
         if self.backward is None or op_name != self.backward:
-            return invoke_by_name(op_name, *inputs, **params)
-        op = get_registry().get(op_name)
-        typed = op.parse_params(params)
+            return dispatch.invoke_by_name(op_name, *inputs, **params)
+        op = _registry().get(op_name)
+        typed = dispatch.parsed_params(op, params)
+        invoke = dispatch.invoke
         out = None
         width = len(self.req if self.req is not None else self.targets or ())
         if op.count_outputs(typed) == width:
@@ -220,7 +220,7 @@ class _Applier:
     def _fitting_targets(self, op: OpDef, typed: dict, inputs: Sequence[Any]) -> list | None:
         """The targets whose shape and dtype are those of the outputs they stand for (the others
         are allocated), or None when none is."""
-        from mxkit.ndarray.invoke import inferred_outputs
+        from mxkit.ndarray.invoke import inferred_outputs, numpy_dtype
 
         assert self.targets is not None
         try:
@@ -229,7 +229,7 @@ class _Applier:
             return None  # invoke raises it with the call named
         out: list[Any] = [None] * len(shapes)
         for index, (target, shape, dtype) in enumerate(zip(self.targets, shapes, dtypes)):
-            if target is not None and target.shape == shape and target._data.dtype.name == dtype and \
+            if target is not None and target._data.shape == shape and target._data.dtype == numpy_dtype(dtype) and \
                     target.context == inputs[0].context:
                 out[index] = target
                 self.written[id(target)] = index
@@ -244,6 +244,14 @@ class _Applier:
 _APPLIER = _Applier()
 
 
+def _registry() -> Any:
+    global _registry
+    from mxkit.ndarray.registry import get_registry
+
+    _registry = get_registry  # later calls go straight to it
+    return get_registry()
+
+
 def _applier_for(node: _Node, create_graph: bool, targets: dict[int, Any]) -> _Applier:
     """The applier for ``node``'s gradient: it marks the gradients of inputs that reach no
     variable as unneeded (not while recording the gradient itself, which a second
@@ -251,12 +259,22 @@ def _applier_for(node: _Node, create_graph: bool, targets: dict[int, Any]) -> _A
     buffer, see :func:`_direct_targets`) names into their buffers."""
     if create_graph:
         return _APPLIER
-    req = tuple("write" if array._ag is not None else "null" for array in node.inputs)
-    buffers = tuple(targets.get(id(array)) for array in node.inputs) if targets else ()
-    wanted_targets = buffers if any(buffer is not None for buffer in buffers) else None
-    if "null" not in req and wanted_targets is None:
+    req = []
+    buffers = []
+    skips = found = False
+    for array in node.inputs:
+        if array._ag is None:
+            req.append("null")
+            buffers.append(None)
+            skips = True
+            continue
+        req.append("write")
+        buffer = targets.get(id(array)) if targets else None
+        buffers.append(buffer)
+        found = found or buffer is not None
+    if not skips and not found:
         return _APPLIER
-    return _Applier(f"_backward_{node.op.name}", req if "null" in req else None, wanted_targets)
+    return _Applier(f"_backward_{node.op.name}", tuple(req) if skips else None, tuple(buffers) if found else None)
 
 
 def _direct_targets(heads: Sequence[Any], head_grads: Sequence[Any], nodes: list[_Node]) -> dict[int, Any]:

@@ -423,9 +423,24 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
 def invoke_by_name(name: str, *inputs: Any, out: Any = None, ctx: Any = None, **params: Any) -> Any:
     """Run the registry operator ``name``; one output is returned bare, several as a list."""
     op = get_registry().get(name)
-    typed = op.parse_params(params)
+    typed = parsed_params(op, params)
     outputs = invoke(op, list(inputs), typed, out=out, ctx=resolve_context(ctx) if ctx is not None else None)
     return outputs[0] if len(outputs) == 1 else outputs
+
+
+def parsed_params(op: OpDef, params: dict[str, Any]) -> dict[str, Any]:
+    """``op.parse_params(params)``, remembered for hashable values as ``mx.nd.<op>`` calls do
+    (gradient functions call their backward operators with the same parameters every step);
+    each call gets its own copy of the typed dict."""
+    global _cached_parse
+    if _cached_parse is None:
+        from mxkit.ndarray.op_functions import _parsed_params  # (it imports this module)
+
+        _cached_parse = _parsed_params
+    return _cached_parse(op, params)  # type: ignore[no-any-return]
+
+
+_cached_parse: Any = None
 
 
 def push_raw(fn: Any, reads: Sequence[Any], writes: Sequence[Any], ctx: Context, name: str,
@@ -453,4 +468,4 @@ def push_raw(fn: Any, reads: Sequence[Any], writes: Sequence[Any], ctx: Context,
 
 
 __all__ = ["OperatorError", "backend_of", "engine", "inferred_outputs", "invoke", "invoke_by_name", "numpy_dtype",
-           "on_device", "push_kernel", "push_raw", "resolve_context"]
+           "on_device", "parsed_params", "push_kernel", "push_raw", "resolve_context"]
