@@ -56,3 +56,51 @@ def test_shape_and_dtype_must_match():
         copy_from_host(target, np.zeros((3, 2), np.float32))
     with pytest.raises(DTypeError, match=r"float64.*float32"):
         copy_from_host(target, np.zeros((2, 3), np.float64))
+
+
+_STEPS = st.lists(st.tuples(st.sampled_from(["copy", "host", "from_host", "scalar", "add", "mul"]),
+                            st.integers(0, 2), st.integers(0, 2), st.booleans()), min_size=1, max_size=12)
+
+
+@pytest.mark.parametrize("engine_name", ["threaded", "threaded_per_device"])
+@settings(max_examples=8, deadline=None)
+@given(steps=_STEPS)
+def test_mixes_of_inline_and_queued_copies_match_a_serial_replay(engine_name, steps):
+    """Copies within a device are small kernels (inline when the engine is idle), large ones queue:
+    a random mix of copies and updates on small and large arrays ends as numpy's serial replay."""
+    import mxkit.engine as engine
+
+    previous = engine.set_engine(engine.create(engine_name))
+    try:
+        rng = np.random.default_rng(len(steps))
+        sizes = {False: 16, True: 300_000}  # a copy between two large arrays touches 2.4 MB: queued
+        arrays = {big: [rng.standard_normal(sizes[big]).astype(np.float32) for _ in range(3)] for big in sizes}
+        nds = {big: [nd.array(a) for a in arrays[big]] for big in sizes}
+        for kind, i, j, big in steps:
+            ref, dev = arrays[big], nds[big]
+            if kind == "copy":
+                ref[i][:] = ref[j]
+                dev[i][:] = dev[j]
+            elif kind in ("host", "from_host"):
+                host = np.full(sizes[big], float(i + 2 * j), np.float32)
+                ref[i][:] = host
+                if kind == "host":
+                    dev[i][:] = host
+                else:
+                    copy_from_host(dev[i], host)
+            elif kind == "scalar":
+                ref[i][:] = j - 0.5
+                dev[i][:] = j - 0.5
+            elif kind == "add":
+                ref[i] += ref[j]
+                dev[i] += dev[j]
+            else:
+                ref[i] *= 1.5
+                dev[i] *= 1.5
+        for big in sizes:
+            for got, want in zip(nds[big], arrays[big]):
+                np.testing.assert_array_equal(got.asnumpy(), want)
+    finally:
+        current = engine.set_engine(previous) if previous is not None else None
+        if current is not None and current is not previous:
+            current.wait_all()
