@@ -53,6 +53,21 @@ def test_each_call_gets_its_own_parameter_dict():
     assert op_functions._parsed_params(op, {"axis": 0})["axis"] == (0,)
 
 
+def test_invoke_by_name_and_gradients_share_the_parameter_cache_with_copies():
+    """Gradient functions call their backward operators by name with the same parameters every step:
+    those are parsed once, and the _req an applier adds to one call's dict reaches no other call."""
+    op = mxkit.ndarray.registry.get_op("_backward_FullyConnected")
+    first = invoke.parsed_params(op, {"num_hidden": 4, "no_bias": True})
+    first["_req"] = ("null", "write")
+    again = invoke.parsed_params(op, {"num_hidden": 4, "no_bias": True})
+    assert "_req" not in again and again == {k: v for k, v in first.items() if k != "_req"}
+    x, w = mx.nd.ones((2, 5)), mx.nd.ones((4, 5))
+    grads = [invoke.invoke_by_name("_backward_FullyConnected", mx.nd.ones((2, 4)), x, w, num_hidden=4, no_bias=True)
+             for _ in range(2)]
+    for data_grad, weight_grad in grads:
+        assert data_grad.asnumpy().tolist() == [[4.0] * 5] * 2 and weight_grad.asnumpy().tolist() == [[2.0] * 5] * 4
+
+
 def test_unhashable_parameters_and_full_caches_still_dispatch(monkeypatch):
     data = mx.nd.array(np.arange(6.0).reshape(2, 3))
     assert mx.nd.transpose(data, axes=[1, 0]).shape == (3, 2)  # a list: not cached, parsed every time

@@ -296,3 +296,96 @@ def test_other_optimizers_and_unaggregated_updates_give_the_same_numbers(optimiz
     assert program_runs["replayed"] == 10
     monkeypatch.setenv("MXKIT_MODULE_STEP_PROGRAM", "0")
     _assert_bitwise(fast, train())
+
+
+class _Recording(mx.io.DataIter):
+    """An iterator that hands out another's batches and keeps them, to see what was read of them."""
+
+    def __init__(self, inner):
+        super().__init__(inner.batch_size)
+        self.inner, self.batches = inner, []
+
+    @property
+    def provide_data(self):
+        return self.inner.provide_data
+
+    @property
+    def provide_label(self):
+        return self.inner.provide_label
+
+    def next(self):
+        batch = self.inner.next()
+        self.batches.append(batch)
+        return batch
+
+    def reset(self):
+        self.inner.reset()
+
+
+def test_ndarray_iter_batches_fill_the_bound_inputs_without_conversion(program_runs):
+    """NDArrayIter's batches are copied from their host arrays straight into the bound inputs: their
+    data is never converted to NDArrays, and the weights are the step-by-step path's to the bit."""
+    x, y = _data(40)
+    train = _Recording(mx.io.NDArrayIter(x, y, batch_size=BATCH, last_batch_handle="discard"))
+    module = mx.mod.Module(_mlp(), context=mx.cpu(0))
+    metric = mx.metric.create("acc")
+    module.fit(train, eval_metric=metric, kvstore="local", optimizer="sgd", optimizer_params=OPT,
+               arg_params=_as_nd(_start_params()), num_epoch=3)
+    assert program_runs == {"replayed": 15, "declined": 0}
+    assert len(train.batches) == 15
+    assert all(batch.host_data is not None and batch._data is None for batch in train.batches)
+    fast = ({name: value.asnumpy() for name, value in module.get_params()[0].items()}, metric.get())
+    _assert_bitwise(fast, _step_by_step())
+
+
+def test_the_bound_input_holds_each_batch_in_turn(program_runs, monkeypatch):
+    """The executor reads the batch just filled in, not a later one: the data input is captured by a
+    forward hook on every step and compared with the iterator's slices."""
+    x, y = _data(40)
+    train = mx.io.NDArrayIter(x, y, batch_size=BATCH, last_batch_handle="discard")
+    module = mx.mod.Module(_mlp(), context=mx.cpu(0))
+    seen = []
+    original = StepProgram.run
+
+    def capture(self, batch, metric):
+        done = original(self, batch, metric)
+        seen.append(self._executor.arg_dict["data"].asnumpy().copy())
+        return done
+
+    monkeypatch.setattr(StepProgram, "run", capture)
+    module.fit(train, kvstore=None, optimizer="sgd", optimizer_params=OPT, arg_params=_as_nd(_start_params()),
+               num_epoch=1)
+    assert len(seen) == 5
+    for index, data in enumerate(seen):
+        np.testing.assert_array_equal(data, x[index * BATCH:(index + 1) * BATCH])
+
+
+def test_prefetching_iter_over_ndarray_iter_equals_the_step_by_step_path(program_runs):
+    x, y = _data(40)
+    train = mx.io.PrefetchingIter(mx.io.NDArrayIter(x, y, batch_size=BATCH, last_batch_handle="discard"))
+    module = mx.mod.Module(_mlp(), context=mx.cpu(0))
+    metric = mx.metric.create("acc")
+    module.fit(train, eval_metric=metric, kvstore=None, optimizer="sgd", optimizer_params=OPT,
+               arg_params=_as_nd(_start_params()), num_epoch=3)
+    assert program_runs == {"replayed": 15, "declined": 0}
+    fast = ({name: value.asnumpy() for name, value in module.get_params()[0].items()}, metric.get())
+    _assert_bitwise(fast, _step_by_step())
+
+
+def test_host_arrays_of_another_dtype_are_converted_as_before(program_runs, monkeypatch):
+    """float64 host data for a float32 input: the batch's converted arrays are copied in (with the
+    cast), the same numbers with and without the program."""
+    x, y = _data(40)
+
+    def train():
+        it = mx.io.NDArrayIter(mx.nd.array(x, dtype="float64"), y, batch_size=BATCH, last_batch_handle="discard")
+        module = mx.mod.Module(_mlp(), context=mx.cpu(0))
+        metric = mx.metric.create("acc")
+        module.fit(it, eval_metric=metric, kvstore=None, optimizer="sgd", optimizer_params=OPT,
+                   arg_params=_as_nd(_start_params()), num_epoch=2)
+        return {name: value.asnumpy() for name, value in module.get_params()[0].items()}, metric.get()
+
+    fast = train()
+    assert program_runs["replayed"] == 10
+    monkeypatch.setenv("MXKIT_MODULE_STEP_PROGRAM", "0")
+    _assert_bitwise(fast, train())

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DataBatch", "DataDesc", "DataIter"]
+__all__ = ["DataBatch", "DataDesc", "DataIter", "HostDataBatch"]
 
 
 class DataDesc(namedtuple("DataDesc", ["name", "shape"])):
@@ -98,6 +98,64 @@ class DataBatch:
         data_shapes = [tuple(d.shape) for d in self.data]
         label_shapes = [tuple(x.shape) for x in self.label] if self.label else None
         return f"DataBatch: data shapes: {data_shapes} label shapes: {label_shapes} pad: {self.pad}"
+
+
+class HostDataBatch(DataBatch):
+    """A batch an iterator made of host (numpy) arrays: ``data`` and ``label`` are converted to the
+    iterator's batch type (NDArrays) when first read, and :attr:`host_data`/:attr:`host_label`
+    hold the host arrays themselves.
+
+    A consumer with input buffers of its own (a module bound for training) copies the host
+    arrays straight into them and never reads ``data``, which saves the conversion: one copy
+    of every batch instead of two, as MXNet's prefetcher filled the bound inputs. The host
+    arrays must stay unchanged while the batch is in use (an iterator's own arrays, which it
+    replaces rather than writes: NDArrayIter's slices). Assigning ``data`` or ``label`` drops
+    the host arrays of that side (they no longer describe the batch).
+
+    Parameters
+    ----------
+    host_data, host_label : list of numpy.ndarray
+        The batch's arrays on the host.
+    convert : callable
+        Makes a batch array of a host array (:func:`mxkit.io._batch_arrays.batch_converter`'s).
+    pad, index, bucket_key, provide_data, provide_label
+        As for :class:`DataBatch`.
+    """
+
+    def __init__(self, host_data: list[Any], host_label: list[Any], convert: Any, pad: int | None = None,
+                 index: Any = None, bucket_key: Any = None, provide_data: list[DataDesc] | None = None,
+                 provide_label: list[DataDesc] | None = None):
+        super().__init__(data=[], label=None, pad=pad, index=index, bucket_key=bucket_key,
+                         provide_data=provide_data, provide_label=provide_label)
+        self._convert = convert
+        self.host_data: list[Any] | None = list(host_data)
+        self.host_label: list[Any] | None = list(host_label)
+        self._data: list[Any] | None = None
+        self._label: list[Any] | None = None
+
+    @property  # type: ignore[override]
+    def data(self) -> list[Any]:
+        """The data arrays (converted on first read)."""
+        if self._data is None and self.host_data is not None:
+            self._data = [self._convert(array) for array in self.host_data]
+        return self._data  # type: ignore[return-value]
+
+    @data.setter
+    def data(self, value: list[Any]) -> None:
+        self._data = value
+        self.host_data = None
+
+    @property  # type: ignore[override]
+    def label(self) -> list[Any] | None:
+        """The label arrays (converted on first read)."""
+        if self._label is None and self.host_label is not None:
+            self._label = [self._convert(array) for array in self.host_label]
+        return self._label
+
+    @label.setter
+    def label(self, value: list[Any] | None) -> None:
+        self._label = value
+        self.host_label = None
 
 
 class DataIter:

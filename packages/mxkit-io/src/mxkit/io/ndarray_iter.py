@@ -9,7 +9,7 @@ import numpy as np
 from mxkit.core import config
 from mxkit.core.errors import ConfigError, ShapeError
 from mxkit.io._batch_arrays import batch_converter
-from mxkit.io.databatch import DataBatch, DataDesc, DataIter
+from mxkit.io.databatch import DataBatch, DataDesc, DataIter, HostDataBatch
 
 __all__ = ["NDArrayIter"]
 
@@ -167,10 +167,8 @@ class NDArrayIter(DataIter):
             self._cache_data = data
             self._cache_label = label
             raise StopIteration
-        convert = self._convert
-        return DataBatch(
-            data=[convert(d) for d in data], label=[convert(x) for x in label], pad=self.getpad(), index=None
-        )
+        # converted when read: a bound module copies the host slices straight into its inputs
+        return HostDataBatch(data, label, self._convert, pad=self.getpad(), index=None)
 
     def _slice(self, source: list[tuple[str, np.ndarray]], start: int = 0, end: int | None = None) -> list[np.ndarray]:
         return [array[start:end] for _, array in source]

@@ -211,6 +211,9 @@ class PrefetchingIter(DataIter):
                     return
                 if len(batches) == 1:
                     item = batches[0]
+                    # a batch converted when read (HostDataBatch) is converted here, off the consumer's
+                    # thread; a bound module still fills its inputs from the host arrays, one copy
+                    item.data, item.label  # noqa: B018
                 else:
                     item = DataBatch(
                         data=[d for b in batches for d in b.data],

@@ -192,29 +192,60 @@ def mark_variables(variables: Any, gradients: Any, grad_reqs: str | Sequence[str
 class _Applier:
     """The operator applier handed to gradient functions: ``F("op", *inputs, **params)``.
 
-    ``skip`` is ``(backward operator name, req)`` when some inputs of the node being
-    differentiated need no gradient (data, labels, constants): a call of that operator whose
-    outputs are the node's input gradients, one each, then gets MXNet's OpReqType in
-    ``params["_req"]`` ("null" for the unneeded ones), so a kernel that honours it skips
-    them, as in the executor (a first layer's data gradient is the largest product of an MLP).
+    ``backward`` names the node's backward operator, of one output per input of the node (its
+    input gradients, in order), or is None. A call of that operator then gets, when ``req`` is
+    given, MXNet's OpReqType in ``params["_req"]`` ("null" for the inputs whose gradient nothing
+    needs: data, labels, constants), so a kernel that honours it skips them, as in the executor
+    (a first layer's data gradient is the largest product of an MLP); and, on its first call,
+    writes the gradients that ``targets`` names (a variable's grad buffer, or None) straight
+    into them, as the executor's backward writes its gradient arrays (``grad_req="write"``),
+    instead of into fresh arrays copied into the buffers afterwards. :attr:`written` maps
+    ``id(buffer)`` to the input whose gradient was written there.
     """
 
-    def __init__(self, skip: tuple[str, tuple[str, ...]] | None = None) -> None:
-        self.skip = skip
+    def __init__(self, backward: str | None = None, req: tuple[str, ...] | None = None,
+                 targets: tuple[Any, ...] | None = None) -> None:
+        self.backward = backward
+        self.req = req
+        self.targets = targets
+        self.written: dict[int, int] = {}
 
     def __call__(self, op_name: str, *inputs: Any, **params: Any) -> Any:
-        from mxkit.ndarray.invoke import invoke, invoke_by_name
-        from mxkit.ndarray.registry import get_registry
+        from mxkit.ndarray import invoke as dispatch
 
-        if self.skip is None or op_name != self.skip[0]:
-            return invoke_by_name(op_name, *inputs, **params)
-        op = get_registry().get(op_name)
-        typed = op.parse_params(params)
-        req = self.skip[1]
-        if op.count_outputs(typed) == len(req):
-            typed["_req"] = req
-        outputs = invoke(op, list(inputs), typed)
+        if self.backward is None or op_name != self.backward:
+            return dispatch.invoke_by_name(op_name, *inputs, **params)
+        op = _registry().get(op_name)
+        typed = dispatch.parsed_params(op, params)
+        invoke = dispatch.invoke
+        out = None
+        width = len(self.req if self.req is not None else self.targets or ())
+        if op.count_outputs(typed) == width:
+            if self.req is not None:
+                typed["_req"] = self.req
+            if self.targets is not None:
+                out = self._fitting_targets(op, typed, inputs)
+                self.targets = None  # one call writes them: a second would overwrite the first's
+        outputs = invoke(op, list(inputs), typed, out=out)
         return outputs[0] if len(outputs) == 1 else outputs
+
+    def _fitting_targets(self, op: OpDef, typed: dict, inputs: Sequence[Any]) -> list | None:
+        """The targets whose shape and dtype are those of the outputs they stand for (the others
+        are allocated), or None when none is."""
+        from mxkit.ndarray.invoke import inferred_outputs, numpy_dtype
+
+        assert self.targets is not None
+        try:
+            shapes, dtypes = inferred_outputs(op, typed, inputs)
+        except MXKitError:
+            return None  # invoke raises it with the call named
+        out: list[Any] = [None] * len(shapes)
+        for index, (target, shape, dtype) in enumerate(zip(self.targets, shapes, dtypes)):
+            if target is not None and target._data.shape == shape and target._data.dtype == numpy_dtype(dtype) and \
+                    target.context == inputs[0].context:
+                out[index] = target
+                self.written[id(target)] = index
+        return out if self.written else None
 
     def __getattr__(self, op_name: str) -> Any:
         if op_name.startswith("__"):
@@ -225,16 +256,73 @@ class _Applier:
 _APPLIER = _Applier()
 
 
-def _applier_for(node: _Node, create_graph: bool) -> _Applier:
+def _registry() -> Any:
+    global _registry
+    from mxkit.ndarray.registry import get_registry
+
+    _registry = get_registry  # later calls go straight to it
+    return get_registry()
+
+
+def _applier_for(node: _Node, create_graph: bool, targets: dict[int, Any]) -> _Applier:
     """The applier for ``node``'s gradient: it marks the gradients of inputs that reach no
     variable as unneeded (not while recording the gradient itself, which a second
-    differentiation may read)."""
+    differentiation may read), and writes those that ``targets`` (``id(variable)`` -> grad
+    buffer, see :func:`_direct_targets`) names into their buffers."""
     if create_graph:
         return _APPLIER
-    req = tuple("write" if array._ag is not None else "null" for array in node.inputs)
-    if "null" not in req:
+    req = []
+    buffers = []
+    skips = found = False
+    for array in node.inputs:
+        if array._ag is None:
+            req.append("null")
+            buffers.append(None)
+            skips = True
+            continue
+        req.append("write")
+        buffer = targets.get(id(array)) if targets else None
+        buffers.append(buffer)
+        found = found or buffer is not None
+    if not skips and not found:
         return _APPLIER
-    return _Applier(skip=(f"_backward_{node.op.name}", req))
+    return _Applier(f"_backward_{node.op.name}", tuple(req) if skips else None, tuple(buffers) if found else None)
+
+
+def _direct_targets(heads: Sequence[Any], head_grads: Sequence[Any], nodes: list[_Node]) -> dict[int, Any]:
+    """``id(variable)`` -> its grad buffer, for the variables of a :func:`backward` pass whose
+    gradient the backward operator may write straight into the buffer: ``grad_req="write"``,
+    one gradient only (an input of one node, once; not a head), a buffer that is no other
+    variable's and that nothing of the pass reads or writes (a graph may read ``x.grad``)."""
+    uses: dict[int, int] = {}
+    variables: dict[int, Any] = {}
+    touched: set[int] = set()  # ids of the engine vars the pass reads or writes
+    for array in (*heads, *head_grads):
+        if array is not None:
+            touched.add(id(array._var))
+            if array._ag is VARIABLE:
+                uses[id(array)] = 2
+    for node in nodes:
+        for array in node.inputs:
+            touched.add(id(array._var))
+            if array._ag is VARIABLE:
+                uses[id(array)] = uses.get(id(array), 0) + 1
+                variables[id(array)] = array
+        for array in node.outputs:
+            touched.add(id(array._var))
+    buffers: dict[int, int] = {}
+    for variable in variables.values():
+        buffer = getattr(variable, "_grad", None)
+        if buffer is not None:
+            buffers[id(buffer._var)] = buffers.get(id(buffer._var), 0) + 1
+    targets = {}
+    for key, variable in variables.items():
+        buffer = getattr(variable, "_grad", None)
+        if uses[key] == 1 and getattr(variable, "_grad_req", None) == "write" and buffer is not None and \
+                getattr(buffer, "stype", None) == "default" and id(buffer._var) not in touched and \
+                buffers[id(buffer._var)] == 1:
+            targets[key] = buffer
+    return targets
 
 
 def _topological_nodes(heads: Sequence[Any]) -> list[_Node]:
@@ -311,6 +399,7 @@ def _compute(heads: Sequence[Any], head_grads: Sequence[Any] | None, create_grap
         if not retain_graph:
             for node in nodes:
                 node.freed = True
+        targets = _direct_targets(heads, head_grads, nodes) if storing and not create_graph else {}
         for node in reversed(nodes):
             out_grads = [entry_grads.pop((id(node), i), None) for i in range(len(node.outputs))]
             if all(g is None for g in out_grads):
@@ -321,9 +410,11 @@ def _compute(heads: Sequence[Any], head_grads: Sequence[Any] | None, create_grap
                 raise AutogradError(f"operator {node.op.name} is not differentiable, but a gradient flows "
                                     f"through it; compute it outside autograd.record() or detach() its input")
             out_grads = [g if g is not None else _zeros_like(o) for g, o in zip(out_grads, node.outputs)]
-            in_grads = node.op.gradient(_applier_for(node, create_graph), node.params, node.inputs, node.outputs,
-                                        out_grads)
+            applier = _applier_for(node, create_graph, targets)
+            in_grads = node.op.gradient(applier, node.params, node.inputs, node.outputs, out_grads)
             in_grads = list(in_grads) if isinstance(in_grads, (list, tuple)) else [in_grads]
+            if applier.written:
+                _own_buffers(in_grads, applier.written)
             for array, grad in zip(node.inputs, in_grads):
                 if grad is None or array._ag is None:
                     continue
@@ -340,6 +431,17 @@ def _compute(heads: Sequence[Any], head_grads: Sequence[Any] | None, create_grap
     finally:
         _state.recording, _state.training, _state.storing = saved
     return leaf_grads
+
+
+def _own_buffers(in_grads: list, written: dict[int, int]) -> None:
+    """A gradient function is expected to return its backward operator's outputs as the
+    gradients of the inputs they stand for; one that returned a grad buffer written for input
+    ``i`` as the gradient of another input gets a copy instead, so that storing input ``i``'s
+    gradient later cannot change it."""
+    for index, grad in enumerate(in_grads):
+        owner = written.get(id(grad)) if grad is not None else None
+        if owner is not None and owner != index:
+            in_grads[index] = grad.copy()
 
 
 def _release_node(node: _Node) -> None:

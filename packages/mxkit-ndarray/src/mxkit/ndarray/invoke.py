@@ -291,6 +291,19 @@ def _inferred_outputs(op: OpDef, params: dict[str, Any], in_data: list, in_shape
     return found
 
 
+def inferred_outputs(op: OpDef, params: dict[str, Any], inputs: Sequence[Any]) -> tuple[list, list]:
+    """The output shapes (tuples) and dtype names :func:`invoke` infers for ``op`` on the
+    NDArrays ``inputs`` with typed ``params`` (cached as for invoke).
+
+    Raises
+    ------
+    ShapeError, DTypeError
+        When inference fails; the message names the call.
+    """
+    in_data = [array._data for array in inputs]
+    return _inferred_outputs(op, params, in_data, [data.shape for data in in_data], len(op.list_aux(params)))
+
+
 def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = None,
            ctx: Context | None = None) -> list[Any]:
     """Run ``op`` on NDArrays ``inputs`` with typed ``params``; return the output NDArrays.
@@ -304,7 +317,8 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
     params : dict
         Typed parameters (see :meth:`OpDef.parse_params`).
     out : NDArray or list of NDArray, optional
-        Where to write the outputs (shapes must match what the operator infers).
+        Where to write the outputs (shapes must match what the operator infers); in a list,
+        ``None`` stands for an output allocated as without ``out``.
     ctx : Context, optional
         The device of an operator without inputs (default: the current context).
 
@@ -340,7 +354,12 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
         if len(outputs) != len(out_shapes):
             raise ShapeError(f"{op.describe_call(params, in_shapes)}: got {len(outputs)} out arrays for "
                              f"{len(out_shapes)} outputs")
-        for target, shape in zip(outputs, out_shapes):
+        for index, (target, shape, dtype) in enumerate(zip(outputs, out_shapes, out_dtypes)):
+            if target is None:  # this one is allocated; the others are written in place
+                make = _from_data or _load_ndarray()
+                outputs[index] = make(allocate(backend, shape, _numpy_dtypes.get(dtype) or numpy_dtype(dtype), ctx,
+                                               f"the output of {op.name}"), ctx, eng.new_var())
+                continue
             if target._data.shape != tuple(shape):
                 raise ShapeError(f"{op.describe_call(params, in_shapes)}: out has shape {target.shape}, "
                                  f"the result has shape {tuple(shape)}")
@@ -356,7 +375,7 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
         var = array._var
         if var not in reads:
             reads.append(var)  # an input also written is an in-place update: it inherits errors
-    for target in outputs if out is not None else ():
+    for target in outputs if out is not None else ():  # (one allocated here covers its var)
         if target._var not in reads and not covers_its_var(target):
             reads.append(target._var)  # writes part of its var: the rest keeps any error
     kernel = op.kernels.get(backend.name) or op.kernel or op.kernel_for(backend.name)
@@ -404,28 +423,49 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
 def invoke_by_name(name: str, *inputs: Any, out: Any = None, ctx: Any = None, **params: Any) -> Any:
     """Run the registry operator ``name``; one output is returned bare, several as a list."""
     op = get_registry().get(name)
-    typed = op.parse_params(params)
+    typed = parsed_params(op, params)
     outputs = invoke(op, list(inputs), typed, out=out, ctx=resolve_context(ctx) if ctx is not None else None)
     return outputs[0] if len(outputs) == 1 else outputs
 
 
+def parsed_params(op: OpDef, params: dict[str, Any]) -> dict[str, Any]:
+    """``op.parse_params(params)``, remembered for hashable values as ``mx.nd.<op>`` calls do
+    (gradient functions call their backward operators with the same parameters every step);
+    each call gets its own copy of the typed dict."""
+    global _cached_parse
+    if _cached_parse is None:
+        from mxkit.ndarray.op_functions import _parsed_params  # (it imports this module)
+
+        _cached_parse = _parsed_params
+    return _cached_parse(op, params)  # type: ignore[no-any-return]
+
+
+_cached_parse: Any = None
+
+
 def push_raw(fn: Any, reads: Sequence[Any], writes: Sequence[Any], ctx: Context, name: str,
-             copy: bool = False, overwrites: bool = False) -> None:
+             copy: bool = False, overwrites: bool = False, nbytes: int | None = None) -> None:
     """Push a plain function reading and writing the given NDArrays (indexing, copies).
 
     ``copy=True`` marks a transfer between devices: it runs on the device's copy workers.
     ``overwrites=True`` says that ``fn`` writes every element of ``writes``: a target
     that is all of its var's storage then loses an error it held (a failed op's output
     becomes usable again); otherwise the targets count as read too, and an error on one
-    skips ``fn`` and stays.
+    skips ``fn`` and stays. ``nbytes``: the bytes ``fn`` touches, when it is a kernel that
+    takes about that long (a copy within a device): pushed as :func:`push_kernel` does,
+    a small one may run on the calling thread.
     """
     write_vars = _var_list(writes, [])
     read_vars = _var_list(reads, [])
     for array in writes:
         if (not overwrites or not covers_its_var(array)) and array._var not in read_vars:
             read_vars.append(array._var)
-    engine().push(on_device(ctx, fast_backend(ctx), fn), read_vars, write_vars, ctx, 0, name, copy)
+    eng = engine()
+    if nbytes is not None and not copy:
+        push_kernel(eng, on_device(ctx, fast_backend(ctx), fn), read_vars, write_vars, ctx, name, nbytes)
+        return
+    eng.push(on_device(ctx, fast_backend(ctx), fn), read_vars, write_vars, ctx, 0, name, copy)
 
 
-__all__ = ["OperatorError", "backend_of", "engine", "invoke", "invoke_by_name", "numpy_dtype", "on_device",
-           "push_kernel", "push_raw", "resolve_context"]
+__all__ = ["OperatorError", "backend_of", "engine", "inferred_outputs", "invoke", "invoke_by_name", "numpy_dtype",
+           "on_device", "parsed_params", "push_kernel", "push_raw", "resolve_context"]

@@ -43,7 +43,9 @@ def copy_into(target: Any, source: Any) -> None:
             device_ctx = target._ctx if target._ctx.device_type != "cpu" else source._ctx
             push_raw(run, [source], [target], device_ctx, "_copyto", copy=True, overwrites=True)
             return
-        push_raw(run, [source], [target], target._ctx, "_copyto", overwrites=True)
+        # a copy within one device is a kernel like any other: a small one may run inline
+        push_raw(run, [source], [target], target._ctx, "_copyto", overwrites=True,
+                 nbytes=src_data.nbytes + dst_data.nbytes)
         return
     if _is_scalar(source):
         value = source
@@ -52,7 +54,7 @@ def copy_into(target: Any, source: Any) -> None:
         def fill() -> None:
             data[...] = value
 
-        push_raw(fill, [], [target], target._ctx, "_set_value", overwrites=True)
+        push_raw(fill, [], [target], target._ctx, "_set_value", overwrites=True, nbytes=data.nbytes)
         return
     try:
         host = np.asarray(source)
@@ -88,7 +90,43 @@ def copy_into(target: Any, source: Any) -> None:
     def copy_host() -> None:
         data[...] = device_value
 
-    push_raw(copy_host, [], [target], ctx, "_copy_from_host", overwrites=True)
+    push_raw(copy_host, [], [target], ctx, "_copy_from_host", overwrites=True, nbytes=2 * data.nbytes)
 
 
-__all__ = ["copy_into"]
+def copy_from_host(target: Any, host: np.ndarray) -> None:
+    """Push a copy of the host array ``host`` into all of ``target``, reading ``host`` when the copy
+    runs rather than now.
+
+    ``target[:] = host`` (:func:`copy_into`) first takes a snapshot of ``host``, because the
+    caller may change it once the call returns; a caller whose host array stays unchanged
+    until the copy has run (an iterator's own batch arrays, which it replaces rather than
+    writes) saves that second copy here. The copy is ordered after every earlier use of
+    ``target`` like any write of it.
+
+    Raises
+    ------
+    ShapeError, DTypeError
+        When ``host`` has not ``target``'s shape or dtype (nothing is converted here).
+    """
+    if tuple(host.shape) != tuple(target.shape):
+        raise ShapeError(f"copy_from_host: the host array has shape {tuple(host.shape)}, the target "
+                         f"{tuple(target.shape)}; they must be equal")
+    data = target._data
+    if host.dtype != data.dtype:
+        raise DTypeError(f"copy_from_host: the host array has dtype {host.dtype}, the target {data.dtype}; "
+                         f"they must be equal (convert with astype first)")
+    ctx = target._ctx
+    if ctx.device_type != "cpu":
+        backend = backend_of(ctx)
+        contiguous = np.ascontiguousarray(host)  # what a device's writer takes (a copy only for a strided view)
+        push_raw(lambda: backend.copy_from_host(data, contiguous), [], [target], ctx, "_copy_from_host",
+                 copy=True, overwrites=True)
+        return
+
+    def run() -> None:
+        np.copyto(data, host)
+
+    push_raw(run, [], [target], ctx, "_copy_from_host", overwrites=True, nbytes=2 * data.nbytes)
+
+
+__all__ = ["copy_from_host", "copy_into"]

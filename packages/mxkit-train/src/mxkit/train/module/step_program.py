@@ -17,6 +17,12 @@ time (the aggregated update MXNet's ``_update_params`` makes for one device), an
 metric update. The engine operations pushed, their order and their arguments are those of
 the step-by-step path, so the weights and metric values are the same to the bit.
 
+A batch made of host arrays (``host_data``/``host_label``: NDArrayIter's
+:class:`~mxkit.io.databatch.HostDataBatch`) of the bound shapes and dtypes is copied from
+them straight into the bound inputs, without converting it to NDArrays first: one copy of
+the batch per step instead of two (the iterator fills the bound buffers, as MXNet's
+prefetcher did). The bound inputs then hold the same bits either way.
+
 :meth:`StepProgram.run` returns False, having done nothing, for a batch it does not cover
 (another shape, padding, a pre-sliced list); ``fit`` then takes the general path for that
 batch. A re-bind (``reshape``) is noticed by the executor's identity and the program
@@ -26,6 +32,9 @@ re-resolves its arrays.
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
+from mxkit.ndarray.transfer import copy_from_host
 
 
 def step_program_blocker(module: Any, monitor: Any = None, sparse_row_id_fn: Any = None) -> str | None:
@@ -130,21 +139,20 @@ class StepProgram:
             return False
         if getattr(data_batch, "pad", None):
             return False
-        data = data_batch.data
         labels = getattr(data_batch, "label", None)
         if labels is None:  # the general path decides what a label-less training batch means
             return False
-        if not self._fits(data, self._data_shapes):
+        host_data = _host_arrays(data_batch, "host_data", self._data_targets)
+        if host_data is None and not self._fits(data_batch.data, self._data_shapes):
             return False
         load_labels = bool(self._label_targets) and bool(labels)
-        if load_labels and not self._fits(labels, self._label_shapes):
+        host_labels = _host_arrays(data_batch, "host_label", self._label_targets) if load_labels else None
+        if load_labels and host_labels is None and not self._fits(labels, self._label_shapes):
             return False
         # the order of the step-by-step path: data, labels, forward, backward, update, metric
-        for source, target in zip(data, self._data_targets):
-            _copy_in(source, target)
+        _load(host_data, data_batch.data if host_data is None else None, self._data_targets)
         if load_labels:
-            for source, target in zip(labels, self._label_targets):
-                _copy_in(source, target)
+            _load(host_labels, labels, self._label_targets)
         executor = self._executor
         executor.forward(is_train=True)
         executor.backward()
@@ -197,6 +205,29 @@ class BucketingStepProgram:
             return False
         module._params_dirty = True
         return True
+
+
+def _host_arrays(data_batch: Any, side: str, targets: list) -> list | None:
+    """The batch's host arrays of ``side`` (``host_data``/``host_label``) when it has them with
+    exactly the shapes and dtypes of the bound ``targets`` (copied in as they are), else None."""
+    host = getattr(data_batch, side, None)
+    if host is None or len(host) != len(targets):
+        return None
+    for array, target in zip(host, targets):
+        if not isinstance(array, np.ndarray) or array.shape != tuple(target.shape) or array.dtype != target.dtype:
+            return None
+    return host
+
+
+def _load(host: list | None, arrays: Any, targets: list) -> None:
+    """Copy one side of a batch into the bound ``targets``: its ``host`` arrays (which the batch
+    keeps unchanged: no snapshot), or else its batch ``arrays``."""
+    if host is not None:
+        for source, target in zip(host, targets):
+            copy_from_host(target, source)
+        return
+    for source, target in zip(arrays, targets):
+        _copy_in(source, target)
 
 
 def _copy_in(source: Any, target: Any) -> None:
