@@ -359,8 +359,8 @@ def test_forward_rejects_wrong_inputs():
         exe.forward(x=np.zeros(3))
     with pytest.raises(ExecutorError, match="'nope', which is not an argument; the arguments are: x"):
         exe.forward(nope=np.zeros(3))
-    with pytest.raises(ExecutorError, match="got 2 out_grads"):
-        exe.backward([nd.ones((2, 2)), nd.ones((2, 2))])
+    with pytest.raises(ExecutorError, match="got 0 out_grads"):
+        exe.backward([])
 
 
 def test_bind_with_given_arrays_and_gradients():

@@ -62,6 +62,9 @@ class ExecGraph:
     notes : dict of int to str
         Node id to what a graph pass made it from (a folded convolution's Convolution and
         BatchNorm), shown by the executor's ``debug_str``.
+    portable_heads : list of Entry
+        The outputs over the forward graph as the passes left it in MXNet's operators (before
+        elementwise fusion): ``Executor.get_optimized_symbol``.
     planner : PlannerSpec or None
         The memory planner of this bind, resolved once by :func:`build_exec_graph`: the
         graph passes and the plan use the same one even if the configuration changes.
@@ -82,6 +85,7 @@ class ExecGraph:
     retired: list[Node] = field(default_factory=list)
     recomputed_ids: set[int] = field(default_factory=set)
     notes: dict[int, str] = field(default_factory=dict)
+    portable_heads: list[Entry] = field(default_factory=list)
     planner: Any = None
 
     def nbytes(self, entry_key: Any) -> int:
@@ -230,6 +234,7 @@ def build_exec_graph(symbol: Any, shapes: Mapping[str, Any], dtypes: Mapping[str
     graph.forward_nodes = [n for n in passes.nodes if id(n) in passes.forward_ids]
     graph.backward_nodes = [n for n in passes.nodes if id(n) not in passes.forward_ids]
     graph.heads = passes.roots[:len(heads)]
+    graph.portable_heads = (passes.portable_roots or passes.roots)[:len(heads)]
     graph.grad_writers = dict(zip(graph.grad_writers, passes.roots[len(heads):]))
     graph.retired = passes.retired
     graph.recomputed_ids = {id(n) for n in graph.backward_nodes if id(n) in passes.recomputed_ids}
