@@ -348,8 +348,10 @@ def test_bind_rejects_wrong_arrays():
         out.bind(None, {"x": nd.zeros((2,)), "y": nd.zeros((2,))}, args_grad={"x": nd.zeros((5,))})
     with pytest.raises(MXKitError, match="grad_req of 'x' is 'sometimes'"):
         out.simple_bind(None, grad_req="sometimes", x=(2,), y=(2,))
-    with pytest.raises(MXKitError, match="grad_req names 'z'"):
-        out.simple_bind(None, grad_req={"z": "write"}, x=(2,), y=(2,))
+    # a name that is not an argument is ignored, as MXNet does, with a warning
+    with pytest.warns(UserWarning, match="grad_req names 'z', which are not arguments"):
+        exe = out.simple_bind(None, grad_req={"z": "write", "x": "write"}, x=(2,), y=(2,))
+    assert set(exe.grad_dict) == {"x"}
 
 
 def test_forward_rejects_wrong_inputs():

@@ -192,7 +192,9 @@ def _call_gradient(node: Node, applier: GraphApplier, outputs: list[Entry], out_
                             f"input in BlockGrad")
     regular = node.inputs[:len(node.inputs) - node.num_aux()]
     try:
-        grads = op.gradient(applier, node.params, list(regular), outputs, out_grads)
+        # every input, auxiliary states included, as NDArray autograd passes them: BatchNorm with
+        # use_global_stats differentiates through its moving statistics, Custom hands them back
+        grads = op.gradient(applier, node.params, list(node.inputs), outputs, out_grads)
     except MXKitError as exc:
         raise GradientError(f"building the gradient of node {node.name!r} (operator {op.name}): {exc}") from None
     grads = list(grads) if isinstance(grads, list | tuple) else [grads]

@@ -15,6 +15,7 @@ Built once per bind from a symbol, the argument shapes and dtypes and ``grad_req
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from math import prod
@@ -164,8 +165,10 @@ def normalize_grad_req(grad_req: Any, arguments: list[str]) -> dict[str, str]:
     elif isinstance(grad_req, Mapping):
         unknown = [k for k in grad_req if k not in arguments]
         if unknown:
-            raise MXKitError(f"grad_req names {', '.join(map(repr, unknown))}, which are not arguments; the "
-                             f"arguments are: {', '.join(arguments)}")
+            # MXNet reads the names it needs from the dict and ignores the others (a dict written
+            # for a layer with a bias serves one without); a warning still shows a typo
+            warnings.warn(f"grad_req names {', '.join(map(repr, unknown))}, which are not arguments (ignored); "
+                          f"the arguments are: {', '.join(arguments)}", stacklevel=3)
         reqs = {name: grad_req.get(name, "null") for name in arguments}
     elif isinstance(grad_req, list | tuple):
         if len(grad_req) != len(arguments):

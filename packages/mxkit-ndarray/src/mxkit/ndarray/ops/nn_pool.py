@@ -67,7 +67,11 @@ class PoolGeometry:
                 raise ShapeError(f"Pooling: kernel={kernel} must be positive")
             self.kernel = kernel
             self.stride = spatial_tuple("Pooling", "stride", params["stride"], ndim, 1)
-            self.pad = spatial_tuple("Pooling", "pad", params["pad"], ndim, 0)
+            same = params["pooling_convention"] == "same"
+            pad = tuple(params["pad"])
+            if same and not any(pad):
+                pad = ()  # MXNet only checks that 'same' gets no padding: (0, 0, 0) serves any kernel
+            self.pad = spatial_tuple("Pooling", "pad", pad, ndim, 0)
             if any(s <= 0 for s in self.stride) or any(p < 0 for p in self.pad):
                 raise ShapeError(f"Pooling: stride={self.stride} must be positive and pad={self.pad} "
                                  f"not negative")
