@@ -457,9 +457,15 @@ class Executor:
             if id(node) in self._graph.unmonitored_ids:
                 continue
             if self._monitor_all:
-                for entry in node.inputs:
-                    label = f"{node.name}_{entry.node.output_names()[entry.index]}"
-                    self._monitor(label, array(np.array(self._arrays[key(entry)]), ctx=self._ctx))
+                # as MXNet names them: a variable input under its own name, then every input as
+                # "<node>_<argument>" (conv_data, conv_weight)
+                names = list(node.op.list_inputs(node.params)) + list(node.op.list_aux(node.params))
+                for position, entry in enumerate(node.inputs):
+                    value = self._arrays[key(entry)]
+                    if entry.node.is_variable:
+                        self._monitor(entry.node.name, array(np.array(value), ctx=self._ctx))
+                    argument = names[position] if position < len(names) else f"input{position}"
+                    self._monitor(f"{node.name}_{argument}", array(np.array(value), ctx=self._ctx))
             for i, label in enumerate(node.output_names()):
                 self._monitor(label, array(np.array(self._arrays[(id(node), i)]), ctx=self._ctx))
 

@@ -209,6 +209,18 @@ def _reshape(params: dict, ins: list, outs: list) -> dict[int, Shape]:
     return {0: tuple(data)}
 
 
+def _upsampling(params: dict, ins: list, outs: list) -> dict[int, Shape]:
+    # bilinear: the weight of its Deconvolution, one group per filter: (channels, 1, k, k)
+    if params.get("sample_type") != "bilinear" or ins[0] is None or len(ins[0]) != 4:
+        return {}
+    scale, filters = int(params["scale"]), int(params["num_filter"])
+    kernel = 2 * scale - scale % 2
+    channels = int(ins[0][1])
+    if filters <= 0 or channels <= 0:
+        return {}
+    return {1: (channels, 1, kernel, kernel)}
+
+
 def _custom(params: dict, ins: list, outs: list) -> dict[int, Shape]:
     # the registered property's infer_shape answers for every argument and auxiliary state
     from mxkit.ndarray.ops.nn_custom import infer_input_shapes
@@ -236,6 +248,7 @@ RULES: dict[str, Rule] = {
     "Concat": _concat,
     "SliceChannel": _slice_channel,
     "Reshape": _reshape,
+    "UpSampling": _upsampling,
 }
 
 
