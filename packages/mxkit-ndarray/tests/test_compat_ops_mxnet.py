@@ -111,3 +111,25 @@ def test_integer_mod_has_zero_gradients_and_float_mod_the_floor():
     y.backward(nd.ones((3,)))
     np.testing.assert_array_equal(fa.grad.asnumpy(), [1, 1, 1])
     np.testing.assert_array_equal(fb.grad.asnumpy(), -np.floor(np.array([7.5, -7.0, 5.0]) / [2.0, 3.0, -2.0]))
+
+
+def test_amp_casts_change_only_floating_dtypes():
+    values = np.array([1e-8, 0.1, 65504.0, 70000.0, -3.3], np.float32)
+    half = nd.amp_cast(nd.array(values), dtype="float16")
+    assert half.dtype == np.float16
+    np.testing.assert_array_equal(half.asnumpy(), values.astype(np.float16))  # IEEE round to nearest even
+    ints = nd.amp_cast(nd.array([1, 2], dtype="int32"), dtype="float16")
+    assert ints.dtype == np.int32
+    outs = nd.amp_multicast(nd.ones((2,), dtype="float16"), nd.ones((2,), dtype="float32"),
+                            nd.ones((2,), dtype="int32"), num_outputs=3)
+    assert [o.dtype for o in outs] == [np.float32, np.float32, np.int32]
+    narrow = nd.amp_multicast(nd.ones((2,), dtype="float16"), nd.ones((2,), dtype="float32"), num_outputs=2,
+                              cast_narrow=True)
+    assert [o.dtype for o in narrow] == [np.float16, np.float16]
+    x = nd.ones((2,), dtype="float16")
+    x.attach_grad()
+    with autograd.record():
+        y = nd.amp_cast(x, dtype="float32")
+    y.backward(nd.array([0.5, 2.0]))
+    assert x.grad.dtype == np.float16
+    np.testing.assert_array_equal(x.grad.asnumpy(), [0.5, 2.0])
