@@ -133,3 +133,23 @@ def test_amp_casts_change_only_floating_dtypes():
     y.backward(nd.array([0.5, 2.0]))
     assert x.grad.dtype == np.float16
     np.testing.assert_array_equal(x.grad.asnumpy(), [0.5, 2.0])
+
+
+def test_operator_arguments_as_mxnet_lists_them():
+    from mxkit.ndarray import operator as op_api
+
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "compat_ops",
+                           "operator_arguments.json")) as f:
+        expected = json.load(f)
+    for name, table in expected.items():
+        got = op_api.get_operator_arguments(name)
+        if name == "LeakyReLU":
+            # MXNet lists gamma, the input of act_type='prelu' only; mxkit lists the default's inputs
+            assert got.names == [n for n in table["names"] if n != "gamma"]
+            continue
+        assert got.names == table["names"] and got.narg == table["narg"], name
+    for name in ("Activation", "FullyConnected", "Reshape"):
+        assert op_api.get_operator_arguments(name).types == expected[name]["types"]
+    assert "Activation" in op_api.get_all_registered_operators()
+    with pytest.raises(MXKitError, match="unknown operator 'Activatoin'; did you mean Activation"):
+        op_api.get_operator_arguments("Activatoin")
