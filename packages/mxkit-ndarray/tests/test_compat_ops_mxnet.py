@@ -153,3 +153,11 @@ def test_operator_arguments_as_mxnet_lists_them():
     assert "Activation" in op_api.get_all_registered_operators()
     with pytest.raises(MXKitError, match="unknown operator 'Activatoin'; did you mean Activation"):
         op_api.get_operator_arguments("Activatoin")
+
+
+def test_cached_op_without_the_symbol_component_is_a_clear_error(monkeypatch):
+    from mxkit.ndarray import cached_op
+
+    monkeypatch.setattr(cached_op, "_implementation", None)
+    with pytest.raises(MXKitError, match="needs mxkit-symbol; install it with: pip install mxkit-symbol"):
+        nd.CachedOp(object())

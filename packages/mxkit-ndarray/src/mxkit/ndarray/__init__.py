@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mxkit.ndarray import _internal, autograd, contrib, image, linalg, random, sparse
+from mxkit.ndarray.cached_op import CachedOp
 from mxkit.ndarray.choosers import histogram, onehot_encode, split_v2
 from mxkit.ndarray.creation import arange, array, concatenate, empty, eye, full, moveaxis, ones, waitall, zeros
 from mxkit.ndarray.dlpack import from_dlpack, from_numpy, to_dlpack_for_read, to_dlpack_for_write
@@ -103,7 +104,7 @@ def _generate() -> None:
 _generate()
 
 __all__ = [
-    "NDArray", "OpDef", "OperatorError", "ParamError", "_internal",
+    "CachedOp", "NDArray", "OpDef", "OperatorError", "ParamError", "_internal",
     "add", "arange", "array", "autograd", "concatenate", "contrib", "image",
     "divide", "empty", "equal", "eye", "from_dlpack", "from_numpy", "full", "get_op", "get_registry", "greater",
     "greater_equal", "histogram", "hypot", "lesser", "lesser_equal", "linalg", "load", "load_frombuffer", "maximum",
