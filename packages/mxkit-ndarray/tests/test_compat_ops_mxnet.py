@@ -161,3 +161,17 @@ def test_cached_op_without_the_symbol_component_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(cached_op, "_implementation", None)
     with pytest.raises(MXKitError, match="needs mxkit-symbol; install it with: pip install mxkit-symbol"):
         nd.CachedOp(object())
+
+
+def test_logical_functions_broadcast_and_take_numbers():
+    a = np.array([[0.0, 1.0, 2.0]])
+    b = np.array([[1.0], [0.0]])
+    for name, reference in (("logical_and", np.logical_and), ("logical_or", np.logical_or),
+                            ("logical_xor", np.logical_xor)):
+        function = getattr(nd, name)
+        np.testing.assert_array_equal(function(nd.array(a), nd.array(b)).asnumpy(), reference(a, b))
+        np.testing.assert_array_equal(function(nd.array(a), 0).asnumpy(), reference(a, 0))
+        np.testing.assert_array_equal(function(1, nd.array(a)).asnumpy(), reference(1, a))
+        assert function(1, 0) == int(reference(1, 0))
+    with pytest.raises(MXKitError, match="needs NDArrays or numbers"):
+        nd.logical_and("a", 1)

@@ -93,6 +93,12 @@ def _extremum(name: str, broadcast_op: str, scalar_op: str, scalar_function: Cal
 maximum = _extremum("maximum", "broadcast_maximum", "_maximum_scalar", lambda x, y: x if x > y else y)
 minimum = _extremum("minimum", "broadcast_minimum", "_minimum_scalar", lambda x, y: x if x < y else y)
 hypot = _extremum("hypot", "broadcast_hypot", "_hypot_scalar", math.hypot)
+# MXNet's logical functions: broadcasting for two arrays, 1 or 0 for two numbers
+logical_and = _extremum("logical_and", "broadcast_logical_and", "_logical_and_scalar",
+                        lambda x, y: 1 if x and y else 0)
+logical_or = _extremum("logical_or", "broadcast_logical_or", "_logical_or_scalar", lambda x, y: 1 if x or y else 0)
+logical_xor = _extremum("logical_xor", "broadcast_logical_xor", "_logical_xor_scalar",
+                        lambda x, y: 1 if bool(x) != bool(y) else 0)
 
 
 def _generate() -> None:
@@ -107,7 +113,8 @@ __all__ = [
     "CachedOp", "NDArray", "OpDef", "OperatorError", "ParamError", "_internal",
     "add", "arange", "array", "autograd", "concatenate", "contrib", "image",
     "divide", "empty", "equal", "eye", "from_dlpack", "from_numpy", "full", "get_op", "get_registry", "greater",
-    "greater_equal", "histogram", "hypot", "lesser", "lesser_equal", "linalg", "load", "load_frombuffer", "maximum",
+    "greater_equal", "histogram", "hypot", "lesser", "lesser_equal", "linalg", "load", "load_frombuffer",
+    "logical_and", "logical_or", "logical_xor", "maximum",
     "minimum", "modulo", "moveaxis", "multiply", "not_equal", "onehot_encode", "ones", "power", "random", "save",
     "sparse", "split_v2", "subtract",
     "to_dlpack_for_read", "to_dlpack_for_write", "true_divide", "waitall", "zeros",
