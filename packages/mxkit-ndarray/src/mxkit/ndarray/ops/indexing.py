@@ -133,8 +133,9 @@ def _take_indices(xp, a, indices, params):
         idx = xp.clip(idx, 0, size - 1)
     elif idx.size and (int(idx.min()) < 0 or int(idx.max()) >= size):
         # MXNet's bound is [0, size): a negative index is out of range too, not counted from the end
-        raise IndexError(f"take: indices must lie in [0, {size}) for axis {axis} with mode='raise'; got "
-                         f"{int(idx.min())}..{int(idx.max())} (mode='wrap' wraps them, 'clip' clips them)")
+        raise IndexError(f"take: an index is out of range: indices must lie in [0, {size}) for axis {axis} with "
+                         f"mode='raise'; got {int(idx.min())}..{int(idx.max())} (mode='wrap' wraps them, "
+                         f"'clip' clips them)")
     return axis, idx
 
 
