@@ -107,7 +107,7 @@ def test_default_property_shapes_and_names():
     assert prop.infer_shape([[2, 3]]) == ([[2, 3]], ([2, 3],), ())
     assert prop.declare_backward_dependency([0], [1], [2]) == [0, 1, 2]
     assert op_api.CustomOpProp(need_top_grad=False).declare_backward_dependency([0], [1], [2]) == [1, 2]
-    assert "test_scale" in op_api.get_all_registered_operators()
+    assert "test_scale" in op_api.get_registered_custom_operators()
 
 
 @op_api.register("test_bad_init")

@@ -24,6 +24,10 @@ def mxkit_options() -> Iterator[OptionSpec]:
                      "fold BatchNorm into the Convolution before it in prediction binds (every grad_req "
                      "'null'): the graph pass 'fold_batchnorm', which derives the weights at every forward and "
                      "never changes the parameters")
+    yield OptionSpec("eliminate_common_expr", "bool", True,
+                     "merge forward nodes that compute the same operator on the same inputs (the graph pass "
+                     "'eliminate_common_expr'; MXNet's MXNET_ELIMINATE_COMMON_EXPR); random, stateful and custom "
+                     "operators never merge")
     yield OptionSpec("backward_do_mirror", "bool", False,
                      "recompute cheap forward results in backward instead of keeping them (the graph pass "
                      "'mirror'; MXNet's MXNET_BACKWARD_DO_MIRROR)")

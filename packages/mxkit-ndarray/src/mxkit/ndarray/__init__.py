@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mxkit.ndarray import _internal, autograd, contrib, image, linalg, random, sparse
+from mxkit.ndarray.cached_op import CachedOp
 from mxkit.ndarray.choosers import histogram, onehot_encode, split_v2
 from mxkit.ndarray.creation import arange, array, concatenate, empty, eye, full, moveaxis, ones, waitall, zeros
 from mxkit.ndarray.dlpack import from_dlpack, from_numpy, to_dlpack_for_read, to_dlpack_for_write
@@ -109,6 +110,12 @@ def _extremum(name: str, broadcast_op: str, scalar_op: str, scalar_function: Cal
 maximum = _extremum("maximum", "broadcast_maximum", "_maximum_scalar", lambda x, y: x if x > y else y)
 minimum = _extremum("minimum", "broadcast_minimum", "_minimum_scalar", lambda x, y: x if x < y else y)
 hypot = _extremum("hypot", "broadcast_hypot", "_hypot_scalar", math.hypot)
+# MXNet's logical functions: broadcasting for two arrays, 1 or 0 for two numbers
+logical_and = _extremum("logical_and", "broadcast_logical_and", "_logical_and_scalar",
+                        lambda x, y: 1 if x and y else 0)
+logical_or = _extremum("logical_or", "broadcast_logical_or", "_logical_or_scalar", lambda x, y: 1 if x or y else 0)
+logical_xor = _extremum("logical_xor", "broadcast_logical_xor", "_logical_xor_scalar",
+                        lambda x, y: 1 if bool(x) != bool(y) else 0)
 
 
 def _generate() -> None:
@@ -120,10 +127,11 @@ def _generate() -> None:
 _generate()
 
 __all__ = [
-    "NDArray", "OpDef", "OperatorError", "ParamError", "_internal",
+    "CachedOp", "NDArray", "OpDef", "OperatorError", "ParamError", "_internal",
     "add", "arange", "array", "autograd", "cast_storage", "concatenate", "contrib", "image",
     "divide", "empty", "equal", "eye", "from_dlpack", "from_numpy", "full", "get_op", "get_registry", "greater",
-    "greater_equal", "histogram", "hypot", "lesser", "lesser_equal", "linalg", "load", "load_frombuffer", "maximum",
+    "greater_equal", "histogram", "hypot", "lesser", "lesser_equal", "linalg", "load", "load_frombuffer",
+    "logical_and", "logical_or", "logical_xor", "maximum",
     "minimum", "modulo", "moveaxis", "multiply", "not_equal", "onehot_encode", "ones", "power", "random", "save",
     "sparse", "split_v2", "subtract",
     "to_dlpack_for_read", "to_dlpack_for_write", "true_divide", "waitall", "zeros",

@@ -26,7 +26,7 @@ import threading
 import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 from mxkit.core.errors import MXKitError
 from mxkit.ndarray.registry import UnknownOperatorError
@@ -171,8 +171,63 @@ def register(reg_name: str) -> Callable[[type], type]:
 
 
 def get_all_registered_operators() -> list[str]:
-    """The registered custom ``op_type`` names."""
+    """Every operator name and alias of the registry (MXNet's ``MXListAllOpNames``); the
+    custom ``op_type`` names registered with :func:`register` run through ``Custom``."""
+    from mxkit.ndarray.registry import get_registry
+
+    return get_registry().names(include_aliases=True)
+
+
+def get_registered_custom_operators() -> list[str]:
+    """The ``op_type`` names registered with :func:`register`."""
     return sorted(_props)
+
+
+class OperatorArguments(NamedTuple):
+    """An operator's arguments as MXNet's ``get_operator_arguments`` gives them: the inputs,
+    then the parameters, with MXNet's type strings."""
+
+    narg: int
+    names: list
+    types: list
+
+
+_KIND_NAMES = {"int": "int", "float": "float", "bool": "boolean", "shape": "Shape(tuple)", "floats": "tuple of <float>",
+               "ints_or_none": "Shape(tuple)", "str": "string", "dtype": "{None, 'bfloat16', 'bool', 'float16', "
+               "'float32', 'float64', 'int32', 'int64', 'int8', 'uint8'}"}
+
+
+def _type_string(param: Any) -> str:
+    kind = "{" + ", ".join(repr(c) for c in sorted(param.choices)) + "}" if param.choices else \
+        _KIND_NAMES.get(param.kind, param.kind)
+    if param.required:
+        return f"{kind}, required"
+    default = param.default
+    shown = int(default) if isinstance(default, bool) else list(default) if isinstance(default, tuple) else default
+    return f"{kind}, optional, default={str(shown)!r}" if isinstance(default, str) else \
+        f"{kind}, optional, default={shown}"
+
+
+def get_operator_arguments(op_name: str) -> OperatorArguments:
+    """The inputs and parameters of operator ``op_name`` (MXNet's ``get_operator_arguments``).
+
+    Raises
+    ------
+    UnknownOperatorError
+        For a name that is not an operator (listing the closest).
+    """
+    from mxkit.ndarray.registry import get_registry
+
+    op = get_registry().get(op_name)
+    defaults = {p.name: p.default for p in op.params if not p.required}
+    try:
+        inputs, input_type = list(op.list_inputs(defaults)) + list(op.list_aux(defaults)), "NDArray-or-Symbol"
+    except (KeyError, TypeError):
+        inputs, input_type = ["data"], "NDArray-or-Symbol[]"  # a number set by a parameter, as MXNet shows it
+    params = list(op.params)
+    names = inputs + [p.name for p in params]
+    types = [input_type] * len(inputs) + [_type_string(p) for p in params]
+    return OperatorArguments(len(names), names, types)
 
 
 def prop_class(op_type: str) -> type:
@@ -353,5 +408,6 @@ def _noop() -> None:
     return None
 
 
-__all__ = ["MAX_CUSTOM_THREADS", "CustomOp", "CustomOpError", "CustomOpProp", "get_all_registered_operators",
+__all__ = ["MAX_CUSTOM_THREADS", "CustomOp", "CustomOpError", "CustomOpProp", "OperatorArguments",
+           "get_all_registered_operators", "get_operator_arguments", "get_registered_custom_operators",
            "prop_class", "prop_for", "register"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from mxkit.symbol import _internal, contrib, image, linalg, random, sparse
+from mxkit.symbol import cached_op as _cached_op  # noqa: F401  (registers mx.nd.CachedOp's implementation)
 from mxkit.symbol import passes as _passes  # noqa: F401  (registers the graph-pass config keys)
 from mxkit.symbol.choosers import histogram, split_v2
 from mxkit.symbol.elementwise import hypot, maximum, minimum, pow, power

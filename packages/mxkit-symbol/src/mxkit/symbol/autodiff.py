@@ -47,10 +47,15 @@ class GraphApplier:
     ----------
     stem : str
         Prefix of the names of the nodes made (the forward node's name).
+    attrs : dict of str to str, optional
+        Attributes every node made carries (the forward node's ``__ctx_group__``, so that its
+        backward nodes run on its device under ``group2ctx``).
     """
 
-    def __init__(self, stem: str, shapes: dict | None = None, dtypes: dict | None = None) -> None:
+    def __init__(self, stem: str, shapes: dict | None = None, dtypes: dict | None = None,
+                 attrs: dict[str, str] | None = None) -> None:
         self.stem = stem
+        self.attrs = dict(attrs or {})
         self.count = 0
         self.shapes = shapes
         self.dtypes = dtypes
@@ -63,8 +68,8 @@ class GraphApplier:
                                     f"graph entry (an input, output or gradient)")
         public = {k: v for k, v in params.items() if not k.startswith("_")}
         typed = op.parse_params(public)
-        node = Node(op, f"{self.stem}_{op.name.lstrip('_')}{self.count}", op.params.to_strings(typed),
-                    list(inputs), typed)
+        node = Node(op, f"{self.stem}_{op.name.lstrip('_')}{self.count}",
+                    {**op.params.to_strings(typed), **self.attrs}, list(inputs), typed)
         self.count += 1
         outputs = [Entry(node, i) for i in range(node.num_outputs())]
         if self.shapes is not None:
@@ -168,7 +173,9 @@ def _build_backward(heads: Sequence[Entry], head_grads: Sequence[Entry], wrt: Se
         if all(g is None for g in out_grads):
             continue
         outputs = [Entry(node, i) for i in range(count)]
-        applier = GraphApplier(f"{node.name}_backward", shapes, dtypes)
+        group = node.attrs.get("__ctx_group__")
+        applier = GraphApplier(f"{node.name}_backward", shapes, dtypes,
+                               {"__ctx_group__": group} if group is not None else None)
         filled = [g if g is not None else applier("zeros_like", outputs[i]) for i, g in enumerate(out_grads)]
         in_grads = _call_gradient(node, applier, outputs, filled)
         for entry, grad in zip(node.inputs, in_grads):
@@ -185,7 +192,9 @@ def _call_gradient(node: Node, applier: GraphApplier, outputs: list[Entry], out_
                             f"input in BlockGrad")
     regular = node.inputs[:len(node.inputs) - node.num_aux()]
     try:
-        grads = op.gradient(applier, node.params, list(regular), outputs, out_grads)
+        # every input, auxiliary states included, as NDArray autograd passes them: BatchNorm with
+        # use_global_stats differentiates through its moving statistics, Custom hands them back
+        grads = op.gradient(applier, node.params, list(node.inputs), outputs, out_grads)
     except MXKitError as exc:
         raise GradientError(f"building the gradient of node {node.name!r} (operator {op.name}): {exc}") from None
     grads = list(grads) if isinstance(grads, list | tuple) else [grads]

@@ -38,7 +38,7 @@ def _as_list(values: Any, names: list[str], what: str, required: bool) -> list:
 
 
 def bind(symbol: Any, ctx: Any, args: Any, args_grad: Any = None, grad_req: Any = "write", aux_states: Any = None,
-         memplan: str | None = None, shared_exec: Executor | None = None) -> Executor:
+         memplan: str | None = None, shared_exec: Executor | None = None, group2ctx: Any = None) -> Executor:
     """Bind ``symbol`` to given NDArrays.
 
     Parameters
@@ -55,6 +55,9 @@ def bind(symbol: Any, ctx: Any, args: Any, args_grad: Any = None, grad_req: Any 
         Auxiliary states (required when the symbol has any).
     memplan : str, optional
         The memory-planning strategy (default: config ``memplan``).
+    group2ctx : dict of str to Context, optional
+        Devices of the ``ctx_group`` attributes (:mod:`mxkit.symbol.placement`); the arrays
+        given say where their variables are.
     """
     ctx = _context(ctx)
     arguments = symbol.list_arguments()
@@ -85,13 +88,16 @@ def bind(symbol: Any, ctx: Any, args: Any, args_grad: Any = None, grad_req: Any 
     for name, grad, array in zip(arguments, grad_list, arg_list):
         if grad is not None and tuple(grad.shape) != tuple(array.shape):
             raise ShapeError(f"bind: gradient of {name!r} has shape {grad.shape}, the argument has {array.shape}")
-    return Executor(symbol, ctx, graph, arg_list, grad_list, aux_list, shared_exec)
+    return Executor(symbol, ctx, graph, arg_list, grad_list, aux_list, shared_exec, group2ctx=group2ctx)
 
 
 def simple_bind(symbol: Any, ctx: Any, grad_req: Any = "write", type_dict: Mapping[str, Any] | None = None,
                 memplan: str | None = None, shared_exec: Executor | None = None,
-                shapes: Mapping[str, Any] | None = None) -> Executor:
+                shapes: Mapping[str, Any] | None = None, group2ctx: Any = None) -> Executor:
     """Allocate every argument, gradient and auxiliary array from input shapes and bind.
+
+    With ``group2ctx`` (dict of ``ctx_group`` name to Context), the arrays of a variable of a
+    named group are allocated on that group's device (:mod:`mxkit.symbol.placement`).
 
     Raises
     ------
@@ -99,18 +105,22 @@ def simple_bind(symbol: Any, ctx: Any, grad_req: Any = "write", type_dict: Mappi
         When the shapes given do not determine every argument (naming those left unknown),
         or a given shape contradicts the graph.
     """
+    from mxkit.symbol.placement import normalize_group2ctx, variable_context
+
     ctx = _context(ctx)
+    groups = normalize_group2ctx(group2ctx, ctx)
     graph = build_exec_graph(symbol, shapes or {}, type_dict or {}, grad_req, for_training=True, memplan=memplan)
     args, grads, aux = [], [], []
     for node in graph.arg_nodes:
         k = (id(node), 0)
-        args.append(_new_array(ctx, graph.shapes[k], graph.dtypes[k]))
-        grads.append(_new_array(ctx, graph.shapes[k], graph.dtypes[k]) if graph.grad_req[node.name] != "null"
+        where = variable_context(node, ctx, groups)
+        args.append(_new_array(where, graph.shapes[k], graph.dtypes[k]))
+        grads.append(_new_array(where, graph.shapes[k], graph.dtypes[k]) if graph.grad_req[node.name] != "null"
                      else None)
     for node in graph.aux_nodes:
         k = (id(node), 0)
-        aux.append(_new_array(ctx, graph.shapes[k], graph.dtypes[k]))
-    return Executor(symbol, ctx, graph, args, grads, aux, shared_exec)
+        aux.append(_new_array(variable_context(node, ctx, groups), graph.shapes[k], graph.dtypes[k]))
+    return Executor(symbol, ctx, graph, args, grads, aux, shared_exec, group2ctx=groups)
 
 
 def plan_memory(symbol: Any, for_training: bool = True, memplan: str | None = None,

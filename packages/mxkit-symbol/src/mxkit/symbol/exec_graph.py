@@ -15,6 +15,7 @@ Built once per bind from a symbol, the argument shapes and dtypes and ``grad_req
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from math import prod
@@ -62,6 +63,9 @@ class ExecGraph:
     notes : dict of int to str
         Node id to what a graph pass made it from (a folded convolution's Convolution and
         BatchNorm), shown by the executor's ``debug_str``.
+    portable_heads : list of Entry
+        The outputs over the forward graph as the passes left it in MXNet's operators (before
+        elementwise fusion): ``Executor.get_optimized_symbol``.
     planner : PlannerSpec or None
         The memory planner of this bind, resolved once by :func:`build_exec_graph`: the
         graph passes and the plan use the same one even if the configuration changes.
@@ -82,6 +86,7 @@ class ExecGraph:
     retired: list[Node] = field(default_factory=list)
     recomputed_ids: set[int] = field(default_factory=set)
     notes: dict[int, str] = field(default_factory=dict)
+    portable_heads: list[Entry] = field(default_factory=list)
     planner: Any = None
 
     def nbytes(self, entry_key: Any) -> int:
@@ -160,8 +165,10 @@ def normalize_grad_req(grad_req: Any, arguments: list[str]) -> dict[str, str]:
     elif isinstance(grad_req, Mapping):
         unknown = [k for k in grad_req if k not in arguments]
         if unknown:
-            raise MXKitError(f"grad_req names {', '.join(map(repr, unknown))}, which are not arguments; the "
-                             f"arguments are: {', '.join(arguments)}")
+            # MXNet reads the names it needs from the dict and ignores the others (a dict written
+            # for a layer with a bias serves one without); a warning still shows a typo
+            warnings.warn(f"grad_req names {', '.join(map(repr, unknown))}, which are not arguments (ignored); "
+                          f"the arguments are: {', '.join(arguments)}", stacklevel=3)
         reqs = {name: grad_req.get(name, "null") for name in arguments}
     elif isinstance(grad_req, list | tuple):
         if len(grad_req) != len(arguments):
@@ -230,6 +237,7 @@ def build_exec_graph(symbol: Any, shapes: Mapping[str, Any], dtypes: Mapping[str
     graph.forward_nodes = [n for n in passes.nodes if id(n) in passes.forward_ids]
     graph.backward_nodes = [n for n in passes.nodes if id(n) not in passes.forward_ids]
     graph.heads = passes.roots[:len(heads)]
+    graph.portable_heads = (passes.portable_roots or passes.roots)[:len(heads)]
     graph.grad_writers = dict(zip(graph.grad_writers, passes.roots[len(heads):]))
     graph.retired = passes.retired
     graph.recomputed_ids = {id(n) for n in graph.backward_nodes if id(n) in passes.recomputed_ids}

@@ -49,10 +49,12 @@ def _new_array(ctx: Any, shape: tuple, dtype: str, zero: bool = True) -> Any:
 class _Step:
     """One node compiled against fixed arrays."""
 
-    __slots__ = ("inputs", "kernel", "name", "node", "outputs", "params", "predict_params")
+    __slots__ = ("ctx", "inputs", "kernel", "name", "node", "outputs", "params", "predict_params")
 
-    def __init__(self, node: Node, kernel: Any, inputs: list, outputs: list, params: dict, predict: dict) -> None:
+    def __init__(self, node: Node, kernel: Any, inputs: list, outputs: list, params: dict, predict: dict,
+                 ctx: Any = None) -> None:
         self.node = node
+        self.ctx = ctx
         self.name = node.name
         self.kernel = kernel
         self.inputs = inputs
@@ -73,16 +75,27 @@ class Executor:
         The heads' arrays, rewritten by every ``forward``.
     memory_plan : MemoryPlan
         Where the intermediates live (verified at bind).
+
+    With ``group2ctx`` (MXNet's model parallelism), nodes run on the devices of their
+    ``ctx_group`` (:mod:`mxkit.symbol.placement`).
     """
 
     def __init__(self, symbol: Any, ctx: Any, graph: ExecGraph, args: list, grads: list, aux: list,
-                 shared_exec: Executor | None = None, output_memory: list | None = None) -> None:
+                 shared_exec: Executor | None = None, output_memory: list | None = None,
+                 group2ctx: Any = None) -> None:
+        from mxkit.symbol.placement import normalize_group2ctx, place_nodes
+
         invoke, _ = _nd()
         self._symbol = symbol
         self._ctx = ctx
         self._graph = graph
         self._engine = invoke.engine()
         self._backend = invoke.backend_of(ctx)
+        self._group2ctx = normalize_group2ctx(group2ctx, ctx)
+        self._placement: dict[int, Any] = {}
+        if self._group2ctx:
+            bound = {id(n): a.context for n, a in zip(graph.arg_nodes + graph.aux_nodes, args + aux)}
+            self._placement = place_nodes(graph, ctx, self._group2ctx, bound)
         self.arg_arrays = args
         self.grad_arrays = grads
         self.aux_arrays = aux
@@ -133,7 +146,8 @@ class Executor:
                 earlier = output_memory[position] if output_memory and position < len(output_memory) else None
                 array = _view_within(earlier, graph.shapes[k], graph.dtypes[k])
                 if array is None:
-                    array = _new_array(self._ctx, graph.shapes[k], graph.dtypes[k], zero=False)
+                    array = _new_array(self._placement.get(id(head.node), self._ctx), graph.shapes[k],
+                                       graph.dtypes[k], zero=False)
                 self._arrays[k] = array.storage
                 self.outputs.append(array)
             else:
@@ -150,10 +164,16 @@ class Executor:
                 self._head_grads.append(None)
                 continue
             k = (id(variable), 0)
-            array = _new_array(self._ctx, graph.shapes[k], graph.dtypes[k], zero=False)
+            array = _new_array(self._placement.get(id(variable), self._ctx), graph.shapes[k], graph.dtypes[k],
+                               zero=False)
             array.storage[...] = 1
             self._arrays[k] = array.storage
             self._head_grads.append(array)
+        # a head gradient no backward node reads (a head nothing is differentiated through:
+        # shape_array, argsort) is never copied in, so its shape is not checked, as in MXNet
+        read = {key(e) for node in graph.backward_nodes for e in node.inputs}
+        self._unread_head_grads = {i for i, v in enumerate(graph.head_grad_nodes)
+                                   if v is not None and (id(v), 0) not in read}
         entry_names = self._entry_names()
         for node in graph.forward_nodes + graph.backward_nodes:
             for i in range(node.num_outputs()):
@@ -242,7 +262,8 @@ class Executor:
 
             proxy = generator_state(self._ctx).generator_proxy()
             params["_rng"] = predict["_rng"] = proxy
-        return _Step(node, node.op.kernel_for(backend_name), inputs, outputs, params, predict)
+        return _Step(node, node.op.kernel_for(backend_name), inputs, outputs, params, predict,
+                     self._placement.get(id(node), self._ctx))
 
     # -- running --------------------------------------------------------------------------
 
@@ -266,6 +287,8 @@ class Executor:
                 self._push_async_step(segment[0], train, reads, writes, what)
                 continue
 
+            ctx = segment[0].ctx
+
             def run(segment: Sequence[_Step] = segment) -> None:
                 for step in segment:
                     try:
@@ -275,7 +298,8 @@ class Executor:
                         raise ExecutorError(f"node {step.name!r}: {call} failed: {type(exc).__name__}: "
                                             f"{exc}") from exc
 
-            self._engine.push(invoke.on_device(self._ctx, self._backend, run), reads, writes, self._ctx, 0,
+            backend = self._backend if ctx == self._ctx else invoke.backend_of(ctx)
+            self._engine.push(invoke.on_device(ctx, backend, run), reads, writes, ctx, 0,
                               f"{what}[{segment[0].name}..{segment[-1].name}]")
 
     def _push_async_step(self, step: _Step, train: bool, reads: list, writes: list, what: str) -> None:
@@ -283,7 +307,7 @@ class Executor:
         asynchronous operation, ordered with the segments by the executor's vars."""
         start = step.node.op.async_kernel
         params = step.params if train else step.predict_params
-        ctx = self._ctx
+        ctx = step.ctx
 
         def run_async(on_complete: Any) -> None:
             start(ctx, step.inputs, step.outputs, params, on_complete)
@@ -330,7 +354,9 @@ class Executor:
         Parameters
         ----------
         out_grads : NDArray or list of NDArray, optional
-            Gradients of the heads that are not loss layers (default: ones).
+            Gradients of the heads that are not loss layers (default: ones), or one per
+            output; as in MXNet, gradients after the last output are ignored, and so is the
+            gradient of an output nothing is differentiated through (its shape unchecked).
 
         With ``grad_req='null'`` for every argument there is nothing to compute, and
         ``backward`` returns at once, as MXNet's does.
@@ -340,12 +366,16 @@ class Executor:
         if out_grads is not None:
             grads = [out_grads] if not isinstance(out_grads, list | tuple) else list(out_grads)
             takers = [i for i, g in enumerate(self._head_grads) if g is not None]
+            # MXNet reads one gradient per output and ignores any after them
+            grads = grads[:len(self.outputs)]
             if len(grads) not in (len(takers), len(self.outputs)):
                 raise ExecutorError(f"backward got {len(grads)} out_grads; the executor has {len(self.outputs)} "
                                     f"outputs, {len(takers)} of which take a head gradient")
             if len(grads) == len(self.outputs):
                 grads = [g for g, h in zip(grads, self._head_grads) if h is not None]
             for i, grad in zip(takers, grads):
+                if i in self._unread_head_grads:
+                    continue
                 target = self._head_grads[i]
                 shape = tuple(getattr(grad, "shape", np.shape(grad)))
                 if shape != target.shape:
@@ -370,11 +400,22 @@ class Executor:
                 graph = build_exec_graph(self._symbol, shapes, dtypes, self._grad_req, for_training=True,
                                          memplan=self._graph.planner)
             twin = Executor(self._symbol, self._ctx, graph, self.arg_arrays, self.grad_arrays, self.aux_arrays,
-                            shared_exec=self)
+                            shared_exec=self, group2ctx=self._group2ctx)
             self._twin = twin
         return twin
 
     # -- dictionaries and helpers ---------------------------------------------------------
+
+    def get_optimized_symbol(self) -> Any:
+        """The forward graph this executor runs, after the graph passes, as a Symbol.
+
+        It shows what the passes changed in MXNet's operators (merged common expressions,
+        pruned nodes, folded BatchNorms); elementwise fusion is shown by ``mx.sym.fuse``, since
+        its nodes are mxkit's own and a file of them would not load in MXNet.
+        """
+        from mxkit.symbol.symbol import Symbol
+
+        return Symbol(list(self._graph.portable_heads or self._graph.heads))
 
     @property
     def output_dict(self) -> dict[str, Any]:
@@ -416,9 +457,15 @@ class Executor:
             if id(node) in self._graph.unmonitored_ids:
                 continue
             if self._monitor_all:
-                for entry in node.inputs:
-                    label = f"{node.name}_{entry.node.output_names()[entry.index]}"
-                    self._monitor(label, array(np.array(self._arrays[key(entry)]), ctx=self._ctx))
+                # as MXNet names them: a variable input under its own name, then every input as
+                # "<node>_<argument>" (conv_data, conv_weight)
+                names = list(node.op.list_inputs(node.params)) + list(node.op.list_aux(node.params))
+                for position, entry in enumerate(node.inputs):
+                    value = self._arrays[key(entry)]
+                    if entry.node.is_variable:
+                        self._monitor(entry.node.name, array(np.array(value), ctx=self._ctx))
+                    argument = names[position] if position < len(names) else f"input{position}"
+                    self._monitor(f"{node.name}_{argument}", array(np.array(value), ctx=self._ctx))
             for i, label in enumerate(node.output_names()):
                 self._monitor(label, array(np.array(self._arrays[(id(node), i)]), ctx=self._ctx))
 
@@ -445,7 +492,8 @@ class Executor:
         # writes into the memory of the one it came from
         earlier = [None if h.node.is_variable else o for o, h in zip(self.outputs, self._graph.heads)]
         return Executor(self._symbol, self._ctx, graph, args, grads, aux, shared_exec=self,
-                        output_memory=earlier if len(earlier) == len(graph.heads) else None)
+                        output_memory=earlier if len(earlier) == len(graph.heads) else None,
+                        group2ctx=self._group2ctx)
 
     def _fit(self, old: Any, shape: tuple, name: str, allow_up_sizing: bool, may_change: bool) -> Any:
         _, NDArray = _nd()
@@ -459,7 +507,7 @@ class Executor:
             if not allow_up_sizing:
                 raise ShapeError(f"reshape: {name!r} grows from {old.shape} to {shape}; pass allow_up_sizing=True "
                                  f"to allocate new memory for it")
-            return _new_array(self._ctx, shape, np.dtype(old.storage.dtype).name)
+            return _new_array(old.context, shape, np.dtype(old.storage.dtype).name)
         return NDArray.from_storage(old.storage.reshape(-1)[:count].reshape(shape), old.context, old.var)
 
     def debug_str(self) -> str:
@@ -509,10 +557,13 @@ def _view_within(earlier: Any, shape: tuple, dtype: str) -> Any:
 
 
 def _segments(steps: Sequence[_Step], bulk: int) -> list[Sequence[_Step]]:
-    """Runs of at most ``bulk`` steps; a step with an asynchronous operator stands alone."""
+    """Runs of at most ``bulk`` steps on one device; a step with an asynchronous operator stands alone."""
     segments: list[Sequence[_Step]] = []
     current: list[_Step] = []
     for step in steps:
+        if current and step.ctx != current[0].ctx:
+            segments.append(current)
+            current = []
         if step.node.op.async_kernel is not None:
             if current:
                 segments.append(current)

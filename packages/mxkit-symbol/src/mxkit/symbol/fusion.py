@@ -322,7 +322,7 @@ def fuse(graph: PassGraph) -> None:
         graph.splice(fused_at, removed, replacements)
 
 
-register_pass("fuse", fuse, rewrites=True)
+register_pass("fuse", fuse, rewrites=True, portable=False)
 
 
 def fused_expression(node: Node) -> str:

@@ -220,6 +220,11 @@ def _variables(order: Iterable[Node]) -> dict[str, Node]:
     return {n.name: n for n in order if n.is_variable}
 
 
+def _unknown_as_zero(shape: Any) -> tuple:
+    # -1 is an unknown dimension in MXNet's NumPy-shape mode, 0 in its legacy mode (and here)
+    return tuple(max(int(d), 0) for d in shape)
+
+
 def variable_shapes(order: Sequence[Node], given: Mapping[str, Any]) -> dict[Key, tuple]:
     """Initial shapes: ``__shape__`` attributes, overridden by ``given`` (name to shape)."""
     import ast
@@ -233,11 +238,11 @@ def variable_shapes(order: Sequence[Node], given: Mapping[str, Any]) -> dict[Key
             if isinstance(shape, int):
                 shape = (shape,)
             try:
-                known[(id(node), 0)] = tuple(int(d) for d in shape)
+                known[(id(node), 0)] = _unknown_as_zero(shape)
             except (TypeError, ValueError):
                 raise ShapeError(f"shape of {node.name!r} must be a tuple of ints, got {shape!r}") from None
         elif "__shape__" in node.attrs:
-            shape = tuple(ast.literal_eval(node.attrs["__shape__"]))
+            shape = _unknown_as_zero(ast.literal_eval(node.attrs["__shape__"]))
             if (shape and any(d > 0 for d in shape)) or shape == ():
                 known[(id(node), 0)] = shape
     return known

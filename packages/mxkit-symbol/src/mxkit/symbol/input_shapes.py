@@ -108,8 +108,8 @@ def _embedding(params: dict, ins: list, outs: list) -> dict[int, Shape]:
 
 def _softmax_label(params: dict, ins: list, outs: list) -> dict[int, Shape]:
     data = ins[0]
-    if data is None:
-        return {}
+    if data is None or (len(ins) > 1 and ins[1] is not None and tuple(ins[1]) == tuple(data)):
+        return {}  # a label of the data's shape is a probability per class (soft labels)
     if params.get("multi_output"):
         return {1: (data[0], *data[2:])}
     return {1: tuple(data[:-1])}
@@ -193,6 +193,34 @@ def _slice_channel(params: dict, ins: list, outs: list) -> dict[int, Shape]:
     return {0: tuple(shape)}
 
 
+def _reshape(params: dict, ins: list, outs: list) -> dict[int, Shape]:
+    # a reshape keeps the size: with the output known, one unknown (0) input axis follows from it
+    data, out = ins[0], outs[0] if outs else None
+    if data is None or out is None or not all(int(d) > 0 for d in out):
+        return {}
+    data = [int(d) for d in data]
+    if data.count(0) != 1:
+        return {}
+    known = prod(d for d in data if d)
+    total = prod(int(d) for d in out)
+    if known == 0 or total % known:
+        return {}
+    data[data.index(0)] = total // known
+    return {0: tuple(data)}
+
+
+def _upsampling(params: dict, ins: list, outs: list) -> dict[int, Shape]:
+    # bilinear: the weight of its Deconvolution, one group per filter: (channels, 1, k, k)
+    if params.get("sample_type") != "bilinear" or ins[0] is None or len(ins[0]) != 4:
+        return {}
+    scale, filters = int(params["scale"]), int(params["num_filter"])
+    kernel = 2 * scale - scale % 2
+    channels = int(ins[0][1])
+    if filters <= 0 or channels <= 0:
+        return {}
+    return {1: (channels, 1, kernel, kernel)}
+
+
 def _custom(params: dict, ins: list, outs: list) -> dict[int, Shape]:
     # the registered property's infer_shape answers for every argument and auxiliary state
     from mxkit.ndarray.ops.nn_custom import infer_input_shapes
@@ -219,6 +247,8 @@ RULES: dict[str, Rule] = {
     "Custom": _custom,
     "Concat": _concat,
     "SliceChannel": _slice_channel,
+    "Reshape": _reshape,
+    "UpSampling": _upsampling,
 }
 
 

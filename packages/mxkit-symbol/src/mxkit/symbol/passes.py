@@ -1,7 +1,9 @@
 """Graph passes: functions over the executor's graph, chosen by config ``graph_passes``.
 
 Passes run at every bind, after the backward graph is built, in the order config lists
-them (default ``prune,fuse``; config ``backward_do_mirror`` adds ``mirror`` after
+them (default ``prune,fuse``; config ``eliminate_common_expr``, on by default, adds
+``eliminate_common_expr`` right after ``prune``: :mod:`mxkit.symbol.common_expr`;
+config ``backward_do_mirror`` adds ``mirror`` after
 ``prune``, and so does a recomputing memory planner, config ``memplan = "sublinear"``;
 in a bind without a backward pass, config ``fold_batchnorm``, on by default, adds
 ``fold_batchnorm`` after ``prune``: :mod:`mxkit.symbol.folding`).
@@ -32,6 +34,8 @@ from mxkit.symbol.graph import Entry, Node, topo_order
 GraphPass = Callable[[list[Entry], list[Node]], list[Node]]
 _PASSES: dict[str, GraphPass] = {}
 _REWRITING: set[str] = set()
+# Rewriting passes whose result uses operators MXNet does not have (``_FusedElemwise``).
+_NOT_PORTABLE: set[str] = set()
 # Names a configuration may list that no pass implements yet: skipped with one warning.
 _PLANNED: dict[str, str] = {}
 _warned: set[str] = set()
@@ -67,6 +71,10 @@ class PassGraph:
         the executor's ``debug_str``.
     unmonitored_ids : set of int
         Ids of nodes a pass added that MXNet's graph does not have (a monitor skips them).
+    portable_roots : list of Entry or None
+        The roots over a copy of the forward graph as it stood before the first pass that
+        brings in operators MXNet does not have (``fuse``), or after the last pass when none
+        does: the graph ``Executor.get_optimized_symbol`` shows (set by :func:`optimize_graph`).
     """
 
     nodes: list[Node]
@@ -80,9 +88,21 @@ class PassGraph:
     recomputed_ids: set[int] = field(default_factory=set)
     notes: dict[int, str] = field(default_factory=dict)
     unmonitored_ids: set[int] = field(default_factory=set)
+    portable_roots: list[Entry] | None = None
 
     def is_forward(self, node: Node) -> bool:
         return id(node) in self.forward_ids
+
+    def snapshot_forward(self) -> list[Entry]:
+        """The roots over a copy of the forward nodes they depend on (variables shared), which
+        later passes, changing private nodes in place, cannot alter."""
+        copies: dict[int, Node] = {}
+        for node in topo_order([r for r in self.roots if self.is_forward(r.node) or r.node.is_variable]):
+            if node.is_variable:
+                continue
+            inputs = [Entry(copies.get(id(e.node), e.node), e.index) for e in node.inputs]
+            copies[id(node)] = Node(node.op, node.name, node.attrs, inputs, node.params)
+        return [Entry(copies.get(id(r.node), r.node), r.index) for r in self.roots]
 
     def splice(self, inserted: dict[int, list[Node]], removed: set[int], replacements: dict[Any, Entry]) -> None:
         """Rewrite the node list: ``inserted[id(n)]`` go just before node ``n`` (new nodes take
@@ -106,10 +126,18 @@ class PassGraph:
         its outputs then read the copy's, and so on downstream.
         """
         mapping = dict(replacements)
+
+        def resolve(entry: Entry) -> Entry:
+            # a replacement may itself be replaced later in this sweep (a kept node whose
+            # inputs changed gets a private copy): follow the chain to its end
+            while (id(entry.node), entry.index) in mapping:
+                entry = mapping[(id(entry.node), entry.index)]
+            return entry
+
         rewired: list[Node] = []
         for node in self.nodes:
             if any((id(e.node), e.index) in mapping for e in node.inputs):
-                inputs = [mapping.get((id(e.node), e.index), e) for e in node.inputs]
+                inputs = [resolve(e) for e in node.inputs]
                 if id(node) in self.shared_ids:
                     copy = Node(node.op, node.name, node.attrs, inputs, node.params)
                     for i in range(node.num_outputs()):
@@ -124,10 +152,10 @@ class PassGraph:
                     node.inputs = inputs
             rewired.append(node)
         self.nodes = rewired
-        self.roots = [mapping.get((id(r.node), r.index), r) for r in self.roots]
+        self.roots = [resolve(r) for r in self.roots]
 
 
-def register_pass(name: str, function: Callable, rewrites: bool = False) -> None:
+def register_pass(name: str, function: Callable, rewrites: bool = False, portable: bool = True) -> None:
     """Make ``function`` available as pass ``name``.
 
     Parameters
@@ -137,10 +165,17 @@ def register_pass(name: str, function: Callable, rewrites: bool = False) -> None
     function : callable
         ``function(roots, nodes) -> nodes``, or with ``rewrites=True`` ``function(graph)``
         changing the :class:`PassGraph` in place.
+    portable : bool
+        False for a rewriting pass whose nodes are operators MXNet does not have: the
+        optimized symbol an executor shows is the forward graph before it.
     """
     normalized = name.strip().lower()
     _PASSES[normalized] = function
     _PLANNED.pop(normalized, None)
+    if portable:
+        _NOT_PORTABLE.discard(normalized)
+    else:
+        _NOT_PORTABLE.add(normalized)
     if rewrites:
         _REWRITING.add(normalized)
     else:
@@ -161,7 +196,8 @@ def configured_passes(recompute: bool = False, inference: bool = False) -> list[
     """Config ``graph_passes``, with ``mirror`` after ``prune`` when ``backward_do_mirror`` is on
     or ``recompute`` (the bind's memory planner is a recomputing one, ``sublinear``), and
     ``fold_batchnorm`` after ``prune`` for an ``inference`` bind (no backward pass) when config
-    ``fold_batchnorm`` is on."""
+    ``fold_batchnorm`` is on, and ``eliminate_common_expr`` right after ``prune`` when config
+    ``eliminate_common_expr`` is on (:mod:`mxkit.symbol.common_expr`)."""
     from mxkit.core import config
 
     names = [n.strip().lower() for n in config.get("graph_passes")]
@@ -169,6 +205,9 @@ def configured_passes(recompute: bool = False, inference: bool = False) -> list[
         names.insert(names.index("prune") + 1 if "prune" in names else 0, "mirror")
     if inference and config.get("fold_batchnorm") and "fold_batchnorm" not in names:
         names.insert(names.index("prune") + 1 if "prune" in names else 0, "fold_batchnorm")
+    # first after prune: merging before the other passes leaves them less to do
+    if config.get("eliminate_common_expr") and "eliminate_common_expr" not in names:
+        names.insert(names.index("prune") + 1 if "prune" in names else 0, "eliminate_common_expr")
     return names
 
 
@@ -194,6 +233,7 @@ def optimize_graph(graph: PassGraph, names: Sequence[str] | None = None) -> Pass
 
 def _ensure_builtin_passes() -> None:
     # the rewriting passes live in their own modules, which register themselves at import
+    import mxkit.symbol.common_expr
     import mxkit.symbol.folding
     import mxkit.symbol.fusion
     import mxkit.symbol.mirror  # noqa: F401
@@ -217,9 +257,13 @@ def _run(graph: PassGraph, names: Sequence[str] | None, rewriting: bool) -> None
                               f"{', '.join(sorted(_PASSES))}")
         if name in _REWRITING:
             if rewriting:
+                if name in _NOT_PORTABLE and graph.portable_roots is None:
+                    graph.portable_roots = graph.snapshot_forward()
                 function(graph)
         else:
             graph.nodes = function(graph.roots, graph.nodes)
+    if rewriting and graph.portable_roots is None:
+        graph.portable_roots = graph.snapshot_forward()
 
 
 __all__ = ["PassGraph", "configured_passes", "optimize_graph", "prune", "register_pass", "run_passes"]

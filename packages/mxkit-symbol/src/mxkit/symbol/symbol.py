@@ -405,20 +405,22 @@ class Symbol:
     # -- execution ------------------------------------------------------------------------
 
     def simple_bind(self, ctx: Any = None, grad_req: Any = "write", type_dict: Any = None, memplan: Any = None,
-                    shared_exec: Any = None, **shapes: Any):
-        """Allocate arrays from shapes and bind (see :func:`mxkit.symbol.binding.simple_bind`)."""
+                    shared_exec: Any = None, group2ctx: Any = None, **shapes: Any):
+        """Allocate arrays from shapes and bind (see :func:`mxkit.symbol.binding.simple_bind`);
+        ``group2ctx`` places ``ctx_group`` attributes on devices (:mod:`mxkit.symbol.placement`)."""
         from mxkit.symbol.binding import simple_bind
 
         return simple_bind(self, ctx, grad_req=grad_req, type_dict=type_dict, memplan=memplan,
-                           shared_exec=shared_exec, shapes=shapes)
+                           shared_exec=shared_exec, shapes=shapes, group2ctx=group2ctx)
 
     def bind(self, ctx: Any, args: Any, args_grad: Any = None, grad_req: Any = "write", aux_states: Any = None,
-             memplan: Any = None, shared_exec: Any = None):
-        """Bind to given arrays (see :func:`mxkit.symbol.binding.bind`)."""
+             group2ctx: Any = None, shared_exec: Any = None, memplan: Any = None):
+        """Bind to given arrays (see :func:`mxkit.symbol.binding.bind`); ``group2ctx`` as in
+        :meth:`simple_bind`."""
         from mxkit.symbol.binding import bind
 
         return bind(self, ctx, args, args_grad=args_grad, grad_req=grad_req, aux_states=aux_states,
-                    memplan=memplan, shared_exec=shared_exec)
+                    memplan=memplan, shared_exec=shared_exec, group2ctx=group2ctx)
 
     def plan_memory(self, for_training: bool = True, memplan: str | None = None, type_dict: Any = None,
                     **shapes: Any):

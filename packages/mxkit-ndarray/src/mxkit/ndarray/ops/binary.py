@@ -21,6 +21,11 @@ def _mod(xp: Any, a: Any, b: Any) -> Any:
     return xp.mod(a, b)
 
 
+def _floating(*values: Any) -> bool:
+    return any(getattr(v, "dtype", None) is not None and v.dtype.kind == "f" for v in values) or \
+        all(isinstance(v, float) for v in values)
+
+
 # key: (forward, d/da, d/db)   -- None derivative: piecewise constant (comparison)
 FUNCTIONS: dict[str, tuple[Any, Any, Any]] = {
     "add": (lambda xp, a, b: xp.add(a, b), lambda xp, a, b, y: 1, lambda xp, a, b, y: 1),
@@ -28,7 +33,9 @@ FUNCTIONS: dict[str, tuple[Any, Any, Any]] = {
     "mul": (lambda xp, a, b: xp.multiply(a, b), lambda xp, a, b, y: b, lambda xp, a, b, y: a),
     "div": (lambda xp, a, b: xp.true_divide(a, b) if a.dtype.kind == "f" else a // b,
             lambda xp, a, b, y: 1 / b, lambda xp, a, b, y: -a / (b * b)),
-    "mod": (_mod, lambda xp, a, b, y: 1, lambda xp, a, b, y: -xp.floor(a / b)),
+    # MXNet's mod_grad / mod_rgrad: 1 and -floor(a / b) for floating types, 0 for integer ones
+    "mod": (_mod, lambda xp, a, b, y: 1 if _floating(a, b) else 0,
+            lambda xp, a, b, y: -xp.floor(a / b) if _floating(a, b) else 0),
     "power": (lambda xp, a, b: xp.power(a, b), lambda xp, a, b, y: b * xp.power(a, b - 1),
               lambda xp, a, b, y: y * xp.log(xp.where(a > 0, a, 1))),
     "maximum": (lambda xp, a, b: xp.maximum(a, b), lambda xp, a, b, y: a >= b, lambda xp, a, b, y: a < b),

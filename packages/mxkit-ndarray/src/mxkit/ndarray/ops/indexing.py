@@ -131,8 +131,11 @@ def _take_indices(xp, a, indices, params):
         idx = xp.mod(idx, size)
     elif params["mode"] == "clip":
         idx = xp.clip(idx, 0, size - 1)
-    elif idx.size and (int(idx.min()) < -size or int(idx.max()) >= size):
-        raise IndexError(f"take: an index is out of range for axis {axis} of size {size} (mode='raise')")
+    elif idx.size and (int(idx.min()) < 0 or int(idx.max()) >= size):
+        # MXNet's bound is [0, size): a negative index is out of range too, not counted from the end
+        raise IndexError(f"take: an index is out of range: indices must lie in [0, {size}) for axis {axis} with "
+                         f"mode='raise'; got {int(idx.min())}..{int(idx.max())} (mode='wrap' wraps them, "
+                         f"'clip' clips them)")
     return axis, idx
 
 

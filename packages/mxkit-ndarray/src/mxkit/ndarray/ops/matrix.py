@@ -20,11 +20,40 @@ def _reshape_like_gradient(F, params, inputs, outputs, out_grads):
 _RESHAPE_KW = dict(kernel=_copy_reshaped, inplace=((0, 0, True),), gradient=_reshape_like_gradient,
                    backward_ignores=frozenset({0}))
 
+def legacy_target_shape(src: tuple, target: tuple, keep_highest: bool) -> tuple:
+    """MXNet's deprecated ``Reshape(target_shape=...)``: one 0 is inferred from the size, and
+    ``keep_highest`` keeps the input's first axis in place of the target's."""
+    out = list(target)
+    if keep_highest and out:
+        out[0] = src[0]
+    start = 1 if keep_highest else 0
+    unknown = [i for i in range(start, len(out)) if out[i] == 0]
+    if len(unknown) == 1:
+        rest = size_of(tuple(out[:unknown[0]] + out[unknown[0] + 1:]))
+        out[unknown[0]] = size_of(src) // rest if rest else 0
+    if size_of(tuple(out)) != size_of(src) or len(unknown) > 1:
+        raise ShapeError(f"Reshape: target_shape={target} (keep_highest={keep_highest}) does not fit input "
+                         f"shape {src} of size {size_of(src)}; one 0 at most is inferred, and the sizes must agree "
+                         f"(or use shape= with MXNet's codes)")
+    return tuple(out)
+
+
+def _reshape_shape(params: dict, in_shapes: list) -> list:
+    src = tuple(in_shapes[0])
+    if not params["shape"] and params["target_shape"]:
+        return [legacy_target_shape(src, tuple(params["target_shape"]), params["keep_highest"])]
+    return [infer_reshape(src, params["shape"], params["reverse"], "Reshape")]
+
+
 define(OpDef(
     name="Reshape", aliases=("reshape",),
-    infer_shape=lambda p, s: [infer_reshape(tuple(s[0]), p["shape"], p["reverse"], "Reshape")],
+    infer_shape=_reshape_shape,
     params=schema([Param("shape", "shape", (), doc="Target shape with MXNet's codes 0, -1, -2, -3, -4."),
-                   Param("reverse", "bool", False, doc="Match the special codes from the right.")]),
+                   Param("reverse", "bool", False, doc="Match the special codes from the right."),
+                   Param("target_shape", "shape", (),
+                         doc="(Deprecated in MXNet: use shape.) Target shape; one 0 is inferred from the size."),
+                   Param("keep_highest", "bool", False,
+                         doc="(Deprecated in MXNet.) With target_shape: keep the input's first axis.")]),
     doc="Reshapes the input (MXNet's special codes: 0 copy, -1 infer, -2 rest, -3 merge two, -4 split).",
     **_RESHAPE_KW,
 ))

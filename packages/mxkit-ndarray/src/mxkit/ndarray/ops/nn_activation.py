@@ -35,19 +35,41 @@ def _leaky_shape(params: dict, in_shapes: list) -> list:
     data = tuple(in_shapes[0])
     if params["act_type"] == "prelu":
         gamma = in_shapes[1]
-        channels = data[1] if len(data) > 1 else 1
-        if gamma is not None and tuple(gamma) not in ((channels,), (1,)):
-            raise ShapeError(f"LeakyReLU: act_type=prelu needs gamma of shape ({channels},) (one slope per "
-                             f"channel of data {fmt(data)}) or (1,), got {fmt(gamma)}")
+        if gamma is not None:
+            prelu_gamma_shape(tuple(gamma), data)  # raises for a gamma that does not broadcast
     if params["act_type"] == "rrelu":
         return [data, data]
     return [data]
 
 
+def prelu_gamma_shape(gamma: tuple, data: tuple) -> tuple:
+    """The shape ``gamma`` takes against ``data`` in PReLU (MXNet's ``expand_shape``).
+
+    Gamma's axes, from its last, land on the data's axes 1 and 0 only, each matching that
+    axis or being 1: ``(C,)`` is one slope per channel, ``(N, C)`` one per sample and channel,
+    ``(1,)`` one for all; the data's other axes get 1.
+
+    Raises
+    ------
+    ShapeError
+        When gamma's axes do not all land so.
+    """
+    result = [1] * len(data)
+    position = len(gamma) - 1
+    for axis in range(len(data) - 1, -1, -1):
+        if position >= 0 and axis <= 1 and gamma[position] in (data[axis], 1):
+            result[axis] = gamma[position]
+            position -= 1
+    if position != -1 or not data:
+        channels = data[1] if len(data) > 1 else (data[0] if data else 1)
+        raise ShapeError(f"LeakyReLU: act_type=prelu cannot broadcast gamma {fmt(gamma)} to data {fmt(data)}; "
+                         f"gamma's axes match the data's axes 1 and 0 from its last: ({channels},) for one "
+                         f"slope per channel, (1,) for one slope, or (batch, channels)")
+    return tuple(result)
+
+
 def _prelu_slope(xp, gamma, data):
-    if gamma.size == 1 or data.ndim < 2:
-        return gamma.reshape(())
-    return gamma.reshape((1, -1) + (1,) * (data.ndim - 2))
+    return gamma.reshape(prelu_gamma_shape(tuple(gamma.shape), tuple(data.shape)))
 
 
 def _erf(xp, x):
@@ -99,7 +121,7 @@ def _leaky_backward_kernel(xp, inputs, outputs, params):
         slope = _prelu_slope(xp, gamma, x)
         write(xp, outputs[0], xp.where(positive, out_grad, slope * out_grad))
         negative_part = xp.where(positive, 0, x * out_grad)
-        axes = tuple(i for i in range(x.ndim) if gamma.size == 1 or x.ndim < 2 or i != 1)
+        axes = tuple(i for i, size in enumerate(slope.shape) if size == 1 and x.shape[i] != 1)
         write(xp, outputs[1], negative_part.sum(axis=axes).reshape(gamma.shape))
     elif act == "elu":
         write(xp, outputs[0], out_grad * xp.where(positive, 1, params["slope"] * xp.exp(xp.minimum(x, 0))))

@@ -46,13 +46,15 @@ def _softmax_output_shape(params: dict, in_shapes: list) -> list:
     if data is None or (len(data) < 2 and not params["preserve_shape"]):
         raise ShapeError(f"SoftmaxOutput: data shape {fmt(data)} needs a batch axis and a class axis")
     expected = _softmax_output_label_shape(params, data)
-    if label is not None and tuple(label) != expected:
+    # a label of the data's shape holds a probability per class (MXNet's soft labels)
+    if label is not None and tuple(label) != expected and tuple(label) != tuple(data):
         mode = "multi_output=True" if params["multi_output"] else \
             "preserve_shape=True" if params["preserve_shape"] else "the default (one label per sample)"
         flat_ok = params["multi_output"] and tuple(label) == (data[0], size_of(data[2:]))
         if not flat_ok:
             raise ShapeError(f"SoftmaxOutput: label shape {fmt(label)} does not match data shape {fmt(data)}; "
-                             f"with {mode} the label must have shape {expected}")
+                             f"with {mode} the label must have shape {expected}, or the data's shape for "
+                             f"a probability per class")
     return [tuple(data)]
 
 
@@ -77,6 +79,14 @@ def _softmax_output_kernel(xp, inputs, outputs, params):
 
 def _softmax_output_backward_kernel(xp, inputs, outputs, params):
     out_grad, output, label = inputs
+    if label.shape == output.shape:
+        # probabilities as labels: softmax - label, scaled, with no normalization or ignoring (as MXNet)
+        grad = (output - label) * params["grad_scale"]
+        if params["out_grad"]:
+            grad = grad * out_grad
+        write(xp, outputs[0], grad)
+        outputs[1][...] = 0
+        return
     prob = _softmax_rows(xp, output, params)
     axis = _class_axis(params, prob.ndim)
     classes = prob.shape[axis]
@@ -89,17 +99,17 @@ def _softmax_output_backward_kernel(xp, inputs, outputs, params):
         target = target * (1 - alpha) + (1 - target) * (alpha / (classes - 1))
     grad = prob - target
     if params["use_ignore"]:
-        keep = label != params["ignore_label"]
-        grad = grad * xp.expand_dims(keep, axis)
-        valid = int(keep.sum())
-    else:
-        valid = label.size
+        grad = grad * xp.expand_dims(label != params["ignore_label"], axis)
     norm = params["normalization"]
     scale = params["grad_scale"]
     if norm == "batch":
         scale /= prob.shape[0]
     elif norm == "valid":
+        # MXNet counts the labels that are not ignore_label (as ints), use_ignore or not
+        valid = int((index.astype(xp.int64) != int(params["ignore_label"])).sum())
         scale /= max(valid, 1)
+    if params["multi_output"] and norm != "valid":
+        scale /= max(size_of(prob.shape[2:]), 1)  # MXNet averages over the positions too
     grad = grad * scale
     if params["out_grad"]:
         grad = grad * _softmax_rows(xp, out_grad, params)
@@ -113,7 +123,8 @@ define(OpDef(
     infer_dtype=lambda p, d: [d[0]],
     gradient=lambda F, p, i, o, g: as_list(F("_backward_SoftmaxOutput", g[0], o[0], i[1], **public(p))),
     backward_ignores=frozenset({0}),
-    doc="Softmax prediction head; its gradient is that of the cross-entropy loss, softmax - one_hot(label).",
+    doc="Softmax prediction head; its gradient is that of the cross-entropy loss, softmax - one_hot(label) "
+        "(softmax - label for a label of the data's shape: a probability per class).",
 ))
 define(OpDef(
     name="_backward_SoftmaxOutput", params=_SOFTMAX_OUTPUT_SCHEMA, kernel=_softmax_output_backward_kernel,

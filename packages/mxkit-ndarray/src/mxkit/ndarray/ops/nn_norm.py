@@ -226,13 +226,28 @@ def _without_sync(params: dict) -> dict:
     return {k: v for k, v in params.items() if k not in _SYNC_ONLY}
 
 
+def _sync_batchnorm_kernel(xp, inputs, outputs, params):
+    params = _without_sync(params)
+    if params["output_mean_var"] and _uses_batch_stats(params):
+        # its third output is the batch variance (BatchNorm's is 1 / sqrt(var + eps)), as in MXNet
+        axis = normalize_axis(params["axis"], inputs[0].ndim, "SyncBatchNorm")
+        var = _batch_statistics(xp, inputs[0], axis)[1]
+        _batchnorm_kernel(xp, inputs, outputs, params)
+        write(xp, outputs[2], var)
+        return
+    _batchnorm_kernel(xp, inputs, outputs, params)
+    if params["output_mean_var"]:
+        write(xp, outputs[2], inputs[4])  # the variance it normalised with: the moving one
+
+
 define(OpDef(
     name="_contrib_SyncBatchNorm", infer_shape=lambda p, s: _batchnorm_shape(_without_sync(p), s),
-    kernel=lambda xp, i, o, p: _batchnorm_kernel(xp, i, o, _without_sync(p)), params=_SYNC_SCHEMA,
+    kernel=_sync_batchnorm_kernel, params=_SYNC_SCHEMA,
     num_inputs=3, input_names=("data", "gamma", "beta"), aux_names=("moving_mean", "moving_var"),
     num_outputs=_batchnorm_outputs, output_names=lambda p: ("output", "mean", "var")[:_batchnorm_outputs(p)],
     infer_dtype=lambda p, d: [d[0]] + [d[1] if len(d) > 1 else d[0]] * (_batchnorm_outputs(p) - 1),
     gradient=lambda F, p, i, o, g: _batchnorm_gradient(F, _without_sync(p), i, o, g),
     backward_ignores=frozenset({2}),
-    doc="Batch normalisation with statistics synchronised across ndev devices (single device: BatchNorm).",
+    doc="Batch normalisation with statistics synchronised across ndev devices (single device: BatchNorm; "
+        "with output_mean_var its third output is the variance, not BatchNorm's inverse deviation).",
 ))

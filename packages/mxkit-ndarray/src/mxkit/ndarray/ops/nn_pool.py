@@ -16,7 +16,7 @@ from mxkit.core.errors import ShapeError
 from mxkit.ndarray.ops._helpers import write
 from mxkit.ndarray.ops.nn_common import as_list, fmt, public, spatial_tuple
 from mxkit.ndarray.params import Param, schema
-from mxkit.ndarray.registry import ALL_INPUTS, OpDef, define
+from mxkit.ndarray.registry import OpDef, define
 
 _POOL_SCHEMA = schema([
     Param("kernel", "shape", (), doc="Window size per spatial axis (ignored with global_pool)."),
@@ -67,7 +67,11 @@ class PoolGeometry:
                 raise ShapeError(f"Pooling: kernel={kernel} must be positive")
             self.kernel = kernel
             self.stride = spatial_tuple("Pooling", "stride", params["stride"], ndim, 1)
-            self.pad = spatial_tuple("Pooling", "pad", params["pad"], ndim, 0)
+            same = params["pooling_convention"] == "same"
+            pad = tuple(params["pad"])
+            if same and not any(pad):
+                pad = ()  # MXNet only checks that 'same' gets no padding: (0, 0, 0) serves any kernel
+            self.pad = spatial_tuple("Pooling", "pad", pad, ndim, 0)
             if any(s <= 0 for s in self.stride) or any(p < 0 for p in self.pad):
                 raise ShapeError(f"Pooling: stride={self.stride} must be positive and pad={self.pad} "
                                  f"not negative")
@@ -217,8 +221,9 @@ define(OpDef(
 
 _UPSAMPLING_SCHEMA = schema([
     Param("scale", "int", doc="Up-sampling factor of the first input."),
-    Param("num_filter", "int", 0, doc="Only used by bilinear up-sampling."),
-    Param("sample_type", "str", choices=("nearest",), doc="The up-sampling method (nearest neighbour)."),
+    Param("num_filter", "int", 0, doc="Bilinear up-sampling: the output channels (the data's channels)."),
+    Param("sample_type", "str", choices=("nearest", "bilinear"),
+          doc="nearest (neighbour), or bilinear: a grouped Deconvolution with a given weight (MXNet's)."),
     Param("multi_input_mode", "str", "concat", choices=("concat", "sum"),
           doc="How several inputs, each scaled to the first one's output size, are combined."),
     Param("num_args", "int", doc="Number of inputs."),
@@ -244,7 +249,35 @@ def _upsampling_factors(params: dict, in_shapes: list) -> tuple[tuple[int, int],
     return out_hw, factors
 
 
+def bilinear_deconvolution_params(params: dict) -> dict:
+    """The Deconvolution that bilinear UpSampling is in MXNet: kernel 2s - s % 2, stride s, pad
+    ceil((s - 1) / 2), one group per filter, no bias (its weight is an input, usually filled by
+    ``mx.init.Bilinear``)."""
+    from mxkit.ndarray.registry import get_op
+
+    scale = params["scale"]
+    if scale <= 0 or params["num_filter"] <= 0:
+        raise ShapeError(f"UpSampling: sample_type='bilinear' needs a positive scale and num_filter (the "
+                         f"channels), got scale={scale}, num_filter={params['num_filter']}")
+    kernel = 2 * scale - scale % 2
+    pad = math.ceil((scale - 1) / 2)
+    return get_op("Deconvolution").parse_params({
+        "kernel": (kernel, kernel), "stride": (scale, scale), "pad": (pad, pad), "num_filter": params["num_filter"],
+        "num_group": params["num_filter"], "no_bias": True})
+
+
+def _bilinear(params: dict) -> bool:
+    return params["sample_type"] == "bilinear"
+
+
 def _upsampling_shape(params: dict, in_shapes: list) -> list:
+    if _bilinear(params):
+        from mxkit.ndarray.registry import get_op
+
+        data = in_shapes[0]
+        if data is None or len(data) != 4:
+            raise ShapeError(f"UpSampling: data shape {fmt(data)} must be (N, C, H, W)")
+        return get_op("Deconvolution").infer_shape(bilinear_deconvolution_params(params), list(in_shapes[:2]))
     out_hw, _ = _upsampling_factors(params, in_shapes)
     first = in_shapes[0]
     if params["multi_input_mode"] == "sum":
@@ -263,6 +296,11 @@ def _nearest(xp, x, factor: int):
 
 
 def _upsampling_kernel(xp, inputs, outputs, params):
+    if _bilinear(params):
+        from mxkit.ndarray.registry import get_op
+
+        get_op("Deconvolution").kernel(xp, inputs, outputs, bilinear_deconvolution_params(params))
+        return
     _, factors = _upsampling_factors(params, [x.shape for x in inputs])
     scaled = [_nearest(xp, x, f) for x, f in zip(inputs, factors)]
     if params["multi_input_mode"] == "sum":
@@ -285,12 +323,20 @@ def _upsampling_backward_kernel(xp, inputs, outputs, params):
         write(xp, out, part.reshape(n, c, h, f, w, f).sum(axis=(3, 5)))
 
 
+def _upsampling_gradient(F, params, inputs, outputs, out_grads):
+    if _bilinear(params):
+        return as_list(F("_backward_Deconvolution", out_grads[0], inputs[0], inputs[1],
+                         **public(bilinear_deconvolution_params(params))))
+    return as_list(F("_backward_UpSampling", out_grads[0], *inputs, **public(params)))
+
+
 define(OpDef(
     name="UpSampling", infer_shape=_upsampling_shape, kernel=_upsampling_kernel, params=_UPSAMPLING_SCHEMA,
-    num_inputs=lambda p: p["num_args"], input_names=lambda p: tuple(f"arg{i}" for i in range(p["num_args"])),
-    gradient=lambda F, p, i, o, g: as_list(F("_backward_UpSampling", g[0], *i, **public(p))),
-    backward_ignores=ALL_INPUTS,
-    doc="Nearest-neighbour up-sampling of (N, C, H, W) inputs by an integer factor.",
+    num_inputs=lambda p: 2 if _bilinear(p) else p["num_args"],
+    input_names=lambda p: ("data", "weight") if _bilinear(p) else tuple(f"arg{i}" for i in range(p["num_args"])),
+    gradient=_upsampling_gradient,  # nearest reads only shapes, bilinear the data and weight values
+    doc="Up-sampling of (N, C, H, W) inputs by an integer factor: nearest neighbour (several inputs "
+        "concatenated or summed), or bilinear through a grouped Deconvolution with a given weight.",
 ))
 define(OpDef(
     name="_backward_UpSampling", params=_UPSAMPLING_SCHEMA, kernel=_upsampling_backward_kernel,

@@ -83,10 +83,18 @@ def _layout(op: str, params: dict, shape) -> _Layout:
     return _LAYOUTS[op](params, tuple(int(d) for d in shape))
 
 
+def _accumulator(xp, dtype):
+    """The dtype sums accumulate in: float16 in float32, float32 in float64 (MXNet's safe
+    accumulation). A float32 sum over thousands of rows, done along a strided axis where numpy
+    adds one row after another, otherwise drifts by 1e-4 of its size."""
+    return xp.float32 if dtype == xp.float16 else xp.float64 if dtype == xp.float32 else dtype
+
+
 def _statistics(xp, x, layout: _Layout, eps: float):
-    mean = x.mean(axis=layout.reduced, keepdims=True)
+    acc = _accumulator(xp, x.dtype)
+    mean = x.mean(axis=layout.reduced, keepdims=True, dtype=acc).astype(x.dtype)
     centred = x - mean
-    var = (centred * centred).mean(axis=layout.reduced, keepdims=True)
+    var = (centred * centred).mean(axis=layout.reduced, keepdims=True, dtype=acc).astype(x.dtype)
     return mean, centred, xp.sqrt(var + eps)
 
 
@@ -133,11 +141,12 @@ def _backward_kernel(op: str):
         normalised = centred / std
         # gamma and beta are shared by every axis where their view-shape is 1
         shared = tuple(i for i, d in enumerate(layout.affine) if d == 1)
-        write(xp, outputs[1], (head * normalised).sum(axis=shared).reshape(gamma.shape))
-        write(xp, outputs[2], head.sum(axis=shared).reshape(gamma.shape))
+        acc = _accumulator(xp, x.dtype)
+        write(xp, outputs[1], (head * normalised).sum(axis=shared, dtype=acc).reshape(gamma.shape))
+        write(xp, outputs[2], head.sum(axis=shared, dtype=acc).reshape(gamma.shape))
         scaled = head * gamma.reshape(layout.affine)
-        mean_scaled = scaled.mean(axis=layout.reduced, keepdims=True)
-        mean_projection = (scaled * normalised).mean(axis=layout.reduced, keepdims=True)
+        mean_scaled = scaled.mean(axis=layout.reduced, keepdims=True, dtype=acc).astype(x.dtype)
+        mean_projection = (scaled * normalised).mean(axis=layout.reduced, keepdims=True, dtype=acc).astype(x.dtype)
         write(xp, outputs[0], ((scaled - mean_scaled - normalised * mean_projection) / std).reshape(x.shape))
 
     return kernel

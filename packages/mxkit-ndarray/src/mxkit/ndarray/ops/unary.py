@@ -13,7 +13,7 @@ from typing import Any
 
 from mxkit.ndarray.ops._helpers import elementwise_shape, first_shape, no_gradient, write
 from mxkit.ndarray.params import Param, schema
-from mxkit.ndarray.registry import OpDef, define
+from mxkit.ndarray.registry import ALL_INPUTS, OpDef, define
 
 
 def _sigmoid(xp: Any, x: Any) -> Any:
@@ -169,4 +169,48 @@ define(OpDef(
     name="_backward_Cast", infer_shape=first_shape, kernel=_cast_kernel, num_inputs=2,
     input_names=("out_grad", "data"), infer_dtype=lambda p, dtypes: [dtypes[1]], reads_shape_only=frozenset({1}),
     doc="Backward of Cast: the gradient cast back to the input's dtype (only its dtype is read).",
+))
+
+
+# ---- AMP's casts: MXNet's mixed-precision graphs (mx.contrib.amp) carry these nodes -------------
+
+_FLOATS = ("float16", "float32", "float64")
+
+
+def _amp_cast_dtype(params: dict, dtypes: list) -> list:
+    # only floating inputs change type; integers and booleans pass through as they are
+    return [params["dtype"] if dtypes[0] in _FLOATS else dtypes[0]]
+
+
+def _amp_multicast_dtypes(params: dict, dtypes: list) -> list:
+    floats = [d for d in dtypes if d in _FLOATS]
+    if not floats:
+        return list(dtypes)
+    pick = min if params["cast_narrow"] else max
+    target = pick(floats, key=_FLOATS.index)
+    return [target if d in _FLOATS else d for d in dtypes]
+
+
+def _amp_multicast_kernel(xp, inputs, outputs, params):
+    for source, target in zip(inputs, outputs):
+        write(xp, target, source)
+
+
+define(OpDef(
+    name="amp_cast", infer_shape=first_shape, kernel=_cast_kernel, infer_dtype=_amp_cast_dtype,
+    params=schema([Param("dtype", "dtype", doc="The floating dtype floating inputs are cast to.")]),
+    gradient=lambda F, p, i, o, g: [F("_backward_Cast", g[0], i[0])], backward_ignores=frozenset({0}),
+    doc="AMP's cast: a floating input becomes ``dtype``; other dtypes pass through unchanged.",
+))
+define(OpDef(
+    name="amp_multicast", infer_shape=lambda p, s: [tuple(x) for x in s], kernel=_amp_multicast_kernel,
+    infer_dtype=_amp_multicast_dtypes,
+    params=schema([Param("num_outputs", "int", doc="The number of inputs (and outputs)."),
+                   Param("cast_narrow", "bool", False, doc="Cast to the narrowest floating dtype, not the widest.")]),
+    num_inputs=lambda p: p["num_outputs"], num_outputs=lambda p: p["num_outputs"],
+    input_names=lambda p: tuple(f"data_{i}" for i in range(p["num_outputs"])),
+    gradient=lambda F, p, i, o, g: [F("_backward_Cast", grad, x) for grad, x in zip(g, i)],
+    backward_ignores=ALL_INPUTS,
+    doc="AMP's multi-cast: every floating input is cast to the widest floating dtype among them (the "
+        "narrowest with cast_narrow); other dtypes pass through.",
 ))

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mxkit.train.module.base_module import BaseModule, _check_input_names
-from mxkit.train.module.executor_group import ModuleError
+from mxkit.train.module.executor_group import ModuleError, prepare_group2ctxs
 from mxkit.train.module.module import Module, _contexts
 
 
@@ -36,8 +36,8 @@ class BucketingModule(BaseModule):
         Parameters that are not trained.
     state_names : list of str, optional
         Inputs that are states.
-    group2ctxs : optional
-        Accepted for MXNet compatibility; must be None.
+    group2ctxs : dict or list of dict, optional
+        Model parallelism, as for :class:`Module`.
     compression_params : dict, optional
         Gradient compression for the KVStore.
     """
@@ -61,8 +61,7 @@ class BucketingModule(BaseModule):
         self._compression_params = compression_params
         self._context = _contexts(context)
         self._work_load_list = work_load_list
-        if group2ctxs is not None:
-            raise ModuleError("group2ctxs (model parallelism) is not supported; pass group2ctxs=None")
+        self._group2ctxs = prepare_group2ctxs(group2ctxs, len(self._context))
         self._buckets: dict[Any, Module] = {}
         self._curr_module: Module | None = None
         self._curr_bucket_key: Any = None
@@ -123,7 +122,8 @@ class BucketingModule(BaseModule):
                               f"the largest, and name layers the same in every bucket)")
         return Module(symbol, data_names, label_names, logger=self.logger, context=self._context,
                       work_load_list=self._work_load_list, fixed_param_names=self._fixed_param_names,
-                      state_names=self._state_names, compression_params=self._compression_params)
+                      state_names=self._state_names, compression_params=self._compression_params,
+                      group2ctxs=self._group2ctxs)
 
     # -- properties -----------------------------------------------------------------------
 

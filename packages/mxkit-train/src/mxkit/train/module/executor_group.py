@@ -58,6 +58,50 @@ def split_input_slice(batch_size: int, work_load_list: Sequence[float]) -> list[
     return slices
 
 
+def prepare_group2ctxs(group2ctxs: Any, count: int) -> list[dict | None]:
+    """``group2ctxs`` as one ``{group: Context}`` per device (MXNet's ``_prepare_group2ctxs``).
+
+    Parameters
+    ----------
+    group2ctxs : None, dict or list of dict
+        None; a list with one dict per device; or one dict whose values are a Context (every
+        device's group goes there), a list of one Context, or a list of one per device.
+    count : int
+        The number of devices (data-parallel executors).
+
+    Raises
+    ------
+    ModuleError
+        For a list of the wrong length or a value that is neither a Context nor a list of them.
+    """
+    from mxkit.core.context import Context
+
+    if group2ctxs is None:
+        return [None] * count
+    if isinstance(group2ctxs, list | tuple):
+        if len(group2ctxs) != count:
+            raise ModuleError(f"group2ctxs has {len(group2ctxs)} dicts for {count} contexts; give one dict per "
+                              f"context, or one dict for all")
+        return [dict(g) if g is not None else None for g in group2ctxs]
+    if not isinstance(group2ctxs, dict):
+        raise ModuleError(f"group2ctxs must be a dict of ctx_group name to Context (or list of Contexts), or a "
+                          f"list of such dicts, one per context; got {type(group2ctxs).__name__}")
+    per_device: list[dict | None] = [{} for _ in range(count)]
+    for group, value in group2ctxs.items():
+        if isinstance(value, Context):
+            devices = [value] * count
+        elif isinstance(value, list | tuple) and len(value) == 1:
+            devices = list(value) * count
+        elif isinstance(value, list | tuple) and len(value) == count:
+            devices = list(value)
+        else:
+            raise ModuleError(f"group2ctxs[{group!r}] is {value!r}; give a Context, or a list of 1 or {count} "
+                              f"Contexts (one per context)")
+        for i, device in enumerate(devices):
+            per_device[i][group] = device  # type: ignore[index]
+    return per_device
+
+
 def _batch_axis(desc: Any) -> int:
     from mxkit.io import DataDesc
 
@@ -125,13 +169,18 @@ class DataParallelExecutorGroup:
         Inputs that are states (no gradient, kept across batches).
     memplan : str, optional
         The memory-planning strategy of the executors.
+    group2ctxs : dict or list of dict, optional
+        Model parallelism: devices of the ``ctx_group`` attributes, per device of
+        ``contexts`` (see :func:`prepare_group2ctxs`).
     """
 
     def __init__(self, symbol: Any, contexts: list[Any], workload: list[float], data_shapes: list[Any],
                  label_shapes: list[Any] | None, param_names: list[str], for_training: bool,
                  inputs_need_grad: bool, shared_group: DataParallelExecutorGroup | None = None,
                  logger: logging.Logger = logging, fixed_param_names: list[str] | None = None,  # type: ignore[assignment]
-                 grad_req: Any = "write", state_names: list[str] | None = None, memplan: str | None = None) -> None:
+                 grad_req: Any = "write", state_names: list[str] | None = None, memplan: str | None = None,
+                 group2ctxs: Any = None) -> None:
+        self.group2ctxs = prepare_group2ctxs(group2ctxs, len(contexts))
         self.param_names = list(param_names)
         self.arg_names = symbol.list_arguments()
         self.aux_names = symbol.list_auxiliary_states()
@@ -223,11 +272,17 @@ class DataParallelExecutorGroup:
     def _bind_ith_exec(self, i: int, ctx: Any, shapes: dict, types: dict, shared_group: Any) -> Any:
         if shared_group is None:
             return self.symbol.simple_bind(ctx, grad_req=self.grad_req, type_dict=types, memplan=self.memplan,
-                                           **shapes)
+                                           group2ctx=self.group2ctxs[i], **shapes)
         # share the parameter (and gradient) arrays of the shared group's executor on this device
         from mxkit.ndarray import zeros
 
         shared = shared_group.execs[i]
+        groups = self.group2ctxs[i] or {}
+        attributes = self.symbol.attr_dict()
+
+        def device_of(name: str) -> Any:
+            return groups.get(attributes.get(name, {}).get("__ctx_group__", ""), ctx)
+
         arg_shapes, _, aux_shapes = self.symbol.infer_shape(**shapes)
         if arg_shapes is None:
             raise ShapeError(f"the input shapes {shapes} do not determine every argument of the symbol")
@@ -236,14 +291,15 @@ class DataParallelExecutorGroup:
             dtype = types.get(name, "float32")
             old = shared.arg_dict.get(name)
             reuse = name in self.param_names and old is not None and tuple(old.shape) == tuple(shape)
-            args[name] = old if reuse else zeros(shape, ctx=ctx, dtype=dtype)
+            args[name] = old if reuse else zeros(shape, ctx=device_of(name), dtype=dtype)
             if self.grad_req[name] != "null":
                 old_grad = shared.grad_dict.get(name)
-                grads[name] = old_grad if reuse and old_grad is not None else zeros(shape, ctx=ctx, dtype=dtype)
-        aux = [shared.aux_dict[name] if name in shared.aux_dict else zeros(shape, ctx=ctx)
+                grads[name] = (old_grad if reuse and old_grad is not None
+                               else zeros(shape, ctx=device_of(name), dtype=dtype))
+        aux = [shared.aux_dict[name] if name in shared.aux_dict else zeros(shape, ctx=device_of(name))
                for name, shape in zip(self.aux_names, aux_shapes)]
         return self.symbol.bind(ctx, args, args_grad=grads, grad_req=self.grad_req, aux_states=aux,
-                                memplan=self.memplan, shared_exec=shared)
+                                memplan=self.memplan, shared_exec=shared, group2ctx=self.group2ctxs[i])
 
     def _collect_arrays(self) -> None:
         execs = self.execs

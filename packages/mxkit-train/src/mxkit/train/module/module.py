@@ -7,7 +7,7 @@ import warnings
 from typing import Any
 
 from mxkit.train.module.base_module import BaseModule, _check_input_names, _parse_data_desc
-from mxkit.train.module.executor_group import DataParallelExecutorGroup, ModuleError
+from mxkit.train.module.executor_group import DataParallelExecutorGroup, ModuleError, prepare_group2ctxs
 from mxkit.train.module.optimizing import OptimizingMixin
 
 
@@ -60,8 +60,10 @@ class Module(OptimizingMixin, BaseModule):
         Parameters that are not trained.
     state_names : list of str, optional
         Inputs that are states (kept across batches, no gradient).
-    group2ctxs : optional
-        Accepted for MXNet compatibility; model-parallel groups are not supported.
+    group2ctxs : dict or list of dict, optional
+        Model parallelism: the devices of the symbol's ``ctx_group`` attributes, one dict for
+        every context or one per context (as in MXNet; groups go to devices that share host
+        memory, see :mod:`mxkit.symbol.placement`).
     compression_params : dict, optional
         Gradient compression for the KVStore (``{'type': '2bit', 'threshold': 0.5}``).
     memplan : str, optional
@@ -79,8 +81,7 @@ class Module(OptimizingMixin, BaseModule):
         if len(work_load_list) != len(self._context):
             raise ModuleError(f"work_load_list has {len(work_load_list)} entries for {len(self._context)} contexts; "
                               f"give one load per context")
-        if group2ctxs is not None:
-            raise ModuleError("group2ctxs (model parallelism) is not supported; pass group2ctxs=None")
+        self._group2ctxs = prepare_group2ctxs(group2ctxs, len(self._context))
         self._work_load_list = list(work_load_list)
         self._symbol = symbol
         self._data_names = list(data_names) if data_names is not None else []
@@ -287,7 +288,7 @@ class Module(OptimizingMixin, BaseModule):
             self._symbol, self._context, self._work_load_list, self._data_shapes, self._label_shapes,
             self._param_names, for_training, inputs_need_grad, shared_group, logger=self.logger,
             fixed_param_names=self._fixed_param_names, grad_req=grad_req, state_names=self._state_names,
-            memplan=self._memplan)
+            memplan=self._memplan, group2ctxs=self._group2ctxs)
         self.binded = True
         if shared_module is not None:
             self.params_initialized = True
