@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 from mxkit.core.errors import EngineError, KVStoreError
+from mxkit.kvstore.dist import transfer
 
 
 class Overlap:
@@ -170,15 +171,7 @@ def _finish(store: Any, overlap: Overlap, requests: list[Any], acks: list[Any], 
         answers = [request.result() for request in requests]
         for ack in acks:
             ack.result()
-        found: dict[Any, np.ndarray] = {}
-        clocks: dict[Any, tuple[int, int]] = {}
-        for items, (answer_values, part_clocks) in zip(pulls.values(), answers, strict=True):
-            if len(answer_values) != len(items) or len(part_clocks) != len(items):
-                raise KVStoreError(f"a server answered a pull of {len(items)} parts with {len(answer_values)} "
-                                   f"values and {len(part_clocks)} clocks")
-            for (shard_id, _), part_value, clock in zip(items, answer_values, part_clocks):
-                found[shard_id] = part_value
-                clocks[shard_id[0]] = clock
+        found, clocks = transfer.read_pull_answers(pulls, answers)
         for entry, target in zip(entries, targets):
             value = found[(entry.key, 0)] if entry.whole else store._assemble(entry, found)
             np.copyto(target.storage, value.reshape(target.storage.shape), casting="unsafe")

@@ -482,15 +482,7 @@ class DistKVStore(KVStoreBase):
     def _receive(self, checked: list[tuple[Key, list[Any]]], batches: dict[int, list[Any]],
                  answers: list[Any]) -> None:
         """Write the servers' answers (in the order of ``batches``) into the pull targets."""
-        found: dict[tuple[Any, int], np.ndarray] = {}
-        clocks: dict[Any, tuple[int, int]] = {}
-        for items, (values, part_clocks) in zip(batches.values(), answers, strict=True):
-            if len(values) != len(items) or len(part_clocks) != len(items):
-                raise KVStoreError(f"a server answered a pull of {len(items)} parts with {len(values)} values and "
-                                   f"{len(part_clocks)} clocks")
-            for (shard_id, _), part_value, clock in zip(items, values, part_clocks):
-                found[shard_id] = part_value
-                clocks[shard_id[0]] = clock
+        found, clocks = transfer.read_pull_answers(batches, answers)
         self.last_pull_clocks = [(entry.key, *clocks[entry.key]) for entry, _ in checked]
         if self._replicated:
             recovery.confirm(self, checked)
@@ -663,3 +655,4 @@ class DistKVStore(KVStoreBase):
 
 
 __all__ = ["DistKVStore", "OBJECT_STORE_MIN_BYTES"]
+

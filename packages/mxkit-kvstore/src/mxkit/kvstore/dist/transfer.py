@@ -108,4 +108,23 @@ def write_all(jobs: list[tuple[np.ndarray, list[Any]]]) -> None:
         target[:] = value
 
 
-__all__ = ["ENV", "Key", "WAIT_TOGETHER_MIN", "host_data", "int_setting", "wait_to_read_all", "write_all"]
+def read_pull_answers(batches: dict[int, list[Any]], answers: list[Any],
+                      ) -> tuple[dict[tuple[Any, int], np.ndarray], dict[Any, tuple[int, int]]]:
+    """The parts and clocks that servers answered to pulls, as ``(part values by shard id,
+    clock by key)``; ``batches`` lists each server's requested ``(shard id, ...)`` items in
+    the order of ``answers``. A server that answered another number of parts is an error."""
+    found: dict[tuple[Any, int], np.ndarray] = {}
+    clocks: dict[Any, tuple[int, int]] = {}
+    for items, (values, part_clocks) in zip(batches.values(), answers, strict=True):
+        if len(values) != len(items) or len(part_clocks) != len(items):
+            raise KVStoreError(f"a server answered a pull of {len(items)} parts with {len(values)} values and "
+                               f"{len(part_clocks)} clocks")
+        for (shard_id, _), part_value, clock in zip(items, values, part_clocks):
+            found[shard_id] = part_value
+            clocks[shard_id[0]] = clock
+    return found, clocks
+
+
+__all__ = ["ENV", "Key", "WAIT_TOGETHER_MIN", "host_data", "int_setting", "read_pull_answers", "wait_to_read_all",
+           "write_all"]
+
