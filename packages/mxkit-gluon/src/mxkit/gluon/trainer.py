@@ -42,6 +42,10 @@ def _is_kvstore(value: Any) -> bool:
     return all(callable(getattr(value, attr, None)) for attr in ("init", "push", "pull"))
 
 
+def _dense(array: Any) -> Any:
+    return array.tostype("default") if getattr(array, "stype", "default") != "default" else array
+
+
 class TrainerStateError(GluonError, AssertionError):
     """A Trainer method was called in a state where it does not apply (``update`` while the store
     runs the optimizer). Also an ``AssertionError``, the class MXNet 1.9.1 raises there."""
@@ -272,9 +276,10 @@ class Trainer:
                 else:
                     self._kvstore.pushpull(index, grads, priority=-index)
             elif len(grads) > 1:
-                total = grads[0].copy()
+                # summed in dense form: a row_sparse gradient's sum holds the rows any device touched
+                total = _dense(grads[0]).copy()
                 for other in grads[1:]:
-                    total += other.as_in_context(total.context)
+                    total += _dense(other).as_in_context(total.context)
                 for grad in grads:
                     grad[:] = total.as_in_context(grad.context)
 

@@ -1,0 +1,127 @@
+"""Row-sparse gradients in Gluon: ``Embedding(sparse_grad=True)``, ``grad_stype='row_sparse'``
+Parameters, and the Trainer's lazy updates, checked against a numpy replay of MXNet 1.9.1's
+update rules."""
+
+import numpy as np
+import pytest
+from mxkit import mx
+from mxkit.gluon import contrib, nn
+
+BATCHES = [[1, 3, 3], [0, 3], [5, 1, 1, 1]]
+
+
+def _embedding(sparse_grad, rows=7, cols=3):
+    layer = nn.Embedding(rows, cols, sparse_grad=sparse_grad)
+    layer.initialize(mx.init.Uniform(0.5))
+    return layer
+
+
+def _train(layer, optimizer, params, batches):
+    trainer = mx.gluon.Trainer(layer.collect_params(), optimizer, params)
+    for batch in batches:
+        x = mx.nd.array(batch)
+        with mx.autograd.record():
+            loss = (layer(x) * layer(x)).sum()
+        loss.backward()
+        trainer.step(len(batch))
+    return layer.weight.data().asnumpy()
+
+
+def _lazy_sgd_replay(weight, batches, lr, wd, momentum):
+    """MXNet's lazy sgd(_mom)_update: only rows of the gradient change (weight and momentum)."""
+    weight = weight.astype(np.float64).copy()
+    mom = np.zeros_like(weight)
+    for batch in batches:
+        grad = np.zeros_like(weight)
+        for row in batch:
+            grad[row] += 2 * weight[row]  # d/dw of sum(w[row]^2), once per lookup
+        grad /= len(batch)
+        rows = np.unique(batch)
+        step = grad[rows] + wd * weight[rows]
+        mom[rows] = momentum * mom[rows] - lr * step
+        weight[rows] += mom[rows]
+    return weight
+
+
+def test_embedding_sparse_grad_is_row_sparse_with_the_looked_up_rows():
+    layer = _embedding(True)
+    assert layer.weight.grad_stype == "row_sparse"
+    assert layer.weight.grad().stype == "row_sparse"
+    x = mx.nd.array([4, 1, 4])
+    with mx.autograd.record():
+        y = layer(x)
+    y.backward()
+    grad = layer.weight.grad()
+    assert grad.stype == "row_sparse"
+    assert sorted(grad.indices.asnumpy().tolist()) == [1, 4]
+    want = np.zeros((7, 3), np.float32)
+    for row in (4, 1, 4):
+        want[row] += 1
+    np.testing.assert_array_equal(grad.asnumpy(), want)
+
+
+@pytest.mark.parametrize("momentum,wd", [(0.0, 0.0), (0.9, 0.1)])
+def test_lazy_sgd_on_embedding_equals_numpy_replay(momentum, wd):
+    layer = _embedding(True)
+    start = layer.weight.data().asnumpy()
+    got = _train(layer, "sgd", {"learning_rate": 0.1, "momentum": momentum, "wd": wd}, BATCHES)
+    want = _lazy_sgd_replay(start, BATCHES, 0.1, wd, momentum)
+    # float32 arithmetic against a float64 replay over three steps of O(1) values
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    untouched = [r for r in range(7) if r not in {r for b in BATCHES for r in b}]
+    np.testing.assert_array_equal(got[untouched], start[untouched])
+
+
+def test_sparse_and_dense_gradients_agree_when_every_row_is_touched():
+    batches = [[0, 1, 2, 3, 4, 5, 6], [6, 5, 4, 3, 2, 1, 0, 0]]
+    results = []
+    for sparse_grad in (True, False):
+        mx.random.seed(3)
+        layer = _embedding(sparse_grad)
+        results.append(_train(layer, "sgd", {"learning_rate": 0.05, "momentum": 0.9, "wd": 0.01}, batches))
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-6, atol=1e-7)
+
+
+def test_zero_grad_empties_a_row_sparse_gradient_and_add_restarts_from_zero():
+    layer = _embedding(True)
+    layer.weight.grad_req = "add"
+    for batch in ([2, 2], [5]):
+        with mx.autograd.record():
+            y = layer(mx.nd.array(batch))
+        y.backward()
+    assert sorted(layer.weight.grad().indices.asnumpy().tolist()) == [2, 5]
+    layer.weight.zero_grad()
+    assert layer.weight.grad().stype == "row_sparse"
+    assert layer.weight.grad().indices.shape[0] == 0
+    with mx.autograd.record():
+        y = layer(mx.nd.array([3]))
+    y.backward()
+    want = np.zeros((7, 3), np.float32)
+    want[3] = 1
+    np.testing.assert_array_equal(layer.weight.grad().asnumpy(), want)
+
+
+def test_parameter_grad_stype_row_sparse_on_two_contexts_sums_rows():
+    param = mx.gluon.Parameter("w", shape=(5, 2), grad_stype="row_sparse")
+    param.initialize(mx.init.One(), ctx=[mx.cpu(0), mx.cpu(1)])
+    assert [g.stype for g in param.list_grad()] == ["row_sparse", "row_sparse"]
+    trainer = mx.gluon.Trainer([param], "sgd", {"learning_rate": 1.0}, kvstore=None)
+    for ctx, row in ((mx.cpu(0), 1), (mx.cpu(1), 3)):
+        with mx.autograd.record():
+            y = mx.nd.Embedding(mx.nd.array([row], ctx=ctx), param.data(ctx), input_dim=5, output_dim=2)
+        y.backward()
+    trainer.step(1)
+    want = np.ones((5, 2), np.float32)
+    want[[1, 3]] -= 1.0
+    for array in param.list_data():
+        np.testing.assert_array_equal(array.asnumpy(), want)
+
+
+def test_contrib_sparse_embedding_has_a_row_sparse_gradient():
+    layer = contrib.nn.SparseEmbedding(6, 3)
+    layer.initialize()
+    with mx.autograd.record():
+        y = layer(mx.nd.array([4, 1]))
+    y.backward()
+    assert layer.weight.grad().stype == "row_sparse"
+    assert sorted(layer.weight.grad().indices.asnumpy().tolist()) == [1, 4]
