@@ -125,3 +125,23 @@ def test_contrib_sparse_embedding_has_a_row_sparse_gradient():
     y.backward()
     assert layer.weight.grad().stype == "row_sparse"
     assert sorted(layer.weight.grad().indices.asnumpy().tolist()) == [1, 4]
+
+
+@pytest.mark.parametrize("even_split,ctxs", [(False, 2), (True, 1), (True, 3)])
+def test_split_and_load_keeps_csr_batches_csr(even_split, ctxs):
+    dense = np.zeros((6, 5), np.float32)
+    dense[1, 2], dense[4, 0], dense[5, 4] = 3, 1, 2
+    contexts = [mx.cpu(i) for i in range(ctxs)]
+    parts = mx.gluon.utils.split_and_load(mx.nd.array(dense).tostype("csr"), contexts, even_split=even_split)
+    assert [p.stype for p in parts] == ["csr"] * ctxs
+    assert [p.context for p in parts] == contexts
+    np.testing.assert_array_equal(np.concatenate([p.asnumpy() for p in parts]), dense)
+    np.testing.assert_array_equal(parts[0].asnumpy(), np.array_split(dense, ctxs)[0])
+
+
+def test_split_data_refuses_a_csr_split_across_columns():
+    from mxkit.core.errors import ShapeError
+
+    csr = mx.nd.array(np.eye(4, dtype=np.float32)).tostype("csr")
+    with pytest.raises(ShapeError, match="only along axis 0"):
+        mx.gluon.utils.split_data(csr, 2, batch_axis=1)
