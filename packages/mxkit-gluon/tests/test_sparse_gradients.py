@@ -145,3 +145,43 @@ def test_split_data_refuses_a_csr_split_across_columns():
     csr = mx.nd.array(np.eye(4, dtype=np.float32)).tostype("csr")
     with pytest.raises(ShapeError, match="only along axis 0"):
         mx.gluon.utils.split_data(csr, 2, batch_axis=1)
+
+
+def test_symbol_block_refuses_a_row_sparse_parameter_variable():
+    from mxkit.gluon.parameter import StorageTypeError
+
+    data = mx.sym.var("data")
+    out = mx.sym.broadcast_add(mx.sym.dot(data, mx.sym.var("weight", stype="row_sparse")), mx.sym.var("bias"))
+    with pytest.raises(StorageTypeError, match="'weight' because its storage type is 'row_sparse'"):
+        mx.gluon.SymbolBlock(out, data)
+    dense_out = mx.sym.broadcast_add(mx.sym.dot(data, mx.sym.var("weight")), mx.sym.var("bias"))
+    assert sorted(mx.gluon.SymbolBlock(dense_out, data).collect_params().keys()) == ["bias", "weight"]
+
+
+class _Linear(mx.gluon.HybridBlock):
+    def __init__(self, units):
+        super().__init__()
+        with self.name_scope():
+            self.w = self.params.get("w", shape=(units, units))
+
+    def hybrid_forward(self, F, x, w):
+        return F.dot(x, w)
+
+
+@pytest.mark.parametrize("hybridize", [False, True])
+def test_block_takes_a_csr_batch_and_matches_its_dense_form(hybridize):
+    rng = np.random.RandomState(1)
+    dense = rng.uniform(-1, 1, (3, 4)).astype(np.float32)
+    dense[dense < 0] = 0
+    block = _Linear(4)
+    block.initialize(mx.init.Uniform(0.5))
+    if hybridize:
+        block.hybridize()
+    w = block.w.data().asnumpy()
+    with mx.autograd.record():
+        out = block(mx.nd.array(dense).tostype("csr"))
+    out.backward()
+    np.testing.assert_allclose(out.asnumpy(), dense @ w, rtol=1e-5, atol=1e-6)
+    # d sum(x @ w) / dw = x^T @ ones
+    np.testing.assert_allclose(block.w.grad().asnumpy(), dense.T @ np.ones((3, 4), np.float32), rtol=1e-5,
+                               atol=1e-6)
