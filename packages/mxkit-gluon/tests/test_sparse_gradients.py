@@ -185,3 +185,27 @@ def test_block_takes_a_csr_batch_and_matches_its_dense_form(hybridize):
     # d sum(x @ w) / dw = x^T @ ones
     np.testing.assert_allclose(block.w.grad().asnumpy(), dense.T @ np.ones((3, 4), np.float32), rtol=1e-5,
                                atol=1e-6)
+
+
+@pytest.mark.parametrize("kvstore", ["device", "local"])
+@pytest.mark.parametrize("update_on_kvstore", [False, True])
+def test_row_sparse_gradients_reduce_through_the_store(kvstore, update_on_kvstore):
+    contexts = [mx.cpu(0), mx.cpu(1)]
+    layer = nn.Embedding(6, 2, sparse_grad=True)
+    layer.initialize(mx.init.One(), ctx=contexts)
+    trainer = mx.gluon.Trainer(layer.collect_params(), "sgd", {"learning_rate": 0.5}, kvstore=kvstore,
+                               update_on_kvstore=update_on_kvstore)
+    batches = [[1, 1], [3]]
+    with mx.autograd.record():
+        outs = [layer(mx.nd.array(b, ctx=ctx)) for b, ctx in zip(batches, contexts)]
+    for out in outs:
+        out.backward()
+    trainer.step(1)
+    assert trainer._kvstore is not None and trainer._update_on_kvstore is update_on_kvstore
+    want = np.ones((6, 2), np.float32)
+    want[1] -= 0.5 * 2  # looked up twice on the first device
+    want[3] -= 0.5 * 1
+    for ctx in contexts:
+        np.testing.assert_array_equal(layer.weight.data(ctx).asnumpy(), want)
+    if not update_on_kvstore:
+        assert [sorted(g.indices.asnumpy().tolist()) for g in layer.weight.list_grad()] == [[1, 3], [1, 3]]

@@ -270,7 +270,9 @@ class Trainer:
             if param.grad_req == "null":
                 continue
             grads = param.list_grad()
-            if self._kvstore is not None:
+            if self._kvstore is not None and param.grad_stype == "row_sparse":
+                self._reduce_row_sparse(index, param, grads)
+            elif self._kvstore is not None:
                 if self._update_on_kvstore:
                     self._kvstore.pushpull(index, grads, out=param._arrays(), priority=-index)
                 else:
@@ -282,6 +284,22 @@ class Trainer:
                     total += _dense(other).as_in_context(total.context)
                 for grad in grads:
                     grad[:] = total.as_in_context(grad.context)
+
+    def _reduce_row_sparse(self, index: int, param: Parameter, grads: list[Any]) -> None:
+        """Reduce row_sparse gradients through the store: the store sums their dense values
+        (push), then either its optimizer updates the weights, or the sum comes back and each
+        gradient takes it in row_sparse form (the rows any device touched), so that each
+        device's updater stays lazy."""
+        from mxkit.ndarray import zeros
+
+        self._kvstore.push(index, grads, priority=-index)
+        if self._update_on_kvstore:
+            self._kvstore.pull(index, out=param._arrays(), priority=-index)
+            return
+        sums = [zeros(g.shape, ctx=g.context, dtype=g.dtype) for g in grads]
+        self._kvstore.pull(index, out=sums, priority=-index)
+        for grad, total in zip(grads, sums):
+            grad[:] = total
 
     def update(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
         """Apply the optimizer to gradients already reduced by :meth:`allreduce_grads`."""
