@@ -209,3 +209,41 @@ def test_row_sparse_gradients_reduce_through_the_store(kvstore, update_on_kvstor
         np.testing.assert_array_equal(layer.weight.data(ctx).asnumpy(), want)
     if not update_on_kvstore:
         assert [sorted(g.indices.asnumpy().tolist()) for g in layer.weight.list_grad()] == [[1, 3], [1, 3]]
+
+
+def test_row_sparse_gradients_default_to_the_devices_updaters():
+    layer = nn.Embedding(4, 2, sparse_grad=True)
+    layer.initialize(ctx=[mx.cpu(0), mx.cpu(1)])
+    trainer = mx.gluon.Trainer(layer.collect_params(), "sgd", {"learning_rate": 0.1}, kvstore="device")
+    trainer._ready()
+    assert trainer._update_on_kvstore is False
+
+
+def test_row_sparse_weight_rows_are_differentiable_and_trained_through_a_store():
+    param = mx.gluon.Parameter("w", shape=(5, 2), stype="row_sparse", grad_stype="row_sparse")
+    param.initialize(mx.init.One(), ctx=[mx.cpu(0)])
+    trainer = mx.gluon.Trainer([param], "sgd", {"learning_rate": 0.25})
+    rows = mx.nd.array([0, 3])
+    with mx.autograd.record():
+        picked = param.row_sparse_data(rows)
+        loss = (picked * 2).sum()
+    loss.backward()
+    grad = param.grad()
+    assert grad.stype == "row_sparse" and sorted(grad.indices.asnumpy().tolist()) == [0, 3]
+    trainer.step(1)
+    assert trainer._kvstore is not None and trainer._update_on_kvstore is True  # even for one device
+    want = np.ones((5, 2), np.float32)
+    want[[0, 3]] -= 0.25 * 2
+    np.testing.assert_array_equal(param.row_sparse_data(mx.nd.arange(0, 5)).asnumpy(), want)
+
+
+@pytest.mark.parametrize("kwargs,match", [({"update_on_kvstore": False}, "update_on_kvstore=False"),
+                                          ({"kvstore": None}, "kvstore=None")])
+def test_row_sparse_weights_refuse_a_trainer_without_a_store_update(kwargs, match):
+    from mxkit.gluon.trainer import SparseWeightStoreError
+
+    param = mx.gluon.Parameter("w", shape=(5, 2), stype="row_sparse", grad_stype="row_sparse")
+    param.initialize(ctx=[mx.cpu(0)])
+    trainer = mx.gluon.Trainer([param], "sgd", {"learning_rate": 0.25}, **kwargs)
+    with pytest.raises(SparseWeightStoreError, match=match):
+        trainer.step(1)

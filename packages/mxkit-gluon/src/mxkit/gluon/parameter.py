@@ -306,12 +306,19 @@ class Parameter:
         if self._trainer is None:
             raise GluonError(f"cannot read rows of parameter {self.name!r}: no Trainer was created with it (rows "
                              f"are pulled through the Trainer's store); create the gluon.Trainer first")
+        from mxkit.ndarray import autograd
+
         self._trainer._ready()
         data = self._check_initialized()
         rows = []
         for ctx in contexts:
-            value = data[self._ctx_index(ctx)]
-            rows.append(sparse.retain(value.tostype("row_sparse"), row_id.as_in_context(ctx)))
+            index = self._ctx_index(ctx)
+            picked = sparse.retain(data[index].tostype("row_sparse"), row_id.as_in_context(ctx))
+            if self._grad is not None:
+                # the rows read are a variable whose gradient is this parameter's, as MXNet's
+                # row-sparse weight is: a loss computed from them differentiates the parameter
+                autograd.mark_variables([picked], [self._grad[index]], self._grad_req)
+            rows.append(picked)
         return rows
 
     def data(self, ctx: Any = None) -> Any:
