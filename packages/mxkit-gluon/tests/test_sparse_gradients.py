@@ -223,17 +223,19 @@ def test_row_sparse_weight_rows_are_differentiable_and_trained_through_a_store()
     param = mx.gluon.Parameter("w", shape=(5, 2), stype="row_sparse", grad_stype="row_sparse")
     param.initialize(mx.init.One(), ctx=[mx.cpu(0)])
     trainer = mx.gluon.Trainer([param], "sgd", {"learning_rate": 0.25})
-    rows = mx.nd.array([0, 3])
+    rows = mx.nd.array([0, 3, 3])
     with mx.autograd.record():
+        # MXNet's SparseEmbedding: look the batch's rows up in the rows read for it
         picked = param.row_sparse_data(rows)
-        loss = (picked * 2).sum()
+        loss = (mx.nd.Embedding(rows, picked, input_dim=5, output_dim=2) * 2).sum()
     loss.backward()
     grad = param.grad()
     assert grad.stype == "row_sparse" and sorted(grad.indices.asnumpy().tolist()) == [0, 3]
     trainer.step(1)
     assert trainer._kvstore is not None and trainer._update_on_kvstore is True  # even for one device
     want = np.ones((5, 2), np.float32)
-    want[[0, 3]] -= 0.25 * 2
+    want[0] -= 0.25 * 2
+    want[3] -= 0.25 * 4  # looked up twice
     np.testing.assert_array_equal(param.row_sparse_data(mx.nd.arange(0, 5)).asnumpy(), want)
 
 

@@ -82,29 +82,3 @@ def test_bad_sparse_inputs_are_clear_errors():
         nd.array(DENSE).tostype("row_sparse").reshape((-1,))
     with pytest.raises(ShapeError, match="0-d"):
         nd.array(3.0).tostype("row_sparse")
-
-
-def test_row_sparse_variable_with_row_sparse_gradient_keeps_only_its_own_rows():
-    import gc
-    import weakref
-
-    from mxkit.ndarray import autograd, sparse
-
-    dense = np.zeros((5, 2), np.float32)
-    dense[[1, 4]] = [[1, 2], [3, 4]]
-    w = nd.array(dense).tostype("row_sparse")
-    grad = sparse.zeros("row_sparse", (5, 2))
-    autograd.mark_variables([w], [grad])
-    with autograd.record():
-        y = (w * 3).sum()
-    y.backward()
-    # the dense form of the gradient is 3 everywhere; the variable has rows 1 and 4 only
-    assert sorted(grad.indices.asnumpy().tolist()) == [1, 4]
-    want = np.zeros((5, 2), np.float32)
-    want[[1, 4]] = 3
-    np.testing.assert_array_equal(grad.asnumpy(), want)
-    # the bookkeeping does not keep the variable alive
-    ref = weakref.ref(w)
-    del w, y
-    gc.collect()
-    assert ref() is None

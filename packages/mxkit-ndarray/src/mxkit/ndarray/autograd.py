@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import threading
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,25 +34,6 @@ class _State(threading.local):
 _state = _State()
 _GRAD_REQS = ("write", "add", "null")
 _pass_numbers = itertools.count(1)  # numbers backward() calls for storing_pass()
-#: the dense shadow of a row_sparse variable -> that variable: its row_sparse gradient holds
-#: only the variable's own rows (the rows absent from a row_sparse array are not part of it)
-#: (keyed by id, as an NDArray compares elementwise; an entry leaves with its shadow)
-_ROW_SPARSE_SOURCES: dict[int, tuple[Any, Any]] = {}
-
-
-def _row_sparse_source(shadow: Any) -> Any:
-    entry = _ROW_SPARSE_SOURCES.get(id(shadow))
-    return entry[1]() if entry is not None and entry[0]() is shadow else None
-
-
-def _set_row_sparse_source(shadow: Any, source: Any) -> None:
-    key = id(shadow)
-    if source is None:
-        _ROW_SPARSE_SOURCES.pop(key, None)
-        return
-    # both weak: the source holds its shadow, so a strong reference here would keep both alive
-    _ROW_SPARSE_SOURCES[key] = (weakref.ref(shadow, lambda _ref: _ROW_SPARSE_SOURCES.pop(key, None)),
-                                weakref.ref(source))
 
 
 class _Node:
@@ -193,10 +173,8 @@ def mark_variables(variables: Any, gradients: Any, grad_reqs: str | Sequence[str
         if tuple(gradient.shape) != tuple(variable.shape):
             raise AutogradError(f"gradient buffer shape {gradient.shape} differs from variable shape "
                                 f"{variable.shape}")
-        source = None
         if isinstance(variable, BaseSparseNDArray):
             # a sparse variable is differentiated through its dense values (its "shadow")
-            source = variable if variable.stype == "row_sparse" else None
             variable = variable.autograd_shadow(create=True)
         sparse_gradient = None
         if isinstance(gradient, BaseSparseNDArray):
@@ -207,8 +185,6 @@ def mark_variables(variables: Any, gradients: Any, grad_reqs: str | Sequence[str
         variable._grad = gradient
         variable._grad_req = req
         variable._sparse_grad = sparse_gradient
-        keeps_rows = sparse_gradient is not None and sparse_gradient.stype == "row_sparse"
-        _set_row_sparse_source(variable, source if keeps_rows else None)
 
 
 # ---- backward -----------------------------------------------------------------------------
@@ -401,13 +377,7 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
         else:
             continue
         if variable._sparse_grad is not None:
-            source = _row_sparse_source(variable)
-            if source is None:
-                variable._sparse_grad[:] = variable._grad
-            else:
-                from mxkit.ndarray.sparse import retain
-
-                variable._sparse_grad[:] = retain(variable._grad.tostype("row_sparse"), source.indices)
+            variable._sparse_grad[:] = variable._grad
         variable._fresh_grad = True
 
 
