@@ -75,6 +75,12 @@ class Parameter:
         Whether :meth:`initialize` may wait for the shape.
     differentiable : bool
         ``False`` forces ``grad_req='null'`` (running statistics).
+    stype : {'default', 'row_sparse'}
+        ``'row_sparse'``: the value is read by rows (:meth:`row_sparse_data`) and trained in
+        its Trainer's store.
+    grad_stype : {'default', 'row_sparse'}
+        ``'row_sparse'``: :meth:`grad` holds only the rows a batch touched, and the Trainer's
+        optimizer updates only those rows (MXNet's lazy update).
     """
 
     def __init__(self, name: str, grad_req: str = "write", shape: Any = None, dtype: Any = "float32",
