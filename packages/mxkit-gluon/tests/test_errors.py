@@ -51,8 +51,6 @@ def test_layer_argument_errors():
         nn.Dropout(1.5)
     with pytest.raises(GluonError, match="slope alpha must be no less than 0"):
         nn.LeakyReLU(-0.1)
-    with pytest.raises(GluonError, match=r"sparse_grad=True\) needs row-sparse gradients"):
-        nn.Embedding(3, 2, sparse_grad=True)
     with pytest.raises(GluonError, match="kernel_size must be an int or a tuple of 2 ints"):
         nn.Conv2D(2, (3, 3, 3))
     with pytest.raises(GluonError, match=r"mx\.nd has no function 'no_such_op'"):

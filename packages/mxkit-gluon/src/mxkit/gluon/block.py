@@ -593,9 +593,11 @@ class HybridBlock(Block):
 
     def forward(self, x: Any, *args: Any) -> Any:
         from mxkit import ndarray, symbol
+        from mxkit.ndarray.sparse_base import BaseSparseNDArray
 
+        array_types = (ndarray.NDArray, BaseSparseNDArray)
         flat, in_fmt = flatten_nested([x, *args])
-        arrays = [v for v in flat if isinstance(v, ndarray.NDArray)]
+        arrays = [v for v in flat if isinstance(v, array_types)]
         has_symbol = any(isinstance(v, symbol.Symbol) for v in flat)
         if arrays and has_symbol:
             raise BlockInputError(f"{type(self).__name__} got both NDArrays and Symbols as inputs; pass NDArrays "
@@ -608,7 +610,7 @@ class HybridBlock(Block):
             with self.name_scope():
                 return self.hybrid_forward(symbol, x, *args, **params)
         if self._active:
-            others = sorted({type(v).__name__ for v in flat if v is not None and not isinstance(v, ndarray.NDArray)})
+            others = sorted({type(v).__name__ for v in flat if v is not None and not isinstance(v, array_types)})
             if others:
                 raise BlockInputError(f"a hybridized {type(self).__name__} takes (nested lists of) NDArrays and None, "
                                       f"got {', '.join(others)}; pass numbers as NDArrays, or give them to the "
@@ -620,6 +622,9 @@ class HybridBlock(Block):
             self._in_fmt = self._check_input_format(in_fmt)
             from mxkit.gluon.cached_graph import run_hybridized
 
+            # a hybridized graph computes on dense values: a sparse input (a csr batch) is fed
+            # densified, as MXNet's CachedOp falls back to dense storage for such operators
+            arrays = [a.tostype("default") if isinstance(a, BaseSparseNDArray) else a for a in arrays]
             outputs = run_hybridized(self, tuple(arrays))
             outputs = outputs if isinstance(outputs, list) else [outputs]
             return regroup_nested([outputs[i] for i in self._out_index], self._out_fmt)[0]

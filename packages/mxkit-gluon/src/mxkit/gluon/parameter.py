@@ -75,6 +75,12 @@ class Parameter:
         Whether :meth:`initialize` may wait for the shape.
     differentiable : bool
         ``False`` forces ``grad_req='null'`` (running statistics).
+    stype : {'default', 'row_sparse'}
+        ``'row_sparse'``: the value is read by rows (:meth:`row_sparse_data`) and trained in
+        its Trainer's store.
+    grad_stype : {'default', 'row_sparse'}
+        ``'row_sparse'``: :meth:`grad` holds only the rows a batch touched, and the Trainer's
+        optimizer updates only those rows (MXNet's lazy update).
     """
 
     def __init__(self, name: str, grad_req: str = "write", shape: Any = None, dtype: Any = "float32",
@@ -88,8 +94,8 @@ class Parameter:
                 raise StorageTypeError(f"Parameter {name!r}: {what} must be 'default' or 'row_sparse', "
                                        f"got {kind!r}")
         #: MXNet's storage types. A row-sparse parameter is read by rows (row_sparse_data) as in
-        #: MXNet, but its value and gradient are kept dense: mxkit has no sparse gradients, so
-        #: there are no lazy (touched-rows-only) updates either
+        #: MXNet, its value kept dense; a row_sparse grad_stype makes the gradient a row_sparse
+        #: array holding the rows a batch touched, which the Trainer's optimizer updates lazily
         self._stype = stype
         self._grad_stype = grad_stype
         self.name = name
@@ -236,8 +242,23 @@ class Parameter:
         if self._grad_req == "null" or self._data is None:
             self._grad = None
             return
-        self._grad = [zeros(d.shape, ctx=d.context, dtype=self.dtype) for d in self._data]
+        if self._grad_stype == "row_sparse":
+            from mxkit.ndarray import sparse
+
+            self._grad = [sparse.zeros("row_sparse", d.shape, ctx=d.context, dtype=self.dtype) for d in self._data]
+        else:
+            self._grad = [zeros(d.shape, ctx=d.context, dtype=self.dtype) for d in self._data]
         autograd.mark_variables(self._data, self._grad, self._grad_req)
+
+    @property
+    def stype(self) -> str:
+        """The storage type of the value: ``'default'`` or ``'row_sparse'``."""
+        return self._stype
+
+    @property
+    def grad_stype(self) -> str:
+        """The storage type of the gradient: ``'default'`` or ``'row_sparse'``."""
+        return self._grad_stype
 
     def _check_initialized(self, ctx: Any = None) -> list[Any]:
         if self._data is not None:
@@ -291,12 +312,19 @@ class Parameter:
         if self._trainer is None:
             raise GluonError(f"cannot read rows of parameter {self.name!r}: no Trainer was created with it (rows "
                              f"are pulled through the Trainer's store); create the gluon.Trainer first")
+        from mxkit.ndarray import autograd
+
         self._trainer._ready()
         data = self._check_initialized()
         rows = []
         for ctx in contexts:
-            value = data[self._ctx_index(ctx)]
-            rows.append(sparse.retain(value.tostype("row_sparse"), row_id.as_in_context(ctx)))
+            index = self._ctx_index(ctx)
+            picked = sparse.retain(data[index].tostype("row_sparse"), row_id.as_in_context(ctx))
+            if self._grad is not None:
+                # the rows read are a variable whose gradient is this parameter's, as MXNet's
+                # row-sparse weight is: a loss computed from them differentiates the parameter
+                autograd.mark_variables([picked], [self._grad[index]], self._grad_req)
+            rows.append(picked)
         return rows
 
     def data(self, ctx: Any = None) -> Any:
@@ -358,8 +386,17 @@ class Parameter:
             target[:] = data.as_in_context(target.context).astype(target.dtype, copy=False)
 
     def zero_grad(self) -> None:
-        """Set the gradient buffers to 0."""
+        """Set the gradient buffers to 0 (a row_sparse gradient then holds no rows)."""
         if self._grad is None:
+            return
+        if self._grad_stype == "row_sparse":
+            from mxkit.ndarray import autograd, sparse
+
+            for grad in self._grad:
+                grad[:] = sparse.zeros("row_sparse", grad.shape, ctx=grad.context, dtype=grad.dtype)
+            # marking again also clears the dense buffer that backward accumulates into
+            # (grad_req='add'), so the next backward starts from zero as the row_sparse form does
+            autograd.mark_variables(self._data, self._grad, self._grad_req)
             return
         for grad in self._grad:
             grad[:] = 0

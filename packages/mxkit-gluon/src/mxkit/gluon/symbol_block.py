@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from mxkit.gluon.block import HybridBlock
-from mxkit.gluon.parameter import GluonError, ParameterDict
+from mxkit.gluon.parameter import GluonError, ParameterDict, StorageTypeError
+from mxkit.ndarray.ndarray import STORAGE_TYPE_STR_TO_ID
 
 
 def _common_prefix(names: list[str]) -> str:
@@ -51,6 +52,15 @@ class SymbolBlock(HybridBlock):
         if missing:
             raise GluonError(f"SymbolBlock: inputs {missing} are not used by the graph, whose inputs are "
                              f"{out.list_inputs()}")
+        # MXNet refuses a row_sparse variable as a SymbolBlock parameter: a graph's parameters are
+        # read whole (data()), and a row_sparse one is read by rows through its Trainer
+        row_sparse_id = str(STORAGE_TYPE_STR_TO_ID["row_sparse"])
+        attrs = out.attr_dict()
+        for name in out.list_arguments():
+            if name not in input_names and attrs.get(name, {}).get("__storage_type__") == row_sparse_id:
+                raise StorageTypeError(f"SymbolBlock does not support parameter {name!r} because its storage type "
+                                       f"is 'row_sparse'; declare the variable without stype, or use a HybridBlock "
+                                       f"with an Embedding(sparse_grad=True) for row-sparse gradients")
         for name in out.list_arguments():
             if name not in input_names:
                 self.params.get(name, allow_deferred_init=True)

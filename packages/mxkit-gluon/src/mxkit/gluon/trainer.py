@@ -42,6 +42,15 @@ def _is_kvstore(value: Any) -> bool:
     return all(callable(getattr(value, attr, None)) for attr in ("init", "push", "pull"))
 
 
+def _dense(array: Any) -> Any:
+    return array.tostype("default") if getattr(array, "stype", "default") != "default" else array
+
+
+class SparseWeightStoreError(GluonError, ValueError):
+    """Row-sparse parameters were given a Trainer without a store, or one whose store does not
+    run the optimizer. Also a ``ValueError``, the class MXNet 1.9.1 raises there."""
+
+
 class TrainerStateError(GluonError, AssertionError):
     """A Trainer method was called in a state where it does not apply (``update`` while the store
     runs the optimizer). Also an ``AssertionError``, the class MXNet 1.9.1 raises there."""
@@ -140,10 +149,22 @@ class Trainer:
         explicit = self._kvstore_params["update_on_kvstore"]
         update_on_kvstore = _default_update_on_kvstore()
         contexts = self._contexts()
+        sparse_weights = [p.name for p in self._params if p.stype == "row_sparse"]
+        if sparse_weights:
+            # MXNet's rule: row-sparse weights live in a store (even for one device), which runs
+            # the optimizer; their rows are read through it (row_sparse_data)
+            if explicit is False:
+                raise SparseWeightStoreError(f"Trainer(update_on_kvstore=False) cannot train the row_sparse "
+                                             f"parameters {sparse_weights}: their updates run in the store; set "
+                                             f"update_on_kvstore=None or True")
+            if kind is None:
+                raise SparseWeightStoreError(f"Trainer(kvstore=None) cannot train the row_sparse parameters "
+                                             f"{sparse_weights}: they need a store; use kvstore='device' or 'local'")
+            explicit = True
         if kind is None:
             kv = None
         elif isinstance(kind, str):
-            if len(contexts) <= 1 and "dist" not in kind:
+            if len(contexts) <= 1 and "dist" not in kind and not sparse_weights:
                 kv = None  # one device on one machine: the updater runs in place
             else:
                 import mxkit.kvstore as kvs
@@ -162,6 +183,10 @@ class Trainer:
                     raise GluonError("Trainer(update_on_kvstore=False) cannot train with an asynchronous store: "
                                      "the servers must run the optimizer; set update_on_kvstore=True or None")
                 update_on_kvstore = True
+            if any(p.grad_stype == "row_sparse" for p in self._params) and not self._distributed:
+                # MXNet's default for row-sparse gradients on one machine: each device's updater
+                # applies them, lazily
+                update_on_kvstore = False
             if explicit is not None:
                 update_on_kvstore = explicit
             capable = getattr(kv, "is_capable", None)
@@ -266,17 +291,36 @@ class Trainer:
             if param.grad_req == "null":
                 continue
             grads = param.list_grad()
-            if self._kvstore is not None:
+            if self._kvstore is not None and param.grad_stype == "row_sparse":
+                self._reduce_row_sparse(index, param, grads)
+            elif self._kvstore is not None:
                 if self._update_on_kvstore:
                     self._kvstore.pushpull(index, grads, out=param._arrays(), priority=-index)
                 else:
                     self._kvstore.pushpull(index, grads, priority=-index)
             elif len(grads) > 1:
-                total = grads[0].copy()
+                # summed in dense form: a row_sparse gradient's sum holds the rows any device touched
+                total = _dense(grads[0]).copy()
                 for other in grads[1:]:
-                    total += other.as_in_context(total.context)
+                    total += _dense(other).as_in_context(total.context)
                 for grad in grads:
                     grad[:] = total.as_in_context(grad.context)
+
+    def _reduce_row_sparse(self, index: int, param: Parameter, grads: list[Any]) -> None:
+        """Reduce row_sparse gradients through the store: the store sums their dense values
+        (push), then either its optimizer updates the weights, or the sum comes back and each
+        gradient takes it in row_sparse form (the rows any device touched), so that each
+        device's updater stays lazy."""
+        from mxkit.ndarray import zeros
+
+        self._kvstore.push(index, grads, priority=-index)
+        if self._update_on_kvstore:
+            self._kvstore.pull(index, out=param._arrays(), priority=-index)
+            return
+        sums = [zeros(g.shape, ctx=g.context, dtype=g.dtype) for g in grads]
+        self._kvstore.pull(index, out=sums, priority=-index)
+        for grad, total in zip(grads, sums):
+            grad[:] = total
 
     def update(self, batch_size: int, ignore_stale_grad: bool = False) -> None:
         """Apply the optimizer to gradients already reduced by :meth:`allreduce_grads`."""

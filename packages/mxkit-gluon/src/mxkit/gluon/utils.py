@@ -29,14 +29,22 @@ def split_data(data: Any, num_slice: int, batch_axis: int = 0, even_split: bool 
         start = end
     from mxkit import ndarray
 
+    if getattr(data, "stype", "default") != "default":
+        # a sparse batch (a csr matrix of features) is split by rows and keeps its storage
+        if batch_axis != 0:
+            raise ShapeError(f"a {data.stype} array can be split only along axis 0 (its rows), not axis "
+                             f"{batch_axis}")
+        return [data[b:e] for b, e in bounds]
     return [ndarray.slice_axis(data, axis=batch_axis, begin=b, end=e) for b, e in bounds]
 
 
 def split_and_load(data: Any, ctx_list: list[Any], batch_axis: int = 0, even_split: bool = True) -> list[Any]:
-    """Split ``data`` and load each part onto one context of ``ctx_list``."""
+    """Split ``data`` and load each part onto one context of ``ctx_list`` (a csr batch is split by
+    rows into csr parts)."""
     from mxkit import ndarray
+    from mxkit.ndarray.sparse_base import BaseSparseNDArray
 
-    if not isinstance(data, ndarray.NDArray):
+    if not isinstance(data, ndarray.NDArray | BaseSparseNDArray):
         data = ndarray.array(data, ctx=ctx_list[0])
     if len(ctx_list) == 1:
         return [data.as_in_context(ctx_list[0])]

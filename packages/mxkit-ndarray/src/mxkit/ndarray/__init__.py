@@ -15,7 +15,19 @@ from typing import Any
 from mxkit.ndarray import _internal, autograd, contrib, image, linalg, random, sparse
 from mxkit.ndarray.cached_op import CachedOp
 from mxkit.ndarray.choosers import histogram, onehot_encode, split_v2
-from mxkit.ndarray.creation import arange, array, concatenate, empty, eye, full, moveaxis, ones, waitall, zeros
+from mxkit.ndarray.creation import (
+    arange,
+    array,
+    concatenate,
+    empty,
+    eye,
+    full,
+    moveaxis,
+    ones,
+    reset_arrays,
+    waitall,
+    zeros,
+)
 from mxkit.ndarray.dlpack import from_dlpack, from_numpy, to_dlpack_for_read, to_dlpack_for_write
 from mxkit.ndarray.invoke import OperatorError
 from mxkit.ndarray.ndarray import NDArray
@@ -133,6 +145,6 @@ __all__ = [
     "greater_equal", "histogram", "hypot", "lesser", "lesser_equal", "linalg", "load", "load_frombuffer",
     "logical_and", "logical_or", "logical_xor", "maximum",
     "minimum", "modulo", "moveaxis", "multiply", "not_equal", "onehot_encode", "ones", "power", "random", "save",
-    "sparse", "split_v2", "subtract",
+    "reset_arrays", "sparse", "split_v2", "subtract",
     "to_dlpack_for_read", "to_dlpack_for_write", "true_divide", "waitall", "zeros",
 ]

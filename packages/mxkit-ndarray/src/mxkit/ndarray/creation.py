@@ -184,4 +184,29 @@ def waitall() -> None:
     engine().wait_all()
 
 
-__all__ = ["arange", "array", "concatenate", "empty", "eye", "full", "moveaxis", "ones", "waitall", "zeros"]
+def reset_arrays(*arrays: Any, num_arrays: int | None = None) -> None:
+    """Set every array of ``arrays`` to zero in place (MXNet's ``reset_arrays``, which Gluon's
+    ``zero_grad`` uses to clear many gradients in one call). A sparse array is left holding
+    no stored entries.
+
+    Parameters
+    ----------
+    *arrays : NDArray or sparse array
+    num_arrays : int, optional
+        How many arrays are given (MXNet requires it; it is checked when given).
+    """
+    from mxkit.ndarray.params import ParamError
+    from mxkit.ndarray.sparse_base import BaseSparseNDArray
+
+    if num_arrays is not None and int(num_arrays) != len(arrays):
+        raise ParamError(f"reset_arrays: num_arrays={num_arrays} but {len(arrays)} arrays were given; they must "
+                         f"match")
+    for index, target in enumerate(arrays):
+        if not isinstance(target, NDArray | BaseSparseNDArray):
+            raise ParamError(f"reset_arrays: argument {index} is a {type(target).__name__}, not an NDArray")
+    for target in arrays:
+        target[:] = 0
+
+
+__all__ = ["arange", "array", "concatenate", "empty", "eye", "full", "moveaxis", "ones", "reset_arrays", "waitall",
+           "zeros"]

@@ -3,7 +3,7 @@
 ``Concurrent`` / ``HybridConcurrent`` are the names ``nn.Concatenate`` / ``nn.HybridConcatenate``
 had first; ``SyncBatchNorm`` is BatchNorm over one device (statistics across several devices of
 one process are not provided, and asking for them raises); ``SparseEmbedding`` is an Embedding
-whose gradient is dense (mxkit has no row-sparse gradients; the values are the same).
+whose gradient is row_sparse (the rows a batch looked up), updated lazily by the Trainer.
 """
 
 from __future__ import annotations
@@ -33,15 +33,15 @@ class Identity(HybridBlock):
 class SparseEmbedding(Embedding):
     """MXNet's ``SparseEmbedding(input_dim, output_dim, dtype, weight_initializer)``.
 
-    MXNet kept this layer's weight and gradient row-sparse so that a KVStore moved only the
-    rows a batch touched. mxkit's gradient is a dense array with the same values (zero in
-    untouched rows); the optimizers then update every row, which for SGD without weight decay
-    or momentum leaves untouched rows unchanged as MXNet's lazy update does.
+    Its gradient is row_sparse (the looked-up rows), so the Trainer's optimizer updates only
+    those rows, as MXNet's lazy update does. MXNet also stores the weight row-sparse and reads
+    it by rows through the KVStore; mxkit keeps the weight dense (``data()`` reads it).
     """
 
     def __init__(self, input_dim: int, output_dim: int, dtype: Any = "float32", weight_initializer: Any = None,
                  **kwargs: Any) -> None:
-        super().__init__(input_dim, output_dim, dtype=dtype, weight_initializer=weight_initializer, **kwargs)
+        super().__init__(input_dim, output_dim, dtype=dtype, weight_initializer=weight_initializer,
+                         sparse_grad=True, **kwargs)
 
 
 class SyncBatchNorm(BatchNorm):

@@ -223,12 +223,12 @@ class Embedding(HybridBlock):
     def __init__(self, input_dim: int, output_dim: int, dtype: Any = "float32", weight_initializer: Any = None,
                  sparse_grad: bool = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if sparse_grad:
-            raise GluonError("Embedding(sparse_grad=True) needs row-sparse gradients, which mxkit does not have; "
-                             "use sparse_grad=False")
         self._kwargs = {"input_dim": input_dim, "output_dim": output_dim, "dtype": dtype}
+        # sparse_grad: the weight's gradient is row_sparse, holding only the looked-up rows, and
+        # the Trainer's optimizer updates only those rows (MXNet's lazy update)
         self.weight = self.params.get("weight", shape=(input_dim, output_dim), init=weight_initializer, dtype=dtype,
-                                      allow_deferred_init=True)
+                                      allow_deferred_init=True,
+                                      grad_stype="row_sparse" if sparse_grad else "default")
 
     def hybrid_forward(self, F: Any, x: Any, weight: Any) -> Any:
         return F.Embedding(x, weight, name="fwd", **self._kwargs)
