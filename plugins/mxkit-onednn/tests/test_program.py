@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 from mxkit.ndarray.registry import get_registry
-from onednn_harness import UNIT, needs_onednn, run
+from onednn_harness import UNIT, assert_within, needs_onednn, run, sum_bound
 
 pytestmark = needs_onednn
 
@@ -141,29 +141,52 @@ def test_a_program_over_the_workspace_budget_runs_in_chunks_with_the_same_result
     np.testing.assert_allclose(results[0], results[1], rtol=1e-5, atol=1e-4)
 
 
-def test_a_gradient_program_over_the_workspace_budget_is_refused(monkeypatch):
-    """A weight gradient sums over the batch, so it is not chunked: over the budget, the blocked program
-    is refused and the replaced kernel serves."""
+@pytest.mark.parametrize("layout", ["blocked", "plain"])
+@pytest.mark.parametrize("no_bias", [True, False])
+def test_a_gradient_program_over_the_workspace_budget_runs_in_chunks_that_sum_the_weight_gradient(monkeypatch, layout,
+                                                                                                 no_bias):
+    """Over the budget a convolution's gradients run in chunks of samples: the data gradient chunk by chunk,
+    the weight and bias gradients (sums over the batch) written by the first chunk and added to by the others.
+    With no room for one sample the program is refused and the replaced kernel serves."""
     from mxkit_onednn import conv, program
 
-    x = np.random.default_rng(0).standard_normal((2, 16, 9, 9)).astype(np.float32)
-    w = np.random.default_rng(1).standard_normal((8, 16, 3, 3)).astype(np.float32)
-    out_grad = np.random.default_rng(2).standard_normal((2, 8, 9, 9)).astype(np.float32)
-    caches = []
-    for budget in (1 << 30, 1):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((5, 16, 9, 9)).astype(np.float32)
+    w = rng.standard_normal((8, 16, 3, 3)).astype(np.float32)
+    out_grad = rng.standard_normal((5, 8, 9, 9)).astype(np.float32)
+    params = dict(PARAMS, no_bias=no_bias)
+    results, programs, caches = [], [], []
+    whole_bytes = None
+    for budget in ("whole", "less", "none"):
         cache = program.ProgramCache()
-        cache.only = "blocked"
-        monkeypatch.setattr(program, "WORKSPACE_BYTES", budget)
+        cache.only = layout
+        monkeypatch.setattr(program, "WORKSPACE_BYTES", {"whole": 1 << 30, "less": (whole_bytes or 1) - 1,
+                                                         "none": 1}[budget])
         monkeypatch.setattr(conv, "PROGRAMS", cache)
-        grads = run("_backward_Convolution", [out_grad, x, w], **PARAMS)
+        results.append(run("_backward_Convolution", [out_grad, x, w], **params))
+        (built,) = cache._programs.values()
+        programs.append(built)
         caches.append(cache)
-    (fits,) = caches[0]._programs.values()
-    if fits.workspace_bytes == 0:  # oneDNN chose numpy's layout here: nothing to refuse
+        if budget == "whole":
+            whole_bytes = built.lent_bytes
+    if whole_bytes == 0:  # nothing to chunk
         return
-    assert any("workspace" in refusal for refusal in caches[1].refusals)
-    assert list(caches[1].chosen().values()) == ["fallback"]
-    expected = run("_backward_Convolution", [out_grad, x, w], which="cpu", **PARAMS)
-    for got, want in zip(grads, expected):
+    chunked = programs[1]
+    assert isinstance(chunked, program.SummedChunks) and 1 <= chunked.per_chunk < 5, chunked
+    assert chunked.lent_bytes < whole_bytes
+    # each result is a float32 sum in some order (the chunks change it): within the bound of such sums of the
+    # float64 reference, and so within twice that of the whole batch's and of mxkit-cpu's results
+    magnitudes = run("_backward_Convolution", [np.abs(out_grad), np.abs(x), np.abs(w)], "reference", **params)
+    reference = run("_backward_Convolution", [out_grad, x, w], "reference", **params)
+    expected = run("_backward_Convolution", [out_grad, x, w], which="cpu", **params)
+    counts = [8 * 9, out_grad.size // 8, out_grad.size // 8]  # data: filters x window; weight, bias: N x positions
+    for got, whole, want, cpu, size, count in zip(results[1], results[0], reference, expected, magnitudes, counts):
+        assert_within(got, want, sum_bound(count, size), "chunked")
+        assert_within(got, whole, 2 * sum_bound(count, size), "chunked vs whole")
+        assert_within(got, cpu, 2 * sum_bound(count, size), "chunked vs mxkit-cpu")
+    assert any("one sample" in refusal for refusal in caches[2].refusals)
+    assert list(caches[2].chosen().values()) == ["fallback"]
+    for got, want in zip(results[2], expected):
         np.testing.assert_array_equal(got, want)
 
 

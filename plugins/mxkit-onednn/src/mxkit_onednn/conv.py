@@ -19,7 +19,7 @@ import numpy as np
 from mxkit_onednn import _mxkit
 from mxkit_onednn.kernels import ANY, Unhandled, handles
 from mxkit_onednn.library import load
-from mxkit_onednn.program import PROGRAMS, Builder, Program, refuse_over_workspace, within_workspace
+from mxkit_onednn.program import PROGRAMS, Builder, Program, within_workspace, within_workspace_summed
 
 FLOAT32 = np.dtype(np.float32)
 
@@ -157,8 +157,9 @@ def run_forward(name: str, g: ConvGeometry, arrays: list, outputs: list, replace
     out.finish()
 
 
-def build_backward(g: ConvGeometry, want_data: bool, layout: str) -> Program:
-    """Inputs (out_grad, data, weight); outputs (data grad, weight grad[, bias grad])."""
+def build_backward(g: ConvGeometry, want_data: bool, layout: str, accumulate: bool = False) -> Program:
+    """Inputs (out_grad, data, weight); outputs (data grad, weight grad[, bias grad]); with ``accumulate`` the
+    weight and bias gradients are added to the outputs (a later chunk of the batch: the gradients sum over it)."""
     dnnl = load()
     hint = _forward_pd(dnnl, g, dnnl.FORWARD_TRAINING, layout)
     b = Builder(dnnl)
@@ -183,13 +184,21 @@ def build_backward(g: ConvGeometry, want_data: bool, layout: str) -> Program:
                          (dnnl.ARG_WEIGHTS, data_weights_md, weights), (dnnl.ARG_DIFF_SRC, diff_src_md, diff_src)])
     src_md, diff_weights_md = weights_pd.md("src"), weights_pd.md("diff_weights")
     src = b.operand(("in", 1), plain_src, src_md)
-    diff_weights = b.result(("out", 1), plain_weights, diff_weights_md)
+    # accumulating: the chunk's sums go to workspace slots, added to the outputs after the steps
+    sums = [(("out", 1), plain_weights)] + ([] if g.bias is None else [(("out", 2), dnnl.plain_md(g.bias))])
+    targets = [b.scratch(md) if accumulate else ref for ref, md in sums]
+    diff_weights = b.result(targets[0], plain_weights, diff_weights_md)
     bindings = [(dnnl.ARG_SRC, src_md, src), (dnnl.ARG_DIFF_DST, diff_dst_md, diff_dst),
                 (dnnl.ARG_DIFF_WEIGHTS, diff_weights_md, diff_weights)]
     if g.bias is not None:
-        bindings.append((dnnl.ARG_DIFF_BIAS, dnnl.plain_md(g.bias), ("out", 2)))
+        bindings.append((dnnl.ARG_DIFF_BIAS, dnnl.plain_md(g.bias), targets[1]))
     b.step(weights_pd, bindings)
-    return b.build()
+    program = b.build()
+    if accumulate:  # output += the chunk's part (oneDNN's sum may write over its first source)
+        for (ref, md), part in zip(sums, targets):
+            b.step(dnnl.sum_pd(md, [md, md]), [(dnnl.ARG_MULTIPLE_SRC, md, ref), (dnnl.ARG_MULTIPLE_SRC + 1, md, part),
+                                               (dnnl.ARG_DST, md, ref)])
+    return program
 
 
 @handles(**HANDLES)
@@ -205,11 +214,17 @@ def run_backward(name: str, g: ConvGeometry, want_data: bool, arrays: list, outp
     """Operator ``name``'s gradients of geometry ``g``: ``arrays`` (out_grad, data, weight), ``outputs`` (data
     grad, weight grad[, bias grad]); the data gradient only when ``want_data``."""
     out = Outputs(list(outputs))
+
+    def chunked(layout: str) -> Any:
+        # a program too large for the workspace runs the batch in chunks, the later ones adding their weight
+        # and bias gradients (sums over the batch) to the first's
+        return within_workspace_summed(lambda n, accumulate: build_backward(g.with_batch(n), want_data, layout,
+                                                                            accumulate),
+                                       g.src[0], batched=(0, 1), batched_outputs=(0,))
+
     PROGRAMS.run((name, want_data, *g.key()),
-                 # the weight gradient sums over the batch: a blocked program too large for the workspace is refused
-                 {"blocked": lambda: refuse_over_workspace(build_backward(g, want_data, "blocked")),
-                  "plain": lambda: build_backward(g, want_data, "plain")},
-                 arrays, out.arrays, replaced)
+                 {"blocked": lambda: chunked("blocked"), "plain": lambda: chunked("plain")}, arrays, out.arrays,
+                 replaced)
     out.finish()
 
 

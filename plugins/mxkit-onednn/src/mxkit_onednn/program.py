@@ -124,6 +124,64 @@ def within_workspace(build: Callable[[int], Program], batch: int, batched: tuple
     return Chunked(lambda size: one if size == 1 else build(size), batch, per_chunk, batched)
 
 
+class SummedChunks:
+    """A gradient over a batch as calls over consecutive chunks of its samples, for programs whose outputs
+    are partly per sample (a data gradient: written chunk by chunk) and partly sums over the samples (weight
+    and bias gradients: the first chunk writes them, each later chunk's program adds its part to them).
+
+    ``build(size, accumulate)`` makes the program of a chunk of ``size`` samples; with ``accumulate`` it adds
+    its sums to the outputs instead of writing them. ``batched`` lists the inputs whose first axis is the
+    batch, ``batched_outputs`` the outputs."""
+
+    def __init__(self, build: Callable[[int, bool], Program], batch: int, per_chunk: int, batched: tuple[int, ...],
+                 batched_outputs: tuple[int, ...]) -> None:
+        self.batch, self.per_chunk, self.batched, self.batched_outputs = batch, per_chunk, batched, batched_outputs
+        self.chunks = [(start, min(start + per_chunk, batch)) for start in range(0, batch, per_chunk)]
+        self.programs = {(stop - start, start > 0): None for start, stop in self.chunks}
+        for size, accumulate in self.programs:
+            self.programs[(size, accumulate)] = build(size, accumulate)
+        self.steps = self.programs[(self.chunks[0][1], False)].steps
+
+    @property
+    def workspace_bytes(self) -> int:
+        return max(program.workspace_bytes for program in self.programs.values())
+
+    @property
+    def scratchpad_bytes(self) -> int:
+        return max(program.scratchpad_bytes for program in self.programs.values())
+
+    @property
+    def lent_bytes(self) -> int:
+        return max(program.lent_bytes for program in self.programs.values())
+
+    def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
+        for start, stop in self.chunks:
+            self.programs[(stop - start, start > 0)].run(
+                [array[start:stop] if index in self.batched else array for index, array in enumerate(inputs)],
+                [array[start:stop] if index in self.batched_outputs else array for index, array in enumerate(outputs)])
+
+
+def within_workspace_summed(build: Callable[[int, bool], Program], batch: int, batched: tuple[int, ...],
+                            batched_outputs: tuple[int, ...], budget: int | None = None) -> Program | SummedChunks:
+    """The program of ``build(batch, False)``, or, when its workspace and scratchpad would pass ``budget``
+    (:data:`WORKSPACE_BYTES`), :class:`SummedChunks` whose chunks fit; a refused candidate
+    (:class:`RuntimeError`) when one sample does not fit."""
+    budget = WORKSPACE_BYTES if budget is None else budget
+    whole = build(batch, False)
+    if whole.lent_bytes <= budget:
+        return whole
+    one = build(1, True)
+    if one.lent_bytes > budget or batch == 1:
+        raise RuntimeError(f"needs {one.lent_bytes} bytes of workspace and scratchpad for one sample, more than the "
+                           f"{budget} allowed (WORKSPACE_BYTES)")
+    # what a sample adds (the activations' copies, the columns) and what every chunk needs (the sums' copies)
+    per_sample = max(build(2, True).lent_bytes - one.lent_bytes, 1)
+    per_chunk = max(1, min(batch - 1, (budget - (one.lent_bytes - per_sample)) // per_sample))
+    while per_chunk > 1 and build(per_chunk, True).lent_bytes > budget:
+        per_chunk = per_chunk * 3 // 4
+    return SummedChunks(build, batch, per_chunk, batched, batched_outputs)
+
+
 def refuse_over_workspace(program: Program) -> Program:
     """``program``, or a :class:`RuntimeError` (a refused candidate) when its workspace and scratchpad
     pass :data:`WORKSPACE_BYTES`: for programs that cannot run in chunks (a weight gradient sums over
@@ -399,5 +457,5 @@ class ProgramCache:
 PROGRAMS = ProgramCache()
 
 __all__ = ["FALLBACK", "MARGIN", "MAX_PROGRAMS", "PROGRAMS", "TRIALS", "WORKSPACES", "WORKSPACE_BYTES", "Builder",
-           "Chunked", "Program", "ProgramCache", "WorkspacePool", "fastest", "refuse_over_workspace",
-           "within_workspace"]
+           "Chunked", "Program", "ProgramCache", "SummedChunks", "WorkspacePool", "fastest",
+           "refuse_over_workspace", "within_workspace", "within_workspace_summed"]
