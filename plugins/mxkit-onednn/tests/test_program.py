@@ -207,6 +207,38 @@ def test_timing_the_candidates_of_an_in_place_call_computes_it_once(monkeypatch)
     np.testing.assert_allclose(x, expected, rtol=1e-5)
 
 
+def test_an_in_place_call_larger_than_the_workspace_budget_is_not_copied_to_time_its_candidates(monkeypatch):
+    """Timing an in-place call's candidates copies its input: past the workspace budget (VGG-16's first ReLU at
+    batch 32 held 392 MB) nothing is copied and oneDNN's program serves, run once."""
+    from mxkit.ndarray.registry import get_registry
+    from mxkit_onednn import eltwise, program
+    from mxkit_onednn.kernels import with_fallback
+
+    cache = program.ProgramCache()
+    monkeypatch.setattr(eltwise, "PROGRAMS", cache)
+    x = np.linspace(-3, 3, 64, dtype=np.float32).reshape(8, 8)
+    monkeypatch.setattr(program, "WORKSPACE_BYTES", x.nbytes - 1)
+    copies = []
+    real_array = np.array
+    monkeypatch.setattr(program.np, "array", lambda *a, **k: copies.append(1) or real_array(*a, **k))
+    replaced_runs = []
+    op = get_registry().get("Activation")
+    kernel = op.kernel_for("numpy")
+    expected = 1 / (1 + np.exp(-x.astype(np.float64)))
+    params = op.parse_params(dict(act_type="sigmoid"))
+
+    def counting(xp, inputs, outputs, params):
+        replaced_runs.append(1)
+        kernel.replaced(xp, inputs, outputs, params)
+
+    served = with_fallback(eltwise.activation, counting, {})
+    served(np, [x], [x], params)
+    assert not copies and not replaced_runs
+    (chosen,) = cache._programs.values()
+    assert chosen is not program.FALLBACK
+    np.testing.assert_allclose(x, expected, rtol=1e-5)
+
+
 def _batchnorm_gradient_case():
     rng = np.random.default_rng(4)
     x = rng.standard_normal((4, 3, 5, 5)).astype(np.float32)
