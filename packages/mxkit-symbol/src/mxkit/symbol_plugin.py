@@ -24,6 +24,10 @@ def mxkit_options() -> Iterator[OptionSpec]:
                      "fold BatchNorm into the Convolution before it in prediction binds (every grad_req "
                      "'null'): the graph pass 'fold_batchnorm', which derives the weights at every forward and "
                      "never changes the parameters")
+    yield OptionSpec("fuse_conv", "bool", True,
+                     "in prediction binds, make a Convolution and the relu and residual addition after it one "
+                     "_FusedConvolution node (the graph pass 'fuse_conv'), where a kernel plugin serves that "
+                     "operator (mxkit-onednn: oneDNN's post-ops); without one the graph is unchanged")
     yield OptionSpec("backward_do_mirror", "bool", False,
                      "recompute cheap forward results in backward instead of keeping them (the graph pass "
                      "'mirror'; MXNet's MXNET_BACKWARD_DO_MIRROR)")

@@ -115,25 +115,39 @@ def activation_md(dnnl: Any, dims: tuple, layout: str) -> Any:
     return dnnl.plain_md(dims) if layout == "plain" else dnnl.any_md(dims)
 
 
-def _forward_pd(dnnl: Any, g: ConvGeometry, prop_kind: int, layout: str) -> Any:
+def _forward_pd(dnnl: Any, g: ConvGeometry, prop_kind: int, layout: str, post_ops: tuple = ()) -> Any:
+    extra = {"post_ops": post_ops} if post_ops else {}
     return getattr(dnnl, f"{g.kind}_forward_pd")(
         prop_kind, activation_md(dnnl, g.src, layout), dnnl.any_md(g.weights),
         None if g.bias is None else dnnl.plain_md(g.bias), activation_md(dnnl, g.dst, layout), g.strides, g.dilates,
-        g.pad_l, g.pad_r)
+        g.pad_l, g.pad_r, **extra)
 
 
-def build_forward(g: ConvGeometry, layout: str) -> Program:
-    """Inputs (data, weight[, bias]); output the result."""
+def build_forward(g: ConvGeometry, layout: str, relu: bool = False, add: bool = False) -> Program:
+    """Inputs (data, weight[, bias][, addend]); output the result, ``relu(conv + addend)`` with ``add`` and
+    ``relu`` (oneDNN's post-ops: applied to each block of the result before it is written)."""
     dnnl = load()
     pd = _forward_pd(dnnl, g, dnnl.FORWARD_INFERENCE, layout)
+    if add or relu:
+        # the addend is read in the layout the result is written in: the one chosen without post-ops
+        dst_md = pd.md("dst")
+        post_ops = ((("add", dst_md),) if add else ()) + ((("relu",),) if relu else ())
+        pd = _forward_pd(dnnl, g, dnnl.FORWARD_INFERENCE, layout, post_ops)
+        if not pd.md("dst").same_as(dst_md):
+            raise RuntimeError("with post-ops oneDNN chose another layout for the result")
+        if pd.implementation.startswith("ref"):  # gemm convolutions take no binary post-op: oneDNN's reference loop
+            raise RuntimeError(f"with post-ops oneDNN offers only its reference convolution ({pd.implementation})")
     b = Builder(dnnl)
     src_md, weights_md, dst_md = pd.md("src"), pd.md("weights"), pd.md("dst")
     src = b.operand(("in", 0), dnnl.plain_md(g.src), src_md)
     weights = b.operand(("in", 1), g.weights_md(dnnl), weights_md)
-    dst = b.result(("out", 0), dnnl.plain_md(g.dst), dst_md)
     bindings = [(dnnl.ARG_SRC, src_md, src), (dnnl.ARG_WEIGHTS, weights_md, weights)]
     if g.bias is not None:
         bindings.append((dnnl.ARG_BIAS, dnnl.plain_md(g.bias), ("in", 2)))
+    if add:
+        addend = b.operand(("in", 2 if g.bias is None else 3), dnnl.plain_md(g.dst), dst_md)
+        bindings.append((dnnl.ARG_POST_OP_SRC_1(0), dst_md, addend))
+    dst = b.result(("out", 0), dnnl.plain_md(g.dst), dst_md)
     b.step(pd, [*bindings, (dnnl.ARG_DST, dst_md, dst)])
     return b.build()
 
@@ -154,6 +168,28 @@ def run_forward(name: str, g: ConvGeometry, arrays: list, outputs: list, replace
                                                     batched=(0,)),
                 "plain": lambda: build_forward(g, "plain")}
     PROGRAMS.run((name, *g.key()), builders, arrays[:-1], out.arrays, replaced)
+    out.finish()
+
+
+#: the parameters of ``_FusedConvolution`` the kernel implements: Convolution's, the relu and the addition
+FUSED_HANDLES = dict(HANDLES, act_type=(None, "relu"), with_sum=ANY)
+
+
+@handles(**FUSED_HANDLES)
+def fused_convolution(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
+    """Forward of ``_FusedConvolution``: ``relu(conv + addend)`` (each part as the parameters ask) in one
+    oneDNN primitive with post-ops."""
+    conv_inputs = 2 if params["no_bias"] else 3
+    add, relu = bool(params["with_sum"]), params["act_type"] == "relu"
+    arrays = float32_arrays([*inputs[:conv_inputs + add], outputs[0]])
+    apart(outputs, inputs)
+    g = ConvGeometry(params, arrays[0].shape, arrays[1].shape, outputs[0].shape)
+    out = Outputs([outputs[0]])
+    batched = (0, conv_inputs) if add else (0,)
+    builders = {"blocked": lambda: within_workspace(lambda n: build_forward(g.with_batch(n), "blocked", relu, add),
+                                                    g.src[0], batched=batched),
+                "plain": lambda: build_forward(g, "plain", relu, add)}
+    PROGRAMS.run(("_FusedConvolution", relu, add, *g.key()), builders, arrays[:-1], out.arrays, replaced)
     out.finish()
 
 
@@ -228,5 +264,6 @@ def run_backward(name: str, g: ConvGeometry, want_data: bool, arrays: list, outp
     out.finish()
 
 
-__all__ = ["HANDLES", "LAYOUTS", "ConvGeometry", "Outputs", "activation_md", "build_backward", "build_forward",
-           "apart", "convolution", "convolution_backward", "float32_arrays", "run_backward", "run_forward"]
+__all__ = ["FUSED_HANDLES", "HANDLES", "LAYOUTS", "ConvGeometry", "Outputs", "activation_md", "build_backward",
+           "build_forward", "apart", "convolution", "convolution_backward", "float32_arrays", "fused_convolution",
+           "run_backward", "run_forward"]

@@ -386,7 +386,9 @@ class ProgramCache:
         self.capacity = capacity
         self._programs: OrderedDict[Hashable, Program] = OrderedDict()
         self._lock = threading.Lock()
-        self._build_lock = threading.Lock()
+        # re-entrant: a replaced kernel timed as a candidate may itself run a oneDNN kernel meeting a new key
+        # (``_FusedConvolution``'s is the convolution's kernel followed by the addition and the relu)
+        self._build_lock = threading.RLock()
         self.builds = 0
         self.refusals: list[str] = []
         #: the name of the one builder to use, or None: time them all and the replaced kernel
