@@ -91,3 +91,21 @@ def test_timing_the_replaced_kernel_which_runs_a_new_convolution_does_not_deadlo
     magnitude = _run(op.kernel, [np.abs(a).astype(np.float64) for a in (x, w, r)], dict(params, act_type=None),
                      (2, 4, 5, 5), np.float64)
     assert_within(results[0], reference, sum_bound(w[0].size + 2, magnitude), "fused convolution")
+
+
+def test_the_output_may_be_the_addend(layout):
+    """The planner may give the output the addend's storage (the operator declares it in place): oneDNN's
+    programs read the addend into the workspace before writing, and the generic kernel convolves into a
+    temporary, so both give what separate arrays give."""
+    op = get_registry().get("_FusedConvolution")
+    params = op.parse_params(dict(kernel=(3, 3), pad=(1, 1), num_filter=4, act_type="relu", with_sum=True))
+    rng = np.random.default_rng(2)
+    x, w, b, r = (rng.standard_normal(s).astype(np.float32) for s in ((2, 3, 6, 6), (4, 3, 3, 3), (4,), (2, 4, 6, 6)))
+    assert op.inplace(params) == ((3, 0, False),)
+    reference = _run(op.kernel, [a.astype(np.float64) for a in (x, w, b, r)], params, r.shape, np.float64)
+    magnitude = _run(op.kernel, [np.abs(a).astype(np.float64) for a in (x, w, b, r)], dict(params, act_type=None),
+                     r.shape, np.float64)
+    for kernel in (op.kernel_for("numpy"), op.kernel):
+        shared = r.copy()
+        kernel(np, [x, w, b, shared], [shared], params)
+        assert_within(shared, reference, sum_bound(w[0].size + 2, magnitude), "in place")

@@ -123,9 +123,12 @@ def _forward_pd(dnnl: Any, g: ConvGeometry, prop_kind: int, layout: str, post_op
         g.pad_l, g.pad_r, **extra)
 
 
-def build_forward(g: ConvGeometry, layout: str, relu: bool = False, add: bool = False) -> Program:
+def build_forward(g: ConvGeometry, layout: str, relu: bool = False, add: bool = False,
+                  addend_is_output: bool = False) -> Program:
     """Inputs (data, weight[, bias][, addend]); output the result, ``relu(conv + addend)`` with ``add`` and
-    ``relu`` (oneDNN's post-ops: applied to each block of the result before it is written)."""
+    ``relu`` (oneDNN's post-ops: applied to each block of the result before it is written). With
+    ``addend_is_output`` (the planner gave them one storage) the addend is copied into the workspace first and
+    the result written through a workspace slot, so the primitive never reads what it is writing."""
     dnnl = load()
     pd = _forward_pd(dnnl, g, dnnl.FORWARD_INFERENCE, layout)
     if add or relu:
@@ -144,10 +147,17 @@ def build_forward(g: ConvGeometry, layout: str, relu: bool = False, add: bool = 
     bindings = [(dnnl.ARG_SRC, src_md, src), (dnnl.ARG_WEIGHTS, weights_md, weights)]
     if g.bias is not None:
         bindings.append((dnnl.ARG_BIAS, dnnl.plain_md(g.bias), ("in", 2)))
+    plain_dst = dnnl.plain_md(g.dst)
     if add:
-        addend = b.operand(("in", 2 if g.bias is None else 3), dnnl.plain_md(g.dst), dst_md)
+        addend_ref = ("in", 2 if g.bias is None else 3)
+        if addend_is_output and dst_md.same_as(plain_dst):  # a copy, not the output itself
+            addend = b.program.slot(dst_md.nbytes)
+            b.program.add(dnnl.Primitive(dnnl.reorder_pd(plain_dst, dst_md),
+                                         [(dnnl.ARG_SRC, plain_dst), (dnnl.ARG_DST, dst_md)]), [addend_ref, addend])
+        else:
+            addend = b.operand(addend_ref, plain_dst, dst_md)
         bindings.append((dnnl.ARG_POST_OP_SRC_1(0), dst_md, addend))
-    dst = b.result(("out", 0), dnnl.plain_md(g.dst), dst_md)
+    dst = b.result(("out", 0), plain_dst, dst_md)
     b.step(pd, [*bindings, (dnnl.ARG_DST, dst_md, dst)])
     return b.build()
 
@@ -171,6 +181,11 @@ def run_forward(name: str, g: ConvGeometry, arrays: list, outputs: list, replace
     out.finish()
 
 
+def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` and ``b`` are views of the same memory with the same layout (not merely overlapping)."""
+    return a.ctypes.data == b.ctypes.data and a.shape == b.shape and a.strides == b.strides
+
+
 #: the parameters of ``_FusedConvolution`` the kernel implements: Convolution's, the relu and the addition
 FUSED_HANDLES = dict(HANDLES, act_type=(None, "relu"), with_sum=ANY)
 
@@ -182,14 +197,18 @@ def fused_convolution(inputs: list, outputs: list, params: dict, replaced: Any =
     conv_inputs = 2 if params["no_bias"] else 3
     add, relu = bool(params["with_sum"]), params["act_type"] == "relu"
     arrays = float32_arrays([*inputs[:conv_inputs + add], outputs[0]])
-    apart(outputs, inputs)
+    # the output may be the addend itself (the planner shares them), never part of another input
+    addend_is_output = add and _same_array(outputs[0], inputs[conv_inputs])
+    apart(outputs, inputs[:conv_inputs] if addend_is_output else inputs)
     g = ConvGeometry(params, arrays[0].shape, arrays[1].shape, outputs[0].shape)
     out = Outputs([outputs[0]])
     batched = (0, conv_inputs) if add else (0,)
-    builders = {"blocked": lambda: within_workspace(lambda n: build_forward(g.with_batch(n), "blocked", relu, add),
+    builders = {"blocked": lambda: within_workspace(lambda n: build_forward(g.with_batch(n), "blocked", relu, add,
+                                                                            addend_is_output),
                                                     g.src[0], batched=batched),
-                "plain": lambda: build_forward(g, "plain", relu, add)}
-    PROGRAMS.run(("_FusedConvolution", relu, add, *g.key()), builders, arrays[:-1], out.arrays, replaced)
+                "plain": lambda: build_forward(g, "plain", relu, add, addend_is_output)}
+    PROGRAMS.run(("_FusedConvolution", relu, add, addend_is_output, *g.key()), builders, arrays[:-1], out.arrays,
+                 replaced)
     out.finish()
 
 

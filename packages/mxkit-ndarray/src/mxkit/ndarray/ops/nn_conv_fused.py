@@ -8,7 +8,8 @@ plugin can compute it in one pass over the output (oneDNN's post-ops). The node 
     y = act(conv(data, weight, bias) + addend)     # "+ addend" with with_sum, act with act_type
 
 with the parameters of ``Convolution`` and two more: ``act_type`` (``None`` or ``"relu"``) and
-``with_sum`` (the last input, ``addend``, of the output's shape, is added). Its generic kernel
+``with_sum`` (the last input, ``addend``, of the output's shape, is added; the output may share
+its storage, as the addition's output could). Its generic kernel
 runs the backend's own ``Convolution`` kernel into the output, then the addition and the
 activation in place: the same operations, in the same order and precision, as the unfused
 graph, so without a plugin's kernel the result is the unfused one's bit for bit.
@@ -59,9 +60,14 @@ def _fused_kernel(xp, inputs, outputs, params):
     kernel = convolution.kernels.get(getattr(xp, "__name__", ""), convolution.kernel)
     conv_inputs = 2 if params["no_bias"] else 3
     out = outputs[0]
-    kernel(xp, list(inputs[:conv_inputs]), [out], _convolution_params(params))
-    if params["with_sum"]:
-        xp.add(out, inputs[conv_inputs], out=out)
+    # the planner may give the output the addend's storage (``inplace``): then the convolution goes to a
+    # temporary first, since writing it into the output would overwrite the addend before it is read
+    addend = inputs[conv_inputs] if params["with_sum"] else None
+    shared = addend is not None and xp.may_share_memory(out, addend)
+    result = xp.empty_like(out) if shared else out
+    kernel(xp, list(inputs[:conv_inputs]), [result], _convolution_params(params))
+    if addend is not None:
+        xp.add(result, addend, out=out)
     if params["act_type"] == "relu":
         xp.maximum(out, 0, out=out)
 
@@ -69,6 +75,8 @@ def _fused_kernel(xp, inputs, outputs, params):
 define(OpDef(
     name=FUSED_CONVOLUTION, infer_shape=_fused_shape, kernel=_fused_kernel, params=_FUSED_SCHEMA,
     num_inputs=lambda p: (2 if p["no_bias"] else 3) + bool(p["with_sum"]), input_names=fused_input_names,
+    # the output may take the addend's storage, as the addition it replaces could (a ResNet block's end)
+    inplace=lambda p: ((2 if p["no_bias"] else 3, 0, False),) if p["with_sum"] else (),
     doc="Convolution followed by an optional addition of a same-shaped array and an optional relu, in one node "
         "(made by the graph pass fuse_conv for prediction; no gradient).",
 ))
