@@ -360,3 +360,23 @@ def test_a_candidate_whose_scratchpad_passes_the_budget_is_refused(monkeypatch):
     cache = ProgramCache()
     cache.run("k", {"huge": HugeScratchpad}, [], [], fallback=lambda i, o: served.append(1))
     assert cache._programs["k"] is FALLBACK and served and "scratchpad" in cache.refusals[-1]
+
+
+def test_a_fallback_that_does_not_compete_serves_only_where_every_builder_is_refused():
+    from mxkit_onednn.program import FALLBACK, Program, ProgramCache
+
+    class Ran(Program):
+        def run(self, inputs, outputs):
+            served.append("program")
+
+    def refused():
+        raise RuntimeError("not here")
+
+    served = []
+    cache = ProgramCache()
+    cache.run("a", {"one": Ran, "two": Ran}, [], [], fallback=lambda i, o: served.append("fallback"),
+              fallback_competes=False)
+    assert "fallback" not in served and cache._programs["a"] is not FALLBACK
+    served.clear()
+    cache.run("b", {"one": refused}, [], [], fallback=lambda i, o: served.append("fallback"), fallback_competes=False)
+    assert served == ["fallback"] and cache._programs["b"] is FALLBACK

@@ -207,8 +207,11 @@ def fused_convolution(inputs: list, outputs: list, params: dict, replaced: Any =
                                                                             addend_is_output),
                                                     g.src[0], batched=batched),
                 "plain": lambda: build_forward(g, "plain", relu, add, addend_is_output)}
+    # the replaced kernel (oneDNN's convolution, then the addition and the relu apart) does what the fused program
+    # does and more passes over the output: it serves only where oneDNN refuses every program, untimed (timing it
+    # would also time the convolution's own candidates inside it: VGG-16's first prediction took twice as long)
     PROGRAMS.run(("_FusedConvolution", relu, add, addend_is_output, *g.key()), builders, arrays[:-1], out.arrays,
-                 replaced)
+                 replaced, fallback_competes=False)
     out.finish()
 
 

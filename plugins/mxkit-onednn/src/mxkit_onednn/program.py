@@ -395,7 +395,7 @@ class ProgramCache:
         self.only: str | None = None
 
     def run(self, key: Hashable, builders: dict[str, Callable[[], Program]], inputs: list, outputs: list,
-            fallback: Callable[[list, list], None] | None = None) -> None:
+            fallback: Callable[[list, list], None] | None = None, fallback_competes: bool = True) -> None:
         """Run the program of ``key`` on the arrays.
 
         The first call of a key builds one program per builder (ways to compute the same result),
@@ -403,7 +403,9 @@ class ProgramCache:
         a oneDNN program only where it wins by :data:`MARGIN`: elsewhere the replaced kernel goes
         on serving that shape. A builder that oneDNN refuses (an unsupported case) is left out.
         With :attr:`only` set to a builder's name,
-        that builder alone serves (tests check each way of computing on its own).
+        that builder alone serves (tests check each way of computing on its own). With ``fallback_competes``
+        false the replaced kernel is not timed, only used where every builder is refused (a fused operator's
+        replaced kernel runs the unfused operations, each a oneDNN kernel timing its own candidates).
         """
         with self._lock:
             program = self._programs.get(key)
@@ -416,15 +418,16 @@ class ProgramCache:
                 with self._lock:
                     program = self._programs.get(key)
                 if program is None:
-                    self._choose(key, builders, inputs, outputs, fallback)
+                    self._choose(key, builders, inputs, outputs, fallback, fallback_competes)
                     return  # the timing runs wrote the outputs
         _run(program, inputs, outputs, fallback)
 
     def _choose(self, key: Hashable, builders: dict[str, Callable[[], Program]], inputs: list, outputs: list,
-                fallback: Callable[[list, list], None] | None) -> None:
+                fallback: Callable[[list, list], None] | None, fallback_competes: bool = True) -> None:
         """Build the candidates of ``key``, time them on the arrays and keep the fastest."""
         # the replaced kernel first: a oneDNN program replaces it only where it wins by MARGIN
-        candidates: list[Any] = [FALLBACK] if fallback is not None and self.only is None else []
+        candidates: list[Any] = [FALLBACK] if fallback is not None and self.only is None and fallback_competes \
+            else []
         for name, build in builders.items():
             if self.only is not None and name != self.only:
                 continue
