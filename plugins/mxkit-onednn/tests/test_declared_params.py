@@ -37,6 +37,14 @@ def _conv_backward(params):
     return [_rand(*_out_shape("Convolution", params, [x.shape, w.shape, (4,)])), x, w]
 
 
+def _fused_conv(params):
+    inputs = _conv(params)
+    if params.get("with_sum"):
+        conv_params = {k: v for k, v in params.items() if k not in ("act_type", "with_sum")}
+        inputs.append(_rand(*_out_shape("Convolution", conv_params, [x.shape for x in inputs])))
+    return inputs
+
+
 def _deconv(params):
     return [_rand(2, 4, 3, 3), _rand(4, 2, 3, 3), _rand(2)][:2 if params.get("no_bias", True) else 3]
 
@@ -73,6 +81,7 @@ def _softmax_backward(name):
 CASES = {
     "Convolution": (dict(kernel=(3, 3), num_filter=4), _conv),
     "_backward_Convolution": (dict(kernel=(3, 3), num_filter=4), _conv_backward),
+    "_FusedConvolution": (dict(kernel=(3, 3), num_filter=4, act_type="relu"), _fused_conv),
     "Deconvolution": (dict(kernel=(3, 3), num_filter=2, stride=(2, 2), pad=(1, 1)), _deconv),
     "_backward_Deconvolution": (dict(kernel=(3, 3), num_filter=2, stride=(2, 2), pad=(1, 1)), _deconv_backward),
     "LRN": (dict(nsize=3), lambda p: [_rand(2, 6, 3, 3)]),
@@ -100,7 +109,8 @@ CASES = {
 
 #: parameters some of whose values oneDNN does not implement, but with no such value valid on these inputs
 #: (mxkit accepts only channel-first layouts, each of one dimensionality)
-NO_VALID_VALUE = {("Convolution", "layout"), ("_backward_Convolution", "layout"), ("Pooling", "layout"),
+NO_VALID_VALUE = {("Convolution", "layout"), ("_backward_Convolution", "layout"), ("_FusedConvolution", "layout"),
+                  ("Pooling", "layout"),
                   ("_backward_Pooling", "layout"), ("Deconvolution", "layout"), ("_backward_Deconvolution", "layout")}
 
 #: values to try where a parameter's kind alone does not suggest one

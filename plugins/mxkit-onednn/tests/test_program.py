@@ -7,7 +7,8 @@ import threading
 
 import numpy as np
 import pytest
-from onednn_harness import needs_onednn, run
+from mxkit.ndarray.registry import get_registry
+from onednn_harness import UNIT, assert_within, needs_onednn, run, sum_bound
 
 pytestmark = needs_onednn
 
@@ -140,29 +141,52 @@ def test_a_program_over_the_workspace_budget_runs_in_chunks_with_the_same_result
     np.testing.assert_allclose(results[0], results[1], rtol=1e-5, atol=1e-4)
 
 
-def test_a_gradient_program_over_the_workspace_budget_is_refused(monkeypatch):
-    """A weight gradient sums over the batch, so it is not chunked: over the budget, the blocked program
-    is refused and the replaced kernel serves."""
+@pytest.mark.parametrize("layout", ["blocked", "plain"])
+@pytest.mark.parametrize("no_bias", [True, False])
+def test_a_gradient_program_over_the_workspace_budget_runs_in_chunks_that_sum_the_weight_gradient(monkeypatch, layout,
+                                                                                                 no_bias):
+    """Over the budget a convolution's gradients run in chunks of samples: the data gradient chunk by chunk,
+    the weight and bias gradients (sums over the batch) written by the first chunk and added to by the others.
+    With no room for one sample the program is refused and the replaced kernel serves."""
     from mxkit_onednn import conv, program
 
-    x = np.random.default_rng(0).standard_normal((2, 16, 9, 9)).astype(np.float32)
-    w = np.random.default_rng(1).standard_normal((8, 16, 3, 3)).astype(np.float32)
-    out_grad = np.random.default_rng(2).standard_normal((2, 8, 9, 9)).astype(np.float32)
-    caches = []
-    for budget in (1 << 30, 1):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((5, 16, 9, 9)).astype(np.float32)
+    w = rng.standard_normal((8, 16, 3, 3)).astype(np.float32)
+    out_grad = rng.standard_normal((5, 8, 9, 9)).astype(np.float32)
+    params = dict(PARAMS, no_bias=no_bias)
+    results, programs, caches = [], [], []
+    whole_bytes = None
+    for budget in ("whole", "less", "none"):
         cache = program.ProgramCache()
-        cache.only = "blocked"
-        monkeypatch.setattr(program, "WORKSPACE_BYTES", budget)
+        cache.only = layout
+        monkeypatch.setattr(program, "WORKSPACE_BYTES", {"whole": 1 << 30, "less": (whole_bytes or 1) - 1,
+                                                         "none": 1}[budget])
         monkeypatch.setattr(conv, "PROGRAMS", cache)
-        grads = run("_backward_Convolution", [out_grad, x, w], **PARAMS)
+        results.append(run("_backward_Convolution", [out_grad, x, w], **params))
+        (built,) = cache._programs.values()
+        programs.append(built)
         caches.append(cache)
-    (fits,) = caches[0]._programs.values()
-    if fits.workspace_bytes == 0:  # oneDNN chose numpy's layout here: nothing to refuse
+        if budget == "whole":
+            whole_bytes = built.lent_bytes
+    if whole_bytes == 0:  # nothing to chunk
         return
-    assert any("workspace" in refusal for refusal in caches[1].refusals)
-    assert list(caches[1].chosen().values()) == ["fallback"]
-    expected = run("_backward_Convolution", [out_grad, x, w], which="cpu", **PARAMS)
-    for got, want in zip(grads, expected):
+    chunked = programs[1]
+    assert isinstance(chunked, program.SummedChunks) and 1 <= chunked.per_chunk < 5, chunked
+    assert chunked.lent_bytes < whole_bytes
+    # each result is a float32 sum in some order (the chunks change it): within the bound of such sums of the
+    # float64 reference, and so within twice that of the whole batch's and of mxkit-cpu's results
+    magnitudes = run("_backward_Convolution", [np.abs(out_grad), np.abs(x), np.abs(w)], "reference", **params)
+    reference = run("_backward_Convolution", [out_grad, x, w], "reference", **params)
+    expected = run("_backward_Convolution", [out_grad, x, w], which="cpu", **params)
+    counts = [8 * 9, out_grad.size // 8, out_grad.size // 8]  # data: filters x window; weight, bias: N x positions
+    for got, whole, want, cpu, size, count in zip(results[1], results[0], reference, expected, magnitudes, counts):
+        assert_within(got, want, sum_bound(count, size), "chunked")
+        assert_within(got, whole, 2 * sum_bound(count, size), "chunked vs whole")
+        assert_within(got, cpu, 2 * sum_bound(count, size), "chunked vs mxkit-cpu")
+    assert any("one sample" in refusal for refusal in caches[2].refusals)
+    assert list(caches[2].chosen().values()) == ["fallback"]
+    for got, want in zip(results[2], expected):
         np.testing.assert_array_equal(got, want)
 
 
@@ -183,26 +207,103 @@ def test_timing_the_candidates_of_an_in_place_call_computes_it_once(monkeypatch)
     np.testing.assert_allclose(x, expected, rtol=1e-5)
 
 
-def test_a_batchnorm_gradient_over_the_workspace_budget_goes_to_the_replaced_kernel(monkeypatch):
-    """With batch statistics the gradient recomputes the forward into a workspace the size of the data: past
-    the budget it is refused, and mxkit-cpu's kernel serves."""
-    from mxkit_onednn import norm, program
+def test_an_in_place_call_larger_than_the_workspace_budget_is_not_copied_to_time_its_candidates(monkeypatch):
+    """Timing an in-place call's candidates copies its input: past the workspace budget (VGG-16's first ReLU at
+    batch 32 held 392 MB) nothing is copied and oneDNN's program serves, run once."""
+    from mxkit.ndarray.registry import get_registry
+    from mxkit_onednn import eltwise, program
+    from mxkit_onednn.kernels import with_fallback
 
+    cache = program.ProgramCache()
+    monkeypatch.setattr(eltwise, "PROGRAMS", cache)
+    x = np.linspace(-3, 3, 64, dtype=np.float32).reshape(8, 8)
+    monkeypatch.setattr(program, "WORKSPACE_BYTES", x.nbytes - 1)
+    copies = []
+    real_array = np.array
+    monkeypatch.setattr(program.np, "array", lambda *a, **k: copies.append(1) or real_array(*a, **k))
+    replaced_runs = []
+    op = get_registry().get("Activation")
+    kernel = op.kernel_for("numpy")
+    expected = 1 / (1 + np.exp(-x.astype(np.float64)))
+    params = op.parse_params(dict(act_type="sigmoid"))
+
+    def counting(xp, inputs, outputs, params):
+        replaced_runs.append(1)
+        kernel.replaced(xp, inputs, outputs, params)
+
+    served = with_fallback(eltwise.activation, counting, {})
+    served(np, [x], [x], params)
+    assert not copies and not replaced_runs
+    (chosen,) = cache._programs.values()
+    assert chosen is not program.FALLBACK
+    np.testing.assert_allclose(x, expected, rtol=1e-5)
+
+
+def _batchnorm_gradient_case():
     rng = np.random.default_rng(4)
     x = rng.standard_normal((4, 3, 5, 5)).astype(np.float32)
     g = rng.standard_normal(x.shape).astype(np.float32)
-    gamma, beta = rng.standard_normal(3).astype(np.float32), np.zeros(3, np.float32)
-    inputs = [g, x, gamma, beta, np.ones(3, np.float32)]
-    params = dict(fix_gamma=False, use_global_stats=False)
+    gamma = rng.standard_normal(3).astype(np.float32)
+    return [g, x, gamma, np.zeros(3, np.float32), np.ones(3, np.float32)], dict(fix_gamma=False,
+                                                                                 use_global_stats=False)
+
+
+def _batchnorm_gradient_bound(inputs, cpu):
+    """Each gradient of the two kernels within a few sums of the batch's terms of one another (see test_norm)."""
+    g, x = inputs[:2]
+    count = x.size // x.shape[1]
+    magnitude = [np.abs(cpu[0]) + np.abs(g).max(), np.abs(g).sum(axis=(0, 2, 3)) * 4, np.abs(g).sum(axis=(0, 2, 3))]
+    return [16 * (count + 2) * UNIT * m + 1e-6 for m in magnitude]
+
+
+def test_a_batchnorm_gradient_needs_no_workspace_the_size_of_the_data(monkeypatch):
+    """With batch statistics the gradient recomputes the forward, whose normalised output goes into the data
+    gradient's buffer (then overwritten): under a budget smaller than the data oneDNN still serves
+    (ResNet-50's first layers at batch 16 hold 51 MB and were left to mxkit-cpu)."""
+    from mxkit_onednn import norm, program
+
+    inputs, params = _batchnorm_gradient_case()
     cache = program.ProgramCache()
     cache.only = "plain"
-    monkeypatch.setattr(program, "WORKSPACE_BYTES", x.nbytes - 1)
+    monkeypatch.setattr(program, "WORKSPACE_BYTES", inputs[1].nbytes - 1)
     monkeypatch.setattr(norm, "PROGRAMS", cache)
     grads = run("_backward_BatchNorm", inputs, **params)
+    assert not cache.refusals and "fallback" not in cache.chosen().values()
+    (built,) = cache._programs.values()
+    assert built.lent_bytes < inputs[1].nbytes
+    cpu = run("_backward_BatchNorm", inputs, "cpu", **params)
+    for got, want, bound in zip(grads, cpu, _batchnorm_gradient_bound(inputs, cpu)):
+        np.testing.assert_array_less(np.abs(got - want), bound)
+
+
+def test_a_batchnorm_gradient_in_place_over_the_workspace_budget_goes_to_the_replaced_kernel(monkeypatch):
+    """A data gradient written over out_grad (the planner may share them) cannot hold the recomputed forward:
+    that goes into a workspace the size of the data, past the budget refused, and mxkit-cpu's kernel serves."""
+    from mxkit_onednn import norm, program
+
+    inputs, params = _batchnorm_gradient_case()
+    want = run("_backward_BatchNorm", inputs, "cpu", **params)
+    cache = program.ProgramCache()
+    cache.only = "plain"
+    monkeypatch.setattr(program, "WORKSPACE_BYTES", inputs[1].nbytes - 1)
+    monkeypatch.setattr(norm, "PROGRAMS", cache)
+    op = get_registry().get("_backward_BatchNorm")
+    in_place = [inputs[0].copy(), *inputs[1:]]
+    outputs = [in_place[0], np.full(3, np.nan, np.float32), np.full(3, np.nan, np.float32)]
+    op.kernel_for("numpy")(np, in_place, outputs, op.parse_params(params))
     assert any("workspace" in refusal for refusal in cache.refusals)
     assert list(cache.chosen().values()) == ["fallback"]
-    for got, want in zip(grads, run("_backward_BatchNorm", inputs, "cpu", **params)):
-        np.testing.assert_array_equal(got, want)
+    for got, expected in zip(outputs, want):
+        np.testing.assert_array_equal(got, expected)
+
+    cache.clear()  # with room for the workspace oneDNN serves the in-place call too
+    monkeypatch.setattr(program, "WORKSPACE_BYTES", 32 << 20)
+    in_place = [inputs[0].copy(), *inputs[1:]]
+    outputs = [in_place[0], np.full(3, np.nan, np.float32), np.full(3, np.nan, np.float32)]
+    op.kernel_for("numpy")(np, in_place, outputs, op.parse_params(params))
+    assert "fallback" not in cache.chosen().values()
+    for got, expected, bound in zip(outputs, want, _batchnorm_gradient_bound(inputs, want)):
+        np.testing.assert_array_less(np.abs(got - expected), bound)
 
 
 def test_the_scratchpads_are_lent_with_the_workspace_not_kept_by_each_primitive(monkeypatch):
@@ -259,3 +360,23 @@ def test_a_candidate_whose_scratchpad_passes_the_budget_is_refused(monkeypatch):
     cache = ProgramCache()
     cache.run("k", {"huge": HugeScratchpad}, [], [], fallback=lambda i, o: served.append(1))
     assert cache._programs["k"] is FALLBACK and served and "scratchpad" in cache.refusals[-1]
+
+
+def test_a_fallback_that_does_not_compete_serves_only_where_every_builder_is_refused():
+    from mxkit_onednn.program import FALLBACK, Program, ProgramCache
+
+    class Ran(Program):
+        def run(self, inputs, outputs):
+            served.append("program")
+
+    def refused():
+        raise RuntimeError("not here")
+
+    served = []
+    cache = ProgramCache()
+    cache.run("a", {"one": Ran, "two": Ran}, [], [], fallback=lambda i, o: served.append("fallback"),
+              fallback_competes=False)
+    assert "fallback" not in served and cache._programs["a"] is not FALLBACK
+    served.clear()
+    cache.run("b", {"one": refused}, [], [], fallback=lambda i, o: served.append("fallback"), fallback_competes=False)
+    assert served == ["fallback"] and cache._programs["b"] is FALLBACK

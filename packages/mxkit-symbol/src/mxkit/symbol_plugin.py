@@ -28,6 +28,10 @@ def mxkit_options() -> Iterator[OptionSpec]:
                      "merge forward nodes that compute the same operator on the same inputs (the graph pass "
                      "'eliminate_common_expr'; MXNet's MXNET_ELIMINATE_COMMON_EXPR); random, stateful and custom "
                      "operators never merge")
+    yield OptionSpec("fuse_conv", "bool", True,
+                     "in prediction binds, make a Convolution and the relu and residual addition after it one "
+                     "_FusedConvolution node (the graph pass 'fuse_conv'), where a kernel plugin serves that "
+                     "operator (mxkit-onednn: oneDNN's post-ops); without one the graph is unchanged")
     yield OptionSpec("backward_do_mirror", "bool", False,
                      "recompute cheap forward results in backward instead of keeping them (the graph pass "
                      "'mirror'; MXNet's MXNET_BACKWARD_DO_MIRROR)")

@@ -46,6 +46,10 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
         pass
     ctypedef dnnl_primitive_attr* dnnl_primitive_attr_t
     ctypedef const dnnl_primitive_attr* const_dnnl_primitive_attr_t
+    ctypedef struct dnnl_post_ops:
+        pass
+    ctypedef dnnl_post_ops* dnnl_post_ops_t
+    ctypedef const dnnl_post_ops* const_dnnl_post_ops_t
     ctypedef struct dnnl_exec_arg_t:
         int arg
         dnnl_memory_t memory
@@ -72,6 +76,7 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
     int dnnl_eltwise_relu_use_dst_for_bwd, dnnl_eltwise_tanh_use_dst_for_bwd, dnnl_eltwise_logistic_use_dst_for_bwd
     int dnnl_softmax_accurate, dnnl_softmax_log
     int dnnl_lrn_across_channels, dnnl_deconvolution_direct
+    int dnnl_eltwise_relu, dnnl_binary_add
 
     dnnl_status_t dnnl_engine_create(dnnl_engine_t* engine, dnnl_engine_kind_t kind, size_t index)
     dnnl_status_t dnnl_stream_create(dnnl_stream_t* stream, dnnl_engine_t engine, unsigned flags)
@@ -93,6 +98,13 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
     dnnl_status_t dnnl_primitive_attr_create(dnnl_primitive_attr_t* attr)
     dnnl_status_t dnnl_primitive_attr_destroy(dnnl_primitive_attr_t attr)
     dnnl_status_t dnnl_primitive_attr_set_scratchpad_mode(dnnl_primitive_attr_t attr, dnnl_scratchpad_mode_t mode)
+    dnnl_status_t dnnl_primitive_attr_set_post_ops(dnnl_primitive_attr_t attr, const_dnnl_post_ops_t post_ops)
+    dnnl_status_t dnnl_post_ops_create(dnnl_post_ops_t* post_ops)
+    dnnl_status_t dnnl_post_ops_destroy(dnnl_post_ops_t post_ops)
+    dnnl_status_t dnnl_post_ops_append_eltwise(dnnl_post_ops_t post_ops, dnnl_alg_kind_t alg_kind, float alpha,
+                                               float beta)
+    dnnl_status_t dnnl_post_ops_append_binary(dnnl_post_ops_t post_ops, dnnl_alg_kind_t alg_kind,
+                                              const_dnnl_memory_desc_t src1_desc)
 
     const_dnnl_memory_desc_t dnnl_primitive_desc_query_md(const_dnnl_primitive_desc_t pd, dnnl_query_t what,
                                                           int index)
@@ -259,6 +271,16 @@ SOFTMAX_ACCURATE = dnnl_softmax_accurate
 SOFTMAX_LOG = dnnl_softmax_log
 LRN_ACROSS_CHANNELS = dnnl_lrn_across_channels
 DECONVOLUTION_DIRECT = dnnl_deconvolution_direct
+ELTWISE_RELU = dnnl_eltwise_relu
+BINARY_ADD = dnnl_binary_add
+
+
+def ARG_POST_OP_SRC_1(int index):
+    """The argument of the second source of the binary post-op at ``index`` among a primitive's post-ops
+    (DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1)."""
+    return 32768 * (index + 1) | 2
+
+
 USE_GLOBAL_STATS = 0x1
 USE_SCALE = 0x2
 USE_SHIFT = 0x4
@@ -422,6 +444,28 @@ cdef class _Attr:
         if self.attr != NULL:
             dnnl_primitive_attr_destroy(self.attr)
 
+    cdef set_post_ops(self, post_ops):
+        """Operations applied to a primitive's result before it is written: ``("relu",)`` (an eltwise relu) or
+        ``("add", md)`` (a binary add of a second array of layout ``md``), in order."""
+        cdef dnnl_post_ops_t ops
+        if not post_ops:
+            return
+        check(dnnl_post_ops_create(&ops), "post-ops creation")
+        try:
+            for op in post_ops:
+                if op[0] == "relu":
+                    check(dnnl_post_ops_append_eltwise(ops, <dnnl_alg_kind_t>dnnl_eltwise_relu, 0.0, 0.0),
+                          "relu post-op")
+                elif op[0] == "add":
+                    check(dnnl_post_ops_append_binary(ops, <dnnl_alg_kind_t>dnnl_binary_add, (<MemoryDesc>op[1]).md),
+                          "add post-op")
+                else:
+                    raise ValueError(f"unknown post-op {op[0]!r}: 'relu' or 'add'")
+            # the attribute keeps its own copy of the post-ops
+            check(dnnl_primitive_attr_set_post_ops(self.attr, ops), "post-ops")
+        finally:
+            dnnl_post_ops_destroy(ops)
+
 
 cdef inline const_dnnl_memory_desc_t _md_or_null(object md):
     return NULL if md is None else (<MemoryDesc>md).md
@@ -440,9 +484,12 @@ def reorder_pd(MemoryDesc src, MemoryDesc dst):
 
 
 def convolution_forward_pd(int prop_kind, MemoryDesc src, MemoryDesc weights, bias, MemoryDesc dst,
-                           strides, dilates, pad_l, pad_r):
-    """A direct convolution; ``dilates`` count the gaps oneDNN's way (MXNet's dilate minus one)."""
+                           strides, dilates, pad_l, pad_r, post_ops=()):
+    """A direct convolution; ``dilates`` count the gaps oneDNN's way (MXNet's dilate minus one); ``post_ops``
+    as :meth:`_Attr.set_post_ops` takes them (the second source of the i-th, an ``add``, is bound as
+    ``ARG_POST_OP_SRC_1(i)``)."""
     cdef _Attr attr = _Attr()
+    attr.set_post_ops(post_ops)
     cdef PrimitiveDesc result = PrimitiveDesc()
     cdef dnnl_dims_t c_strides, c_dilates, c_pad_l, c_pad_r
     _fill_dims(c_strides, strides)

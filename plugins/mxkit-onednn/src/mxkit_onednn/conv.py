@@ -19,7 +19,7 @@ import numpy as np
 from mxkit_onednn import _mxkit
 from mxkit_onednn.kernels import ANY, Unhandled, handles
 from mxkit_onednn.library import load
-from mxkit_onednn.program import PROGRAMS, Builder, Program, refuse_over_workspace, within_workspace
+from mxkit_onednn.program import PROGRAMS, Builder, Program, within_workspace, within_workspace_summed
 
 FLOAT32 = np.dtype(np.float32)
 
@@ -115,25 +115,49 @@ def activation_md(dnnl: Any, dims: tuple, layout: str) -> Any:
     return dnnl.plain_md(dims) if layout == "plain" else dnnl.any_md(dims)
 
 
-def _forward_pd(dnnl: Any, g: ConvGeometry, prop_kind: int, layout: str) -> Any:
+def _forward_pd(dnnl: Any, g: ConvGeometry, prop_kind: int, layout: str, post_ops: tuple = ()) -> Any:
+    extra = {"post_ops": post_ops} if post_ops else {}
     return getattr(dnnl, f"{g.kind}_forward_pd")(
         prop_kind, activation_md(dnnl, g.src, layout), dnnl.any_md(g.weights),
         None if g.bias is None else dnnl.plain_md(g.bias), activation_md(dnnl, g.dst, layout), g.strides, g.dilates,
-        g.pad_l, g.pad_r)
+        g.pad_l, g.pad_r, **extra)
 
 
-def build_forward(g: ConvGeometry, layout: str) -> Program:
-    """Inputs (data, weight[, bias]); output the result."""
+def build_forward(g: ConvGeometry, layout: str, relu: bool = False, add: bool = False,
+                  addend_is_output: bool = False) -> Program:
+    """Inputs (data, weight[, bias][, addend]); output the result, ``relu(conv + addend)`` with ``add`` and
+    ``relu`` (oneDNN's post-ops: applied to each block of the result before it is written). With
+    ``addend_is_output`` (the planner gave them one storage) the addend is copied into the workspace first and
+    the result written through a workspace slot, so the primitive never reads what it is writing."""
     dnnl = load()
     pd = _forward_pd(dnnl, g, dnnl.FORWARD_INFERENCE, layout)
+    if add or relu:
+        # the addend is read in the layout the result is written in: the one chosen without post-ops
+        dst_md = pd.md("dst")
+        post_ops = ((("add", dst_md),) if add else ()) + ((("relu",),) if relu else ())
+        pd = _forward_pd(dnnl, g, dnnl.FORWARD_INFERENCE, layout, post_ops)
+        if not pd.md("dst").same_as(dst_md):
+            raise RuntimeError("with post-ops oneDNN chose another layout for the result")
+        if pd.implementation.startswith("ref"):  # gemm convolutions take no binary post-op: oneDNN's reference loop
+            raise RuntimeError(f"with post-ops oneDNN offers only its reference convolution ({pd.implementation})")
     b = Builder(dnnl)
     src_md, weights_md, dst_md = pd.md("src"), pd.md("weights"), pd.md("dst")
     src = b.operand(("in", 0), dnnl.plain_md(g.src), src_md)
     weights = b.operand(("in", 1), g.weights_md(dnnl), weights_md)
-    dst = b.result(("out", 0), dnnl.plain_md(g.dst), dst_md)
     bindings = [(dnnl.ARG_SRC, src_md, src), (dnnl.ARG_WEIGHTS, weights_md, weights)]
     if g.bias is not None:
         bindings.append((dnnl.ARG_BIAS, dnnl.plain_md(g.bias), ("in", 2)))
+    plain_dst = dnnl.plain_md(g.dst)
+    if add:
+        addend_ref = ("in", 2 if g.bias is None else 3)
+        if addend_is_output and dst_md.same_as(plain_dst):  # a copy, not the output itself
+            addend = b.program.slot(dst_md.nbytes)
+            b.program.add(dnnl.Primitive(dnnl.reorder_pd(plain_dst, dst_md),
+                                         [(dnnl.ARG_SRC, plain_dst), (dnnl.ARG_DST, dst_md)]), [addend_ref, addend])
+        else:
+            addend = b.operand(addend_ref, plain_dst, dst_md)
+        bindings.append((dnnl.ARG_POST_OP_SRC_1(0), dst_md, addend))
+    dst = b.result(("out", 0), plain_dst, dst_md)
     b.step(pd, [*bindings, (dnnl.ARG_DST, dst_md, dst)])
     return b.build()
 
@@ -157,8 +181,43 @@ def run_forward(name: str, g: ConvGeometry, arrays: list, outputs: list, replace
     out.finish()
 
 
-def build_backward(g: ConvGeometry, want_data: bool, layout: str) -> Program:
-    """Inputs (out_grad, data, weight); outputs (data grad, weight grad[, bias grad])."""
+def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` and ``b`` are views of the same memory with the same layout (not merely overlapping)."""
+    return a.ctypes.data == b.ctypes.data and a.shape == b.shape and a.strides == b.strides
+
+
+#: the parameters of ``_FusedConvolution`` the kernel implements: Convolution's, the relu and the addition
+FUSED_HANDLES = dict(HANDLES, act_type=(None, "relu"), with_sum=ANY)
+
+
+@handles(**FUSED_HANDLES)
+def fused_convolution(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
+    """Forward of ``_FusedConvolution``: ``relu(conv + addend)`` (each part as the parameters ask) in one
+    oneDNN primitive with post-ops."""
+    conv_inputs = 2 if params["no_bias"] else 3
+    add, relu = bool(params["with_sum"]), params["act_type"] == "relu"
+    arrays = float32_arrays([*inputs[:conv_inputs + add], outputs[0]])
+    # the output may be the addend itself (the planner shares them), never part of another input
+    addend_is_output = add and _same_array(outputs[0], inputs[conv_inputs])
+    apart(outputs, inputs[:conv_inputs] if addend_is_output else inputs)
+    g = ConvGeometry(params, arrays[0].shape, arrays[1].shape, outputs[0].shape)
+    out = Outputs([outputs[0]])
+    batched = (0, conv_inputs) if add else (0,)
+    builders = {"blocked": lambda: within_workspace(lambda n: build_forward(g.with_batch(n), "blocked", relu, add,
+                                                                            addend_is_output),
+                                                    g.src[0], batched=batched),
+                "plain": lambda: build_forward(g, "plain", relu, add, addend_is_output)}
+    # the replaced kernel (oneDNN's convolution, then the addition and the relu apart) does what the fused program
+    # does and more passes over the output: it serves only where oneDNN refuses every program, untimed (timing it
+    # would also time the convolution's own candidates inside it: VGG-16's first prediction took twice as long)
+    PROGRAMS.run(("_FusedConvolution", relu, add, addend_is_output, *g.key()), builders, arrays[:-1], out.arrays,
+                 replaced, fallback_competes=False)
+    out.finish()
+
+
+def build_backward(g: ConvGeometry, want_data: bool, layout: str, accumulate: bool = False) -> Program:
+    """Inputs (out_grad, data, weight); outputs (data grad, weight grad[, bias grad]); with ``accumulate`` the
+    weight and bias gradients are added to the outputs (a later chunk of the batch: the gradients sum over it)."""
     dnnl = load()
     hint = _forward_pd(dnnl, g, dnnl.FORWARD_TRAINING, layout)
     b = Builder(dnnl)
@@ -183,13 +242,21 @@ def build_backward(g: ConvGeometry, want_data: bool, layout: str) -> Program:
                          (dnnl.ARG_WEIGHTS, data_weights_md, weights), (dnnl.ARG_DIFF_SRC, diff_src_md, diff_src)])
     src_md, diff_weights_md = weights_pd.md("src"), weights_pd.md("diff_weights")
     src = b.operand(("in", 1), plain_src, src_md)
-    diff_weights = b.result(("out", 1), plain_weights, diff_weights_md)
+    # accumulating: the chunk's sums go to workspace slots, added to the outputs after the steps
+    sums = [(("out", 1), plain_weights)] + ([] if g.bias is None else [(("out", 2), dnnl.plain_md(g.bias))])
+    targets = [b.scratch(md) if accumulate else ref for ref, md in sums]
+    diff_weights = b.result(targets[0], plain_weights, diff_weights_md)
     bindings = [(dnnl.ARG_SRC, src_md, src), (dnnl.ARG_DIFF_DST, diff_dst_md, diff_dst),
                 (dnnl.ARG_DIFF_WEIGHTS, diff_weights_md, diff_weights)]
     if g.bias is not None:
-        bindings.append((dnnl.ARG_DIFF_BIAS, dnnl.plain_md(g.bias), ("out", 2)))
+        bindings.append((dnnl.ARG_DIFF_BIAS, dnnl.plain_md(g.bias), targets[1]))
     b.step(weights_pd, bindings)
-    return b.build()
+    program = b.build()
+    if accumulate:  # output += the chunk's part (oneDNN's sum may write over its first source)
+        for (ref, md), part in zip(sums, targets):
+            b.step(dnnl.sum_pd(md, [md, md]), [(dnnl.ARG_MULTIPLE_SRC, md, ref), (dnnl.ARG_MULTIPLE_SRC + 1, md, part),
+                                               (dnnl.ARG_DST, md, ref)])
+    return program
 
 
 @handles(**HANDLES)
@@ -205,13 +272,20 @@ def run_backward(name: str, g: ConvGeometry, want_data: bool, arrays: list, outp
     """Operator ``name``'s gradients of geometry ``g``: ``arrays`` (out_grad, data, weight), ``outputs`` (data
     grad, weight grad[, bias grad]); the data gradient only when ``want_data``."""
     out = Outputs(list(outputs))
+
+    def chunked(layout: str) -> Any:
+        # a program too large for the workspace runs the batch in chunks, the later ones adding their weight
+        # and bias gradients (sums over the batch) to the first's
+        return within_workspace_summed(lambda n, accumulate: build_backward(g.with_batch(n), want_data, layout,
+                                                                            accumulate),
+                                       g.src[0], batched=(0, 1), batched_outputs=(0,))
+
     PROGRAMS.run((name, want_data, *g.key()),
-                 # the weight gradient sums over the batch: a blocked program too large for the workspace is refused
-                 {"blocked": lambda: refuse_over_workspace(build_backward(g, want_data, "blocked")),
-                  "plain": lambda: build_backward(g, want_data, "plain")},
-                 arrays, out.arrays, replaced)
+                 {"blocked": lambda: chunked("blocked"), "plain": lambda: chunked("plain")}, arrays, out.arrays,
+                 replaced)
     out.finish()
 
 
-__all__ = ["HANDLES", "LAYOUTS", "ConvGeometry", "Outputs", "activation_md", "build_backward", "build_forward",
-           "apart", "convolution", "convolution_backward", "float32_arrays", "run_backward", "run_forward"]
+__all__ = ["FUSED_HANDLES", "HANDLES", "LAYOUTS", "ConvGeometry", "Outputs", "activation_md", "build_backward",
+           "build_forward", "apart", "convolution", "convolution_backward", "float32_arrays", "fused_convolution",
+           "run_backward", "run_forward"]

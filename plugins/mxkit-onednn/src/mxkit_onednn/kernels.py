@@ -24,6 +24,7 @@ BACKEND = "numpy"
 OVERRIDES = {
     "Convolution": ("conv", "convolution"),
     "_backward_Convolution": ("conv", "convolution_backward"),
+    "_FusedConvolution": ("conv", "fused_convolution"),
     "Deconvolution": ("deconv", "deconvolution"),
     "_backward_Deconvolution": ("deconv", "deconvolution_backward"),
     "LRN": ("lrn", "lrn"),

@@ -7,8 +7,10 @@ in mxkit's operator definition: batch statistics only in training without
 ``use_global_stats`` (the moving ones otherwise); the moving statistics updated in place
 with ``momentum`` from the batch mean and the biased batch variance; ``fix_gamma`` scales by
 one and gives gamma a zero gradient; the optional outputs are the mean and the inverse
-standard deviation ``1/sqrt(var + eps)``. The gradient with batch statistics recomputes them
-(a oneDNN forward into the thread's workspace), as the generic kernel does.
+standard deviation ``1/sqrt(var + eps)``. The gradient with batch statistics recomputes them,
+as the generic kernel does: a oneDNN forward whose normalised output lands in the data gradient's
+buffer, which the backward then overwrites (ResNet-50's early layers at batch 16 hold 51 MB of
+activations, more than a workspace may hold, and were left to mxkit-cpu's kernel).
 """
 
 from __future__ import annotations
@@ -98,8 +100,12 @@ def _replaced_forward(replaced: Any, inputs: list, outs: list, eps: float) -> No
     np.copyto(outs[2], 1 / np.square(outs[2].astype(np.float64)) - eps, casting="unsafe")
 
 
-def _build_backward(dims: tuple, eps: float, batch_stats: bool) -> Program:
-    """Inputs (out_grad, x, scale[, mean, var]); outputs (dx, dgamma, dbeta)."""
+def _build_backward(dims: tuple, eps: float, batch_stats: bool, dst_in_diff_src: bool) -> Program:
+    """Inputs (out_grad, x, scale[, mean, var]); outputs (dx, dgamma, dbeta).
+
+    With batch statistics the forward runs again for them; its normalised output, which nothing reads,
+    goes into the data gradient's buffer when ``dst_in_diff_src`` (the backward overwrites it
+    afterwards), else into a workspace slot the size of the data."""
     dnnl = load()
     data, channel = dnnl.plain_md(dims), dnnl.plain_md((dims[1],))
     flags = dnnl.USE_SCALE | dnnl.USE_SHIFT | (0 if batch_stats else dnnl.USE_GLOBAL_STATS)
@@ -110,7 +116,8 @@ def _build_backward(dims: tuple, eps: float, batch_stats: bool) -> Program:
         mean, var = b.scratch(channel), b.scratch(channel)
         b.step(forward, [(dnnl.ARG_SRC, data, ("in", 1)), (dnnl.ARG_SCALE, channel, ("in", 2)),
                          (dnnl.ARG_SHIFT, channel, ("in", 2)), (dnnl.ARG_MEAN, channel, mean),
-                         (dnnl.ARG_VARIANCE, channel, var), (dnnl.ARG_DST, data, b.scratch(data))])
+                         (dnnl.ARG_VARIANCE, channel, var),
+                         (dnnl.ARG_DST, data, ("out", 0) if dst_in_diff_src else b.scratch(data))])
     else:
         mean, var = ("in", 3), ("in", 4)
     b.step(backward, [(dnnl.ARG_SRC, data, ("in", 1)), (dnnl.ARG_MEAN, channel, mean),
@@ -133,10 +140,13 @@ def batchnorm_backward(inputs: list, outputs: list, params: dict, replaced: Any 
     data_grad = outputs[0] if _mxkit.wanted(params, 0) else np.empty(x.shape, np.float32)
     out = Outputs([data_grad, outputs[1], outputs[2]])
     ins = [out_grad, x, scale] if batch_stats else [out_grad, x, scale, arrays[3], arrays[4]]
-    # with batch statistics the program recomputes the forward into a workspace the size of the data: past
-    # the workspace bound it is refused, and the replaced kernel (no such temporary) serves
-    PROGRAMS.run(("_backward_BatchNorm", dims, eps, batch_stats),
-                 {LAYOUT: lambda: refuse_over_workspace(_build_backward(dims, eps, batch_stats))},
+    # with batch statistics the program recomputes the forward, whose normalised output goes into the data
+    # gradient's buffer unless that buffer is also an input (the planner may let the gradient overwrite
+    # out_grad): then into a workspace the size of the data, refused past the workspace bound (the replaced
+    # kernel, with no such temporary, serves)
+    in_place = any(np.may_share_memory(out.arrays[0], array) for array in (out_grad, x, scale))
+    PROGRAMS.run(("_backward_BatchNorm", dims, eps, batch_stats, in_place),
+                 {LAYOUT: lambda: refuse_over_workspace(_build_backward(dims, eps, batch_stats, not in_place))},
                  ins, out.arrays, None if replaced is None else lambda i, o: replaced(list(inputs), o))
     out.finish()
     if params["fix_gamma"]:

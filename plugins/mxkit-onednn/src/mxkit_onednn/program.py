@@ -124,6 +124,64 @@ def within_workspace(build: Callable[[int], Program], batch: int, batched: tuple
     return Chunked(lambda size: one if size == 1 else build(size), batch, per_chunk, batched)
 
 
+class SummedChunks:
+    """A gradient over a batch as calls over consecutive chunks of its samples, for programs whose outputs
+    are partly per sample (a data gradient: written chunk by chunk) and partly sums over the samples (weight
+    and bias gradients: the first chunk writes them, each later chunk's program adds its part to them).
+
+    ``build(size, accumulate)`` makes the program of a chunk of ``size`` samples; with ``accumulate`` it adds
+    its sums to the outputs instead of writing them. ``batched`` lists the inputs whose first axis is the
+    batch, ``batched_outputs`` the outputs."""
+
+    def __init__(self, build: Callable[[int, bool], Program], batch: int, per_chunk: int, batched: tuple[int, ...],
+                 batched_outputs: tuple[int, ...]) -> None:
+        self.batch, self.per_chunk, self.batched, self.batched_outputs = batch, per_chunk, batched, batched_outputs
+        self.chunks = [(start, min(start + per_chunk, batch)) for start in range(0, batch, per_chunk)]
+        self.programs = {(stop - start, start > 0): None for start, stop in self.chunks}
+        for size, accumulate in self.programs:
+            self.programs[(size, accumulate)] = build(size, accumulate)
+        self.steps = self.programs[(self.chunks[0][1], False)].steps
+
+    @property
+    def workspace_bytes(self) -> int:
+        return max(program.workspace_bytes for program in self.programs.values())
+
+    @property
+    def scratchpad_bytes(self) -> int:
+        return max(program.scratchpad_bytes for program in self.programs.values())
+
+    @property
+    def lent_bytes(self) -> int:
+        return max(program.lent_bytes for program in self.programs.values())
+
+    def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
+        for start, stop in self.chunks:
+            self.programs[(stop - start, start > 0)].run(
+                [array[start:stop] if index in self.batched else array for index, array in enumerate(inputs)],
+                [array[start:stop] if index in self.batched_outputs else array for index, array in enumerate(outputs)])
+
+
+def within_workspace_summed(build: Callable[[int, bool], Program], batch: int, batched: tuple[int, ...],
+                            batched_outputs: tuple[int, ...], budget: int | None = None) -> Program | SummedChunks:
+    """The program of ``build(batch, False)``, or, when its workspace and scratchpad would pass ``budget``
+    (:data:`WORKSPACE_BYTES`), :class:`SummedChunks` whose chunks fit; a refused candidate
+    (:class:`RuntimeError`) when one sample does not fit."""
+    budget = WORKSPACE_BYTES if budget is None else budget
+    whole = build(batch, False)
+    if whole.lent_bytes <= budget:
+        return whole
+    one = build(1, True)
+    if one.lent_bytes > budget or batch == 1:
+        raise RuntimeError(f"needs {one.lent_bytes} bytes of workspace and scratchpad for one sample, more than the "
+                           f"{budget} allowed (WORKSPACE_BYTES)")
+    # what a sample adds (the activations' copies, the columns) and what every chunk needs (the sums' copies)
+    per_sample = max(build(2, True).lent_bytes - one.lent_bytes, 1)
+    per_chunk = max(1, min(batch - 1, (budget - (one.lent_bytes - per_sample)) // per_sample))
+    while per_chunk > 1 and build(per_chunk, True).lent_bytes > budget:
+        per_chunk = per_chunk * 3 // 4
+    return SummedChunks(build, batch, per_chunk, batched, batched_outputs)
+
+
 def refuse_over_workspace(program: Program) -> Program:
     """``program``, or a :class:`RuntimeError` (a refused candidate) when its workspace and scratchpad
     pass :data:`WORKSPACE_BYTES`: for programs that cannot run in chunks (a weight gradient sums over
@@ -226,12 +284,21 @@ def fastest(programs: list[Any], inputs: list, outputs: list,
 
     An operator computed in place (an output sharing memory with an input: mxkit's planner lets
     ``Activation`` and the activation gradients overwrite their input) would read its own result on
-    the second run; those inputs are copied once and put back before every run after the first."""
+    the second run; those inputs are copied once and put back before every run after the first, unless they
+    hold more than :data:`WORKSPACE_BYTES`: then the first oneDNN candidate serves without timing."""
     if len(programs) == 1:
         _run(programs[0], inputs, outputs, fallback)
         return programs[0]
-    saved = {index: np.array(array, copy=True) for index, array in enumerate(inputs)
-             if any(np.may_share_memory(array, output) for output in outputs)}
+    in_place = [index for index, array in enumerate(inputs)
+                if any(np.may_share_memory(array, output) for output in outputs)]
+    if sum(inputs[index].nbytes for index in in_place) > WORKSPACE_BYTES:
+        # the copies would cost more memory than any workspace (VGG-16's first ReLU at batch 32: 392 MB beside
+        # a 2 GB process): the first oneDNN candidate serves untimed (the in-place kernels are elementwise,
+        # where oneDNN's vectorised loop is no slower than the replaced one's)
+        chosen = next((program for program in programs if program is not FALLBACK), programs[0])
+        _run(chosen, inputs, outputs, fallback)
+        return chosen
+    saved = {index: np.array(inputs[index], copy=True) for index in in_place}
 
     def run_fresh(program: Any) -> None:
         for index, copy in saved.items():
@@ -319,14 +386,16 @@ class ProgramCache:
         self.capacity = capacity
         self._programs: OrderedDict[Hashable, Program] = OrderedDict()
         self._lock = threading.Lock()
-        self._build_lock = threading.Lock()
+        # re-entrant: a replaced kernel timed as a candidate may itself run a oneDNN kernel meeting a new key
+        # (``_FusedConvolution``'s is the convolution's kernel followed by the addition and the relu)
+        self._build_lock = threading.RLock()
         self.builds = 0
         self.refusals: list[str] = []
         #: the name of the one builder to use, or None: time them all and the replaced kernel
         self.only: str | None = None
 
     def run(self, key: Hashable, builders: dict[str, Callable[[], Program]], inputs: list, outputs: list,
-            fallback: Callable[[list, list], None] | None = None) -> None:
+            fallback: Callable[[list, list], None] | None = None, fallback_competes: bool = True) -> None:
         """Run the program of ``key`` on the arrays.
 
         The first call of a key builds one program per builder (ways to compute the same result),
@@ -334,7 +403,9 @@ class ProgramCache:
         a oneDNN program only where it wins by :data:`MARGIN`: elsewhere the replaced kernel goes
         on serving that shape. A builder that oneDNN refuses (an unsupported case) is left out.
         With :attr:`only` set to a builder's name,
-        that builder alone serves (tests check each way of computing on its own).
+        that builder alone serves (tests check each way of computing on its own). With ``fallback_competes``
+        false the replaced kernel is not timed, only used where every builder is refused (a fused operator's
+        replaced kernel runs the unfused operations, each a oneDNN kernel timing its own candidates).
         """
         with self._lock:
             program = self._programs.get(key)
@@ -347,15 +418,16 @@ class ProgramCache:
                 with self._lock:
                     program = self._programs.get(key)
                 if program is None:
-                    self._choose(key, builders, inputs, outputs, fallback)
+                    self._choose(key, builders, inputs, outputs, fallback, fallback_competes)
                     return  # the timing runs wrote the outputs
         _run(program, inputs, outputs, fallback)
 
     def _choose(self, key: Hashable, builders: dict[str, Callable[[], Program]], inputs: list, outputs: list,
-                fallback: Callable[[list, list], None] | None) -> None:
+                fallback: Callable[[list, list], None] | None, fallback_competes: bool = True) -> None:
         """Build the candidates of ``key``, time them on the arrays and keep the fastest."""
         # the replaced kernel first: a oneDNN program replaces it only where it wins by MARGIN
-        candidates: list[Any] = [FALLBACK] if fallback is not None and self.only is None else []
+        candidates: list[Any] = [FALLBACK] if fallback is not None and self.only is None and fallback_competes \
+            else []
         for name, build in builders.items():
             if self.only is not None and name != self.only:
                 continue
@@ -399,5 +471,5 @@ class ProgramCache:
 PROGRAMS = ProgramCache()
 
 __all__ = ["FALLBACK", "MARGIN", "MAX_PROGRAMS", "PROGRAMS", "TRIALS", "WORKSPACES", "WORKSPACE_BYTES", "Builder",
-           "Chunked", "Program", "ProgramCache", "WorkspacePool", "fastest", "refuse_over_workspace",
-           "within_workspace"]
+           "Chunked", "Program", "ProgramCache", "SummedChunks", "WorkspacePool", "fastest",
+           "refuse_over_workspace", "within_workspace", "within_workspace_summed"]

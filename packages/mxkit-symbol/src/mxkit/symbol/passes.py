@@ -6,7 +6,8 @@ them (default ``prune,fuse``; config ``eliminate_common_expr``, on by default, a
 config ``backward_do_mirror`` adds ``mirror`` after
 ``prune``, and so does a recomputing memory planner, config ``memplan = "sublinear"``;
 in a bind without a backward pass, config ``fold_batchnorm``, on by default, adds
-``fold_batchnorm`` after ``prune``: :mod:`mxkit.symbol.folding`).
+``fold_batchnorm`` after ``prune``: :mod:`mxkit.symbol.folding`, and config ``fuse_conv``, on by
+default, ``fuse_conv`` after it: :mod:`mxkit.symbol.conv_fusion`).
 Two kinds are registered with :func:`register_pass`:
 
 - a *selecting* pass is ``pass(roots, nodes) -> nodes``: ``roots`` are the entries the
@@ -194,10 +195,11 @@ register_pass("prune", prune)
 
 def configured_passes(recompute: bool = False, inference: bool = False) -> list[str]:
     """Config ``graph_passes``, with ``mirror`` after ``prune`` when ``backward_do_mirror`` is on
-    or ``recompute`` (the bind's memory planner is a recomputing one, ``sublinear``), and
-    ``fold_batchnorm`` after ``prune`` for an ``inference`` bind (no backward pass) when config
-    ``fold_batchnorm`` is on, and ``eliminate_common_expr`` right after ``prune`` when config
-    ``eliminate_common_expr`` is on (:mod:`mxkit.symbol.common_expr`)."""
+    or ``recompute`` (the bind's memory planner is a recomputing one, ``sublinear``),
+    ``eliminate_common_expr`` right after ``prune`` when config ``eliminate_common_expr`` is on
+    (:mod:`mxkit.symbol.common_expr`), and, for an ``inference`` bind (no backward pass),
+    ``fold_batchnorm`` after ``prune`` when config ``fold_batchnorm`` is on and ``fuse_conv`` after
+    those when config ``fuse_conv`` is on."""
     from mxkit.core import config
 
     names = [n.strip().lower() for n in config.get("graph_passes")]
@@ -208,6 +210,11 @@ def configured_passes(recompute: bool = False, inference: bool = False) -> list[
     # first after prune: merging before the other passes leaves them less to do
     if config.get("eliminate_common_expr") and "eliminate_common_expr" not in names:
         names.insert(names.index("prune") + 1 if "prune" in names else 0, "eliminate_common_expr")
+    if inference and config.get("fuse_conv") and "fuse_conv" not in names:
+        # after the folding (which leaves convolution -> add -> relu) and before ``fuse`` (which would take the
+        # add and the relu into an elementwise group)
+        after = max((names.index(n) + 1 for n in ("prune", "fold_batchnorm") if n in names), default=0)
+        names.insert(after, "fuse_conv")
     return names
 
 
@@ -234,6 +241,7 @@ def optimize_graph(graph: PassGraph, names: Sequence[str] | None = None) -> Pass
 def _ensure_builtin_passes() -> None:
     # the rewriting passes live in their own modules, which register themselves at import
     import mxkit.symbol.common_expr
+    import mxkit.symbol.conv_fusion
     import mxkit.symbol.folding
     import mxkit.symbol.fusion
     import mxkit.symbol.mirror  # noqa: F401
