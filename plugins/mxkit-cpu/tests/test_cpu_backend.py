@@ -121,7 +121,9 @@ def test_cython_take_gradient_matches_numpy_add_at(dtype, mode):
 
     rng = np.random.default_rng(4)
     data = rng.standard_normal((6, 3, 2)).astype(dtype)
-    indices = rng.integers(-6 if mode != "clip" else 0, 6 if mode != "wrap" else 20, size=(5, 4))
+    # 'raise' takes only [0, 6) (MXNet's rule), 'wrap' any index, 'clip' clips the ones past the end
+    low, high = {"clip": (0, 20), "wrap": (-6, 20), "raise": (0, 6)}[mode]
+    indices = rng.integers(low, high, size=(5, 4))
     out_grad = rng.standard_normal((5, 4, 3, 2)).astype(dtype)
     op = get_op("_backward_take")
     params = op.parse_params({"axis": 0, "mode": mode})
