@@ -215,6 +215,10 @@ class ShardTable:
         # single part, no duplicate check) without calls beyond the round's own
         shards, decode = self.shards, self.decode
         check_duplicates = resend or self.replicating
+        # a request's new round of a part with nothing else pending, its sender's next one,
+        # no rank in a barrier: _apply_ready_rounds' only outcome is "ready if the model takes
+        # one push", decided here without the call (the one-worker and asynchronous common case)
+        ready_to_apply = self.model.ready_to_apply if ready is not None and not self.ended else None
         for shard_id, local_round, payload in items:
             shard = shards.get(shard_id)
             if shard is None:
@@ -236,6 +240,15 @@ class ShardTable:
                 adopt = (owned and value.dtype == stored.dtype and value.flags.c_contiguous
                          and value.flags.writeable and _most_of_its_buffer(value))
                 merged = value if adopt else np.array(value, dtype=stored.dtype, copy=True)
+                if ready_to_apply is not None and not pending and shard.applied[rank] == round_index:
+                    pushed = shard.pushed
+                    if pushed[rank] <= round_index:
+                        pushed[rank] = round_index + 1
+                    if ready_to_apply(1):
+                        ready.append((shard, [merged, [rank]]))  # type: ignore[union-attr]
+                    else:
+                        pending[round_index] = [merged, [rank]]
+                    continue
                 pending[round_index] = [merged, [rank]]
             else:
                 if rank in entry[1]:

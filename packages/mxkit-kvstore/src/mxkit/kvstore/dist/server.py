@@ -26,7 +26,6 @@ from mxkit.core.errors import KVStoreError
 from mxkit.kvstore.dist import wire
 from mxkit.kvstore.dist.rounds import Shard, ShardId, ShardTable
 
-
 #: bytes a request may carry beyond twice the server's shards (headers, small keys, compression)
 FRAME_SLACK_BYTES = 1 << 20
 #: header bytes per shard a request may name besides its key (part and round, its array's spec)
@@ -218,11 +217,36 @@ class ParameterServer:
     def _apply_updater_many(self, keys: list[Any], merged: list[np.ndarray], values: list[np.ndarray],
                             contributors: list[list[int]]) -> list[np.ndarray]:
         """:meth:`_apply_updater` of several keys, the optimizer called once for all (see
-        :meth:`mxkit.kvstore.updater.OptimizerUpdater.update_all`)."""
-        weights = [self._weight_for(key, value) for key, value in zip(keys, values, strict=True)]
-        grads = [self._grad_for(m, value, weight) for m, value, weight in zip(merged, values, weights, strict=True)]
+        :meth:`mxkit.kvstore.updater.OptimizerUpdater.update_all`).
+
+        Runs once per request that completes rounds: one pass over its keys makes their
+        weights and gradients (the same arrays :meth:`_weight_for` and :meth:`_grad_for`
+        make, without a method call per key), the optimizer updates them all, one more pass
+        keeps the results.
+        """
+        import mxkit.ndarray as nd
+
+        from_storage, make = nd.NDArray.from_storage, nd.array
+        cache = self._weights
+        weights, grads = [], []
+        ctx = None
+        for key, grad_value, value in zip(keys, merged, values, strict=True):
+            cached = cache.get(key)
+            weight = cached[1] if cached is not None and cached[0] is value else make(value, dtype=value.dtype)
+            weights.append(weight)
+            if ctx is None:
+                ctx = weight.context
+            flags = grad_value.flags
+            grads.append(from_storage(grad_value, ctx)
+                         if grad_value.dtype == value.dtype and flags.c_contiguous and flags.writeable
+                         and weight.context is ctx else make(grad_value, dtype=value.dtype))
         self._updater.update_all(keys, grads, weights, **self._worker_of(contributors))
-        return [self._kept(key, weight, value.shape) for key, weight, value in zip(keys, weights, values, strict=True)]
+        results = []
+        for key, weight, value in zip(keys, weights, values, strict=True):
+            result = weight.asnumpy().reshape(value.shape)
+            cache[key] = (result, weight)
+            results.append(result)
+        return results
 
     def _worker_of(self, contributors: list[list[int]]) -> dict[str, int]:
         """``{"rank": r}`` when the updater keeps per-worker states and every round was one
@@ -230,9 +254,12 @@ class ParameterServer:
         from mxkit.kvstore.updater import PerWorkerUpdater
 
         if isinstance(self._updater, PerWorkerUpdater):
-            ranks = {rank for ranks in contributors for rank in ranks}
-            if len(ranks) == 1 and all(len(ranks_of) == 1 for ranks_of in contributors):
-                return {"rank": ranks.pop()}
+            first = contributors[0]
+            if len(first) == 1:
+                rank = first[0]
+                # (a request's rounds are one worker's: checked without building a set per request)
+                if all(len(ranks_of) == 1 and ranks_of[0] == rank for ranks_of in contributors):
+                    return {"rank": rank}
         return {}
 
     def _apply_updater(self, key: Any, merged: np.ndarray, value: np.ndarray, contributors: list[int]) -> np.ndarray:
