@@ -79,7 +79,26 @@ class Program:
                 primitive.run([_resolve(ref, inputs, outputs, workspace) for ref in refs], scratchpad)
 
 
-class Chunked:
+class _ChunkPrograms:
+    """What a call split into chunks needs of workspace and scratchpad: the most any of its
+    chunk programs (``programs``) needs."""
+
+    programs: dict
+
+    @property
+    def workspace_bytes(self) -> int:
+        return max(program.workspace_bytes for program in self.programs.values())
+
+    @property
+    def scratchpad_bytes(self) -> int:
+        return max(program.scratchpad_bytes for program in self.programs.values())
+
+    @property
+    def lent_bytes(self) -> int:
+        return max(program.lent_bytes for program in self.programs.values())
+
+
+class Chunked(_ChunkPrograms):
     """One operator call over a batch as calls over consecutive chunks of its samples, each by a
     :class:`Program` built for the chunk's size (the workspace of a chunk fits :data:`WORKSPACE_BYTES`).
 
@@ -92,15 +111,6 @@ class Chunked:
         self.programs = {size: build(size) for size in {min(per_chunk, batch - start)
                                                          for start in range(0, batch, per_chunk)}}
         self.steps = self.programs[min(per_chunk, batch)].steps
-        self.workspace_bytes = max(program.workspace_bytes for program in self.programs.values())
-
-    @property
-    def scratchpad_bytes(self) -> int:
-        return max(program.scratchpad_bytes for program in self.programs.values())
-
-    @property
-    def lent_bytes(self) -> int:
-        return max(program.lent_bytes for program in self.programs.values())
 
     def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
         for start in range(0, self.batch, self.per_chunk):
@@ -124,7 +134,7 @@ def within_workspace(build: Callable[[int], Program], batch: int, batched: tuple
     return Chunked(lambda size: one if size == 1 else build(size), batch, per_chunk, batched)
 
 
-class SummedChunks:
+class SummedChunks(_ChunkPrograms):
     """A gradient over a batch as calls over consecutive chunks of its samples, for programs whose outputs
     are partly per sample (a data gradient: written chunk by chunk) and partly sums over the samples (weight
     and bias gradients: the first chunk writes them, each later chunk's program adds its part to them).
@@ -141,18 +151,6 @@ class SummedChunks:
         for size, accumulate in self.programs:
             self.programs[(size, accumulate)] = build(size, accumulate)
         self.steps = self.programs[(self.chunks[0][1], False)].steps
-
-    @property
-    def workspace_bytes(self) -> int:
-        return max(program.workspace_bytes for program in self.programs.values())
-
-    @property
-    def scratchpad_bytes(self) -> int:
-        return max(program.scratchpad_bytes for program in self.programs.values())
-
-    @property
-    def lent_bytes(self) -> int:
-        return max(program.lent_bytes for program in self.programs.values())
 
     def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
         for start, stop in self.chunks:

@@ -34,20 +34,12 @@ from typing import Any
 
 from mxkit.ndarray.ops.nn_conv_fused import FUSED_CONVOLUTION
 from mxkit.ndarray.registry import get_registry
+from mxkit.symbol.folding import CHANNEL_FIRST_LAYOUTS
 from mxkit.symbol.graph import Entry, Node
 from mxkit.symbol.infer import key
 from mxkit.symbol.passes import PassGraph, register_pass
 
-_CHANNEL_FIRST_LAYOUTS = (None, "NCW", "NCHW", "NCDHW")
 _ADDITIONS = ("elemwise_add", "_Plus", "_plus", "broadcast_add")
-
-
-def _readers(graph: PassGraph) -> dict[Any, list[Node]]:
-    readers: dict[Any, list[Node]] = {}
-    for node in graph.nodes:
-        for entry in node.inputs:
-            readers.setdefault(key(entry), []).append(node)
-    return readers
 
 
 def _is(node: Node, *names: str) -> bool:
@@ -70,7 +62,7 @@ def fusible_group(graph: PassGraph, conv: Node, readers: dict, root_keys: set) -
     """The nodes that fuse with ``conv`` (itself first) and the residual entry (or None); ``[conv]`` alone when
     nothing does."""
     if not _is(conv, "Convolution") or not graph.is_forward(conv) or conv.params.get("layout") not in \
-            _CHANNEL_FIRST_LAYOUTS:
+            CHANNEL_FIRST_LAYOUTS:
         return [conv], None
     out = Entry(conv, 0)
     if graph.dtypes.get(key(out)) != "float32" or any(graph.dtypes.get(key(e)) != "float32" for e in conv.inputs):
@@ -106,7 +98,7 @@ def fuse_conv(graph: PassGraph) -> None:
     pass or where no backend has a kernel for ``_FusedConvolution``."""
     if any(not graph.is_forward(n) for n in graph.nodes) or not get_registry().get(FUSED_CONVOLUTION).kernels:
         return
-    readers = _readers(graph)
+    readers = graph.readers()
     root_keys = {key(r) for r in graph.roots}
     inserted: dict[int, list[Node]] = {}
     removed: set[int] = set()

@@ -46,15 +46,8 @@ from mxkit.symbol.infer import key
 from mxkit.symbol.passes import PassGraph, register_pass
 
 FOLDABLE_DTYPES = ("float32", "float64")
-_CHANNEL_FIRST_LAYOUTS = (None, "NCW", "NCHW", "NCDHW")
-
-
-def _readers(graph: PassGraph) -> dict[Any, list[Node]]:
-    readers: dict[Any, list[Node]] = {}
-    for node in graph.nodes:
-        for entry in node.inputs:
-            readers.setdefault(key(entry), []).append(node)
-    return readers
+#: the convolution layouts whose channel axis is 1 (what the passes over convolutions handle)
+CHANNEL_FIRST_LAYOUTS = (None, "NCW", "NCHW", "NCDHW")
 
 
 def foldable_pair(graph: PassGraph, bn: Node, readers: dict[Any, list[Node]], root_keys: set) -> Node | None:
@@ -65,7 +58,7 @@ def foldable_pair(graph: PassGraph, bn: Node, readers: dict[Any, list[Node]], ro
     conv = source.node
     if conv.op is None or conv.op.name != "Convolution" or source.index != 0 or not graph.is_forward(conv):
         return None
-    if conv.params.get("layout") not in _CHANNEL_FIRST_LAYOUTS:
+    if conv.params.get("layout") not in CHANNEL_FIRST_LAYOUTS:
         return None
     ndim = len(graph.shapes[key(source)])
     axis = bn.params.get("axis", 1)
@@ -122,7 +115,7 @@ def fold_batchnorm(graph: PassGraph) -> None:
     bind with a backward pass."""
     if any(not graph.is_forward(n) for n in graph.nodes):
         return  # training: BatchNorm normalizes with batch statistics and has a gradient
-    readers = _readers(graph)
+    readers = graph.readers()
     root_keys = {key(r) for r in graph.roots}
     replacements: dict[Any, Entry] = {}
     at_conv: dict[int, list[Node]] = {}

@@ -31,6 +31,7 @@ from typing import Any
 
 from mxkit.core.errors import ConfigError
 from mxkit.symbol.graph import Entry, Node, topo_order
+from mxkit.symbol.infer import key
 
 GraphPass = Callable[[list[Entry], list[Node]], list[Node]]
 _PASSES: dict[str, GraphPass] = {}
@@ -93,6 +94,14 @@ class PassGraph:
 
     def is_forward(self, node: Node) -> bool:
         return id(node) in self.forward_ids
+
+    def readers(self) -> dict[Any, list[Node]]:
+        """Entry key -> the nodes that read the entry (once per input that names it)."""
+        readers: dict[Any, list[Node]] = {}
+        for node in self.nodes:
+            for entry in node.inputs:
+                readers.setdefault(key(entry), []).append(node)
+        return readers
 
     def snapshot_forward(self) -> list[Entry]:
         """The roots over a copy of the forward nodes they depend on (variables shared), which
