@@ -227,7 +227,8 @@ def test_weights_that_do_not_fit_the_input_shape(tmp_path):
     with pytest.raises(FormatError, match=r"weights do not fit.*'innerproduct1_weight'.*\(7, 48\).*\(7, 75\)"):
         convert_model(os.path.join(layers, "inner_product.prototxt"), os.path.join(layers, "inner_product.caffemodel"),
                       str(tmp_path / "out"), input_shapes={"data": (2, 3, 5, 5)})
-    with pytest.raises(FormatError, match=r"weights do not fit.*cannot broadcast gamma \(3,\).*\(4,\) for one slope per channel"):
+    with pytest.raises(FormatError,
+                       match=r"weights do not fit.*cannot broadcast gamma \(3,\).*\(4,\) for one slope per channel"):
         convert_model(os.path.join(layers, "prelu.prototxt"), os.path.join(layers, "prelu.caffemodel"),
                       str(tmp_path / "out"), input_shapes={"data": (2, 4, 5, 5)})
     assert _nothing_written(tmp_path)
