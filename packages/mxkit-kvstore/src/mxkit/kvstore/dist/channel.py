@@ -406,7 +406,8 @@ class Connection:
             raise ChannelLost(f"server {self.index}: its data channel closed the connection ({exc})") from None
         except OSError as exc:
             sock.close()
-            raise ChannelLost(f"server {self.index}: no handshake with its data channel ({exc})") from None
+            raise ChannelLost(f"server {self.index}: no handshake with its data channel at {self.address[0]}:"
+                              f"{self.address[1]} ({exc}); the server died or is restarting") from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock = sock
         return sock
