@@ -403,7 +403,9 @@ class Connection:
             if "refused" in str(exc):
                 raise KVStoreError(f"server {self.index} at {self.address[0]}:{self.address[1]}: {exc}") from None
             # closed before its challenge: the server is busy (connection limit) or restarting
-            raise ChannelLost(f"server {self.index}: its data channel closed the connection ({exc})") from None
+            raise ChannelLost(f"server {self.index}: its data channel at {self.address[0]}:{self.address[1]} closed "
+                              f"the connection ({exc}); the server is busy (at its connection limit), restarting "
+                              f"or dead") from None
         except OSError as exc:
             sock.close()
             raise ChannelLost(f"server {self.index}: no handshake with its data channel at {self.address[0]}:"
