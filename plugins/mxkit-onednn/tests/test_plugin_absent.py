@@ -36,8 +36,10 @@ sys.modules["mxkit_onednn._dnnl"] = None  # and the extension cannot resolve it 
 def _run(prepare: str, **env: str) -> str:
     import os
 
+    # The caller's own MXKIT_ONEDNN_DISABLE would change which message the child logs; each test sets it itself.
+    inherited = {k: v for k, v in os.environ.items() if k != "MXKIT_ONEDNN_DISABLE"}
     result = subprocess.run([sys.executable, "-c", CHECK.format(prepare=prepare)], capture_output=True, text=True,
-                            timeout=120, env={**os.environ, **env})
+                            timeout=120, env={**inherited, **env})
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
 
