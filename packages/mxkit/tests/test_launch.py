@@ -122,7 +122,7 @@ def test_a_failing_worker_fails_the_launch_and_stops_the_others(worker_script, t
     started = time.monotonic()
     launcher = _launch(["-n", "2", "--", sys.executable, script], tag, drop_env=("PYTHONUNBUFFERED",))
     out, err = launcher.communicate(timeout=200)
-    assert launcher.returncode == 3
+    assert launcher.returncode == 3, f"stdout:\n{out}\nstderr:\n{err}"  # what went wrong, should it fail under load
     assert "[1] giving up" in out
     assert "[0] waiting for rank 1" in out, out
     assert "worker 1 exited with status 3" in err
