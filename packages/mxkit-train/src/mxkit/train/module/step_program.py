@@ -266,7 +266,8 @@ def reads_arguments_at_update(metric: Any) -> bool:
     overwrites. A metric class of the user's own might keep them."""
     from mxkit.train.metric import CompositeEvalMetric
 
-    if not type(metric).__module__.startswith("mxkit.train.metric."):
+    home = type(metric).__module__
+    if home != "mxkit.train.metric" and not home.startswith("mxkit.train.metric."):
         return False
     if isinstance(metric, CompositeEvalMetric):
         return all(reads_arguments_at_update(child) for child in metric.metrics)
