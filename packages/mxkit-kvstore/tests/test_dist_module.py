@@ -91,6 +91,7 @@ def _fit_two_workers(job, data, label, metric_names=("acc",)):
     return trained
 
 
+@pytest.mark.slow  # two jobs of two workers: 10-25 s
 def test_module_fit_replays_its_step_program_on_dist_sync_workers_to_the_bit(start_job, monkeypatch):
     """fit's step program (one pushpull of every key per step through the store) gives the
     weights and metric values of the step-by-step path, bit for bit, on every worker."""
