@@ -63,6 +63,64 @@ def test_module_fit_on_two_dist_sync_workers_equals_one_worker_on_the_union(star
     assert not np.allclose(serial["fc1_weight"], initial_params()["fc1_weight"])
 
 
+def _fit_two_workers(job, data, label, metric_names=("acc",)):
+    """Module.fit on the 2 dist_sync workers of ``job`` (each its half of the data); the weights and
+    metric values of each rank."""
+    trained, errors = {}, []
+
+    def worker(rank):
+        try:
+            kv = mx.kv.create("dist_sync", rank=rank, num_workers=2, namespace=job.namespace, timeout=60)
+            module = mx.mod.Module(network(), context=mx.cpu())
+            metric = mx.metric.create(list(metric_names))
+            module.fit(mx.io.NDArrayIter(data[rank], label[rank], batch_size=BATCH, last_batch_handle="pad"),
+                       eval_metric=metric, num_epoch=2, kvstore=kv, optimizer="sgd",
+                       optimizer_params={"learning_rate": 0.5, "momentum": 0.9, "wd": 1e-3},
+                       arg_params={k: mx.nd.array(v) for k, v in initial_params().items()})
+            trained[rank] = ({name: value.asnumpy() for name, value in module.get_params()[0].items()},
+                             metric.get())
+        except Exception as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(rank,)) for rank in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(150)
+    assert not errors, errors
+    return trained
+
+
+@pytest.mark.slow  # two jobs of two workers: 10-25 s
+def test_module_fit_replays_its_step_program_on_dist_sync_workers_to_the_bit(start_job, monkeypatch):
+    """fit's step program (one pushpull of every key per step through the store) gives the
+    weights and metric values of the step-by-step path, bit for bit, on every worker."""
+    from mxkit.train.module.step_program import StepProgram
+
+    counts = {"replayed": 0, "declined": 0}
+    original = StepProgram.run
+
+    def counting(self, batch, metric):
+        done = original(self, batch, metric)
+        counts["replayed" if done else "declined"] += 1
+        return done
+
+    monkeypatch.setattr(StepProgram, "run", counting)
+    rng = np.random.default_rng(8)
+    data = rng.normal(size=(2, SAMPLES + 4, FEATURES)).astype(np.float32)  # a padded last batch per epoch
+    label = (data[..., 0] > 0).astype(np.float32)
+    replayed = _fit_two_workers(start_job(2, 1), data, label, ("acc", "ce"))
+    assert counts == {"replayed": 2 * 2 * 5, "declined": 0}
+    monkeypatch.setenv("MXKIT_MODULE_STEP_PROGRAM", "0")
+    general = _fit_two_workers(start_job(2, 1), data, label, ("acc", "ce"))
+    assert counts["replayed"] == 2 * 2 * 5
+    for rank in (0, 1):
+        assert replayed[rank][1] == general[rank][1]
+        for name, value in general[rank][0].items():
+            np.testing.assert_array_equal(replayed[rank][0][name], value, err_msg=f"{name} of worker {rank}")
+    assert not np.allclose(general[0][0]["fc1_weight"], initial_params()["fc1_weight"])
+
+
 def test_module_fit_with_uneven_batches_ends_every_epoch_at_the_barrier(start_job):
     # worker 1 has one batch fewer per epoch: without fit's barrier at the epoch's end, worker 0's
     # last round would wait for a push that never comes until the timeout (MXNet #7888)

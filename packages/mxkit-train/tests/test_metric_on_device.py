@@ -101,7 +101,8 @@ def _fit_and_record(monkeypatch, on_engine):
     import mxkit.train.metric.classification as classification
 
     counted = []
-    if on_engine:  # count the batches counted on the engine (device 0's; device 1's labels are on cpu(0))
+    if on_engine:  # count the batches counted on the engine: both devices' (fit's step program gives each
+        # device's metric update that device's bound label input)
         real = classification.count_on_device
         monkeypatch.setattr(classification, "count_on_device",
                             lambda *args: counted.append(1) or real(*args))
@@ -120,7 +121,7 @@ def _fit_and_record(monkeypatch, on_engine):
                batch_end_callback=lambda param: seen.append(
                    (param.epoch, param.nbatch, param.eval_metric.get(), param.eval_metric.num_inst)))
     arg_params, _ = module.get_params()
-    assert len(counted) == (8 if on_engine else 0)
+    assert len(counted) == (2 * 8 if on_engine else 0)
     return seen, {name: value.asnumpy() for name, value in arg_params.items()}
 
 

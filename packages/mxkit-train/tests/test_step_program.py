@@ -1,5 +1,7 @@
-"""The step program ``fit`` replays: bitwise the step-by-step path, and the general path wherever it
-does not apply (several devices, a store in use, monitors, padding, sparse row ids)."""
+"""The step program ``fit`` replays: bitwise the step-by-step path (one or two devices, every store
+but a distributed one, which tests/test_dist_module.py of mxkit-kvstore covers, padded batches, every
+optimizer with aggregated updates, buckets), and the general path wherever it does not apply
+(monitors, sparse row ids, batches of other shapes)."""
 
 from __future__ import annotations
 
@@ -55,6 +57,8 @@ def program_runs(monkeypatch):
 
 
 def _fit(n=40, epochs=3, kvstore="local", contexts=None, last_batch_handle="discard", optimizer="sgd", **fit_args):
+    if callable(kvstore):  # a factory: a fresh store object per run
+        kvstore = kvstore()
     x, y = _data(n)
     train = mx.io.NDArrayIter(x, y, batch_size=BATCH, last_batch_handle=last_batch_handle)
     module = mx.mod.Module(_mlp(), context=contexts or mx.cpu(0))
@@ -112,11 +116,20 @@ def test_the_program_can_be_turned_off_and_gives_the_same_numbers(monkeypatch, p
     _assert_bitwise(fast, general)
 
 
-def test_a_padded_batch_takes_the_general_path(program_runs):
-    # 44 samples in batches of 8: the sixth batch of each epoch carries 4 samples of padding
+def test_a_padded_batch_is_replayed_and_trained_on_as_the_step_by_step_path_does(program_runs):
+    # 44 samples in batches of 8: the sixth batch of each epoch carries 4 samples of padding (the
+    # first ones again), which fit trains on, as MXNet's does
     fast = _fit(n=44, last_batch_handle="pad")
-    assert program_runs == {"replayed": 15, "declined": 3}
+    assert program_runs == {"replayed": 18, "declined": 0}
     _assert_bitwise(fast, _step_by_step(n=44, last_batch_handle="pad"))
+    _assert_bitwise(fast, _fit(n=44, last_batch_handle="pad", kvstore=None))
+
+
+def test_a_rolled_over_batch_is_replayed_as_the_general_path(monkeypatch, program_runs):
+    fast = _fit(n=44, last_batch_handle="roll_over")
+    assert program_runs["declined"] == 0 and program_runs["replayed"] > 0
+    monkeypatch.setenv("MXKIT_MODULE_STEP_PROGRAM", "0")
+    _assert_bitwise(fast, _fit(n=44, last_batch_handle="roll_over"))
 
 
 def test_a_short_last_batch_rebinds_on_the_general_path_and_the_program_follows(program_runs):
@@ -159,15 +172,72 @@ def test_a_short_last_batch_rebinds_on_the_general_path_and_the_program_follows(
     assert metric.get() == expected_metric.get()
 
 
-def test_two_devices_take_the_general_path(program_runs):
-    _fit(contexts=[mx.cpu(0), mx.cpu(1)], epochs=1)
-    assert program_runs == {"replayed": 0, "declined": 0}
+TWO_DEVICES = [mx.cpu(0), mx.cpu(1)]
 
 
-def test_a_store_object_in_use_takes_the_general_path(program_runs):
-    fast = _fit(kvstore=mx.kv.create("local"), epochs=2)
-    assert program_runs == {"replayed": 0, "declined": 0}
-    assert np.isfinite(fast[0]["fc1_weight"]).all()
+@pytest.mark.parametrize("kvstore,update_on_kvstore", [
+    ("local", "1"),  # the store sums the gradients and runs the optimizer; every device pulls
+    ("local", "0"),  # the store sums the gradients; each device's updater runs (one aggregated call each)
+    ("device", "1"),
+    (None, "0"),  # no store: the gradients are summed over the devices
+])
+def test_two_devices_replay_the_step_by_step_path_to_the_bit(kvstore, update_on_kvstore, monkeypatch,
+                                                             program_runs):
+    monkeypatch.setenv("MXKIT_UPDATE_ON_KVSTORE", update_on_kvstore)
+    fast = _fit(contexts=TWO_DEVICES, kvstore=kvstore, epochs=2)
+    assert program_runs == {"replayed": 10, "declined": 0}
+    monkeypatch.setenv("MXKIT_MODULE_STEP_PROGRAM", "0")
+    general = _fit(contexts=TWO_DEVICES, kvstore=kvstore, epochs=2)
+    assert program_runs == {"replayed": 10, "declined": 0}
+    _assert_bitwise(fast, general)
+    assert not np.array_equal(fast[0]["fc1_weight"], _start_params()["fc1_weight"])
+
+
+def test_two_devices_with_padding_and_uneven_work_loads_replay_the_general_path(monkeypatch, program_runs):
+    def train():
+        x, y = _data(44)
+        train = mx.io.NDArrayIter(x, y, batch_size=BATCH, last_batch_handle="pad")
+        module = mx.mod.Module(_mlp(), context=TWO_DEVICES, work_load_list=[3, 1])
+        metric = mx.metric.create("acc")
+        module.fit(train, eval_metric=metric, optimizer="sgd", optimizer_params=OPT,
+                   arg_params=_as_nd(_start_params()), num_epoch=2)
+        return {name: value.asnumpy() for name, value in module.get_params()[0].items()}, metric.get()
+
+    fast = train()
+    assert program_runs == {"replayed": 12, "declined": 0}
+    monkeypatch.setenv("MXKIT_MODULE_STEP_PROGRAM", "0")
+    _assert_bitwise(fast, train())
+
+
+def test_two_devices_hold_their_slices_of_each_batch(program_runs, monkeypatch):
+    x, y = _data(40)
+    seen = []
+    original = StepProgram.run
+
+    def capture(self, batch, metric):
+        done = original(self, batch, metric)
+        seen.append([(executor.arg_dict["data"].asnumpy().copy(), executor.arg_dict["softmax_label"].asnumpy().copy())
+                     for executor in self._execs])
+        return done
+
+    monkeypatch.setattr(StepProgram, "run", capture)
+    module = mx.mod.Module(_mlp(), context=TWO_DEVICES)
+    module.fit(mx.io.NDArrayIter(x, y, batch_size=BATCH), optimizer_params=OPT, arg_params=_as_nd(_start_params()),
+               num_epoch=1)
+    assert len(seen) == 5
+    for index, devices in enumerate(seen):
+        start = index * BATCH
+        for k, (data, label) in enumerate(devices):
+            part = slice(start + k * BATCH // 2, start + (k + 1) * BATCH // 2)
+            np.testing.assert_array_equal(data, x[part])
+            np.testing.assert_array_equal(label, y[part])
+
+
+def test_a_store_object_in_use_is_replayed_as_the_general_path(monkeypatch, program_runs):
+    fast = _fit(kvstore=lambda: mx.kv.create("local"), epochs=2)
+    assert program_runs == {"replayed": 10, "declined": 0}
+    monkeypatch.setenv("MXKIT_MODULE_STEP_PROGRAM", "0")
+    _assert_bitwise(fast, _fit(kvstore=lambda: mx.kv.create("local"), epochs=2))
 
 
 def test_a_monitor_takes_the_general_path(program_runs):
@@ -259,8 +329,8 @@ class _Buckets(mx.io.DataIter):
         pass
 
 
-def _fit_buckets():
-    module = mx.mod.BucketingModule(_bucket_sym_gen, default_bucket_key=5, context=mx.cpu(0))
+def _fit_buckets(contexts=None):
+    module = mx.mod.BucketingModule(_bucket_sym_gen, default_bucket_key=5, context=contexts or mx.cpu(0))
     metric = mx.metric.create("acc")
     module.fit(_Buckets(), eval_metric=metric, kvstore=None, optimizer_params=OPT, initializer=mx.init.Xavier(),
                num_epoch=2)
@@ -268,34 +338,51 @@ def _fit_buckets():
     return {name: value.asnumpy() for name, value in args.items()}, metric.get()
 
 
-def test_bucketing_module_switching_buckets_equals_the_general_path(program_runs, monkeypatch):
+@pytest.mark.parametrize("contexts", [[mx.cpu(0)], TWO_DEVICES], ids=["one device", "two devices"])
+def test_bucketing_module_switching_buckets_equals_the_general_path(contexts, program_runs, monkeypatch):
     mx.random.seed(7)
-    fast = _fit_buckets()
+    fast = _fit_buckets(contexts)
     # fit's prepare() binds bucket 3 (borrowing the optimizer) before its first batch: all replay
     assert program_runs == {"replayed": 12, "declined": 0}
     monkeypatch.setenv("MXKIT_MODULE_STEP_PROGRAM", "0")
     mx.random.seed(7)
-    _assert_bitwise(fast, _fit_buckets())
+    _assert_bitwise(fast, _fit_buckets(contexts))
 
 
-@pytest.mark.parametrize("optimizer", ["adam", "nag", "rmsprop", "one-by-one sgd"])
-def test_other_optimizers_and_unaggregated_updates_give_the_same_numbers(optimizer, monkeypatch, program_runs):
+def _aggregating_optimizers():
+    """Every registered optimizer whose updates are aggregated (many weights per engine operation)."""
+    registry = mx.optimizer.Optimizer.opt_registry
+    return sorted(name for name in registry if mx.optimizer.create(name, learning_rate=0.01).aggregate_num > 0)
+
+
+def test_the_aggregating_optimizers_are_the_fused_ones():
+    # a guard for the list below: an optimizer added to the registry joins the bitwise test by itself
+    assert {"sgd", "nag", "adam", "rmsprop", "lamb", "lars"} <= set(_aggregating_optimizers())
+
+
+@pytest.mark.parametrize("optimizer", [*_aggregating_optimizers(), "one-by-one sgd"])
+@pytest.mark.parametrize("contexts", [[mx.cpu(0)], TWO_DEVICES], ids=["one device", "two devices"])
+def test_every_aggregating_optimizer_and_unaggregated_updates_give_the_same_numbers(optimizer, contexts, monkeypatch,
+                                                                                   program_runs):
     def train():
         if optimizer == "one-by-one sgd":  # an updater that takes the weights one at a time
             chosen = mx.optimizer.SGD(momentum=0.9, learning_rate=0.3, wd=1e-3, rescale_grad=1.0 / BATCH)
             chosen.aggregate_num = 0
-            return _fit(epochs=2, optimizer=chosen)
+            return _fit(epochs=2, optimizer=chosen, contexts=contexts, kvstore=None)
         x, y = _data(40)
-        module = mx.mod.Module(_mlp(), context=mx.cpu(0))
+        module = mx.mod.Module(_mlp(), context=contexts)
         metric = mx.metric.create("acc")
-        module.fit(mx.io.NDArrayIter(x, y, batch_size=BATCH), eval_metric=metric, optimizer=optimizer,
+        # the module's updater, not the store's, so that the aggregated update runs on every device
+        module.fit(mx.io.NDArrayIter(x, y, batch_size=BATCH), eval_metric=metric, optimizer=optimizer, kvstore=None,
                    optimizer_params={"learning_rate": 0.01}, arg_params=_as_nd(_start_params()), num_epoch=2)
         return {name: value.asnumpy() for name, value in module.get_params()[0].items()}, metric.get()
 
     fast = train()
-    assert program_runs["replayed"] == 10
+    assert program_runs == {"replayed": 10, "declined": 0}
     monkeypatch.setenv("MXKIT_MODULE_STEP_PROGRAM", "0")
-    _assert_bitwise(fast, train())
+    general = train()
+    _assert_bitwise(fast, general)
+    assert any(not np.array_equal(fast[0][name], value) for name, value in _start_params().items())
 
 
 class _Recording(mx.io.DataIter):
@@ -334,6 +421,8 @@ def test_ndarray_iter_batches_fill_the_bound_inputs_without_conversion(program_r
     assert program_runs == {"replayed": 15, "declined": 0}
     assert len(train.batches) == 15
     assert all(batch.host_data is not None and batch._data is None for batch in train.batches)
+    # nor its labels: the accuracy counts against the bound label input, which holds the same bits
+    assert all(batch.host_label is not None and batch._label is None for batch in train.batches)
     fast = ({name: value.asnumpy() for name, value in module.get_params()[0].items()}, metric.get())
     _assert_bitwise(fast, _step_by_step())
 
@@ -349,7 +438,7 @@ def test_the_bound_input_holds_each_batch_in_turn(program_runs, monkeypatch):
 
     def capture(self, batch, metric):
         done = original(self, batch, metric)
-        seen.append(self._executor.arg_dict["data"].asnumpy().copy())
+        seen.append(self._execs[0].arg_dict["data"].asnumpy().copy())
         return done
 
     monkeypatch.setattr(StepProgram, "run", capture)
@@ -387,5 +476,49 @@ def test_host_arrays_of_another_dtype_are_converted_as_before(program_runs, monk
 
     fast = train()
     assert program_runs["replayed"] == 10
+    monkeypatch.setenv("MXKIT_MODULE_STEP_PROGRAM", "0")
+    _assert_bitwise(fast, train())
+
+
+class _KeepingAccuracy(mx.metric.EvalMetric):
+    """A metric of the user's own that keeps the label arrays it is given and counts at ``get()``."""
+
+    def __init__(self):
+        super().__init__("kept-accuracy")
+        self.kept = []
+
+    def update(self, labels, preds):
+        self.kept.extend(zip(labels, [pred.copy() for pred in preds]))
+
+    def get(self):
+        correct = sum(int((pred.asnumpy().argmax(axis=1) == label.asnumpy()).sum()) for label, pred in self.kept)
+        return self.name, correct / sum(label.shape[0] for label, _ in self.kept)
+
+
+def test_a_metric_of_the_users_own_gets_each_batchs_labels_not_the_bound_input(program_runs):
+    """The bound label input is overwritten by every step: a metric that keeps what it is given
+    (a class of the user's own) gets the batch's own label arrays, one per batch."""
+    x, y = _data(40)
+    module = mx.mod.Module(_mlp(), context=mx.cpu(0))
+    metric = _KeepingAccuracy()
+    module.fit(mx.io.NDArrayIter(x, y, batch_size=BATCH), eval_metric=metric, kvstore=None, optimizer_params=OPT,
+               arg_params=_as_nd(_start_params()), num_epoch=1)
+    assert program_runs == {"replayed": 5, "declined": 0}
+    assert len(metric.kept) == 5
+    for index, (label, _) in enumerate(metric.kept):
+        np.testing.assert_array_equal(label.asnumpy(), y[index * BATCH:(index + 1) * BATCH])
+
+
+def test_a_composite_of_mx_metrics_counts_the_same_as_the_general_path(monkeypatch, program_runs):
+    def train():
+        x, y = _data(40)
+        module = mx.mod.Module(_mlp(), context=TWO_DEVICES)
+        metric = mx.metric.create(["acc", "ce", mx.metric.TopKAccuracy(top_k=2)])
+        module.fit(mx.io.NDArrayIter(x, y, batch_size=BATCH), eval_metric=metric, optimizer_params=OPT,
+                   arg_params=_as_nd(_start_params()), num_epoch=2)
+        return {name: value.asnumpy() for name, value in module.get_params()[0].items()}, metric.get()
+
+    fast = train()
+    assert program_runs == {"replayed": 10, "declined": 0}
     monkeypatch.setenv("MXKIT_MODULE_STEP_PROGRAM", "0")
     _assert_bitwise(fast, train())

@@ -25,7 +25,7 @@ def mxkit_options() -> Iterator[OptionSpec]:
                      "whether the KVStore runs the optimizer (True) or only sums gradients for the devices' "
                      "updaters (False); MXNet's MXNET_UPDATE_ON_KVSTORE is read when this key is not set")
     yield OptionSpec("module_step_program", "bool", True,
-                     "whether Module.fit replays a step prepared once (single device, no store in use, no "
+                     "whether Module.fit replays a step prepared once per bind (any devices and store, no "
                      "monitor) instead of calling forward, backward, update and update_metric per batch; "
                      "the results are the same to the bit, False only takes the general path")
 
