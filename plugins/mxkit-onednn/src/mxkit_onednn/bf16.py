@@ -24,6 +24,7 @@ Float32 and float64 calls go to the kernel that was registered before, unchanged
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable
 from typing import Any
@@ -113,15 +114,17 @@ def through_float32(kernel: Callable[..., None]) -> Callable[..., None]:
 
 def by_dtype(bfloat16_kernel: Callable[..., None], other: Callable[..., None]) -> Callable[..., None]:
     """A kernel sending calls with a bfloat16 array among their inputs or outputs to ``bfloat16_kernel``, the
-    others to ``other``."""
+    others to ``other`` (kept as its ``float32`` attribute; it takes ``other``'s name and attributes, so the kernel
+    a oneDNN kernel replaced is still its ``replaced``)."""
 
+    @functools.wraps(other)  # its name, module and attributes (``replaced``: the kernel it replaced) stay visible
     def serve(xp: Any, inputs: list, outputs: list, params: dict) -> None:
         if any(is_bfloat16(a) for a in inputs) or any(is_bfloat16(a) for a in outputs):
             bfloat16_kernel(xp, inputs, outputs, params)
         else:
             other(xp, inputs, outputs, params)
 
-    serve.replaced = other  # type: ignore[attr-defined]
+    serve.float32 = other  # type: ignore[attr-defined]
     serve.bfloat16 = bfloat16_kernel  # type: ignore[attr-defined]
     return serve
 

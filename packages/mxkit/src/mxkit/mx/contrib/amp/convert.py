@@ -13,7 +13,9 @@ graph's topological order. For each operator node, by :mod:`~mxkit.mx.contrib.am
   declared float32 (``__dtype__``), as MXNet keeps them.
 
 A cast is inserted once per (entry, dtype) and left out where the entry's dtype, followed through the
-rewrite, is already the one wanted (the output of a bfloat16 convolution feeding the next one).
+rewrite, is already the one wanted (the output of a bfloat16 convolution feeding the next one); the
+graph's outputs are cast back to float32. Casts are named as MXNet 1.9.1 names them
+(``<entry>_amp_cast_<dtype>``): on ResNet-50 v1 the rewrite inserts the casts MXNet's does, name for name.
 """
 
 from __future__ import annotations
@@ -27,6 +29,11 @@ from mxkit.mx.contrib.amp import lists_bf16
 BF16, F32 = "bfloat16", "float32"
 
 _FLOATS = ("bfloat16", "float16", "float32", "float64")
+
+#: the operators whose outputs MXNet 1.9.1 names (``FListOutputNames``), which its casts' names use
+NAMED_OUTPUTS = {"Convolution": ("output",), "Deconvolution": ("output",), "FullyConnected": ("output",),
+                 "Pooling": ("output",), "BatchNorm": ("output", "mean", "var"), "LRN": ("output", "tmp_norm"),
+                 "Dropout": ("output", "mask"), "Activation": ("output",)}
 
 
 def _category(op: str, name: str, attrs: dict, target_ops: set, fp32_ops: set, conditional: list,
@@ -105,7 +112,14 @@ def convert_graph(graph: dict, target_ops: set, fp32_ops: set, conditional: list
             return entry
         key = (source, index, dtype)
         if key not in casts:
-            name = unique(f"{new_nodes[source]['name']}_amp_cast_{dtype}")
+            # MXNet's names: ``<entry>_amp_cast_<dtype>``, the entry a variable's name or an operator's output,
+            # ``<node>_<output name>`` for the operators that name their outputs, ``<node>_<index>`` for the others
+            entry_name = new_nodes[source]["name"]
+            op = new_nodes[source]["op"]
+            if op != "null":
+                names = NAMED_OUTPUTS.get(op)
+                entry_name += f"_{names[index]}" if names and index < len(names) else f"_{index}"
+            name = unique(f"{entry_name}_amp_cast_{dtype}")
             casts[key] = add({"op": "amp_cast", "name": name, "attrs": {"dtype": dtype},
                               "inputs": [[source, index, version]]}, 1)
             dtype_of[(casts[key], 0)] = dtype
@@ -156,13 +170,16 @@ def convert_graph(graph: dict, target_ops: set, fp32_ops: set, conditional: list
         for j in range(outputs_of[index]):
             dtype_of[(mapping[index], j)] = out_dtype
 
+    # the network's outputs are float32, as the float32 network's were (MXNet casts them back too)
+    heads = [cast([mapping[source], idx, version], F32) if dtype_of.get((mapping[source], idx)) == BF16
+             else [mapping[source], idx, version] for source, idx, version in graph["heads"]]
     result = dict(graph)
     result["nodes"] = new_nodes
     result["arg_nodes"] = [i for i, node in enumerate(new_nodes) if node["op"] == "null"]
     result["node_row_ptr"] = [0]
     for count in new_outputs:
         result["node_row_ptr"].append(result["node_row_ptr"][-1] + count)
-    result["heads"] = [[mapping[source], idx, version] for source, idx, version in graph["heads"]]
+    result["heads"] = heads
     return result
 
 
