@@ -142,3 +142,27 @@ def test_bf16_prediction_matches_float32(cast_optional_params):
     error = np.abs(got - expected)
     assert np.all(error <= bound), float((error / bound).max())
     assert error.max() > 0  # it did run in bfloat16
+
+
+def test_training_the_converted_graph_keeps_float32_weights_and_learns():
+    """``convert_symbol`` without ``cast_optional_params`` keeps the parameters float32 (cast to bfloat16 on each
+    forward, their gradients cast back), so the optimizer updates float32 weights, as MXNet's AMP does; a
+    separable toy task is learned through the bfloat16 kernels and their gradients."""
+    data = mx.sym.var("data")
+    conv = mx.sym.Convolution(data, kernel=(3, 3), num_filter=8, pad=(1, 1), name="c0")
+    bn = mx.sym.BatchNorm(conv, name="bn0")
+    relu = mx.sym.Activation(bn, act_type="relu")
+    pool = mx.sym.Pooling(relu, kernel=(2, 2), stride=(2, 2), pool_type="max")
+    net = mx.sym.SoftmaxOutput(mx.sym.FullyConnected(pool, num_hidden=4, name="fc"), name="softmax")
+    converted = mx.contrib.amp.convert_symbol(net, target_dtype="bfloat16")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, 3, 8, 8)).astype(np.float32)
+    y = (x[:, 0, 0, 0] > 0).astype(np.float32) + 2 * (x[:, 1, 0, 0] > 0)
+    batches = mx.io.NDArrayIter(x, y, batch_size=8)
+    module = mx.mod.Module(converted, context=mx.cpu())
+    mx.random.seed(0)
+    module.fit(batches, num_epoch=8, optimizer="sgd", optimizer_params={"learning_rate": 0.1},
+               initializer=mx.init.Xavier(), eval_metric="acc")
+    assert dict(module.score(batches, "acc"))["accuracy"] >= 0.9
+    args, _ = module.get_params()
+    assert all(np.dtype(value.dtype) == np.float32 for value in args.values())
