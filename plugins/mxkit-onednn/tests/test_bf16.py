@@ -17,6 +17,8 @@ import copy
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from mxkit.ndarray.registry import get_registry
 from onednn_harness import UNIT, needs_onednn, run, sum_bound
 
@@ -98,6 +100,45 @@ def test_convolution_forward_and_gradients_in_bf16(case):
     for got, ref, mag, what in zip(grads, refs, mags, ("data", "weight", "bias")):
         assert_bf16_close(got, ref, mag, terms, f"_backward_Convolution {what} gradient")
     served_in_bf16("_backward_Convolution")
+
+
+@st.composite
+def conv_cases(draw):
+    nd = draw(st.sampled_from([1, 2, 2]))
+    groups, per_group = draw(st.sampled_from([1, 2])), draw(st.integers(1, 4))
+    kernel = tuple(draw(st.integers(1, 3)) for _ in range(nd))
+    dilate = tuple(draw(st.integers(1, 2)) for _ in range(nd))
+    pad = tuple(draw(st.integers(0, 1)) for _ in range(nd))
+    spatial = tuple(max(d * (k - 1) + 1 - 2 * p, 1) + draw(st.integers(0, 4)) for k, d, p in zip(kernel, dilate, pad))
+    return dict(data=(draw(st.integers(1, 2)), groups * per_group, *spatial), kernel=kernel, dilate=dilate, pad=pad,
+                stride=tuple(draw(st.integers(1, 2)) for _ in range(nd)), num_group=groups,
+                num_filter=groups * draw(st.integers(1, 3)), no_bias=draw(st.booleans()))
+
+
+@needs_bf16
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=conv_cases(), seed=st.integers(0, 2**16))
+def test_convolution_in_bf16_over_drawn_geometries(case, seed):
+    """Whatever serves a drawn geometry (a bfloat16 program, or the float32 route where oneDNN refuses one), the
+    forward and the gradients keep the bound."""
+    rng = np.random.default_rng(seed)
+    params = {k: v for k, v in case.items() if k != "data"}
+    groups = params["num_group"]
+    x = bf16(rng, case["data"])
+    w = bf16(rng, (params["num_filter"], case["data"][1] // groups, *params["kernel"]))
+    inputs = [x, w] + ([] if params["no_bias"] else [bf16(rng, (params["num_filter"],))])
+    (y,) = run("Convolution", inputs, **params)
+    (ref,) = run("Convolution", inputs, "reference", **params)
+    (mag,) = run("Convolution", [np.abs(a) for a in inputs], "reference", **params)
+    window = int(np.prod(params["kernel"]))
+    assert_bf16_close(y, ref, mag, case["data"][1] // groups * window + 1, "Convolution")
+    dy = bf16(rng, y.shape)
+    grads = run("_backward_Convolution", [dy, *inputs[:2]], **params)
+    refs = run("_backward_Convolution", [dy, *inputs[:2]], "reference", **params)
+    mags = run("_backward_Convolution", [np.abs(dy), np.abs(x), np.abs(w)], "reference", **params)
+    terms = max(int(np.prod(y.shape)) // y.shape[1], params["num_filter"] * window) + 1
+    for got, ref, mag in zip(grads, refs, mags):
+        assert_bf16_close(got, ref, mag, terms, "_backward_Convolution")
 
 
 @needs_bf16
@@ -304,3 +345,39 @@ def test_float32_calls_are_untouched():
     (ref,) = run("Convolution", [x, w], "reference", kernel=(3, 3), num_filter=3, no_bias=True)
     np.testing.assert_allclose(y, ref, rtol=0, atol=float(sum_bound(19, np.full(1, 60.0))[0]))
     assert UNIT < U_BF16
+
+
+AVX2_ONLY = """
+import numpy as np, ml_dtypes
+from mxkit_onednn.bf16 import availability
+from mxkit import mx
+print("availability:", availability())
+x = mx.nd.array(np.arange(2 * 3 * 5 * 5, dtype=np.float32).reshape(2, 3, 5, 5) / 50 - 1).astype("bfloat16")
+w = mx.nd.array(np.linspace(-1, 1, 4 * 3 * 9, dtype=np.float32).reshape(4, 3, 3, 3)).astype("bfloat16")
+y = mx.nd.Convolution(x, w, kernel=(3, 3), num_filter=4, no_bias=True)
+ref = mx.nd.Convolution(x.astype("float64"), w.astype("float64"), kernel=(3, 3), num_filter=4, no_bias=True)
+print("dtype:", y.dtype.__name__ if isinstance(y.dtype, type) else y.dtype)
+mag = mx.nd.Convolution(x.astype("float64").abs(), w.astype("float64").abs(), kernel=(3, 3), num_filter=4,
+                        no_bias=True).asnumpy()
+error = np.abs(y.asnumpy().astype(np.float64) - ref.asnumpy())
+# one rounding to bfloat16 (2**-8 relative) after a float32 sum of 27 products (gamma_28, doubled)
+bound = 2.0 ** -8 * np.abs(ref.asnumpy()) + 2 * 28 * 2.0 ** -24 / (1 - 28 * 2.0 ** -24) * mag
+print("worst error / bound:", float((error / bound).max()))
+"""
+
+
+def test_a_cpu_without_bf16_primitives_runs_bf16_through_float32():
+    """oneDNN held to AVX2 (``ONEDNN_MAX_CPU_ISA``, as on an AVX2-only CPU) has no bfloat16 primitive: the probe
+    says so and bfloat16 convolutions run through the float32 kernels, still right: one rounding to bfloat16 of
+    a float32 sum (the bound of :func:`assert_bf16_close`)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2"}
+    done = subprocess.run([sys.executable, "-c", AVX2_ONLY], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = dict(line.split(": ", 1) for line in done.stdout.splitlines() if ": " in line)
+    assert lines["availability"].startswith("oneDNN has no bfloat16 convolution on this CPU"), done.stdout
+    assert lines["dtype"] == "bfloat16"
+    assert float(lines["worst error / bound"]) <= 1
