@@ -63,6 +63,25 @@ def test_amp_casts_treat_bfloat16_as_floating():
     assert [o.dtype for o in narrow] == [BF16, BF16]
 
 
+def test_reductions_accumulate_in_float32():
+    """sum, mean, norm... of bfloat16 add in float32 and round once (ml_dtypes alone adds in bfloat16: 1000 ones
+    would sum to 256): within 2**-8 of the result plus float32's bound for n terms."""
+    assert nd.ones((1000,), dtype="bfloat16").sum().asnumpy().astype(np.float32).tolist() == [1000.0]
+    rng = np.random.default_rng(0)
+    values = rng.standard_normal((7, 300)).astype(np.float32).astype(BF16)
+    x = nd.array(values.astype(np.float32)).astype("bfloat16")
+    exact = values.astype(np.float64)
+    n, u32 = 300, 2.0 ** -24
+    gamma = 2 * (n + 1) * u32 / (1 - (n + 1) * u32)
+    for name, expected, magnitude in (("sum", exact.sum(axis=1), np.abs(exact).sum(axis=1)),
+                                      ("mean", exact.mean(axis=1), np.abs(exact).mean(axis=1)),
+                                      ("norm", np.sqrt((exact ** 2).sum(axis=1)), np.sqrt((exact ** 2).sum(axis=1)))):
+        got = getattr(nd, name)(x, axis=1).asnumpy()
+        assert got.dtype == BF16, name
+        error = np.abs(got.astype(np.float64) - expected)
+        assert np.all(error <= 2.0 ** -8 * np.abs(expected) + gamma * magnitude), (name, error.max())
+
+
 MISSING = """
 import sys
 sys.modules["ml_dtypes"] = None  # as if it were not installed
