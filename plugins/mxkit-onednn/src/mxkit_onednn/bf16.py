@@ -15,9 +15,10 @@ A call whose arrays hold bfloat16 (numpy's dtype from ``ml_dtypes``) goes, in th
    converted by ``mx.contrib.amp`` meets them between bfloat16 layers.
 
 Operators no plugin overrides run their generic numpy kernels on the bfloat16 arrays through
-``ml_dtypes``: elementwise functions compute each element in float32 and round it, but reductions
-(``sum``, ``mean``, ``norm``) accumulate in bfloat16 (a sum of 1000 ones is 256). MXNet's AMP lists,
-which :func:`mxkit.mx.contrib.amp.convert_symbol` follows, run those in float32.
+``ml_dtypes``: elementwise functions compute each element in float32 and round it, matrix products
+accumulate in float32, and mxkit-ndarray's reductions widen bfloat16 to float32 before they sum. MXNet's
+AMP lists, which :func:`mxkit.mx.contrib.amp.convert_symbol` follows, run softmax, the losses and the
+reductions in float32 anyway.
 
 Float32 and float64 calls go to the kernel that was registered before, unchanged.
 """
