@@ -82,6 +82,23 @@ def test_reductions_accumulate_in_float32():
         assert np.all(error <= 2.0 ** -8 * np.abs(expected) + gamma * magnitude), (name, error.max())
 
 
+def test_generic_kernels_treat_bfloat16_as_floating():
+    """numpy sees ml_dtypes' bfloat16 as kind ``V``, not ``f``: the kernels that branch on floating types ask
+    mxkit (a scalar division is a true division, max pooling's padding the lowest bfloat16, a bfloat16 label an
+    index to convert)."""
+    a = nd.array([1.0, 3.0]).astype("bfloat16")
+    assert (a / 2).asnumpy().astype(np.float32).tolist() == [0.5, 1.5]
+    assert (a / nd.array([2.0, 2.0]).astype("bfloat16")).asnumpy().astype(np.float32).tolist() == [0.5, 1.5]
+    x = nd.array(-np.arange(1, 5, dtype=np.float32).reshape(1, 1, 2, 2)).astype("bfloat16")
+    # full convention: the last window lies half in the padding; the maximum of what it covers
+    pooled = nd.Pooling(x, kernel=(2, 2), stride=(2, 2), pad=(1, 1), pool_type="max", pooling_convention="full")
+    assert pooled.asnumpy().astype(np.float32).ravel().tolist() == [-1.0, -2.0, -3.0, -4.0]
+    probabilities = nd.array([[0.1, 0.9], [0.8, 0.2]]).astype("bfloat16")
+    label = nd.array([1.0, 0.0]).astype("bfloat16")
+    picked = nd.pick(probabilities, label).asnumpy().astype(np.float32)
+    assert np.allclose(picked, [0.9, 0.8], rtol=2.0 ** -8)
+
+
 MISSING = """
 import sys
 sys.modules["ml_dtypes"] = None  # as if it were not installed
