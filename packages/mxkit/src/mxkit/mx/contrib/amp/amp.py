@@ -22,7 +22,8 @@ def _unsupported(name: str) -> Any:
         raise AMPNotSupportedError(
             f"mx.contrib.amp.{name}: automatic mixed precision is not provided by mxkit; train in float32, or "
             f"cast explicitly (Module(..., dtype) / mx.sym.Cast / NDArray.astype('float16')) with "
-            f"multi_precision=True on the optimizer")
+            f"multi_precision=True on the optimizer; for bfloat16 on the CPU convert the graph with "
+            f"mx.contrib.amp.convert_model(sym, arg_params, aux_params, target_dtype='bfloat16') (or convert_symbol)")
     function.__name__ = name
     function.__doc__ = f"MXNet's ``amp.{name}``: raises :class:`AMPNotSupportedError`."
     return function
