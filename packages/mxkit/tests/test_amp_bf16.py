@@ -166,3 +166,32 @@ def test_training_the_converted_graph_keeps_float32_weights_and_learns():
     assert dict(module.score(batches, "acc"))["accuracy"] >= 0.9
     args, _ = module.get_params()
     assert all(np.dtype(value.dtype) == np.float32 for value in args.values())
+
+
+@pytest.mark.parametrize("cast_optional_params", [False, True])
+def test_convert_hybrid_block_runs_the_converted_graph(tmp_path, cast_optional_params):
+    """A hybridized Gluon block converted to a SymbolBlock computes what a Module of the converted exported model
+    computes, bit for bit; the weights take the converted graph's dtypes."""
+    from mxkit.gluon import nn
+
+    block = nn.HybridSequential()
+    block.add(nn.Conv2D(8, 3, padding=1), nn.BatchNorm(), nn.Activation("relu"), nn.MaxPool2D(), nn.Dense(5))
+    block.initialize(mx.init.Xavier())
+    block.hybridize()
+    x = mx.nd.array(np.random.default_rng(1).standard_normal((2, 3, 8, 8)).astype(np.float32))
+    block(x).wait_to_read()
+    converted = mx.contrib.amp.convert_hybrid_block(block, target_dtype="bfloat16",
+                                                    cast_optional_params=cast_optional_params)
+    weights = [p for p in converted.collect_params().values() if p.name.endswith("weight")]
+    assert {np.dtype(p.dtype).name for p in weights} == {"bfloat16" if cast_optional_params else "float32"}
+    got = converted(x).asnumpy()
+    assert got.dtype == np.float32
+    block.export(str(tmp_path / "net"))
+    sym, args, aux = mx.model.load_checkpoint(str(tmp_path / "net"), 0)
+    sym, args, aux = mx.contrib.amp.convert_model(sym, args, aux, target_dtype="bfloat16",
+                                                  cast_optional_params=cast_optional_params)
+    module = mx.mod.Module(sym, data_names=["data"], label_names=None, context=mx.cpu())
+    module.bind(data_shapes=[("data", x.shape)], for_training=False)
+    module.set_params(args, aux)
+    module.forward(mx.io.DataBatch([x]), is_train=False)
+    assert np.array_equal(got, module.get_outputs()[0].asnumpy())

@@ -1,9 +1,9 @@
-"""``mx.contrib.amp``: MXNet's automatic mixed precision, under its import path only.
+"""``mx.contrib.amp``: MXNet's automatic mixed precision, under its import path.
 
-``convert_symbol`` and ``convert_model`` with ``target_dtype="bfloat16"`` rewrite a graph so that its
-convolutions and inner products run in bfloat16 (oneDNN's bfloat16 kernels where the CPU has them) and
-its precision-sensitive operators in float32. The other names (float16 loss scaling, Gluon and
-bucketing conversion) exist so that code importing them still imports; calling them raises
+``convert_symbol``, ``convert_model`` and ``convert_hybrid_block`` with ``target_dtype="bfloat16"``
+rewrite a graph so that its convolutions and inner products run in bfloat16 (oneDNN's bfloat16 kernels
+where the CPU has them) and its precision-sensitive operators in float32. The other names (float16 loss
+scaling, bucketing conversion) exist so that code importing them still imports; calling them raises
 :class:`AMPNotSupportedError` saying what to do instead.
 """
 

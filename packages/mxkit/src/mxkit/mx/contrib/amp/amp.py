@@ -1,8 +1,8 @@
 """MXNet's ``contrib.amp.amp`` functions.
 
-``convert_symbol`` and ``convert_model`` with ``target_dtype="bfloat16"`` rewrite a graph for bfloat16
-prediction (and training) on the CPU (:mod:`mxkit.mx.contrib.amp.convert`). The rest (float16 loss
-scaling: ``init``, ``init_trainer``, ``scale_loss``, ``unscale``; float16 conversion; Gluon blocks and
+``convert_symbol``, ``convert_model`` and ``convert_hybrid_block`` with ``target_dtype="bfloat16"`` rewrite a
+graph for bfloat16 prediction (and training) on the CPU (:mod:`mxkit.mx.contrib.amp.convert`). The rest
+(float16 loss scaling: ``init``, ``init_trainer``, ``scale_loss``, ``unscale``; float16 conversion;
 bucketing modules) raises :class:`AMPNotSupportedError` saying what to do instead.
 """
 
@@ -103,7 +103,41 @@ def convert_model(sym: Any, arg_params: dict, aux_params: dict, target_dtype: st
     return converted, cast(arg_params), cast(aux_params)
 
 
-convert_hybrid_block = _unsupported("convert_hybrid_block")
+
+
+def convert_hybrid_block(block: Any, target_dtype: str = "float16", target_dtype_ops: list | None = None,
+                         fp32_ops: list | None = None, conditional_fp32_ops: list | None = None,
+                         excluded_sym_names: list | None = None, ctx: Any = None,
+                         cast_optional_params: bool = False) -> Any:
+    """A Gluon ``SymbolBlock`` running ``block`` (hybridized and called once, as ``export`` needs) converted by
+    :func:`convert_model`, its parameters in the dtypes the converted graph declares, on ``ctx`` (the CPU
+    when None)."""
+    _bfloat16_only("convert_hybrid_block", target_dtype)
+    import os
+    import tempfile
+
+    from mxkit.mx import gluon, model
+    from mxkit.mx import sym as symbol
+
+    with tempfile.TemporaryDirectory() as folder:
+        prefix = os.path.join(folder, "block")
+        block.export(prefix)
+        graph, arg_params, aux_params = model.load_checkpoint(prefix, 0)
+    converted, arg_params, aux_params = convert_model(graph, arg_params, aux_params, target_dtype, target_dtype_ops,
+                                                      fp32_ops, conditional_fp32_ops, excluded_sym_names,
+                                                      cast_optional_params)
+    values = {**arg_params, **aux_params}
+    inputs = [symbol.var(name) for name in converted.list_inputs() if name not in values]
+    net = gluon.SymbolBlock(converted, inputs)
+    params = net.collect_params()
+    for name, value in values.items():
+        param = params[name]
+        param.cast(value.dtype)
+        param.initialize(ctx=ctx)
+        param.set_data(value)
+    return net
+
+
 convert_bucketing_module = _unsupported("convert_bucketing_module")
 
 __all__ = ["AMPNotSupportedError", "convert_bucketing_module", "convert_hybrid_block", "convert_model",
