@@ -45,6 +45,7 @@ def fresh_programs():
 
     PROGRAMS.clear()
     yield
+    PROGRAMS.only = None
     PROGRAMS.clear()
 
 
@@ -226,8 +227,13 @@ def _bn_bound(x, gamma, beta, y, n):
 
 
 @needs_bf16
-@pytest.mark.parametrize("train", [True, False])
-def test_batchnorm_bf16_data_float32_statistics(train):
+@pytest.mark.parametrize("train, layout", [(True, None), (False, "plain"), (False, "blocked")])
+def test_batchnorm_bf16_data_float32_statistics(train, layout):
+    """BatchNorm with bfloat16 data; inference runs in numpy's layout or with the channels blocked by 16 (each
+    program on its own: ``PROGRAMS.only``)."""
+    from mxkit_onednn.program import PROGRAMS
+
+    PROGRAMS.only = layout
     rng = np.random.default_rng(5)
     x = bf16(rng, (4, 3, 5, 5))
     gamma, beta = rng.uniform(0.5, 2, 3).astype(np.float32), rng.standard_normal(3).astype(np.float32)
@@ -253,9 +259,12 @@ def test_batchnorm_bf16_data_float32_statistics(train):
         bound = U_BF16 * np.abs(ref) + sum_bound(4, np.abs(gamma[None, :, None]) * (np.abs(x64) + np.abs(
             mean[None, :, None])) / s[None, :, None] + np.abs(beta[None, :, None]))
         assert np.array_equal(moving[0], mean) and np.array_equal(moving[1], var)
+    PROGRAMS.only = None
     error = np.abs(y.astype(np.float64).reshape(4, 3, 25) - ref)
     assert np.all(error <= bound), float((error - bound).max())
     served_in_bf16("BatchNorm")
+    if layout == "blocked":
+        assert all("+" in how for key, how in PROGRAMS.chosen().items() if key[0] == "BatchNorm")  # reorders
 
 
 @needs_bf16
