@@ -227,7 +227,7 @@ def _bn_bound(x, gamma, beta, y, n):
 
 
 @needs_bf16
-@pytest.mark.parametrize("train, layout", [(True, None), (False, "plain"), (False, "blocked")])
+@pytest.mark.parametrize("train, layout", [(True, "plain"), (True, "blocked"), (False, "plain"), (False, "blocked")])
 def test_batchnorm_bf16_data_float32_statistics(train, layout):
     """BatchNorm with bfloat16 data; inference runs in numpy's layout or with the channels blocked by 16 (each
     program on its own: ``PROGRAMS.only``)."""

@@ -365,6 +365,8 @@ def batchnorm(inputs: list, outputs: list, params: dict, replaced: Any = None) -
     if not batch_stats:  # the blocked copies go in chunks of the batch that fit the workspace
         builders["blocked"] = lambda: within_workspace(
             lambda n: build_bn_forward((n, *dims[1:]), eps, batch_stats, "blocked"), dims[0], batched=(0,))
+    else:  # batch statistics are sums over the whole batch: no chunks, refused past the workspace
+        builders["blocked"] = lambda: refuse_over_workspace(build_bn_forward(dims, eps, batch_stats, "blocked"))
     if batch_stats:
         mean, var = np.empty(dims[1], np.float32), np.empty(dims[1], np.float32)
         PROGRAMS.run(key, builders, [x, scale, beta], [out.arrays[0], mean, var], _refused,
