@@ -864,3 +864,44 @@ cdef class Primitive:
             if status == dnnl_success:
                 status = dnnl_stream_wait(stream.stream)
         check(status, "execution")
+
+
+# ---- memory descriptors of other data types (bfloat16), and the CPU's instruction set as oneDNN sees it ----
+
+cdef extern from "oneapi/dnnl/dnnl.h" nogil:
+    int dnnl_bf16
+    ctypedef int dnnl_cpu_isa_t
+    dnnl_cpu_isa_t dnnl_get_effective_cpu_isa()
+
+
+#: oneDNN's data types by numpy's names (the element types :func:`typed_md` takes)
+DATA_TYPES = {"float32": dnnl_f32, "bfloat16": dnnl_bf16}
+
+
+def typed_md(dims, data_type, tag="plain"):
+    """A memory descriptor of ``dims`` with elements of ``data_type`` (a key of :data:`DATA_TYPES`) in
+    layout ``tag``: ``"plain"`` (row-major, numpy's C order), ``"any"`` (the primitive chooses) or one of
+    :func:`tagged_md`'s format tags."""
+    cdef dnnl_dims_t c_dims
+    cdef MemoryDesc result = MemoryDesc()
+    cdef int c_tag
+    if data_type not in DATA_TYPES:
+        raise ValueError(f"no oneDNN data type for {data_type!r}; known: {', '.join(DATA_TYPES)}")
+    if tag == "plain":
+        c_tag = _plain_tag(len(dims))
+    elif tag == "any":
+        c_tag = dnnl_format_tag_any
+    elif _TAG_DIMS.get(tag) == len(dims):
+        c_tag = _TAGS[tag]
+    else:
+        raise ValueError(f"no layout {tag!r} of {len(dims)} dimensions here")
+    _fill_dims(c_dims, dims)
+    check(dnnl_memory_desc_create_with_tag(&result.md, len(dims), c_dims, <dnnl_data_type_t>DATA_TYPES[data_type],
+                                           <dnnl_format_tag_t>c_tag), "memory descriptor")
+    return result
+
+
+def effective_cpu_isa():
+    """The instruction set oneDNN's kernels use on this CPU (``dnnl_cpu_isa_t``: 0xe7 is
+    avx512_core_bf16, 0x27 avx512_core, 0x7 avx2...; see oneDNN's dnnl_types.h)."""
+    return int(dnnl_get_effective_cpu_isa())

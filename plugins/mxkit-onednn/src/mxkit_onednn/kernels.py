@@ -144,6 +144,10 @@ def register(registry: Any) -> list[str]:
         kernel = getattr(importlib.import_module(f"mxkit_onednn.{module_name}"), function_name)
         registry.register_kernel(name, backend=BACKEND, kernel=with_fallback(kernel, fallback, operator_defaults(op)))
         registered.append(name)
+    # bfloat16 calls: oneDNN's bfloat16 kernels in front of those just registered, or the float32 route
+    from mxkit_onednn.bf16 import register as register_bfloat16
+
+    registered += [name for name in register_bfloat16(registry) if name not in registered]
     return registered
 
 

@@ -102,7 +102,8 @@ def to_numpy(dtype: Any) -> Any:
         try:
             import ml_dtypes
         except ImportError:
-            raise DTypeError("bfloat16 arrays on CPU need the ml_dtypes package (pip install ml_dtypes)") from None
+            raise DTypeError("bfloat16 arrays on CPU need the ml_dtypes package: pip install 'mxkit-ndarray[bfloat16]' "
+                             "(or mxkit[bfloat16], or ml_dtypes itself)") from None
         return np.dtype(ml_dtypes.bfloat16)
     return np.dtype(name)
 

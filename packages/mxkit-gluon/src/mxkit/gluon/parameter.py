@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
+from mxkit.core.dtypes import to_numpy
 from mxkit.core.errors import MXKitError, ShapeError
 from mxkit.ndarray.ndarray import STORAGE_TYPE_STR_TO_ID
 
@@ -127,11 +128,13 @@ class Parameter:
     def dtype(self) -> np.dtype:
         """The dtype, as a ``numpy.dtype``: it compares equal both to a name (``"float16"``) and
         to a numpy type (``np.float16``), the two forms MXNet code compares it with."""
+        if self._dtype_name == "bfloat16":  # ml_dtypes' type, unknown to np.dtype by name
+            return to_numpy("bfloat16")
         return np.dtype(self._dtype_name)
 
     @dtype.setter
     def dtype(self, value: Any) -> None:
-        self._dtype_name = np.dtype(value).name
+        self._dtype_name = "bfloat16" if isinstance(value, str) and value == "bfloat16" else np.dtype(value).name
 
     # -- attributes -----------------------------------------------------------------------
 

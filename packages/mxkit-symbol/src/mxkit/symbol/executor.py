@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 from mxkit.core import config
+from mxkit.core.dtypes import to_numpy
 from mxkit.core.errors import MXKitError, ShapeError
 from mxkit.symbol.exec_graph import ExecGraph, build_exec_graph
 from mxkit.symbol.graph import Entry, Node
@@ -182,7 +183,7 @@ class Executor:
                     continue
                 storage = self.memory_plan.storage[entry_names[k]]
                 pool = self._pools[pool_index[storage.pool]]
-                dtype = np.dtype(graph.dtypes[k])
+                dtype = to_numpy(graph.dtypes[k])  # bfloat16 is ml_dtypes', unknown to np.dtype by name
                 count = prod(graph.shapes[k])
                 if storage.offset % dtype.itemsize:
                     raise ExecutorError(f"memory plan {self.memory_plan.strategy!r} placed {entry_names[k]!r} at "
@@ -547,7 +548,7 @@ class Executor:
 def _view_within(earlier: Any, shape: tuple, dtype: str) -> Any:
     """An array of ``shape`` over the start of ``earlier``'s memory (sharing its var), or None
     when ``earlier`` is missing, of another dtype or too small."""
-    if earlier is None or np.dtype(earlier.storage.dtype).name != np.dtype(dtype).name:
+    if earlier is None or np.dtype(earlier.storage.dtype).name != to_numpy(dtype).name:
         return None
     count = prod(shape)
     if count > earlier.storage.size:

@@ -21,6 +21,22 @@ def sum_to_shape(xp: Any, array: Any, shape: Sequence[int]) -> Any:
     return summed.reshape(shape)
 
 
+def is_floating(dtype: Any) -> bool:
+    """Whether ``dtype`` is a floating type: numpy's (kind ``f``) or ml_dtypes' bfloat16 (kind ``V`` to numpy)."""
+    return dtype.kind == "f" or dtype.name == "bfloat16"
+
+
+def lowest(xp: Any, dtype: Any) -> Any:
+    """The lowest finite value of ``dtype`` (bfloat16's from ml_dtypes, whose type numpy's finfo does not know)."""
+    if dtype.kind in "iu":
+        return xp.iinfo(dtype).min
+    if dtype.name == "bfloat16":
+        import ml_dtypes
+
+        return ml_dtypes.finfo(dtype).min
+    return xp.finfo(dtype).min
+
+
 def write(xp: Any, out: Any, value: Any) -> None:
     """Store ``value`` into the preallocated output (casting to the output dtype, as MXNet does)."""
     xp.copyto(out, value, casting="unsafe")

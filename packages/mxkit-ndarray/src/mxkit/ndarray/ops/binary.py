@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mxkit.ndarray.ops._helpers import elementwise_shape, first_shape, no_gradient, sum_to_shape, write
+from mxkit.ndarray.ops._helpers import elementwise_shape, first_shape, is_floating, no_gradient, sum_to_shape, write
 from mxkit.ndarray.params import Param, schema
 from mxkit.ndarray.registry import OpDef, define
 from mxkit.ndarray.shapes import broadcast_shape
@@ -22,7 +22,7 @@ def _mod(xp: Any, a: Any, b: Any) -> Any:
 
 
 def _floating(*values: Any) -> bool:
-    return any(getattr(v, "dtype", None) is not None and v.dtype.kind == "f" for v in values) or \
+    return any(getattr(v, "dtype", None) is not None and is_floating(v.dtype) for v in values) or \
         all(isinstance(v, float) for v in values)
 
 
@@ -31,7 +31,7 @@ FUNCTIONS: dict[str, tuple[Any, Any, Any]] = {
     "add": (lambda xp, a, b: xp.add(a, b), lambda xp, a, b, y: 1, lambda xp, a, b, y: 1),
     "sub": (lambda xp, a, b: xp.subtract(a, b), lambda xp, a, b, y: 1, lambda xp, a, b, y: -1),
     "mul": (lambda xp, a, b: xp.multiply(a, b), lambda xp, a, b, y: b, lambda xp, a, b, y: a),
-    "div": (lambda xp, a, b: xp.true_divide(a, b) if a.dtype.kind == "f" else a // b,
+    "div": (lambda xp, a, b: xp.true_divide(a, b) if is_floating(a.dtype) else a // b,
             lambda xp, a, b, y: 1 / b, lambda xp, a, b, y: -a / (b * b)),
     # MXNet's mod_grad / mod_rgrad: 1 and -floor(a / b) for floating types, 0 for integer ones
     "mod": (_mod, lambda xp, a, b, y: 1 if _floating(a, b) else 0,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mxkit.core.errors import ShapeError
-from mxkit.ndarray.ops._helpers import write
+from mxkit.ndarray.ops._helpers import is_floating, write
 from mxkit.ndarray.ops.nn_common import as_list, expect_shape, fmt, public, wanted
 from mxkit.ndarray.params import Param, schema
 from mxkit.ndarray.registry import OpDef, define
@@ -114,7 +114,7 @@ def _embedding_shape(params: dict, in_shapes: list) -> list:
 
 def _embedding_rows(xp, indices, input_dim: int):
     # MXNet clips out-of-range indices (take's mode="clip") rather than failing
-    return xp.clip(indices.astype(xp.int64) if indices.dtype.kind == "f" else indices, 0, input_dim - 1)
+    return xp.clip(indices.astype(xp.int64) if is_floating(indices.dtype) else indices, 0, input_dim - 1)
 
 
 def _embedding_kernel(xp, inputs, outputs, params):

@@ -10,7 +10,7 @@ ignored (unless ``SoftmaxOutput(out_grad=True)``), so a head ends a graph.
 from __future__ import annotations
 
 from mxkit.core.errors import ShapeError
-from mxkit.ndarray.ops._helpers import write
+from mxkit.ndarray.ops._helpers import is_floating, write
 from mxkit.ndarray.ops.nn_common import as_list, fmt, public
 from mxkit.ndarray.params import Param, schema
 from mxkit.ndarray.registry import OpDef, define
@@ -91,7 +91,7 @@ def _softmax_output_backward_kernel(xp, inputs, outputs, params):
     axis = _class_axis(params, prob.ndim)
     classes = prob.shape[axis]
     label = label.reshape(prob.shape[:axis] + prob.shape[axis + 1:])
-    index = label.astype(xp.int64) if label.dtype.kind == "f" else label
+    index = label.astype(xp.int64) if is_floating(label.dtype) else label
     positions = xp.arange(classes).reshape((-1,) + (1,) * (prob.ndim - axis - 1))
     target = (xp.expand_dims(index, axis) == positions).astype(prob.dtype)
     alpha = params["smooth_alpha"]

@@ -13,7 +13,7 @@ import itertools
 import math
 
 from mxkit.core.errors import ShapeError
-from mxkit.ndarray.ops._helpers import write
+from mxkit.ndarray.ops._helpers import lowest, write
 from mxkit.ndarray.ops.nn_common import as_list, fmt, public, spatial_tuple
 from mxkit.ndarray.params import Param, schema
 from mxkit.ndarray.registry import OpDef, define
@@ -130,7 +130,7 @@ def _pool_shape(params: dict, in_shapes: list) -> list:
 
 def _lowest(xp, dtype):
     """The fill of max pooling: a window wholly in the padding (full convention) gives it, as in MXNet."""
-    return xp.finfo(dtype).min if dtype.kind == "f" else xp.iinfo(dtype).min
+    return lowest(xp, dtype)
 
 
 def _window_counts(xp, g: PoolGeometry, include_pad: bool, dtype):

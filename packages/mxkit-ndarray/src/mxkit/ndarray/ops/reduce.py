@@ -37,9 +37,15 @@ def _reduce_shape(name):
     return infer
 
 
+def _accumulated(x):
+    """``x``, widened to float32 when it is bfloat16: ml_dtypes' sums add in bfloat16 (a sum of 1000 ones is
+    256); MXNet accumulates half-precision reductions in float32, and the result is rounded once when written."""
+    return x.astype("float32") if x.dtype.name == "bfloat16" else x
+
+
 def _reduce_kernel(name, method):
     def kernel(xp, inputs, outputs, params):
-        x = inputs[0]
+        x = inputs[0] if method in ("max", "min") else _accumulated(inputs[0])
         axes = _axes(params, x.shape, name)
         result = getattr(xp, method)(x, axis=axes, keepdims=True) if axes else x
         write(xp, outputs[0], result.reshape(outputs[0].shape))
@@ -120,7 +126,7 @@ for _name, (_method, _local, _needs_output, _aliases) in REDUCTIONS.items():
 
 
 def _square_sum_kernel(xp, inputs, outputs, params):
-    x = inputs[0]
+    x = _accumulated(inputs[0])
     axes = _axes(params, x.shape, "_square_sum")
     squared = x * x
     result = xp.sum(squared, axis=axes, keepdims=True) if axes else squared
@@ -134,7 +140,7 @@ _define_reduction("_square_sum", "sum", lambda xp, g, x, y, p, k: 2 * x * xp.bro
 
 
 def _norm_kernel(xp, inputs, outputs, params):
-    x = inputs[0]
+    x = _accumulated(inputs[0])
     axes = _axes(params, x.shape, "norm")
     if params["ord"] == 1:
         result = xp.abs(x).sum(axis=axes, keepdims=True)

@@ -174,7 +174,8 @@ define(OpDef(
 
 # ---- AMP's casts: MXNet's mixed-precision graphs (mx.contrib.amp) carry these nodes -------------
 
-_FLOATS = ("float16", "float32", "float64")
+# floating dtypes, narrowest first (bfloat16 and float16 are both 2 bytes; bfloat16 counts as the narrower)
+_FLOATS = ("bfloat16", "float16", "float32", "float64")
 
 
 def _amp_cast_dtype(params: dict, dtypes: list) -> list:

@@ -1,8 +1,10 @@
-"""``mx.contrib.amp``: MXNet's automatic mixed precision, under its import path only.
+"""``mx.contrib.amp``: MXNet's automatic mixed precision, under its import path.
 
-mxkit does not rewrite graphs for mixed precision. The names exist so that code importing
-them (``from mxnet.contrib import amp``, ``from mxnet.contrib.amp import amp``) still
-imports; calling any of them raises :class:`AMPNotSupportedError` saying what to do instead.
+``convert_symbol``, ``convert_model`` and ``convert_hybrid_block`` with ``target_dtype="bfloat16"``
+rewrite a graph so that its convolutions and inner products run in bfloat16 (oneDNN's bfloat16 kernels
+where the CPU has them) and its precision-sensitive operators in float32. The other names (float16 loss
+scaling, bucketing conversion) exist so that code importing them still imports; calling them raises
+:class:`AMPNotSupportedError` saying what to do instead.
 """
 
 from mxkit.mx.contrib.amp import amp
