@@ -43,9 +43,9 @@ def _bfloat16_only(name: str, target_dtype: Any) -> None:
             f"train in float32, or cast explicitly (NDArray.astype('float16'))")
 
 
-def convert_symbol(sym: Any, target_dtype: str = "float16", target_dtype_ops: list | None = None,
-                   fp32_ops: list | None = None, conditional_fp32_ops: list | None = None,
-                   excluded_sym_names: list | None = None, data_names: list | None = None,
+def convert_symbol(sym: Any, target_dtype: str = "float16", target_dtype_ops: list[Any] | None = None,
+                   fp32_ops: list[Any] | None = None, conditional_fp32_ops: list[Any] | None = None,
+                   excluded_sym_names: list[Any] | None = None, data_names: list[Any] | None = None,
                    cast_optional_params: bool = False) -> Any:
     """``sym`` with casts inserted so that convolutions and inner products run in bfloat16 and the
     precision-sensitive operators (softmax, losses, reductions...) in float32, as MXNet's
@@ -78,10 +78,10 @@ def convert_symbol(sym: Any, target_dtype: str = "float16", target_dtype_ops: li
                                data_names, cast_optional_params)
 
 
-def convert_model(sym: Any, arg_params: dict, aux_params: dict, target_dtype: str = "float16",
-                  target_dtype_ops: list | None = None, fp32_ops: list | None = None,
-                  conditional_fp32_ops: list | None = None, excluded_sym_names: list | None = None,
-                  cast_optional_params: bool = False) -> tuple:
+def convert_model(sym: Any, arg_params: dict[str, Any], aux_params: dict[str, Any], target_dtype: str = "float16",
+                  target_dtype_ops: list[Any] | None = None, fp32_ops: list[Any] | None = None,
+                  conditional_fp32_ops: list[Any] | None = None, excluded_sym_names: list[Any] | None = None,
+                  cast_optional_params: bool = False) -> tuple[Any, ...]:
     """:func:`convert_symbol` for a model: ``(symbol, arg_params, aux_params)``, the parameters in the dtypes
     the converted graph declares for them (bfloat16 with ``cast_optional_params``, float32 otherwise).
     The network's inputs are the arguments ``arg_params`` does not hold, as in MXNet."""
@@ -96,7 +96,7 @@ def convert_model(sym: Any, arg_params: dict, aux_params: dict, target_dtype: st
 
             declared[name] = dtype_from_flag(int(attrs["__dtype__"]))
 
-    def cast(params: dict) -> dict:
+    def cast(params: dict[str, Any]) -> dict[str, Any]:
         return {name: value.astype(declared[name]) if name in declared and value.dtype != declared[name]
                 else value for name, value in params.items()}
 
@@ -105,9 +105,9 @@ def convert_model(sym: Any, arg_params: dict, aux_params: dict, target_dtype: st
 
 
 
-def convert_hybrid_block(block: Any, target_dtype: str = "float16", target_dtype_ops: list | None = None,
-                         fp32_ops: list | None = None, conditional_fp32_ops: list | None = None,
-                         excluded_sym_names: list | None = None, ctx: Any = None,
+def convert_hybrid_block(block: Any, target_dtype: str = "float16", target_dtype_ops: list[Any] | None = None,
+                         fp32_ops: list[Any] | None = None, conditional_fp32_ops: list[Any] | None = None,
+                         excluded_sym_names: list[Any] | None = None, ctx: Any = None,
                          cast_optional_params: bool = False) -> Any:
     """A Gluon ``SymbolBlock`` running ``block`` (hybridized and called once, as ``export`` needs) converted by
     :func:`convert_model`, its parameters in the dtypes the converted graph declares, on ``ctx`` (the CPU

@@ -36,8 +36,8 @@ NAMED_OUTPUTS = {"Convolution": ("output",), "Deconvolution": ("output",), "Full
                  "Dropout": ("output", "mask"), "Activation": ("output",)}
 
 
-def _category(op: str, name: str, attrs: dict, target_ops: set, fp32_ops: set, conditional: list,
-              excluded: set) -> str:
+def _category(op: str, name: str, attrs: dict[str, Any], target_ops: set[Any], fp32_ops: set[Any],
+              conditional: list[Any], excluded: set[Any]) -> str:
     if name in excluded or op in fp32_ops:
         return "fp32"
     for cond_op, param, values in conditional:
@@ -52,25 +52,25 @@ def _category(op: str, name: str, attrs: dict, target_ops: set, fp32_ops: set, c
     return "fp32"
 
 
-def _widest(dtypes: list) -> str | None:
+def _widest(dtypes: list[str | None]) -> str | None:
     floats = [d for d in dtypes if d in _FLOATS]
     if len(floats) != len(dtypes) or not floats:
         return None
     return max(floats, key=_FLOATS.index)
 
 
-def convert_graph(graph: dict, target_ops: set, fp32_ops: set, conditional: list, excluded: set,
-                  data_names: set, cast_optional_params: bool) -> dict:
+def convert_graph(graph: dict[str, Any], target_ops: set[Any], fp32_ops: set[Any], conditional: list[Any],
+                  excluded: set[Any], data_names: set[Any], cast_optional_params: bool) -> dict[str, Any]:
     """The MXNet JSON graph ``graph`` (a dict) rewritten as the module's docstring says."""
     nodes = graph["nodes"]
     row_ptr = graph.get("node_row_ptr")
     outputs_of = [row_ptr[i + 1] - row_ptr[i] for i in range(len(nodes))] if row_ptr else [1] * len(nodes)
-    consumers: dict[int, list[tuple[dict, int]]] = {}
+    consumers: dict[int, list[tuple[dict[str, Any], int]]] = {}
     for node in nodes:
         for position, (source, _, _) in enumerate(node["inputs"]):
             consumers.setdefault(source, []).append((node, position))
 
-    def category(node: dict) -> str:
+    def category(node: dict[str, Any]) -> str:
         return _category(node["op"], node["name"], node.get("attrs", {}), target_ops, fp32_ops, conditional, excluded)
 
     # variables that stay float32 (BatchNorm's parameters and statistics) or, with cast_optional_params,
@@ -86,14 +86,14 @@ def convert_graph(graph: dict, target_ops: set, fp32_ops: set, conditional: list
         elif cast_optional_params and users and all(category(user) == "target" for user, _ in users):
             fixed_dtype[index] = BF16
 
-    new_nodes: list[dict] = []
+    new_nodes: list[dict[str, Any]] = []
     new_outputs: list[int] = []
     dtype_of: dict[tuple[int, int], str | None] = {}
     mapping: dict[int, int] = {}
     casts: dict[tuple[int, int, str], int] = {}
     names = {node["name"] for node in nodes}
 
-    def add(node: dict, count: int) -> int:
+    def add(node: dict[str, Any], count: int) -> int:
         new_nodes.append(node)
         new_outputs.append(count)
         return len(new_nodes) - 1
@@ -106,7 +106,7 @@ def convert_graph(graph: dict, target_ops: set, fp32_ops: set, conditional: list
         names.add(candidate)
         return candidate
 
-    def cast(entry: list, dtype: str) -> list:
+    def cast(entry: list[Any], dtype: str) -> list[Any]:
         source, index, version = entry
         if dtype_of.get((source, index)) == dtype:
             return entry
@@ -125,7 +125,7 @@ def convert_graph(graph: dict, target_ops: set, fp32_ops: set, conditional: list
             dtype_of[(casts[key], 0)] = dtype
         return [casts[key], 0, 0]
 
-    def multicast(entries: list, name: str) -> list:
+    def multicast(entries: list[Any], name: str) -> list[Any]:
         dtypes = [dtype_of.get((source, index)) for source, index, _ in entries]
         if len(set(dtypes)) == 1 and dtypes[0] is not None:
             return entries  # one dtype already
@@ -183,9 +183,9 @@ def convert_graph(graph: dict, target_ops: set, fp32_ops: set, conditional: list
     return result
 
 
-def convert_symbol_bf16(sym: Any, target_dtype_ops: list | None = None, fp32_ops: list | None = None,
-                        conditional_fp32_ops: list | None = None, excluded_sym_names: list | None = None,
-                        data_names: list | None = None, cast_optional_params: bool = False) -> Any:
+def convert_symbol_bf16(sym: Any, target_dtype_ops: list[Any] | None = None, fp32_ops: list[Any] | None = None,
+                        conditional_fp32_ops: list[Any] | None = None, excluded_sym_names: list[Any] | None = None,
+                        data_names: list[Any] | None = None, cast_optional_params: bool = False) -> Any:
     """``sym`` with the casts of a bfloat16 conversion (see the module's docstring)."""
     from mxkit.mx import sym as symbol_module
 
