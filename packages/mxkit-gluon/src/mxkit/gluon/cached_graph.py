@@ -249,6 +249,8 @@ def run_hybridized(block: Any, args: tuple) -> Any:
     runner.last = binding
     train = autograd.is_training()
     run = next(_run_ids)
+    hook = block._op_hook
+    binding.exe.register_op_hook(*(hook if hook is not None else (None, False)))
     with autograd.pause():
         outputs = binding.exe.forward(is_train=train, **dict(zip(binding.input_names, args)))
         outputs = [o.copy() for o in outputs]
