@@ -275,6 +275,10 @@ def is_elementwise(op: Any) -> bool:
 
 def input_shapes(op: Any, params: dict, ins: list, outs: list) -> dict[int, Shape]:
     """Shapes of inputs of ``op`` known from its parameters, known inputs and outputs."""
+    if op.name == "_foreach":
+        from mxkit.symbol.control_flow import input_shapes_rule
+
+        return input_shapes_rule(params, ins, outs)
     rule = RULES.get(op.name)
     if rule is not None:
         try:
