@@ -88,6 +88,9 @@ def _infer_shape(params: dict, in_shapes: list) -> list:
     from mxkit.symbol.infer import infer_shapes
 
     data_vars, state_vars, _, heads = _body_parts(params)
+    if any(len(tuple(s)) == 0 for s in in_shapes[:len(data_vars)]):
+        raise ShapeError(f"foreach: data must have a first axis to loop over, got shapes "
+                         f"{[tuple(s) for s in in_shapes[:len(data_vars)]]}")
     steps = {int(next(iter(s))) for s in in_shapes[:len(data_vars)]}
     if len(steps) != 1:
         raise ShapeError(f"foreach: every data array needs the same number of steps (first dimension), got "
