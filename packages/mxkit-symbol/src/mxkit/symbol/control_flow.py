@@ -26,7 +26,7 @@ from typing import Any
 
 from mxkit.core.errors import MXKitError, ShapeError
 from mxkit.ndarray.registry import OpDef
-from mxkit.symbol.graph import Entry, Node, aux_variables, topo_order
+from mxkit.symbol.graph import Entry, Node, aux_variables, copy_graph, topo_order
 
 __all__ = ["LoopError", "expand_loops", "foreach", "is_loop"]
 
@@ -305,7 +305,7 @@ def _unroll(node: Node, inputs: list[Entry], steps: int) -> list[Entry]:
         binding = {id(v): slices[i][step] for i, v in enumerate(data_vars)}
         binding.update({id(v): states[i] for i, v in enumerate(state_vars)})
         binding.update(free)
-        results = _instantiate(params["_order"], heads, binding, f"{node.name}_t{step}_")
+        results = copy_graph(heads, binding, f"{node.name}_t{step}_")
         for i in range(num_outputs):
             per_step_outputs[i].append(results[i])
         states = results[num_outputs:]
@@ -314,20 +314,3 @@ def _unroll(node: Node, inputs: list[Entry], steps: int) -> list[Entry]:
         stack = Node(stack_op, f"{node.name}_output{i}", {"axis": "0", "num_args": str(steps)}, entries)
         stacked.append(Entry(stack, 0))
     return stacked + list(states)
-
-
-def _instantiate(order: list[Node], heads: list[Entry], binding: dict[int, Entry], prefix: str) -> list[Entry]:
-    """A copy of the body graph with its variables bound to ``binding`` (node id to entry)."""
-    copies: dict[int, Node] = {}
-
-    def resolve(entry: Entry) -> Entry:
-        if entry.node.is_variable:
-            return binding[id(entry.node)]
-        return Entry(copies[id(entry.node)], entry.index)
-
-    for node in order:
-        if node.is_variable:
-            continue
-        copies[id(node)] = Node(node.op, prefix + node.name, node.attrs, [resolve(e) for e in node.inputs],
-                                params=node.params)
-    return [resolve(h) for h in heads]
