@@ -5,6 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 from mxkit.core import Context, cpu, current_context, gpu, hookimpl, plugins
+from mxkit.core.context import set_thread_default
 from mxkit.core.errors import DeviceError
 from mxkit.core.specs import BackendSpec
 
@@ -38,6 +39,22 @@ def test_with_context_sets_the_default_per_thread():
         assert current_context() == gpu(1)
     assert current_context() == cpu(0)
     assert seen["other"] == cpu(0)
+
+
+def test_default_ctx_is_mxnets_deprecated_spelling_of_the_current_context():
+    with pytest.warns(DeprecationWarning, match="default_ctx is deprecated"):
+        assert Context.default_ctx == cpu(0)
+    with cpu(3), pytest.warns(DeprecationWarning):
+        assert Context.default_ctx == cpu(3)
+    try:
+        with pytest.warns(DeprecationWarning):
+            Context.default_ctx = cpu(2)
+        assert current_context() == cpu(2)
+        with pytest.warns(DeprecationWarning), pytest.raises(DeviceError, match="must be a Context"):
+            Context.default_ctx = "cpu"
+    finally:
+        set_thread_default(None)
+    assert current_context() == cpu(0)
 
 
 def test_gpu_without_a_backend_says_what_to_install():

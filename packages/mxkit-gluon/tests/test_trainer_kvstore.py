@@ -67,6 +67,26 @@ def test_trainer_on_two_devices_matches_serial_replay(kvstore, update_on_kvstore
         np.testing.assert_allclose(bias.asnumpy(), b, rtol=1e-5, atol=1e-6)
 
 
+def test_trainer_over_mxnets_teststore_allreduces_and_updates_per_device():
+    # 'teststore' only broadcasts and sums (it cannot run an optimizer): each device's
+    # updater applies the summed gradient, as MXNet's test_trainer_with_teststore checks
+    net = _net(CONTEXTS)
+    store = mx.kv.create("teststore")
+    assert store.type == "teststore" and not store.is_capable("optimizer")
+    trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": LR, "momentum": MOMENTUM, "wd": WD},
+                      kvstore=store)
+    for step in range(3):
+        _step(net, trainer, step, CONTEXTS)
+    assert trainer._kvstore is store and trainer._update_on_kvstore is False
+    w, b = _replay(3)
+    for weight, bias in zip(net.weight.list_data(), net.bias.list_data()):
+        np.testing.assert_allclose(weight.asnumpy(), w, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(bias.asnumpy(), b, rtol=1e-5, atol=1e-6)
+    refused = Trainer(net.collect_params(), "sgd", kvstore=store, update_on_kvstore=True)
+    with pytest.raises(ValueError, match="'teststore' cannot run an optimizer; set update_on_kvstore=False"):
+        refused._init_kvstore()
+
+
 def test_allreduce_then_update_with_clipping_between():
     net = _net(CONTEXTS)
     trainer = Trainer(net.collect_params(), "sgd", {"learning_rate": 1.0}, kvstore="device", update_on_kvstore=False)

@@ -77,6 +77,24 @@ def test_ndarrayiter_bad_inputs():
         NDArrayIter(None)
 
 
+def test_ndarrayiter_label_longer_than_data_uses_its_first_samples():
+    # MXNet reads only the indices of the first data array: one label array can serve
+    # iterators over slices of the data (MXNet's test_loss.test_sample_weight_loss does so).
+    data = np.arange(12, dtype=np.float32).reshape(6, 2)
+    label = np.arange(10, dtype=np.float32)
+    for handle in ("pad", "discard", "roll_over"):
+        it = NDArrayIter(data[:5], {"label": label, "w": label * 2}, batch_size=2, last_batch_handle=handle)
+        batches = list(it)
+        for batch in batches:
+            first = np.asarray(batch.data[0])[:, 0] / 2  # sample index of each row
+            np.testing.assert_array_equal(np.asarray(batch.label[0]), first)
+            np.testing.assert_array_equal(np.asarray(batch.label[1]), first * 2)
+    np.random.seed(3)
+    shuffled = NDArrayIter(data, label, batch_size=3, shuffle=True)
+    for batch in shuffled:
+        np.testing.assert_array_equal(np.asarray(batch.label[0]), np.asarray(batch.data[0])[:, 0] / 2)
+
+
 def test_ndarrayiter_pad_with_batch_larger_than_data():
     batches = list(NDArrayIter(np.arange(3.0), batch_size=7))
     assert len(batches) == 1 and batches[0].pad == 4

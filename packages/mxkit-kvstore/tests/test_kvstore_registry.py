@@ -56,3 +56,33 @@ def test_a_bad_optimizer_description_is_a_clear_error(description, error, messag
     server = ParameterServer(0, num_workers=1)
     with pytest.raises(error, match=message):
         server.set_optimizer(0, description)
+
+
+def test_teststore_broadcasts_and_sums_and_refuses_the_rest():
+    import mxkit.kvstore as kvs
+    import mxkit.ndarray as nd
+    from mxkit.core import cpu
+
+    store = kvs.create("teststore")
+    assert (store.type, store.rank, store.num_workers) == ("teststore", 0, 1)
+    assert not store.is_capable("optimizer")
+    outs = [nd.zeros((2, 3), ctx=cpu(0)), nd.zeros((2, 3), ctx=cpu(1))]
+    store.broadcast(3, nd.ones((2, 3)) * 2, out=outs)
+    for out in outs:
+        np.testing.assert_array_equal(out.asnumpy(), np.full((2, 3), 2.0))
+    a, b = np.arange(6.0).reshape(2, 3), np.full((2, 3), 0.5)
+    grads = [nd.array(a, ctx=cpu(0)), nd.array(b, ctx=cpu(1))]
+    store.pushpull(3, grads)  # in place
+    for grad in grads:
+        np.testing.assert_allclose(grad.asnumpy(), a + b)
+    target = nd.zeros((2, 3))
+    store.pushpull(3, [nd.array(a), nd.array(a)], out=target)
+    np.testing.assert_allclose(target.asnumpy(), 2 * a)
+    with pytest.raises(KVStoreError, match="one shape"):
+        store.pushpull(3, [nd.zeros((2, 3)), nd.zeros((3, 2))])
+    for call in (lambda: store.push(3, grads), lambda: store.pull(3, out=grads), lambda: store.init(3, grads[0]),
+                 lambda: store.set_optimizer(None)):
+        with pytest.raises(KVStoreError, match="'teststore' store has no"):
+            call()
+    with pytest.raises(KVStoreError, match="takes no options"):
+        kvs.create("teststore", consistency="eventual")

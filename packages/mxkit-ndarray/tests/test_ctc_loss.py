@@ -66,8 +66,48 @@ def test_ndarray_and_contrib_names_share_the_operator():
         np.testing.assert_allclose(function(data, label).asnumpy(), nd.CTCLoss(data, label).asnumpy())
 
 
+def lattice_nll(acts, label, blank):
+    """-log of the sum over every path through the extended label's positions (warp-ctc's
+    lattice: stay, step one, or skip a blank position unless the target holds the blank's
+    value or repeats the label two back), enumerated one path at a time."""
+    logp = acts - np.log(np.exp(acts).sum(-1, keepdims=True))
+    extended = [blank]
+    for c in label:
+        extended += [c, blank]
+    size, steps = len(extended), acts.shape[0]
+    total = 0.0
+    for moves in itertools.product((0, 1, 2), repeat=steps - 1):
+        for start in (0, 1):
+            states, ok = [start], start < size
+            for move in moves:
+                s = states[-1] + move
+                if s >= size or (move == 2 and (extended[s] == blank or extended[s] == extended[s - 2])):
+                    ok = False
+                    break
+                states.append(s)
+            if ok and states[-1] >= size - 2:
+                total += np.exp(sum(logp[t, extended[s]] for t, s in enumerate(states)))
+    return -np.log(total)
+
+
+def test_labels_may_hold_the_blank_index_as_in_mxnet():
+    # MXNet's Gluon CTCLoss passes blank_label="last" and MXNet's tests give labels that use
+    # class C - 1: the recursion runs over label positions (warp-ctc's lattice).
+    labels = np.array([[3, 2, 2], [2, 3, -1]], dtype=np.float64)
+    loss = harness.run("CTCLoss", [ACTS, labels], blank_label="last")[0]
+    np.testing.assert_allclose(loss, [lattice_nll(ACTS[:, 0], [3, 2, 2], 3),
+                                      lattice_nll(ACTS[:, 1], [2, 3], 3)], rtol=1e-10)
+    # the lattice reference agrees with the alignment sum where both apply
+    np.testing.assert_allclose(lattice_nll(ACTS[:, 0], [1, 0], 3), brute_force_nll(ACTS[:, 0], [1, 0], 3))
+    harness.check_gradient("CTCLoss", [ACTS, labels], wrt=[0], rtol=1e-6, atol=1e-8, blank_label="last")
+    # MXNet 1.9.1 (test_loss.test_ctc_loss): uniform activations, labels [2, 1] and [3, 2, 2]
+    uniform = nd.CTCLoss(nd.ones((20, 2, 4)), nd.array([[2, 1, 2, 2], [3, 2, 2, 2]]), nd.array([2, 3]),
+                         use_label_lengths=True, blank_label="last")
+    np.testing.assert_allclose(uniform.asnumpy(), [18.82820702, 16.50581741], rtol=1e-5)
+
+
 def test_bad_labels_and_shapes_fail_clearly():
-    with pytest.raises(MXKitError, match="not be the blank"):
+    with pytest.raises(MXKitError, match=r"holds \[1, 5\]; classes must lie in \[0, 4\)"):
         nd.CTCLoss(nd.array(ACTS), nd.array([[1, 5, 0], [1, 0, 0]])).asnumpy()
     with pytest.raises(MXKitError, match=r"\(sequence length, batch, classes\)"):
         nd.CTCLoss(nd.ones((5, 4)), nd.ones((5, 2)))

@@ -51,6 +51,20 @@ def test_bad_parameters_are_named(values, words):
         assert word in str(info.value)
 
 
+def test_binary_operators_ignore_keywords_as_mxnet_does():
+    # MXNet registers its binary operators without a parameter parser: any keyword is kept as
+    # a free-form attribute and ignored (test_loss.test_cosine_loss passes axis=1).
+    lhs, rhs = np.array([0.0], np.float32), np.array([[0.5], [-1.0]], np.float32)
+    got = mx.nd.broadcast_maximum(mx.nd.array(lhs), mx.nd.array(rhs), axis=1).asnumpy()
+    np.testing.assert_array_equal(got, np.maximum(lhs, rhs))
+    got = mx.nd.elemwise_add(mx.nd.array(rhs), mx.nd.array(rhs), foo="bar").asnumpy()
+    np.testing.assert_array_equal(got, rhs + rhs)
+    # operators with parameters still name a misspelt one
+    with pytest.raises(ParamError, match="unknown parameter 'axs'"):
+        mx.nd.sum(mx.nd.array(rhs), axs=1)
+    assert schema(ignores_unknown=True).parse({"axis": 1}, "broadcast_maximum") == {}
+
+
 def test_registry_lookup_and_aliases():
     registry = get_registry()
     assert get_op("reshape") is get_op("Reshape")

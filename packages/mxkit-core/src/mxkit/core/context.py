@@ -9,6 +9,7 @@ package to install.
 from __future__ import annotations
 
 import threading
+import warnings
 from typing import Any, ClassVar
 
 from mxkit.core.errors import DeviceError, PluginError
@@ -19,7 +20,24 @@ _backend_cache: dict[tuple[str, int], Any] = {}
 _backend_lock = threading.Lock()
 
 
-class Context:
+class _ContextType(type):
+    """Gives ``Context`` MXNet's deprecated class attribute ``Context.default_ctx``."""
+
+    @property
+    def default_ctx(cls) -> Context:
+        """This thread's current device (MXNet 1.x's deprecated spelling of :func:`current_context`)."""
+        warnings.warn("Context.default_ctx is deprecated (as in MXNet); use mx.context.current_context()",
+                      DeprecationWarning, stacklevel=2)
+        return current_context()
+
+    @default_ctx.setter
+    def default_ctx(cls, ctx: Context) -> None:
+        warnings.warn("Context.default_ctx is deprecated (as in MXNet); use mx.test_utils.set_default_context",
+                      DeprecationWarning, stacklevel=2)
+        set_thread_default(ctx)
+
+
+class Context(metaclass=_ContextType):
     """A device: ``Context("cpu", 0)``, ``Context("gpu", 1)``, ``Context("opencl", 0)``.
 
     Used as a context manager it becomes the default device of the enclosed block

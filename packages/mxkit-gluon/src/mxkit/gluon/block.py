@@ -301,6 +301,13 @@ class Block:
         """Initialise every parameter (``init`` is the default initializer: ``mx.init.Uniform()``)."""
         self.collect_params().initialize(init, ctx, verbose, force_reinit)
 
+    def register_op_hook(self, callback: Any, monitor_all: bool = False) -> None:
+        """Install ``callback(name, op_name, NDArray)`` on the hybridized descendants (MXNet's
+        op hook): each operator of their graphs reports its outputs as ``<node>_output``,
+        and with ``monitor_all`` its inputs first (``<node>_<argument>``)."""
+        for child in self._children.values():
+            child.register_op_hook(callback, monitor_all)
+
     def hybridize(self, active: bool = True, **kwargs: Any) -> None:
         """Hybridize the hybrid children (a plain Block itself stays imperative)."""
         for child in self._children.values():
@@ -473,6 +480,8 @@ class HybridBlock(Block):
         self._graph_in_fmt: Any = None
         self._out_fmt: Any = 0
         self._out_index: list[int] = [0]
+        #: (callback, monitor_all) of register_op_hook: the graph's executors report to it
+        self._op_hook: tuple[Any, bool] | None = None
 
     def register_child(self, block: Block, name: str | None = None) -> None:
         if not isinstance(block, HybridBlock):
@@ -503,6 +512,18 @@ class HybridBlock(Block):
         self._flags = {"static_alloc": static_alloc, "static_shape": static_shape, "memplan": memplan, **kwargs}
         self._clear_cached_graph()
         super().hybridize(active, static_alloc=static_alloc, static_shape=static_shape, memplan=memplan, **kwargs)
+
+    def register_op_hook(self, callback: Any, monitor_all: bool = False) -> None:
+        """Install ``callback(name, op_name, NDArray)`` on this block's hybridized graph and on
+        its descendants' (MXNet's op hook). After each run of the graph every operator node
+        reports its outputs, named ``<node>_output`` (``dense0_fwd_output``); with
+        ``monitor_all`` each node's inputs first, named ``<node>_<argument>``
+        (``dense0_fwd_weight``). An imperative (not hybridized) block reports nothing, as in
+        MXNet. ``callback=None`` removes the hook."""
+        if callback is not None and not callable(callback):
+            raise GluonError(f"register_op_hook needs a callable callback(name, op_name, array), got {callback!r}")
+        self._op_hook = None if callback is None else (callback, bool(monitor_all))
+        super().register_op_hook(callback, monitor_all)
 
     def cast(self, dtype: Any) -> None:
         self._clear_cached_graph()

@@ -228,6 +228,50 @@ def _cached_op_def() -> Any:
 
 
 _CACHED_OP = None
+_CACHED_OP_SYMBOL = None
+
+#: MXNet's default ``hybridize(inline_limit=...)``: a graph of at most this many operators shows
+#: its operators in autograd.get_symbol, a larger one shows as one _CachedOp node
+INLINE_LIMIT = 2
+
+
+def _symbolizer(block: Any, binding: _Binding) -> Any:
+    """How autograd.get_symbol writes this call: the block's graph (at most ``inline_limit``
+    operators, MXNet's inlining) with the recorded inputs in place of its variables, or one
+    ``_CachedOp`` node of those inputs (a node that MXNet JSON readers other than MXNet's do
+    not know; mxkit reads it back as an unknown operator)."""
+    _, sym = block._cached_graph
+
+    def symbolize(input_symbols: list, name: str) -> Any:
+        global _CACHED_OP_SYMBOL
+        from mxkit.symbol import Group, Symbol
+        from mxkit.symbol.graph import Entry, Node, copy_graph, topo_order
+
+        outputs = list(sym._outputs)
+        entries = [s._outputs[0] for s in input_symbols]
+        count = len(binding.input_names)
+        operators = [n for n in topo_order(outputs) if not n.is_variable]
+        limit = block._flags.get("inline_limit", INLINE_LIMIT)
+        if len(operators) <= int(limit):
+            by_name = dict(zip(binding.input_names, entries[:count]))
+            by_name.update(zip(binding.param_names, entries[count:]))
+            mapping = {id(n): by_name[n.name] for n in topo_order(outputs) if n.is_variable and n.name in by_name}
+            heads = copy_graph(outputs, mapping, prefix=f"{name}_")
+        else:
+            if _CACHED_OP_SYMBOL is None:
+                from mxkit.ndarray.registry import OpDef
+
+                _CACHED_OP_SYMBOL = OpDef(
+                    name="_CachedOp", infer_shape=lambda p, s: list(p["_shapes"]),
+                    num_inputs=lambda p: p["num_inputs"], num_outputs=lambda p: p["num_outputs"],
+                    input_names=lambda p: tuple(f"data{i}" for i in range(p["num_inputs"])),
+                    doc="a hybridized Gluon block's call as autograd recorded it (autograd.get_symbol)")
+            node = Node(_CACHED_OP_SYMBOL, name, {}, entries,
+                        params={"num_inputs": len(entries), "num_outputs": len(outputs), "_shapes": ()})
+            heads = [Entry(node, i) for i in range(len(outputs))]
+        return Symbol(heads[:1]) if len(heads) == 1 else Group([Symbol([h]) for h in heads])
+
+    return symbolize
 
 
 def run_hybridized(block: Any, args: tuple) -> Any:
@@ -249,6 +293,8 @@ def run_hybridized(block: Any, args: tuple) -> Any:
     runner.last = binding
     train = autograd.is_training()
     run = next(_run_ids)
+    hook = block._op_hook
+    binding.exe.register_op_hook(*(hook if hook is not None else (None, False)))
     with autograd.pause():
         outputs = binding.exe.forward(is_train=train, **dict(zip(binding.input_names, args)))
         outputs = [o.copy() for o in outputs]
@@ -258,7 +304,8 @@ def run_hybridized(block: Any, args: tuple) -> Any:
             _CACHED_OP = _cached_op_def()
         params = [p.data(ctx) for p in binding.params]
         autograd.record_op(_CACHED_OP, {"binding": binding, "run": run, "train": train, "runner": runner,
-                                        "input_grads": input_grads}, [*args, *params], outputs)
+                                        "input_grads": input_grads, "_symbolize": _symbolizer(block, binding)},
+                           [*args, *params], outputs)
         binding.in_flight = True
         # the node keeps its outputs alive: when the first is collected, the node is gone
         weakref.finalize(outputs[0], _release, binding, run)

@@ -51,6 +51,11 @@ class SparseWeightStoreError(GluonError, ValueError):
     run the optimizer. Also a ``ValueError``, the class MXNet 1.9.1 raises there."""
 
 
+class StoreCapabilityError(GluonError, ValueError):
+    """``update_on_kvstore=True`` with a store that cannot run an optimizer. Also a
+    ``ValueError``, the class MXNet 1.9.1 raises there."""
+
+
 class TrainerStateError(GluonError, AssertionError):
     """A Trainer method was called in a state where it does not apply (``update`` while the store
     runs the optimizer). Also an ``AssertionError``, the class MXNet 1.9.1 raises there."""
@@ -192,8 +197,8 @@ class Trainer:
             capable = getattr(kv, "is_capable", None)
             if update_on_kvstore and capable is not None and not capable("optimizer"):
                 if explicit:
-                    raise GluonError(f"Trainer(update_on_kvstore=True): the store {kv.type!r} cannot run an "
-                                     f"optimizer; set update_on_kvstore=False")
+                    raise StoreCapabilityError(f"Trainer(update_on_kvstore=True): the store {kv.type!r} cannot "
+                                               f"run an optimizer; set update_on_kvstore=False")
                 update_on_kvstore = False
             if self._compression_params:
                 kv.set_gradient_compression(self._compression_params)

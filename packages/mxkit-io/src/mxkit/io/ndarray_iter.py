@@ -94,11 +94,16 @@ class NDArrayIter(DataIter):
         self.label = _init_data(label, allow_empty=True, default_name=label_name)
         self.num_data = self.data[0][1].shape[0] if self.data[0][1].ndim else 0
         for name, array in self.data + self.label:
-            if array.ndim == 0 or array.shape[0] != self.num_data:
+            if array.ndim == 0 or array.shape[0] < self.num_data:
                 raise ShapeError(
-                    f"every input of NDArrayIter needs {self.num_data} samples along axis 0 (like "
-                    f"{self.data[0][0]!r}), but {name!r} has shape {array.shape}"
+                    f"every input of NDArrayIter needs at least {self.num_data} samples along axis 0 "
+                    f"(like {self.data[0][0]!r}), but {name!r} has shape {array.shape}"
                 )
+        # As MXNet, the first data array sets the sample count and only its indices are ever
+        # read: a longer input (a label array shared by several iterators over slices of the
+        # data) contributes its first num_data samples.
+        self.data = [(k, v[: self.num_data]) for k, v in self.data]
+        self.label = [(k, v[: self.num_data]) for k, v in self.label]
         if self.num_data == 0:
             raise ShapeError("NDArrayIter got inputs with no samples (axis 0 has length 0)")
         self.idx = np.arange(self.num_data)

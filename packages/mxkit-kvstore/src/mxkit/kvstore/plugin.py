@@ -97,3 +97,7 @@ def mxkit_kvstores() -> Iterator[KVStoreSpec]:
                       description="parameter servers on Ray; every push applied on arrival (eventual)")
     yield KVStoreSpec(name="dist_ssp", factory=_dist_store, aliases=("dist_ssp_device", "dist_device_ssp"),
                       description="parameter servers on Ray; no pull more than tau rounds stale (bounded delay)")
+    from mxkit.kvstore.teststore import create_test_store
+
+    yield KVStoreSpec(name="teststore", factory=create_test_store,
+                      description="MXNet's test store: broadcast and pushpull only, no optimizer, keeps nothing")

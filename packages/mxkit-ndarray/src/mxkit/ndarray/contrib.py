@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from mxkit.ndarray.control_flow import foreach
 from mxkit.ndarray.op_functions import make_function
 from mxkit.ndarray.registry import get_registry
 
@@ -35,4 +36,4 @@ def isfinite(data: Any) -> Any:
     return (data == data) * (data.abs() != np.inf)
 
 
-__all__ = [*_generate(), "isfinite", "isinf", "isnan"]
+__all__ = [*_generate(), "foreach", "isfinite", "isinf", "isnan"]

@@ -205,6 +205,10 @@ class ParamSchema:
     """The typed parameters of one operator, in declaration order."""
 
     params: tuple[Param, ...] = ()
+    #: MXNet registers some operators (the element-wise and broadcast binary ones) without a
+    #: parameter parser: they keep any keyword as a free-form attribute and ignore it, so
+    #: ``broadcast_maximum(a, b, axis=1)`` runs there. Such a schema drops unknown names.
+    ignores_unknown: bool = False
     _by_name: dict[str, Param] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -234,6 +238,8 @@ class ParamSchema:
             if param is None:
                 if name.startswith("__") and name.endswith("__"):
                     continue  # MXNet's free-form attributes (__lr_mult__, __init__...) are not op params
+                if self.ignores_unknown:
+                    continue
                 known = ", ".join(self._by_name) or "none"
                 raise ParamError(f"operator {op_name} got an unknown parameter {name!r}={value!r}; "
                                  f"its parameters are: {known}")
@@ -259,9 +265,9 @@ class ParamSchema:
         return strings
 
 
-def schema(params: Iterable[Param] = ()) -> ParamSchema:
-    """A :class:`ParamSchema` of ``params``."""
-    return ParamSchema(tuple(params))
+def schema(params: Iterable[Param] = (), ignores_unknown: bool = False) -> ParamSchema:
+    """A :class:`ParamSchema` of ``params`` (``ignores_unknown``: see :class:`ParamSchema`)."""
+    return ParamSchema(tuple(params), ignores_unknown=ignores_unknown)
 
 
 __all__ = ["Param", "ParamError", "ParamSchema", "format_value", "schema"]

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from mxkit.symbol.control_flow import foreach
+
+__all__ = ["foreach"]
+
 
 def __getattr__(name: str) -> Any:
     if name.startswith("__"):

@@ -204,11 +204,19 @@ def build_exec_graph(symbol: Any, shapes: Mapping[str, Any], dtypes: Mapping[str
     from mxkit.symbol.passes import PassGraph, configured_passes, optimize_graph
 
     planner = memplan if isinstance(memplan, PlannerSpec) else get_planner(memplan)
-    heads = list(symbol._outputs)
+    from mxkit.symbol.control_flow import expand_loops
+
+    # foreach loops become their body once per step, now that the data's length is known
+    heads = expand_loops(list(symbol._outputs), shapes)
     order = topo_order(heads)
     aux_ids = aux_variables(order)
     arg_nodes = [n for n in order if n.is_variable and id(n) not in aux_ids]
     aux_nodes = [n for n in order if n.is_variable and id(n) in aux_ids]
+    if heads != list(symbol._outputs):
+        # an unrolled loop reaches its variables in another order: keep the symbol's (list_arguments)
+        rank = {id(n): i for i, n in enumerate(topo_order(symbol._outputs)) if n.is_variable}
+        arg_nodes.sort(key=lambda n: rank[id(n)])
+        aux_nodes.sort(key=lambda n: rank[id(n)])
     _check_unique_names(arg_nodes + aux_nodes)
     reqs = normalize_grad_req(grad_req, [n.name for n in arg_nodes])
     if not for_training:

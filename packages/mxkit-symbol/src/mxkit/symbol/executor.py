@@ -107,6 +107,7 @@ class Executor:
         self._grad_req = dict(graph.grad_req)
         self._monitor = None
         self._monitor_all = False
+        self._monitor_op_names = False  # an op hook: callback(name, op name, array)
         # read once at bind, as MXNet reads MXNET_EXEC_BULK_*: a config lookup per forward costs more
         # than a small network's kernels
         # (``mx.engine.bulk(n)`` around the bind overrides it for that thread, as in MXNet)
@@ -339,6 +340,7 @@ class Executor:
             # statistics (and updates the moving ones), which only the unfolded graph does
             twin = self._training_twin()
             twin._monitor, twin._monitor_all = self._monitor, self._monitor_all
+            twin._monitor_op_names = self._monitor_op_names
             twin.forward(is_train=True)
             for mine, theirs in zip(self.outputs, twin.outputs):
                 if mine is not theirs:
@@ -449,26 +451,45 @@ class Executor:
         (``monitor_all``: inputs too)."""
         self._monitor = callback
         self._monitor_all = monitor_all
+        self._monitor_op_names = False
+
+    def register_op_hook(self, callback: Any, monitor_all: bool = False) -> None:
+        """MXNet's CachedOp op hook: call ``callback(name, op_name, NDArray)`` with every node
+        output after each forward/backward, named ``<node>_<output>``; with ``monitor_all``
+        each node's inputs first, named ``<node>_<argument>`` (variables are not reported
+        under their own names, unlike :meth:`set_monitor_callback`). ``None`` removes it."""
+        self._monitor = callback
+        self._monitor_all = monitor_all
+        self._monitor_op_names = callback is not None
 
     def _run_monitor(self, nodes: list[Node]) -> None:
         from mxkit.ndarray import array
 
         self._engine.wait_for_var(self._internal_var)
+        op_names = self._monitor_op_names
+
+        def report(name: str, node: Node, value: Any) -> None:
+            copy = array(np.array(value), ctx=self._ctx)
+            if op_names:
+                self._monitor(name, node.op.name, copy)
+            else:
+                self._monitor(name, copy)
+
         for node in nodes:
             if id(node) in self._graph.unmonitored_ids:
                 continue
             if self._monitor_all:
-                # as MXNet names them: a variable input under its own name, then every input as
-                # "<node>_<argument>" (conv_data, conv_weight)
+                # as MXNet names them: a variable input under its own name (not for an op hook),
+                # then every input as "<node>_<argument>" (conv_data, conv_weight)
                 names = list(node.op.list_inputs(node.params)) + list(node.op.list_aux(node.params))
                 for position, entry in enumerate(node.inputs):
                     value = self._arrays[key(entry)]
-                    if entry.node.is_variable:
+                    if entry.node.is_variable and not op_names:
                         self._monitor(entry.node.name, array(np.array(value), ctx=self._ctx))
                     argument = names[position] if position < len(names) else f"input{position}"
-                    self._monitor(f"{node.name}_{argument}", array(np.array(value), ctx=self._ctx))
+                    report(f"{node.name}_{argument}", node, value)
             for i, label in enumerate(node.output_names()):
-                self._monitor(label, array(np.array(self._arrays[(id(node), i)]), ctx=self._ctx))
+                report(label, node, self._arrays[(id(node), i)])
 
     def reshape(self, partial_shaping: bool = False, allow_up_sizing: bool = False, **shapes: Any) -> Executor:
         """A new executor for new input shapes, sharing this one's arrays where they fit.

@@ -165,4 +165,22 @@ def aux_variables(order: Sequence[Node]) -> set[int]:
     return aux
 
 
-__all__ = ["Entry", "Node", "aux_variables", "known_attributes", "op_params", "topo_order"]
+def copy_graph(heads: Sequence[Entry], binding: Mapping[int, Entry], prefix: str = "") -> list[Entry]:
+    """A copy of the graph of ``heads`` whose variables are replaced: ``binding`` maps a
+    variable node's id to the entry that takes its place (variables not in it stay). The
+    copied operator nodes are named ``prefix + name``; returns the copied heads."""
+    copies: dict[int, Node] = {}
+
+    def resolve(entry: Entry) -> Entry:
+        if entry.node.is_variable:
+            return binding.get(id(entry.node), entry)
+        return Entry(copies[id(entry.node)], entry.index)
+
+    for node in topo_order(heads):
+        if not node.is_variable:
+            copies[id(node)] = Node(node.op, prefix + node.name, node.attrs, [resolve(e) for e in node.inputs],
+                                    params=node.params)
+    return [resolve(h) for h in heads]
+
+
+__all__ = ["Entry", "Node", "aux_variables", "copy_graph", "known_attributes", "op_params", "topo_order"]

@@ -228,7 +228,26 @@ def _custom(params: dict, ins: list, outs: list) -> dict[int, Shape]:
     return infer_input_shapes(params, ins)
 
 
+def _deformable_convolution(modulated: bool) -> Rule:
+    """The weight and bias from the data (inputs: data, offset, [mask], weight, [bias])."""
+
+    def rule(params: dict, ins: list, outs: list) -> dict[int, Shape]:
+        data = ins[0]
+        if data is None:
+            return {}
+        filters = _positive(params, "num_filter", "output channels")
+        weight = 3 if modulated else 2
+        found = {weight: (filters, data[1] // (params.get("num_group", 1) or 1), *params["kernel"])}
+        if len(ins) > weight + 1:
+            found[weight + 1] = (filters,)
+        return found
+
+    return rule
+
+
 RULES: dict[str, Rule] = {
+    "_contrib_DeformableConvolution": _deformable_convolution(False),
+    "_contrib_ModulatedDeformableConvolution": _deformable_convolution(True),
     "FullyConnected": _fully_connected,
     "Convolution": _convolution,
     "Deconvolution": _deconvolution,
@@ -275,6 +294,10 @@ def is_elementwise(op: Any) -> bool:
 
 def input_shapes(op: Any, params: dict, ins: list, outs: list) -> dict[int, Shape]:
     """Shapes of inputs of ``op`` known from its parameters, known inputs and outputs."""
+    if op.name == "_foreach":
+        from mxkit.symbol.control_flow import input_shapes_rule
+
+        return input_shapes_rule(params, ins, outs)
     rule = RULES.get(op.name)
     if rule is not None:
         try:

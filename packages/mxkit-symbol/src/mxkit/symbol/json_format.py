@@ -29,7 +29,13 @@ def to_dict(symbol: Symbol) -> dict[str, Any]:
     index = {id(node): i for i, node in enumerate(order)}
     nodes = []
     row_ptr = [0]
+    from mxkit.symbol.control_flow import LoopError, is_loop
+
     for node in order:
+        if is_loop(node):
+            raise LoopError(f"node {node.name!r} is a foreach loop, whose body MXNet's JSON keeps as a subgraph, "
+                            f"which mxkit does not write; save the parameters (save_parameters) and rebuild the "
+                            f"network in code instead of exporting its graph")
         item: dict[str, Any] = {"op": node.op_name, "name": node.name}
         if node.attrs:
             item["attrs"] = dict(node.attrs)

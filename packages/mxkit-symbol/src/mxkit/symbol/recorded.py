@@ -53,8 +53,13 @@ class _Exporter:
         if node is None:
             inputs_symbols = [self.symbol_of(a) for a in inputs]
             given = {k: v for k, v in params.items() if not k.startswith("_")}
+            symbolize = params.get("_symbolize")
             try:
-                node = create(op.name, *inputs_symbols, name=f"node_{self.operations}", **given)
+                if symbolize is not None:
+                    # an operation that knows its own Symbol form (a hybridized Gluon block's call)
+                    node = symbolize(inputs_symbols, f"node_{self.operations}")
+                else:
+                    node = create(op.name, *inputs_symbols, name=f"node_{self.operations}", **given)
             except MXKitError as exc:
                 raise AutogradError(f"autograd.get_symbol: the recorded {op.name} cannot be expressed as a "
                                     f"symbol: {exc}") from None

@@ -158,6 +158,10 @@ def _broadcast_infer(name):
     return infer
 
 
+# MXNet's binary operators have no parameter parser and ignore any keyword given to them.
+_FREE_FORM_SCHEMA = schema(ignores_unknown=True)
+
+
 def _define_binary(key: str, name: str, aliases: tuple[str, ...], infer) -> None:
     forward, d_lhs, d_rhs = FUNCTIONS[key]
     differentiable = d_lhs is not None
@@ -165,7 +169,8 @@ def _define_binary(key: str, name: str, aliases: tuple[str, ...], infer) -> None
     kernel = _FAST.get(key, _binary_kernel(forward))
     define(OpDef(
         name=name, infer_shape=infer, kernel=kernel, num_inputs=2, input_names=("lhs", "rhs"),
-        aliases=aliases, inplace=((0, 0, False), (1, 0, False)), infer_dtype=_same_dtypes(name),
+        params=_FREE_FORM_SCHEMA, aliases=aliases, inplace=((0, 0, False), (1, 0, False)),
+        infer_dtype=_same_dtypes(name),
         gradient=_pick_gradient(key, backward, differentiable),
         backward_ignores=frozenset({0, 1}) if key in ("add", "sub") else frozenset(),
         doc=f"{key} of two arrays" + (" with broadcasting." if name.startswith("broadcast") else

@@ -68,9 +68,12 @@ def _sequences(params, inputs):
         count = int(data_lengths[n]) if data_lengths is not None else steps
         if not 0 <= count <= steps:
             raise ShapeError(f"CTCLoss: data_lengths[{n}] = {count} is outside [0, {steps}]")
-        if row.size and (row.min() < 0 or row.max() >= classes or (row == blank).any()):
-            raise ShapeError(f"CTCLoss: label {n} holds {row.tolist()}; classes must lie in [0, {classes}) and "
-                             f"not be the blank ({blank})")
+        # A label may hold the blank's index (MXNet's Gluon CTCLoss always says blank_label="last"
+        # and lets labels use class C - 1): as in MXNet's warp-ctc recursion, the lattice is
+        # over positions, a position holding the blank's value is never skipped to, and its
+        # occupancy counts toward that class.
+        if row.size and (row.min() < 0 or row.max() >= classes):
+            raise ShapeError(f"CTCLoss: label {n} holds {row.tolist()}; classes must lie in [0, {classes})")
         result.append((count, row, blank))
     return result
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from mxkit.gluon.parameter import GluonError
-from mxkit.gluon.rnn.rnn_cell import BidirectionalCell, HybridRecurrentCell, ModifierCell, RecurrentCell
+from mxkit.gluon.rnn.rnn_cell import (
+    BidirectionalCell,
+    HybridRecurrentCell,
+    ModifierCell,
+    RecurrentCell,
+    format_sequence,
+)
 
 
 class VariationalDropoutCell(ModifierCell):
@@ -130,4 +136,63 @@ class LSTMPCell(HybridRecurrentCell):
         return next_r, [next_r, next_c]
 
 
-__all__ = ["LSTMPCell", "VariationalDropoutCell"]
+def dynamic_unroll(cell: Any, inputs: Any, begin_state: Any, drop_inputs: float = 0, drop_outputs: float = 0,
+                   layout: str = "TNC", valid_length: Any = None) -> tuple[Any, Any]:
+    """Run ``cell`` over the time axis of ``inputs`` with a ``foreach`` loop (MXNet's
+    ``contrib.rnn.rnn_cell.dynamic_unroll``), imperatively on NDArrays or as one loop node in
+    a graph (a hybridized block), whatever the number of steps.
+
+    Parameters
+    ----------
+    cell : RecurrentCell
+        The cell of one step.
+    inputs : NDArray or Symbol
+        ``(T, N, ...)`` for layout ``'TNC'``, ``(N, T, ...)`` for ``'NTC'``.
+    begin_state : list of NDArray or Symbol
+        The cell's initial states.
+    drop_inputs, drop_outputs : float
+        Dropout rates on the inputs and the outputs (shared over the time axis).
+    layout : {'TNC', 'NTC'}
+        Where the time axis is.
+    valid_length : NDArray or Symbol, optional
+        ``(N,)`` steps of each sequence: its states stop changing after them (the returned
+        states are those of its last valid step) and its outputs past them are 0.
+
+    Returns
+    -------
+    (outputs, states)
+        The outputs in ``layout`` and the final states (as a list).
+    """
+    inputs, axis, F, _ = format_sequence(None, inputs, layout, True)
+    if axis != 0:
+        axes = list(range(len(layout)))
+        axes[0], axes[axis] = axes[axis], axes[0]
+        inputs = F.transpose(inputs, axes=axes)
+    states = list(begin_state) if isinstance(begin_state, list | tuple) else [begin_state]
+    if drop_inputs:
+        inputs = F.Dropout(inputs, p=drop_inputs, axes=(0,))
+    if valid_length is None:
+        def loop_body(step: Any, step_states: Any) -> Any:
+            return cell(step, step_states)
+    else:
+        # the step number rides along as one more state: a sequence past its length keeps its states
+        states.append(F.zeros((1,)))
+
+        def loop_body(step: Any, step_states: Any) -> Any:
+            cell_states, step_no = step_states[:-1], step_states[-1]
+            out, new_states = cell(step, cell_states)
+            still = F.broadcast_greater(valid_length, step_no)
+            new_states = [F.where(still, new, old) for new, old in zip(new_states, cell_states)]
+            return out, [*new_states, step_no + 1]
+    outputs, states = F.contrib.foreach(loop_body, inputs, states)
+    if drop_outputs:
+        outputs = F.Dropout(outputs, p=drop_outputs, axes=(0,))
+    if axis != 0:
+        outputs = F.transpose(outputs, axes=axes)
+    if valid_length is not None:
+        outputs = F.SequenceMask(outputs, sequence_length=valid_length, use_sequence_length=True, axis=axis)
+        states = states[:-1]  # (the step counter)
+    return outputs, states
+
+
+__all__ = ["LSTMPCell", "VariationalDropoutCell", "dynamic_unroll"]
