@@ -415,8 +415,11 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
         push_kernel(eng, on_device(ctx, backend, run), reads, writes, ctx, op.name, nbytes)
     if out_data and out_data[0].nbytes >= 65536:
         in_flight.add(eng, writes[0], out_data[0].nbytes)
-    if autograd._state.recording:
+    state = autograd._state
+    if state.recording:
         autograd.record_op(op, params, inputs, outputs)
+    elif state.capture is not None:  # a backward pass notes its calls for later replays
+        state.capture.invoked(op, inputs, params, out, ctx, outputs)
     return outputs
 
 
@@ -455,6 +458,8 @@ def push_raw(fn: Any, reads: Sequence[Any], writes: Sequence[Any], ctx: Context,
     takes about that long (a copy within a device): pushed as :func:`push_kernel` does,
     a small one may run on the calling thread.
     """
+    if autograd._state.capture is not None:
+        autograd._state.capture.spoil()  # a backward replay would not repeat this push
     write_vars = _var_list(writes, [])
     read_vars = _var_list(reads, [])
     for array in writes:
