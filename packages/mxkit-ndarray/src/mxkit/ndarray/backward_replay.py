@@ -164,7 +164,12 @@ def _op_replayable(op: Any) -> bool:
 
 def signature(heads: list, head_grads: list, nodes: list, flags: tuple) -> tuple[tuple, list, Any] | None:
     """``(signature, slot arrays, device)`` of a tape (``nodes`` in the walk's order), or None
-    when it cannot be replayed."""
+    when it cannot be replayed.
+
+    The signature is one flat tuple (it is built every step, so it is built cheaply): per node its
+    operator's id and gradient function, its parameters, then per input and per output either the
+    slot of an array met before or, for a new slot, ``(shape, dtype, first slot of its engine var,
+    role)``; markers separate the parts."""
     global _NDArray, _VARIABLE
     if _NDArray is None:
         from mxkit.ndarray.autograd import VARIABLE
@@ -176,58 +181,67 @@ def signature(heads: list, head_grads: list, nodes: list, flags: tuple) -> tuple
     arrays: list = []
     index: dict[int, int] = {}
     var_index: dict[int, int] = {}
-    node_index = {id(node): position for position, node in enumerate(nodes)}
+    node_index: dict[int, int] | None = None
     key: list = [flags]
+    append = key.append
     variables = []
-
-    def slot_of(array: Any) -> Any:
-        found = index.get(id(array))
-        if found is not None:
-            return found
-        if type(array) is not ndarray or array._ctx is not ctx:
-            raise _NotReplayable
-        index[id(array)] = len(arrays)
-        arrays.append(array)
-        data = array._data
-        shared = var_index.setdefault(id(array._var), len(arrays) - 1)
-        ag = array._ag
-        if ag is None:
-            role: Any = 0
-        elif ag is variable_mark:
-            role = 1
-            variables.append(array)
-        else:
-            position = node_index.get(id(ag[0]))
-            if position is None:
-                raise _NotReplayable
-            role = (position, ag[1])
-        return (data.shape, data.dtype, shared, role)
-
-    try:
-        for node in nodes:
-            op = node.op
-            if not _op_replayable(op):
-                return None
-            # the gradient function itself (held by the key, so its id stays its own): a replaced
-            # gradient makes another key
-            key.append((id(op), op.gradient))
-            key.append(_params_key(node.params))
-            key.append(tuple([slot_of(array) for array in node.inputs]))
-            key.append(tuple([slot_of(array) for array in node.outputs]))
-        key.append(tuple([slot_of(head) for head in heads]))
-        key.append(tuple([None if grad is None else slot_of(grad) for grad in head_grads]))
-        for variable in variables:
-            buffer = variable._grad
-            key.append((variable._grad_req, None if buffer is None else slot_of(buffer)))
-        found = tuple(key)
-        hash(found)  # an unhashable parameter value (a list): no replay
-    except (_NotReplayable, TypeError):
-        return None
-    return found, arrays, ctx
-
-
-class _NotReplayable(Exception):
-    pass
+    replayable = _replayable_ops
+    for position, node in enumerate(nodes):
+        op = node.op
+        if not (replayable.get(id(op)) or _op_replayable(op)):
+            return None
+        # the gradient function itself (held by the key, so its id stays its own): a replaced
+        # gradient makes another key
+        append(id(op))
+        append(op.gradient)
+        append(_params_key(node.params))
+        for group in (node.inputs, node.outputs):
+            append(-1)
+            for array in group:
+                found = index.get(id(array))
+                if found is not None:
+                    append(found)
+                    continue
+                if type(array) is not ndarray or array._ctx is not ctx:
+                    return None
+                slot = index[id(array)] = len(arrays)
+                arrays.append(array)
+                data = array._data
+                ag = array._ag
+                if ag is None:
+                    role: Any = 0
+                elif ag is variable_mark:
+                    role = 1
+                    variables.append(array)
+                elif ag[0] is node:
+                    role = (position, ag[1])
+                else:  # an array a later node wrote (out=): which node's output it is counts
+                    if node_index is None:
+                        node_index = {id(other): at for at, other in enumerate(nodes)}
+                    at = node_index.get(id(ag[0]))
+                    if at is None:
+                        return None
+                    role = (at, ag[1])
+                append((data.shape, data.dtype, var_index.setdefault(id(array._var), slot), role))
+    append(-2)
+    for group in (heads, [grad for grad in head_grads if grad is not None], [v._grad for v in variables]):
+        for array in group:
+            found = index.get(id(array))
+            if found is None:
+                if type(array) is not ndarray or array._ctx is not ctx or array._ag is not None:
+                    return None
+                found = index[id(array)] = len(arrays)
+                arrays.append(array)
+                data = array._data
+                append((data.shape, data.dtype, var_index.setdefault(id(array._var), found)))
+            else:
+                append(found)
+        append(-3)
+    for grad in head_grads:
+        append(grad is None)
+    for variable in variables:
+        append(variable._grad_req)
+    return tuple(key), arrays, ctx
 
 
 def _params_key(params: dict) -> tuple:
@@ -240,8 +254,12 @@ def _params_key(params: dict) -> tuple:
 
 
 def lookup(found: tuple) -> Any:
-    """The plan stored for a signature: a :class:`_Plan`, None (not replayable), or ``...`` (never seen)."""
-    return _plans.get(found, ...)
+    """The plan stored for a signature: a :class:`_Plan`, None (not replayable: also a signature
+    that cannot be a key, with an unhashable parameter value), or ``...`` (never seen)."""
+    try:
+        return _plans.get(found, ...)
+    except TypeError:
+        return None
 
 
 def store(found: tuple, plan: _Plan | None) -> None:
