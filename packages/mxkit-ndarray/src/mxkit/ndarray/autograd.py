@@ -525,7 +525,11 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
 def _dense_heads(heads: Any, head_grads: Any) -> tuple[Any, Any]:
     """Heads and head gradients with sparse arrays replaced by their dense forms (a sparse
     head by the recorded dense values it was computed as)."""
-    from mxkit.ndarray.sparse_base import BaseSparseNDArray
+    BaseSparseNDArray = _sparse_type or _load_sparse_type()
+    if type(heads) is list and (head_grads is None or type(head_grads) is list) and \
+            not any(isinstance(array, BaseSparseNDArray) for array in heads) and \
+            (head_grads is None or not any(isinstance(array, BaseSparseNDArray) for array in head_grads)):
+        return heads, head_grads  # (NDArray.backward's call: nothing to replace)
 
     def dense_head(head: Any) -> Any:
         if not isinstance(head, BaseSparseNDArray):
@@ -548,6 +552,17 @@ def _dense_heads(heads: Any, head_grads: Any) -> tuple[Any, Any]:
     elif isinstance(head_grads, (list, tuple)):
         head_grads = [dense_grad(g) for g in head_grads]
     return heads, head_grads
+
+
+_sparse_type: Any = None
+
+
+def _load_sparse_type() -> Any:
+    global _sparse_type
+    from mxkit.ndarray.sparse_base import BaseSparseNDArray
+
+    _sparse_type = BaseSparseNDArray
+    return _sparse_type
 
 
 def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool | None = None,

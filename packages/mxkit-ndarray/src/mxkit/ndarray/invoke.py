@@ -346,9 +346,14 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
     eng = _engine_get()
     if out is None:
         make = _from_data or _load_ndarray()
-        outputs = [make(allocate(backend, shape, _numpy_dtypes.get(dtype) or numpy_dtype(dtype), ctx,
-                                 f"the output of {op.name}"), ctx, eng.new_var())
-                   for shape, dtype in zip(out_shapes, out_dtypes)]
+        outputs = []
+        for shape, dtype in zip(out_shapes, out_dtypes):
+            dtype = _numpy_dtypes.get(dtype) or numpy_dtype(dtype)
+            try:
+                data = backend.empty(shape, dtype)
+            except (MemoryError, ValueError, OverflowError):  # again, to raise the error that names the size
+                data = allocate(backend, shape, dtype, ctx, f"the output of {op.name}")
+            outputs.append(make(data, ctx, eng.new_var()))
     else:
         outputs = list(out) if isinstance(out, (list, tuple)) else [out]
         if len(outputs) != len(out_shapes):
