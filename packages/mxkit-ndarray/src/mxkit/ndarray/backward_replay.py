@@ -5,7 +5,8 @@ A training loop records the same tape every step: the same operators with the sa
 on arrays of the same shapes. Its backward pass then applies the same backward operators, in
 the same order, with the same parameters; only the arrays differ. The first pass over a tape
 runs the general walk of :mod:`mxkit.ndarray.autograd` and *captures* every operator call it
-makes (``invoke`` and the elementwise fast path report to :func:`capturing`), naming each
+makes (``invoke`` and the elementwise fast path report each call to the :class:`Capture` that
+autograd's thread state holds during the pass), naming each
 array by its *slot*: its position on the tape (a node's input or output, a head, a head
 gradient, a variable's grad buffer) or the call that made it. Later passes over a tape of the
 same :func:`signature` replay the captured calls through ``invoke`` on the new tape's arrays,
@@ -13,8 +14,8 @@ which skips the gradient functions, the operator applier, parameter parsing and 
 bookkeeping; the operators, kernels, parameters and order are the captured ones, so the
 gradients are the same bits.
 
-A tape's signature holds everything the walk's calls depend on: each node's operator and
-parameters, each array's shape, dtype and role (a constant, a variable with its ``grad_req``
+A tape's signature holds everything the walk's calls depend on: each node's operator, gradient
+function and parameters, each array's shape, dtype and role (a constant, a variable with its ``grad_req``
 and grad buffer, which output of which node), which positions hold one array and which arrays
 share one engine var, and the pass's flags. A pass is captured only when everything it does is
 replayable: registry operators only (no :class:`~mxkit.ndarray.autograd.Function`, no
