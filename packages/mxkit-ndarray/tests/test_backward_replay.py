@@ -270,3 +270,32 @@ def test_a_pass_that_makes_a_view_or_a_raw_push_is_not_captured(replays, monkeyp
         for a, b in zip(walked[0], [w.grad.asnumpy() for w in weights]):
             np.testing.assert_array_equal(a, b)
     assert replays == []
+
+
+def test_threads_replaying_at_once_each_get_the_walks_bits(replays):
+    # the capture is the running thread's; plans are shared: four loops on one tape shape at once
+    import threading
+
+    def train(seed, replay, results):
+        autograd.replay_backward = replay  # (one value for every thread below: set before they start)
+        weights, data, label = _mlp(np.random.default_rng(seed))
+        for _ in range(5):
+            _mlp_step(weights, data, label)
+            for w in weights:
+                w -= w.grad * 0.1
+        results[seed] = [w.asnumpy() for w in weights]
+
+    walked: dict = {}
+    for seed in range(4):
+        train(seed, False, walked)
+    replayed: dict = {}
+    autograd.replay_backward = True
+    threads = [threading.Thread(target=train, args=(seed, True, replayed)) for seed in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(replayed) == [0, 1, 2, 3] and len(replays) >= 4 * (5 - 1)  # (each may capture its first)
+    for seed in range(4):
+        for a, b in zip(walked[seed], replayed[seed]):
+            np.testing.assert_array_equal(a, b)
