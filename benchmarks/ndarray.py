@@ -160,8 +160,9 @@ def mxnet_cases():
 
 
 def dispatch_stages(count: int, repeats: int) -> list[tuple[str, str, float]]:
-    """Where the microseconds of one small call go, for ``a + b``, an autograd-recorded ``a * b``
-    and the generic operator path (10 elements, threaded engine): each stage is timed alone through mxkit's
+    """Where the microseconds of one small call go, for ``a + b``, an autograd-recorded ``a * b``,
+    the generic operator path (10 elements, threaded engine) and a tiny autograd MLP step (its
+    backward pass walked, and replayed from the plan of its first pass): each stage is timed alone through mxkit's
     published names, and what the stages do not explain is the Python glue between them
     (operator lookup, argument checks, the kernel's closure, reads/writes lists).
     Returns ``(call, stage, microseconds)`` rows."""
@@ -206,7 +207,18 @@ def dispatch_stages(count: int, repeats: int) -> list[tuple[str, str, float]]:
             for _ in range(100):
                 a * b
 
+    step_forward, step_backward = _tiny_mlp(mx)
+
+    def walked_step():
+        autograd.replay_backward = False
+        try:
+            step_backward(step_forward())
+        finally:
+            autograd.replay_backward = True
+
     stages = {
+        "mlp_walked": walked_step,  # (one step per call: the rows scale by 100 below)
+        "mlp_replayed": lambda: step_backward(step_forward()),
         "kernel_add": hundred(lambda: add_kernel(xp, [a_data, b_data], [out], {})),
         "kernel_mul": hundred(lambda: mul_kernel(xp, [a_data, b_data], [out], {})),
         "allocate": hundred(lambda: NDArray.from_storage(backend.empty((10,), a.dtype), a.context, eng.new_var())),
@@ -228,6 +240,7 @@ def dispatch_stages(count: int, repeats: int) -> list[tuple[str, str, float]]:
                                                                     "sync"))
     add_total, add_synced, mul_total, invoke_mul, by_name, recorded_mul = (
         us[k] for k in ("add_total", "add_synced", "mul_total", "invoke_mul", "by_name", "recorded_mul"))
+    walked, replayed = us["mlp_walked"] * 100, us["mlp_replayed"] * 100
     rows = [
         ("a + b", "kernel (numpy, on 10 elements)", kernel_add),
         ("a + b", "output: buffer, engine var, NDArray", allocate),
@@ -246,8 +259,39 @@ def dispatch_stages(count: int, repeats: int) -> list[tuple[str, str, float]]:
         ("invoke(broadcast_mul)", "= total (any registry operator's path)", invoke_mul),
         ("mx.nd.broadcast_mul", "parameter parsing by name", by_name - invoke_mul),
         ("mx.nd.broadcast_mul", "= total, not recorded", by_name),
+        # (forward alone is not a row: a graph never differentiated is freed by the garbage collector)
+        ("autograd MLP step", "forward + backward, walked", walked),
+        ("autograd MLP step", "forward + backward, replayed", replayed),
+        ("autograd MLP step", "saved by replaying the backward", walked - replayed),
     ]
     return rows
+
+
+def _tiny_mlp(mx):
+    """``(forward, backward)`` of a recorded MLP step on arrays of a few elements (16-8-8-4, batch
+    2: the kernels cost little, so the times are the dispatch, recording and backward walk)."""
+    import itertools
+
+    rng = np.random.default_rng(0)
+    sizes = (16, 8, 8, 4)
+    params = []
+    for fan_in, fan_out in itertools.pairwise(sizes):
+        params += [mx.nd.array(rng.standard_normal((fan_out, fan_in)).astype("float32")), mx.nd.zeros((fan_out,))]
+    for param in params:
+        param.attach_grad()
+    data = mx.nd.array(rng.standard_normal((2, 16)).astype("float32"))
+    label = mx.nd.array(rng.integers(0, 4, 2).astype("float32"))
+
+    def forward():
+        with mx.autograd.record():
+            h = data
+            for i in range(3):
+                h = mx.nd.FullyConnected(h, params[2 * i], params[2 * i + 1], num_hidden=sizes[i + 1])
+                if i < 2:
+                    h = mx.nd.Activation(h, act_type="relu")
+            return mx.nd.SoftmaxOutput(h, label)
+
+    return forward, lambda out: out.backward()
 
 
 def print_stages(rows: list[tuple[str, str, float]]) -> None:

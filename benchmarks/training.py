@@ -15,6 +15,12 @@ parameter. Rows:
   named by ``MXKIT_BENCH_TORCH_PYTHON`` (or ``--torch-python``; this interpreter when it imports torch);
 - **MXNet 1.9.1** ``mx.mod.Module`` in a subprocess of ``MXKIT_BENCH_MXNET_PYTHON`` (or ``--mxnet-python``).
 
+With ``--autograd`` a second row per network times the same step written imperatively: the
+layers as ``mx.nd`` calls under ``mx.autograd.record()``, ``SoftmaxOutput``'s gradient from
+``out.backward()``, and the same SGD with momentum and weight decay through
+``mx.optimizer.get_updater`` over the list of parameters (one aggregated update, as Gluon's
+``Trainer`` calls it); MXNet 1.9.1 runs the same code, PyTorch its own eager step.
+
 With ``--metric`` every step also counts the batch's accuracy, as ``Module.fit`` does
 (``update_metric`` with ``mx.metric.Accuracy``, read once per timed block as a log line
 would; PyTorch adds ``(scores.argmax(1) == label).sum().item()``).
@@ -103,6 +109,52 @@ def module_step(mx, network: str, metric: bool = False):
     return step_with_metric, read_metric
 
 
+def autograd_step(mx, network: str):
+    """``(step, sync)`` of the NDArray + autograd step (MXNet-API: runs under mxkit and MXNet 1.9.1
+    alike): ``mx.nd`` layers recorded by ``mx.autograd``, ``backward()``, and the momentum SGD of
+    ``Module``'s step through an updater over every parameter at once."""
+    x, y = _data()
+    rng = np.random.default_rng(1)
+
+    def weight(*shape):
+        fan_in = int(np.prod(shape[1:]))
+        return mx.nd.array((rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)).astype("float32"))
+
+    if network == "mlp":
+        shapes = [(128, 784), (128,), (64, 128), (64,), (CLASSES, 64), (CLASSES,)]
+    else:
+        shapes = [(20, 1, 5, 5), (20,), (50, 20, 5, 5), (50,), (500, 800), (500,), (CLASSES, 500), (CLASSES,)]
+    params = [weight(*shape) if len(shape) > 1 else mx.nd.zeros(shape) for shape in shapes]
+    for param in params:
+        param.attach_grad()
+    data, label = mx.nd.array(x), mx.nd.array(y)
+    optimizer = mx.optimizer.SGD(learning_rate=LR, momentum=MOMENTUM, wd=WD, rescale_grad=1.0 / BATCH)
+    updater = mx.optimizer.get_updater(optimizer)
+    indices = list(range(len(params)))
+    nd = mx.nd
+
+    def forward():
+        if network == "mlp":
+            h = nd.Flatten(data)
+            h = nd.Activation(nd.FullyConnected(h, params[0], params[1], num_hidden=128), act_type="relu")
+            h = nd.Activation(nd.FullyConnected(h, params[2], params[3], num_hidden=64), act_type="relu")
+            return nd.FullyConnected(h, params[4], params[5], num_hidden=CLASSES)
+        h = nd.Convolution(data, params[0], params[1], kernel=(5, 5), num_filter=20)
+        h = nd.Pooling(nd.Activation(h, act_type="tanh"), pool_type="max", kernel=(2, 2), stride=(2, 2))
+        h = nd.Convolution(h, params[2], params[3], kernel=(5, 5), num_filter=50)
+        h = nd.Pooling(nd.Activation(h, act_type="tanh"), pool_type="max", kernel=(2, 2), stride=(2, 2))
+        h = nd.Activation(nd.FullyConnected(nd.Flatten(h), params[4], params[5], num_hidden=500), act_type="tanh")
+        return nd.FullyConnected(h, params[6], params[7], num_hidden=CLASSES)
+
+    def step() -> None:
+        with mx.autograd.record():
+            out = nd.SoftmaxOutput(forward(), label)
+        out.backward()
+        updater(indices, [param.grad for param in params], params)
+
+    return step, mx.nd.waitall
+
+
 def module_fit_seconds(mx, network: str, steps: int, repeats: int) -> float:
     """Seconds per batch of ``Module.fit`` (MXNet-API: runs under mxkit and MXNet 1.9.1 alike), the
     best of ``repeats`` epochs of ``steps`` batches after one warm-up epoch."""
@@ -148,8 +200,14 @@ def torch_step(network: str, metric: bool = False):
 
 
 def _worker(kind: str, network: str, steps: int, repeats: int, threads: int | None, metric: bool,
-            fit: bool = False) -> None:
+            fit: bool = False, autograd: bool = False) -> None:
     """Run in an anchor's interpreter: print ``{"seconds": ...}``."""
+    if kind == "mxnet" and autograd:
+        import mxnet as mx
+
+        step, sync = autograd_step(mx, network)
+        print(json.dumps({"seconds": best_seconds_per_step(step, sync, steps, repeats, warmup=max(3, steps // 5))}))
+        return
     if kind == "mxnet" and fit:
         import mxnet as mx
 
@@ -169,11 +227,12 @@ def _worker(kind: str, network: str, steps: int, repeats: int, threads: int | No
 
 
 def _in_subprocess(python: str | None, kind: str, network: str, steps: int, repeats: int,
-                   threads: int | None, metric: bool, fit: bool = False) -> float | None:
+                   threads: int | None, metric: bool, fit: bool = False, autograd: bool = False) -> float | None:
     if not python:
         return None
     command = [python, os.path.abspath(__file__), "--worker", kind, "--network", network, "--steps", str(steps),
-               "--repeats", str(repeats)] + (["--metric"] if metric else []) + (["--fit"] if fit else [])
+               "--repeats", str(repeats)] + (["--metric"] if metric else []) + (["--fit"] if fit else []) + \
+        (["--autograd"] if autograd else [])
     env = dict(os.environ)
     if threads:
         command += ["--threads", str(threads)]
@@ -195,9 +254,13 @@ def _torch_python(explicit: str | None) -> str | None:
     return sys.executable
 
 
-def mxkit_seconds(network: str, steps: int, repeats: int, metric: bool, fit: bool = False) -> float:
+def mxkit_seconds(network: str, steps: int, repeats: int, metric: bool, fit: bool = False,
+                  autograd: bool = False) -> float:
     from mxkit import mx
 
+    if autograd:
+        step, sync = autograd_step(mx, network)
+        return best_seconds_per_step(step, sync, steps, repeats, warmup=max(3, steps // 5))
     if fit:
         return module_fit_seconds(mx, network, steps, repeats)
     step, sync = module_step(mx, network, metric)
@@ -220,11 +283,13 @@ def main() -> int:
                         help="also update an accuracy metric every step, as Module.fit does (read after each block)")
     parser.add_argument("--fit", action="store_true",
                         help="time Module.fit itself (mxkit, MXNet) over an NDArrayIter, with its accuracy metric")
+    parser.add_argument("--autograd", action="store_true",
+                        help="also time the step written with mx.nd and mx.autograd (mxkit and MXNet; a row each)")
     parser.add_argument("--worker", choices=("torch", "mxnet"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     networks = args.network or list(NETWORKS)
     if args.worker:
-        _worker(args.worker, networks[0], args.steps, args.repeats, args.threads, args.metric, args.fit)
+        _worker(args.worker, networks[0], args.steps, args.repeats, args.threads, args.metric, args.fit, args.autograd)
         return 0
     torch_python = _torch_python(args.torch_python)
     threads = f"{args.threads} thread(s) each" if args.threads else "default threads"
@@ -247,7 +312,20 @@ def main() -> int:
         cells = [f"{v:>12,.0f}" if v else f"{'-':>12}" for v in anchors]
         ratios = [f"{ours / v:>.2f}" if v else "-" for v in anchors]
         print(f"{network:<8} {ours:>13,.0f} {cells[0]} {cells[1]} {ratios[0]:>14} {ratios[1]:>12}")
+        if args.autograd:  # the same PyTorch step; MXNet's column runs its own autograd step
+            ours = BATCH / mxkit_seconds(network, args.steps, args.repeats, False, autograd=True)
+            seconds = _in_subprocess(args.mxnet_python, "mxnet", network, args.steps, args.repeats, args.threads,
+                                     False, autograd=True)
+            anchors[1] = None if seconds is None else BATCH / seconds
+            if args.metric or args.fit:  # this row counts no accuracy: neither does its PyTorch step
+                seconds = _in_subprocess(torch_python, "torch", network, args.steps, args.repeats, args.threads, False)
+                anchors[0] = None if seconds is None else BATCH / seconds
+            cells = [f"{v:>12,.0f}" if v else f"{'-':>12}" for v in anchors]
+            ratios = [f"{ours / v:>.2f}" if v else "-" for v in anchors]
+            print(f"{network + ' ag':<8} {ours:>13,.0f} {cells[0]} {cells[1]} {ratios[0]:>14} {ratios[1]:>12}")
     print("\nratios are mxkit's samples/s over the anchor's: above 1 is faster than the anchor.")
+    if args.autograd:
+        print("'<network> ag' rows: mx.nd + mx.autograd steps in mxkit and MXNet 1.9.1 against PyTorch's eager step.")
     return 0
 
 

@@ -383,6 +383,24 @@ def test_updater_with_lists_aggregates_and_matches_one_by_one(name, kwargs):
     assert alone.optimizer._all_index_update_counts == {0: {0: 3, 1: 3}, 1: {2: 3}}
 
 
+def test_a_small_aggregated_update_runs_on_the_calling_thread():
+    # an MLP's update (~1 MB) is pushed as a small kernel: with nothing pending it runs at the
+    # push, so the next forward pass is granted at once instead of queued behind a worker
+    import mxkit.engine
+
+    if not getattr(type(mxkit.engine.get()), "inline_small_ops", False):
+        pytest.skip("the configured engine runs every op at its push or has no inline path")
+    optimizer = mx.optimizer.SGD(learning_rate=0.1, momentum=0.9)
+    updater = mx.optimizer.get_updater(optimizer)
+    weights = [mx.nd.ones((64, 32)), mx.nd.ones((32,))]
+    grads = [mx.nd.ones((64, 32)), mx.nd.ones((32,))]
+    updater([0, 1], grads, weights)  # (the first call also makes the states)
+    mx.nd.waitall()
+    updater([0, 1], grads, weights)
+    assert mxkit.engine.get().pending == 0
+    np.testing.assert_allclose(weights[1].asnumpy(), 1 - 0.1 - (0.9 * 0.1 + 0.1), rtol=1e-6)
+
+
 def test_aggregated_update_errors():
     optimizer = mx.optimizer.SGD(momentum=0.9)
     weights = [mx.nd.zeros((2,)), mx.nd.zeros((3,))]

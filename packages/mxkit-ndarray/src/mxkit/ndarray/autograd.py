@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from mxkit.core.errors import MXKitError
+from mxkit.ndarray import backward_replay as _replay
 from mxkit.ndarray.registry import OpDef
 
 
@@ -29,9 +30,14 @@ class _State(threading.local):
         self.training = False
         #: serial number of the running backward() call (0: none, or grad() runs)
         self.storing = 0
+        #: the backward_replay.Capture noting the running pass's operator calls, or None
+        self.capture = None
 
 
 _state = _State()
+#: replay the backward pass of a tape seen before (see mxkit.ndarray.backward_replay); tests
+#: turn it off to compare with the general walk
+replay_backward = True
 _GRAD_REQS = ("write", "add", "null")
 _pass_numbers = itertools.count(1)  # numbers backward() calls for storing_pass()
 
@@ -376,10 +382,33 @@ def _compute(heads: Sequence[Any], head_grads: Sequence[Any] | None, create_grap
                             "`with mx.autograd.record():`")
     entry_grads: dict[tuple[int, int], Any] = {}
     leaf_grads: dict[int, tuple[Any, Any]] = {}
-    saved = (_state.recording, _state.training, _state.storing)
+    saved = (_state.recording, _state.training, _state.storing, _state.capture)
     _state.recording, _state.training = create_graph, train
     _state.storing = next(_pass_numbers) if storing else 0
+    if _state.capture is not None:
+        _state.capture.spoil()  # a pass inside a captured one: its calls would be missing from the replay
+    _state.capture = None
+    tape = None
     try:
+        nodes = _topological_nodes(heads)
+        if not create_graph and replay_backward:
+            for head, grad in zip(heads, head_grads):
+                if grad is not None and grad.shape != head.shape:
+                    raise AutogradError(f"head gradient shape {grad.shape} differs from head shape {head.shape}")
+            tape = _replay.signature(heads, head_grads, nodes, (train, retain_graph, storing))
+            if tape is not None:
+                plan = _replay.lookup(tape[0])
+                if plan is not None and plan is not ...:
+                    _check_unspent(nodes, retain_graph)
+                    from mxkit.ndarray.invoke import invoke
+
+                    _, arrays, ctx = tape
+                    tape = None  # (the replay empties the slots as they are spent: hold no other list)
+                    return _replay.replay(plan, arrays, ctx, None if retain_graph else nodes, invoke, _release_node)
+                if plan is None:
+                    tape = None  # seen before and not replayable
+                else:
+                    _state.capture = _replay.Capture(tape[1], tape[2])
         for head, grad in zip(heads, head_grads):
             if grad is None:
                 grad = ones(head.shape, ctx=head.context, dtype=head._data.dtype)
@@ -390,17 +419,13 @@ def _compute(heads: Sequence[Any], head_grads: Sequence[Any] | None, create_grap
             elif head._ag is not None:
                 node, index = head._ag
                 _accumulate(entry_grads, (id(node), index), grad)
-        nodes = _topological_nodes(heads)
-        spent = next((node for node in nodes if node.freed), None)
-        if spent is not None:
-            raise AutogradError(f"the recorded graph through {spent.op.name} was already differentiated without "
-                                f"retain_graph=True and is freed; pass retain_graph=True to every backward but "
-                                f"the last to differentiate a graph more than once")
-        if not retain_graph:
-            for node in nodes:
-                node.freed = True
+        _check_unspent(nodes, retain_graph)
         targets = _direct_targets(heads, head_grads, nodes) if storing and not create_graph else {}
+        capture = _state.capture
+        positions = {id(node): position for position, node in enumerate(nodes)} if capture is not None else None
         for node in reversed(nodes):
+            if capture is not None:
+                capture.visit(positions[id(node)])
             out_grads = [entry_grads.pop((id(node), i), None) for i in range(len(node.outputs))]
             if all(g is None for g in out_grads):
                 if not retain_graph:
@@ -428,9 +453,23 @@ def _compute(heads: Sequence[Any], head_grads: Sequence[Any] | None, create_grap
                 # outputs (the forward pass's intermediates) go now, not when the heads are collected
                 in_grads = out_grads = None
                 _release_node(node)
+        if capture is not None and tape is not None:
+            _replay.store(tape[0], capture.plan(leaf_grads))
     finally:
-        _state.recording, _state.training, _state.storing = saved
+        _state.recording, _state.training, _state.storing, _state.capture = saved
     return leaf_grads
+
+
+def _check_unspent(nodes: list[_Node], retain_graph: bool) -> None:
+    """Refuse a graph already differentiated without ``retain_graph``; mark it spent unless retained."""
+    spent = next((node for node in nodes if node.freed), None)
+    if spent is not None:
+        raise AutogradError(f"the recorded graph through {spent.op.name} was already differentiated without "
+                            f"retain_graph=True and is freed; pass retain_graph=True to every backward but "
+                            f"the last to differentiate a graph more than once")
+    if not retain_graph:
+        for node in nodes:
+            node.freed = True
 
 
 def _own_buffers(in_grads: list, written: dict[int, int]) -> None:
@@ -486,7 +525,11 @@ def backward(heads: Any, head_grads: Any = None, retain_graph: bool = False, tra
 def _dense_heads(heads: Any, head_grads: Any) -> tuple[Any, Any]:
     """Heads and head gradients with sparse arrays replaced by their dense forms (a sparse
     head by the recorded dense values it was computed as)."""
-    from mxkit.ndarray.sparse_base import BaseSparseNDArray
+    BaseSparseNDArray = _sparse_type or _load_sparse_type()
+    if type(heads) is list and (head_grads is None or type(head_grads) is list) and \
+            not any(isinstance(array, BaseSparseNDArray) for array in heads) and \
+            (head_grads is None or not any(isinstance(array, BaseSparseNDArray) for array in head_grads)):
+        return heads, head_grads  # (NDArray.backward's call: nothing to replace)
 
     def dense_head(head: Any) -> Any:
         if not isinstance(head, BaseSparseNDArray):
@@ -509,6 +552,17 @@ def _dense_heads(heads: Any, head_grads: Any) -> tuple[Any, Any]:
     elif isinstance(head_grads, (list, tuple)):
         head_grads = [dense_grad(g) for g in head_grads]
     return heads, head_grads
+
+
+_sparse_type: Any = None
+
+
+def _load_sparse_type() -> Any:
+    global _sparse_type
+    from mxkit.ndarray.sparse_base import BaseSparseNDArray
+
+    _sparse_type = BaseSparseNDArray
+    return _sparse_type
 
 
 def grad(heads: Any, variables: Any, head_grads: Any = None, retain_graph: bool | None = None,

@@ -346,9 +346,14 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
     eng = _engine_get()
     if out is None:
         make = _from_data or _load_ndarray()
-        outputs = [make(allocate(backend, shape, _numpy_dtypes.get(dtype) or numpy_dtype(dtype), ctx,
-                                 f"the output of {op.name}"), ctx, eng.new_var())
-                   for shape, dtype in zip(out_shapes, out_dtypes)]
+        outputs = []
+        for shape, dtype in zip(out_shapes, out_dtypes):
+            dtype = _numpy_dtypes.get(dtype) or numpy_dtype(dtype)
+            try:
+                data = backend.empty(shape, dtype)
+            except (MemoryError, ValueError, OverflowError):  # again, to raise the error that names the size
+                data = allocate(backend, shape, dtype, ctx, f"the output of {op.name}")
+            outputs.append(make(data, ctx, eng.new_var()))
     else:
         outputs = list(out) if isinstance(out, (list, tuple)) else [out]
         if len(outputs) != len(out_shapes):
@@ -415,8 +420,11 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
         push_kernel(eng, on_device(ctx, backend, run), reads, writes, ctx, op.name, nbytes)
     if out_data and out_data[0].nbytes >= 65536:
         in_flight.add(eng, writes[0], out_data[0].nbytes)
-    if autograd._state.recording:
+    state = autograd._state
+    if state.recording:
         autograd.record_op(op, params, inputs, outputs)
+    elif state.capture is not None:  # a backward pass notes its calls for later replays
+        state.capture.invoked(op, inputs, params, out, ctx, outputs)
     return outputs
 
 
@@ -455,6 +463,8 @@ def push_raw(fn: Any, reads: Sequence[Any], writes: Sequence[Any], ctx: Context,
     takes about that long (a copy within a device): pushed as :func:`push_kernel` does,
     a small one may run on the calling thread.
     """
+    if autograd._state.capture is not None:
+        autograd._state.capture.spoil()  # a backward replay would not repeat this push
     write_vars = _var_list(writes, [])
     read_vars = _var_list(reads, [])
     for array in writes:

@@ -87,6 +87,9 @@ def _same_shape_elementwise(op: Any, inputs: list, params: dict) -> NDArray:
                                [result._var], ctx, op.name, out_data.nbytes * (1 + len(inputs)))
     if out_data.nbytes >= 65536:
         _invoke_module.in_flight.add(eng, result._var, out_data.nbytes)
+    capture = _autograd_state.capture
+    if capture is not None:  # a backward pass notes its calls for later replays
+        capture.invoked(op, inputs, params, None, ctx, [result])
     return result
 
 
@@ -150,6 +153,8 @@ class NDArray:
     def _view(self, data: Any) -> NDArray:
         """An NDArray over ``data`` (a view of this array's storage) sharing its var."""
         _invoke_module.note_view(self._var, self._data.size, data.size)
+        if _autograd_state.capture is not None:
+            _autograd_state.capture.spoil()  # a backward replay would not make this view
         return NDArray._from_data(data, self._ctx, self._var)
 
     # ---- properties --------------------------------------------------------------------

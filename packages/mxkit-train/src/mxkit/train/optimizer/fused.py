@@ -124,6 +124,7 @@ def _push_aggregated(plans: list[tuple[Any, Any, Plan]]) -> None:
 def _push_group(ctx: Any, group: list[tuple[Any, Any, Plan]]) -> None:
     backend = backend_of(ctx)
     jobs = []
+    nbytes = 0
     reads: list[Any] = []
     writes: list[Any] = []
     for weight, grad, (op_name, states, params) in group:
@@ -140,6 +141,8 @@ def _push_group(ctx: Any, group: list[tuple[Any, Any, Plan]]) -> None:
                 raise ShapeError(f"{op_name}: input {position} has shape {array.shape}, the weight has shape "
                                  f"{shape}; gradients and states must be shaped like the weight")
             inputs.append(data)
+        for data in inputs:
+            nbytes += data.nbytes
         kernel = op.kernels.get(backend.name) or op.kernel_for(backend.name)
         jobs.append((op, kernel, inputs, [weight_data], params))
         reads.append(grad)
@@ -156,7 +159,10 @@ def _push_group(ctx: Any, group: list[tuple[Any, Any, Plan]]) -> None:
                 raise OperatorError(f"{op.describe_call(params, shapes)} failed: {type(exc).__name__}: {exc}") \
                     from exc
 
-    push_raw(run, reads, writes, ctx, f"aggregated_{group[0][2][0]}")
+    # pushed as a kernel of its bytes: a small model's update (an MLP's, ~1 MB) may then run on
+    # the calling thread when nothing is pending, and the next forward pass starts granted
+    # instead of behind a hand-over to a worker (see mxkit.ndarray.invoke.push_kernel)
+    push_raw(run, reads, writes, ctx, f"aggregated_{group[0][2][0]}", nbytes=nbytes)
 
 
 __all__ = ["DEFAULT_AGGREGATE_NUM", "FusedOptimizer", "as_lists"]
