@@ -20,6 +20,8 @@ def engine_name(request):
     try:
         yield request.param
     finally:
+        if previous is None:  # the test's engine must not outlive it: the next get() builds the configured one
+            engine.reset()
         current = engine.set_engine(previous) if previous is not None else None
         if current is not None and current is not previous:
             current.wait_all()
@@ -113,3 +115,18 @@ def test_in_flight_limit_waits_without_changing_results_or_errors(engine_name, m
     if bad != "raised at push":
         with pytest.raises(EngineError, match="out of range"):
             bad.wait_to_read()
+
+
+def test_in_flight_limit_counts_fresh_outputs_not_updates_in_place(monkeypatch):
+    from mxkit.ndarray.invoke import in_flight
+
+    counted = []
+    monkeypatch.setattr(in_flight, "add", lambda eng, var, nbytes: counted.append(nbytes))
+    weight = mx.nd.ones((100_000,))
+    grad = mx.nd.ones((100_000,))
+    counted.clear()  # the two fresh arrays above
+    mx.nd.elemwise_add(weight, grad, out=weight)  # an update in place holds no new buffer
+    assert counted == []
+    fresh = weight + grad
+    assert counted == [400_000]
+    assert fresh.asnumpy()[0] == 3.0

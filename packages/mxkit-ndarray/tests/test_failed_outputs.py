@@ -23,6 +23,11 @@ def engine_name(request):
     try:
         yield request.param
     finally:
+        if previous is None:  # the test's engine must not outlive it: the next get() builds the configured one
+            try:
+                engine.reset()
+            except EngineError:
+                pass
         current = engine.set_engine(previous) if previous is not None else None
         if current is not None and current is not previous:
             try:

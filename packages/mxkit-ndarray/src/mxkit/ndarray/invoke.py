@@ -418,7 +418,9 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
         for data in out_data:
             nbytes += data.nbytes
         push_kernel(eng, on_device(ctx, backend, run), reads, writes, ctx, op.name, nbytes)
-    if out_data and out_data[0].nbytes >= 65536:
+    if out is None and out_data and out_data[0].nbytes >= 65536:
+        # only fresh buffers count: an update written in place (out=weight) holds no new memory, and
+        # waiting on it would stall every per-key update of a multi-device store behind the previous ones
         in_flight.add(eng, writes[0], out_data[0].nbytes)
     state = autograd._state
     if state.recording:
