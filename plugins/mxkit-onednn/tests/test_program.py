@@ -70,6 +70,7 @@ def test_the_fastest_candidate_is_kept_and_the_replaced_kernel_is_one(monkeypatc
 
     clock = [0.0]  # a clock that only the slow candidate moves: no test depends on real time
     monkeypatch.setattr(program.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(program.time, "process_time", lambda: clock[0])
 
     class Slow(Program):
         def run(self, inputs, outputs):
@@ -89,6 +90,7 @@ def test_a_later_candidate_must_win_by_the_margin(monkeypatch):
 
     clock = [0.0]
     monkeypatch.setattr(program.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(program.time, "process_time", lambda: clock[0])
 
     def taking(seconds):
         class Timed(Program):
@@ -99,6 +101,30 @@ def test_a_later_candidate_must_win_by_the_margin(monkeypatch):
     first, close, clearly = taking(1.0), taking(MARGIN + 0.05), taking(MARGIN - 0.05)
     assert fastest([first, close], [], []) is first
     assert fastest([first, close, clearly], [], []) is clearly
+
+
+def test_a_candidate_counts_the_lesser_of_its_wall_and_cpu_time(monkeypatch):
+    # a run kept off the cores by other load takes long on the wall clock and little CPU time; a run on several
+    # idle cores takes more CPU time than wall time: each counts its lesser time
+    from mxkit_onednn import program
+    from mxkit_onednn.program import Program, cost, fastest
+
+    wall, cpu = [0.0], [0.0]
+    monkeypatch.setattr(program.time, "perf_counter", lambda: wall[0])
+    monkeypatch.setattr(program.time, "process_time", lambda: cpu[0])
+
+    def taking(wall_seconds, cpu_seconds):
+        class Timed(Program):
+            def run(self, inputs, outputs):
+                wall[0] += wall_seconds
+                cpu[0] += cpu_seconds
+        return Timed()
+
+    assert cost(3.0, 1.0) == 1.0 and cost(1.0, 2.0) == 1.0
+    descheduled, busy = taking(10.0, 1.0), taking(2.0, 2.0)
+    assert fastest([busy, descheduled], [], []) is descheduled
+    parallel, serial = taking(1.0, 2.0), taking(1.5, 1.5)
+    assert fastest([serial, parallel], [], []) is parallel
 
 
 def test_the_workspace_pool_keeps_one_buffer_per_concurrent_call_and_grows_it():
