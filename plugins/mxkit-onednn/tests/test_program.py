@@ -167,6 +167,43 @@ def test_a_program_over_the_workspace_budget_runs_in_chunks_with_the_same_result
     np.testing.assert_allclose(results[0], results[1], rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("fused", [False, True])
+def test_chunks_of_a_forward_share_one_reorder_of_the_filters(monkeypatch, fused):
+    """A forward in chunks reorders the filters once per call (a prologue), not once per chunk; the result is the
+    whole batch's (and mxkit-cpu's) within float32 rounding."""
+    from mxkit_onednn import conv, program
+    from mxkit_onednn.library import load
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((5, 16, 9, 9)).astype(np.float32)
+    w = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
+    addend = rng.standard_normal((5, 32, 9, 9)).astype(np.float32)
+    name, inputs = ("_FusedConvolution", [x, w, addend]) if fused else ("Convolution", [x, w])
+    params = dict(PARAMS, num_filter=32, **(dict(act_type="relu", with_sum=True) if fused else {}))
+    results, programs = [], []
+    for budget in ("whole", "chunks"):
+        cache = program.ProgramCache()
+        cache.only = "blocked"
+        monkeypatch.setattr(program, "WORKSPACE_BYTES", 1 << 30 if budget == "whole" else
+                            programs[0].lent_bytes - 1)
+        monkeypatch.setattr(conv, "PROGRAMS", cache)
+        results.append(run(name, inputs, **params)[0])
+        (built,) = cache._programs.values()
+        programs.append(built)
+        if budget == "whole" and (built.workspace_bytes == 0 or built.weights_md.same_as(load().plain_md(w.shape))):
+            pytest.skip("oneDNN keeps numpy's layouts here: nothing to chunk or reorder")
+    prepared = programs[1]
+    assert isinstance(prepared, program.Prepared) and prepared.chunked.per_chunk < x.shape[0]
+    assert prepared.lent_bytes <= programs[0].lent_bytes - 1  # within the budget, filters included
+    for chunk in prepared.chunked.programs.values():
+        # the convolution reads the prepared filters; no reorder (a step of two arrays) of its own reads them
+        assert [len(refs) > 2 for _, refs in chunk.steps if ("in", 1) in refs] == [True]
+    # each output sums 144 products of unit normals; primitives of other batch sizes may block the sums differently
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-5, atol=1e-4)
+    reference = run(name, inputs, "cpu", **params)[0]
+    np.testing.assert_allclose(results[1], reference, rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.parametrize("layout", ["blocked", "plain"])
 @pytest.mark.parametrize("no_bias", [True, False])
 def test_a_gradient_program_over_the_workspace_budget_runs_in_chunks_that_sum_the_weight_gradient(monkeypatch, layout,

@@ -68,12 +68,16 @@ class Program:
         """What a call borrows: the workspace and, after it, the scratchpad."""
         return self.workspace_bytes + self.scratchpad_bytes
 
-    def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
-        """Run every step on ``inputs`` and ``outputs`` (C-contiguous float32 arrays)."""
+    def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray], workspace: np.ndarray | None = None) -> None:
+        """Run every step on ``inputs`` and ``outputs`` (C-contiguous float32 arrays), in ``workspace`` (64-byte
+        aligned, at least :attr:`lent_bytes`) or, without one, in a buffer borrowed from :data:`WORKSPACES`."""
+        if workspace is None:
+            with WORKSPACES.lend(self.lent_bytes) as lent:
+                self.run(inputs, outputs, lent)
+            return
         pad = self.scratchpad_bytes
         # slots are 64-byte aligned, so the scratchpad after them is too
-        with self.lock, WORKSPACES.lend(self.workspace_bytes + pad) as workspace:
-            # the lock: a primitive runs one call at a time
+        with self.lock:  # a primitive runs one call at a time
             scratchpad = workspace[self.workspace_bytes:self.workspace_bytes + pad] if pad else None
             for primitive, refs in self.steps:
                 primitive.run([_resolve(ref, inputs, outputs, workspace) for ref in refs], scratchpad)
@@ -112,12 +116,37 @@ class Chunked(_ChunkPrograms):
                                                          for start in range(0, batch, per_chunk)}}
         self.steps = self.programs[min(per_chunk, batch)].steps
 
-    def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
+    def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray], workspace: np.ndarray | None = None) -> None:
         for start in range(0, self.batch, self.per_chunk):
             stop = min(start + self.per_chunk, self.batch)
             self.programs[stop - start].run(
                 [array[start:stop] if index in self.batched else array for index, array in enumerate(inputs)],
-                [array[start:stop] for array in outputs])
+                [array[start:stop] for array in outputs], workspace)
+
+
+class Prepared(_ChunkPrograms):
+    """A :class:`Chunked` call whose chunks share an input that oneDNN wants in another layout (a convolution's
+    filters): ``prologue`` reorders input ``index`` once per call into a buffer lent for the call, and every
+    chunk program reads that buffer, where each would otherwise reorder the same filters again (VGG-16's
+    prediction at batch 32 reordered each layer's filters once per chunk of one to five samples)."""
+
+    def __init__(self, prologue: Program, chunked: Chunked, index: int) -> None:
+        self.prologue, self.chunked, self.index = prologue, chunked, index
+        self.programs = chunked.programs
+        self.steps = [*prologue.steps, *chunked.steps]
+        self.prepared_bytes = -(-prologue.steps[0][0].sizes[1] // ALIGNMENT) * ALIGNMENT
+
+    @property
+    def lent_bytes(self) -> int:
+        return self.prepared_bytes + max(self.prologue.lent_bytes, super().lent_bytes)
+
+    def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
+        # one buffer: the prepared input, then the workspace every step uses in turn
+        with WORKSPACES.lend(self.lent_bytes) as lent:
+            prepared, workspace = lent[:self.prepared_bytes], lent[self.prepared_bytes:]
+            self.prologue.run([inputs[self.index]], [prepared], workspace)
+            self.chunked.run([prepared if position == self.index else array for position, array in enumerate(inputs)],
+                             outputs, workspace)
 
 
 def within_workspace(build: Callable[[int], Program], batch: int, batched: tuple[int, ...],
@@ -482,5 +511,5 @@ class ProgramCache:
 PROGRAMS = ProgramCache()
 
 __all__ = ["FALLBACK", "MARGIN", "MAX_PROGRAMS", "PROGRAMS", "TRIALS", "WORKSPACES", "WORKSPACE_BYTES", "Builder",
-           "Chunked", "Program", "ProgramCache", "SummedChunks", "WorkspacePool", "cost", "fastest",
+           "Chunked", "Prepared", "Program", "ProgramCache", "SummedChunks", "WorkspacePool", "cost", "fastest",
            "refuse_over_workspace", "within_workspace", "within_workspace_summed"]
