@@ -191,7 +191,7 @@ def build_blocked_forward(g: ConvGeometry, batched: tuple[int, ...], **options: 
         return whole
     # the chunks again, sized for what the reordered filters leave of the workspace
     chunked = within_workspace(lambda n: build_forward(g.with_batch(n), "blocked", weights_given=True, **options),
-                               g.src[0], batched, budget=budget - chosen.nbytes)
+                               g.src[0], batched, budget=budget - program_module.aligned(chosen.nbytes))
     if not isinstance(chunked, Chunked) or not all(program.weights_md.same_as(chosen)
                                                    for program in chunked.programs.values()):
         return whole

@@ -37,6 +37,11 @@ ALIGNMENT = 64
 #: program that needs more runs its batch in chunks that fit, and one that cannot be chunked is refused
 WORKSPACE_BYTES = 32 << 20
 
+def aligned(nbytes: int) -> int:
+    """``nbytes`` rounded up to a multiple of :data:`ALIGNMENT` (what a workspace slot of that size takes)."""
+    return -(-nbytes // ALIGNMENT) * ALIGNMENT
+
+
 # a reference to an array of a call: ("in", i), ("out", i) or ("ws", offset, nbytes)
 Ref = tuple
 
@@ -52,7 +57,7 @@ class Program:
     def slot(self, nbytes: int) -> Ref:
         """A new workspace slot of ``nbytes`` (64-byte aligned)."""
         offset = self.workspace_bytes
-        self.workspace_bytes += -(-nbytes // ALIGNMENT) * ALIGNMENT
+        self.workspace_bytes += aligned(nbytes)
         return ("ws", offset, nbytes)
 
     def add(self, primitive: Any, refs: list[Ref]) -> None:
@@ -134,7 +139,7 @@ class Prepared(_ChunkPrograms):
         self.prologue, self.chunked, self.index = prologue, chunked, index
         self.programs = chunked.programs
         self.steps = [*prologue.steps, *chunked.steps]
-        self.prepared_bytes = -(-prologue.steps[0][0].sizes[1] // ALIGNMENT) * ALIGNMENT
+        self.prepared_bytes = aligned(prologue.steps[0][0].sizes[1])
 
     @property
     def lent_bytes(self) -> int:
@@ -511,5 +516,5 @@ class ProgramCache:
 PROGRAMS = ProgramCache()
 
 __all__ = ["FALLBACK", "MARGIN", "MAX_PROGRAMS", "PROGRAMS", "TRIALS", "WORKSPACES", "WORKSPACE_BYTES", "Builder",
-           "Chunked", "Prepared", "Program", "ProgramCache", "SummedChunks", "WorkspacePool", "cost", "fastest",
-           "refuse_over_workspace", "within_workspace", "within_workspace_summed"]
+           "Chunked", "Prepared", "Program", "ProgramCache", "SummedChunks", "WorkspacePool", "aligned", "cost",
+           "fastest", "refuse_over_workspace", "within_workspace", "within_workspace_summed"]
