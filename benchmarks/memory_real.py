@@ -7,7 +7,10 @@ batch 32 (``forward(is_train=False)`` and the output read back) and a training s
 (a ``SoftmaxOutput`` head, forward, backward, SGD update, the loss read back). Each (framework,
 network, setting) runs in its own subprocess: one warm-up batch, then ``--repeats`` timed batches
 (the best counts: the machine may be shared), then the process's peak RSS
-(``getrusage``, which includes the warm-up, data and weights).
+(``getrusage``, which includes the warm-up, data and weights). Beside the seconds per batch, the CPU
+seconds the process spent on it (all its threads): on a machine shared with other load the wall time
+is mostly the scheduler's, the CPU time much less so; it counts a thread that spins waiting for work
+(OpenMP's default in MXNet's and PyTorch's processes; mxkit loads oneDNN's with passive waiting) as busy.
 
 - **mxkit**: this interpreter; ``mxkit+oneDNN`` with the mxkit-onednn plugin as installed,
   ``mxkit-cpu`` with ``MXKIT_ONEDNN_DISABLE=1`` (mxkit-cpu's own kernels).
@@ -64,13 +67,14 @@ def step():
         mod.update()
     return float(mod.get_outputs()[0].asnumpy().ravel()[0])
 step()
-times = []
+times, cpu_times = [], []
 for _ in range(job["repeats"]):
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     step()
     times.append(time.perf_counter() - start)
+    cpu_times.append(time.process_time() - cpu)
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print("RESULT " + json.dumps({"seconds": min(times), "peak_rss_mb": peak}))
+print("RESULT " + json.dumps({"seconds": min(times), "cpu_seconds": min(cpu_times), "peak_rss_mb": peak}))
 '''
 
 TORCH_WORKER = r'''
@@ -116,13 +120,14 @@ def step():
     with torch.no_grad():
         return float(model(data)[0, 0])
 step()
-times = []
+times, cpu_times = [], []
 for _ in range(job["repeats"]):
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     step()
     times.append(time.perf_counter() - start)
+    cpu_times.append(time.process_time() - cpu)
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print("RESULT " + json.dumps({"seconds": min(times), "peak_rss_mb": peak}))
+print("RESULT " + json.dumps({"seconds": min(times), "cpu_seconds": min(cpu_times), "peak_rss_mb": peak}))
 '''
 
 
@@ -155,8 +160,9 @@ def main() -> None:
                ("PyTorch", torch, TORCH_WORKER, "torch", {})]
     if args.columns:
         columns = [column for column in columns if column[0] in args.columns]
-    print(f"peak RSS (MB) / seconds per batch, best of {args.repeats}; {os.cpu_count()} CPUs; each run a fresh process")
-    print(f"{'network':<14}{'setting':<12}" + "".join(f"{name:>20}" for name, *_ in columns))
+    print(f"peak RSS (MB) / seconds per batch / CPU seconds per batch (c), best of {args.repeats}; "
+          f"{os.cpu_count()} CPUs; each run a fresh process")
+    print(f"{'network':<14}{'setting':<12}" + "".join(f"{name:>28}" for name, *_ in columns))
     for network in args.networks:
         for setting, batch in SETTINGS:
             if setting not in args.settings:
@@ -169,8 +175,9 @@ def main() -> None:
                            "size": NETWORKS[network], "graph": str(ZOO / f"{network}-symbol.json"),
                            "repeats": args.repeats}
                     result = run_worker(python, code, job, env)
-                cells.append(f"{result['peak_rss_mb']:>9.0f} / {result['seconds']:>6.2f}s" if result else f"{'-':>20}")
-            print(f"{network:<14}{f'{setting} {batch}':<12}" + "".join(f"{c:>20}" for c in cells), flush=True)
+                cells.append(f"{result['peak_rss_mb']:>6.0f} / {result['seconds']:>6.2f}s / "
+                             f"{result['cpu_seconds']:>6.2f}c" if result else "-")
+            print(f"{network:<14}{f'{setting} {batch}':<12}" + "".join(f"{c:>28}" for c in cells), flush=True)
 
 
 if __name__ == "__main__":

@@ -70,6 +70,7 @@ def test_the_fastest_candidate_is_kept_and_the_replaced_kernel_is_one(monkeypatc
 
     clock = [0.0]  # a clock that only the slow candidate moves: no test depends on real time
     monkeypatch.setattr(program.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(program.time, "process_time", lambda: clock[0])
 
     class Slow(Program):
         def run(self, inputs, outputs):
@@ -89,6 +90,7 @@ def test_a_later_candidate_must_win_by_the_margin(monkeypatch):
 
     clock = [0.0]
     monkeypatch.setattr(program.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(program.time, "process_time", lambda: clock[0])
 
     def taking(seconds):
         class Timed(Program):
@@ -99,6 +101,30 @@ def test_a_later_candidate_must_win_by_the_margin(monkeypatch):
     first, close, clearly = taking(1.0), taking(MARGIN + 0.05), taking(MARGIN - 0.05)
     assert fastest([first, close], [], []) is first
     assert fastest([first, close, clearly], [], []) is clearly
+
+
+def test_a_candidate_counts_the_lesser_of_its_wall_and_cpu_time(monkeypatch):
+    # a run kept off the cores by other load takes long on the wall clock and little CPU time; a run on several
+    # idle cores takes more CPU time than wall time: each counts its lesser time
+    from mxkit_onednn import program
+    from mxkit_onednn.program import Program, cost, fastest
+
+    wall, cpu = [0.0], [0.0]
+    monkeypatch.setattr(program.time, "perf_counter", lambda: wall[0])
+    monkeypatch.setattr(program.time, "process_time", lambda: cpu[0])
+
+    def taking(wall_seconds, cpu_seconds):
+        class Timed(Program):
+            def run(self, inputs, outputs):
+                wall[0] += wall_seconds
+                cpu[0] += cpu_seconds
+        return Timed()
+
+    assert cost(3.0, 1.0) == 1.0 and cost(1.0, 2.0) == 1.0
+    descheduled, busy = taking(10.0, 1.0), taking(2.0, 2.0)
+    assert fastest([busy, descheduled], [], []) is descheduled
+    parallel, serial = taking(1.0, 2.0), taking(1.5, 1.5)
+    assert fastest([serial, parallel], [], []) is parallel
 
 
 def test_the_workspace_pool_keeps_one_buffer_per_concurrent_call_and_grows_it():
@@ -139,6 +165,43 @@ def test_a_program_over_the_workspace_budget_runs_in_chunks_with_the_same_result
     # the primitive of one sample may block its sums differently: sums of 144 products of unit normals
     # in float32 differ by far less than 1e-4
     np.testing.assert_allclose(results[0], results[1], rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_chunks_of_a_forward_share_one_reorder_of_the_filters(monkeypatch, fused):
+    """A forward in chunks reorders the filters once per call (a prologue), not once per chunk; the result is the
+    whole batch's (and mxkit-cpu's) within float32 rounding."""
+    from mxkit_onednn import conv, program
+    from mxkit_onednn.library import load
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((5, 16, 9, 9)).astype(np.float32)
+    w = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
+    addend = rng.standard_normal((5, 32, 9, 9)).astype(np.float32)
+    name, inputs = ("_FusedConvolution", [x, w, addend]) if fused else ("Convolution", [x, w])
+    params = dict(PARAMS, num_filter=32, **(dict(act_type="relu", with_sum=True) if fused else {}))
+    results, programs = [], []
+    for budget in ("whole", "chunks"):
+        cache = program.ProgramCache()
+        cache.only = "blocked"
+        monkeypatch.setattr(program, "WORKSPACE_BYTES", 1 << 30 if budget == "whole" else
+                            programs[0].lent_bytes - 1)
+        monkeypatch.setattr(conv, "PROGRAMS", cache)
+        results.append(run(name, inputs, **params)[0])
+        (built,) = cache._programs.values()
+        programs.append(built)
+        if budget == "whole" and (built.workspace_bytes == 0 or built.weights_md.same_as(load().plain_md(w.shape))):
+            pytest.skip("oneDNN keeps numpy's layouts here: nothing to chunk or reorder")
+    prepared = programs[1]
+    assert isinstance(prepared, program.Prepared) and prepared.chunked.per_chunk < x.shape[0]
+    assert prepared.lent_bytes <= programs[0].lent_bytes - 1  # within the budget, filters included
+    for chunk in prepared.chunked.programs.values():
+        # the convolution reads the prepared filters; no reorder (a step of two arrays) of its own reads them
+        assert [len(refs) > 2 for _, refs in chunk.steps if ("in", 1) in refs] == [True]
+    # each output sums 144 products of unit normals; primitives of other batch sizes may block the sums differently
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-5, atol=1e-4)
+    reference = run(name, inputs, "cpu", **params)[0]
+    np.testing.assert_allclose(results[1], reference, rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.parametrize("layout", ["blocked", "plain"])

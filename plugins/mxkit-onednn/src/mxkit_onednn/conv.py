@@ -7,6 +7,8 @@ on AVX-512), reordered in and out through the thread's workspace, or oneDNN in n
 filters are reordered on every call: they change every training step, and without a way to
 know that they did not (prediction) a cached copy could be stale; the reorder reads the
 filters once, a small cost next to the convolution, which reads them once per output pixel.
+A forward run in chunks of samples reorders them once for all its chunks
+(:class:`mxkit_onednn.program.Prepared`).
 """
 
 from __future__ import annotations
@@ -17,9 +19,18 @@ from typing import Any
 import numpy as np
 
 from mxkit_onednn import _mxkit
+from mxkit_onednn import program as program_module
 from mxkit_onednn.kernels import ANY, Unhandled, handles
 from mxkit_onednn.library import load
-from mxkit_onednn.program import PROGRAMS, Builder, Program, within_workspace, within_workspace_summed
+from mxkit_onednn.program import (
+    PROGRAMS,
+    Builder,
+    Chunked,
+    Prepared,
+    Program,
+    within_workspace,
+    within_workspace_summed,
+)
 
 FLOAT32 = np.dtype(np.float32)
 
@@ -124,11 +135,12 @@ def _forward_pd(dnnl: Any, g: ConvGeometry, prop_kind: int, layout: str, post_op
 
 
 def build_forward(g: ConvGeometry, layout: str, relu: bool = False, add: bool = False,
-                  addend_is_output: bool = False) -> Program:
+                  addend_is_output: bool = False, weights_given: bool = False) -> Program:
     """Inputs (data, weight[, bias][, addend]); output the result, ``relu(conv + addend)`` with ``add`` and
     ``relu`` (oneDNN's post-ops: applied to each block of the result before it is written). With
     ``addend_is_output`` (the planner gave them one storage) the addend is copied into the workspace first and
-    the result written through a workspace slot, so the primitive never reads what it is writing."""
+    the result written through a workspace slot, so the primitive never reads what it is writing. With
+    ``weights_given`` the weight input is already in the layout the primitive chose (``program.weights_md``)."""
     dnnl = load()
     pd = _forward_pd(dnnl, g, dnnl.FORWARD_INFERENCE, layout)
     if add or relu:
@@ -143,7 +155,7 @@ def build_forward(g: ConvGeometry, layout: str, relu: bool = False, add: bool = 
     b = Builder(dnnl)
     src_md, weights_md, dst_md = pd.md("src"), pd.md("weights"), pd.md("dst")
     src = b.operand(("in", 0), dnnl.plain_md(g.src), src_md)
-    weights = b.operand(("in", 1), g.weights_md(dnnl), weights_md)
+    weights = ("in", 1) if weights_given else b.operand(("in", 1), g.weights_md(dnnl), weights_md)
     bindings = [(dnnl.ARG_SRC, src_md, src), (dnnl.ARG_WEIGHTS, weights_md, weights)]
     if g.bias is not None:
         bindings.append((dnnl.ARG_BIAS, dnnl.plain_md(g.bias), ("in", 2)))
@@ -159,7 +171,34 @@ def build_forward(g: ConvGeometry, layout: str, relu: bool = False, add: bool = 
         bindings.append((dnnl.ARG_POST_OP_SRC_1(0), dst_md, addend))
     dst = b.result(("out", 0), plain_dst, dst_md)
     b.step(pd, [*bindings, (dnnl.ARG_DST, dst_md, dst)])
-    return b.build()
+    program = b.build()
+    program.weights_md = weights_md  # type: ignore[attr-defined]
+    return program
+
+
+def build_blocked_forward(g: ConvGeometry, batched: tuple[int, ...], **options: Any) -> Program | Chunked | Prepared:
+    """The forward in the blocked layout (``options``: :func:`build_forward`'s post-ops), whole or, when its
+    workspace would pass :data:`~mxkit_onednn.program.WORKSPACE_BYTES`, in chunks of samples that reorder the
+    filters once per call (:class:`Prepared`) where every chunk's primitive wants them in one layout."""
+    dnnl = load()
+    whole = within_workspace(lambda n: build_forward(g.with_batch(n), "blocked", **options), g.src[0], batched)
+    if not isinstance(whole, Chunked):
+        return whole
+    plain_weights, budget = g.weights_md(dnnl), program_module.WORKSPACE_BYTES
+    chosen = whole.programs[min(whole.per_chunk, whole.batch)].weights_md
+    if chosen.same_as(plain_weights) or chosen.nbytes >= budget // 2 or not all(
+            program.weights_md.same_as(chosen) for program in whole.programs.values()):
+        return whole
+    # the chunks again, sized for what the reordered filters leave of the workspace
+    chunked = within_workspace(lambda n: build_forward(g.with_batch(n), "blocked", weights_given=True, **options),
+                               g.src[0], batched, budget=budget - program_module.aligned(chosen.nbytes))
+    if not isinstance(chunked, Chunked) or not all(program.weights_md.same_as(chosen)
+                                                   for program in chunked.programs.values()):
+        return whole
+    prologue = Builder(dnnl)
+    prologue.step(dnnl.reorder_pd(plain_weights, chosen), [(dnnl.ARG_SRC, plain_weights, ("in", 0)),
+                                                            (dnnl.ARG_DST, chosen, ("out", 0))])
+    return Prepared(prologue.build(), chunked, index=1)
 
 
 @handles(**HANDLES)
@@ -174,8 +213,7 @@ def run_forward(name: str, g: ConvGeometry, arrays: list, outputs: list, replace
     """Operator ``name``'s forward of geometry ``g`` on ``arrays`` (data, weight[, bias], result)."""
     out = Outputs([outputs[0]])
     # the blocked layout's reordered copies of the activations go in chunks of samples that fit the workspace
-    builders = {"blocked": lambda: within_workspace(lambda n: build_forward(g.with_batch(n), "blocked"), g.src[0],
-                                                    batched=(0,)),
+    builders = {"blocked": lambda: build_blocked_forward(g, batched=(0,)),
                 "plain": lambda: build_forward(g, "plain")}
     PROGRAMS.run((name, *g.key()), builders, arrays[:-1], out.arrays, replaced)
     out.finish()
@@ -203,9 +241,8 @@ def fused_convolution(inputs: list, outputs: list, params: dict, replaced: Any =
     g = ConvGeometry(params, arrays[0].shape, arrays[1].shape, outputs[0].shape)
     out = Outputs([outputs[0]])
     batched = (0, conv_inputs) if add else (0,)
-    builders = {"blocked": lambda: within_workspace(lambda n: build_forward(g.with_batch(n), "blocked", relu, add,
-                                                                            addend_is_output),
-                                                    g.src[0], batched=batched),
+    builders = {"blocked": lambda: build_blocked_forward(g, batched, relu=relu, add=add,
+                                                         addend_is_output=addend_is_output),
                 "plain": lambda: build_forward(g, "plain", relu, add, addend_is_output)}
     # the replaced kernel (oneDNN's convolution, then the addition and the relu apart) does what the fused program
     # does and more passes over the output: it serves only where oneDNN refuses every program, untimed (timing it
@@ -287,5 +324,5 @@ def run_backward(name: str, g: ConvGeometry, want_data: bool, arrays: list, outp
 
 
 __all__ = ["FUSED_HANDLES", "HANDLES", "LAYOUTS", "ConvGeometry", "Outputs", "activation_md", "build_backward",
-           "build_forward", "apart", "convolution", "convolution_backward", "float32_arrays", "fused_convolution",
-           "run_backward", "run_forward"]
+           "build_blocked_forward", "build_forward", "apart", "convolution", "convolution_backward", "float32_arrays",
+           "fused_convolution", "run_backward", "run_forward"]

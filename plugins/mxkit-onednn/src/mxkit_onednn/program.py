@@ -37,6 +37,11 @@ ALIGNMENT = 64
 #: program that needs more runs its batch in chunks that fit, and one that cannot be chunked is refused
 WORKSPACE_BYTES = 32 << 20
 
+def aligned(nbytes: int) -> int:
+    """``nbytes`` rounded up to a multiple of :data:`ALIGNMENT` (what a workspace slot of that size takes)."""
+    return -(-nbytes // ALIGNMENT) * ALIGNMENT
+
+
 # a reference to an array of a call: ("in", i), ("out", i) or ("ws", offset, nbytes)
 Ref = tuple
 
@@ -52,7 +57,7 @@ class Program:
     def slot(self, nbytes: int) -> Ref:
         """A new workspace slot of ``nbytes`` (64-byte aligned)."""
         offset = self.workspace_bytes
-        self.workspace_bytes += -(-nbytes // ALIGNMENT) * ALIGNMENT
+        self.workspace_bytes += aligned(nbytes)
         return ("ws", offset, nbytes)
 
     def add(self, primitive: Any, refs: list[Ref]) -> None:
@@ -68,12 +73,16 @@ class Program:
         """What a call borrows: the workspace and, after it, the scratchpad."""
         return self.workspace_bytes + self.scratchpad_bytes
 
-    def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
-        """Run every step on ``inputs`` and ``outputs`` (C-contiguous float32 arrays)."""
+    def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray], workspace: np.ndarray | None = None) -> None:
+        """Run every step on ``inputs`` and ``outputs`` (C-contiguous float32 arrays), in ``workspace`` (64-byte
+        aligned, at least :attr:`lent_bytes`) or, without one, in a buffer borrowed from :data:`WORKSPACES`."""
+        if workspace is None:
+            with WORKSPACES.lend(self.lent_bytes) as lent:
+                self.run(inputs, outputs, lent)
+            return
         pad = self.scratchpad_bytes
         # slots are 64-byte aligned, so the scratchpad after them is too
-        with self.lock, WORKSPACES.lend(self.workspace_bytes + pad) as workspace:
-            # the lock: a primitive runs one call at a time
+        with self.lock:  # a primitive runs one call at a time
             scratchpad = workspace[self.workspace_bytes:self.workspace_bytes + pad] if pad else None
             for primitive, refs in self.steps:
                 primitive.run([_resolve(ref, inputs, outputs, workspace) for ref in refs], scratchpad)
@@ -112,12 +121,37 @@ class Chunked(_ChunkPrograms):
                                                          for start in range(0, batch, per_chunk)}}
         self.steps = self.programs[min(per_chunk, batch)].steps
 
-    def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
+    def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray], workspace: np.ndarray | None = None) -> None:
         for start in range(0, self.batch, self.per_chunk):
             stop = min(start + self.per_chunk, self.batch)
             self.programs[stop - start].run(
                 [array[start:stop] if index in self.batched else array for index, array in enumerate(inputs)],
-                [array[start:stop] for array in outputs])
+                [array[start:stop] for array in outputs], workspace)
+
+
+class Prepared(_ChunkPrograms):
+    """A :class:`Chunked` call whose chunks share an input that oneDNN wants in another layout (a convolution's
+    filters): ``prologue`` reorders input ``index`` once per call into a buffer lent for the call, and every
+    chunk program reads that buffer, where each would otherwise reorder the same filters again (VGG-16's
+    prediction at batch 32 reordered each layer's filters once per chunk of one to five samples)."""
+
+    def __init__(self, prologue: Program, chunked: Chunked, index: int) -> None:
+        self.prologue, self.chunked, self.index = prologue, chunked, index
+        self.programs = chunked.programs
+        self.steps = [*prologue.steps, *chunked.steps]
+        self.prepared_bytes = aligned(prologue.steps[0][0].sizes[1])
+
+    @property
+    def lent_bytes(self) -> int:
+        return self.prepared_bytes + max(self.prologue.lent_bytes, super().lent_bytes)
+
+    def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
+        # one buffer: the prepared input, then the workspace every step uses in turn
+        with WORKSPACES.lend(self.lent_bytes) as lent:
+            prepared, workspace = lent[:self.prepared_bytes], lent[self.prepared_bytes:]
+            self.prologue.run([inputs[self.index]], [prepared], workspace)
+            self.chunked.run([prepared if position == self.index else array for position, array in enumerate(inputs)],
+                             outputs, workspace)
 
 
 def within_workspace(build: Callable[[int], Program], batch: int, batched: tuple[int, ...],
@@ -274,10 +308,23 @@ def _run(program: Any, inputs: list, outputs: list, fallback: Callable[[list, li
         program.run(inputs, outputs)
 
 
+def cost(wall: float, cpu: float) -> float:
+    """What one timing run of a candidate counts for: the lesser of its wall-clock seconds and the CPU seconds
+    the process spent meanwhile (all its threads).
+
+    On an idle machine a candidate running on several cores takes less wall time than CPU time, and the wall
+    time is what a user waits. On a loaded one (more runnable threads than cores) the wall time is mostly the
+    scheduler's: measured on two shared cores, one convolution's wall time was 1 to 10 times its CPU time from
+    run to run, and choices made by it kept mxkit-cpu's kernel for convolutions where oneDNN's program does a
+    third to a seventh of the work (Inception-v3's 1x1 convolutions of 2048 channels). The CPU time is then
+    the cost that does not depend on the other load; taking the lesser of the two serves both cases."""
+    return min(wall, cpu)
+
+
 def fastest(programs: list[Any], inputs: list, outputs: list,
             fallback: Callable[[list, list], None] | None = None) -> Any:
     """The candidate (a :class:`Program` or :data:`FALLBACK`) that ran fastest on these arrays, each
-    :data:`TRIALS` times, the best time counting, a later one winning only by :data:`MARGIN`; the
+    :data:`TRIALS` times, the best time (:func:`cost`) counting, a later one winning only by :data:`MARGIN`; the
     outputs hold the chosen candidate's result (candidates round differently).
 
     An operator computed in place (an output sharing memory with an input: mxkit's planner lets
@@ -308,9 +355,9 @@ def fastest(programs: list[Any], inputs: list, outputs: list,
         for index, program in enumerate(programs):
             for position, copy in saved.items():
                 np.copyto(inputs[position], copy)
-            start = time.perf_counter()
+            wall, cpu = time.perf_counter(), time.process_time()
             _run(program, inputs, outputs, fallback)
-            best[index] = min(best[index], time.perf_counter() - start)
+            best[index] = min(best[index], cost(time.perf_counter() - wall, time.process_time() - cpu))
     chosen = 0
     for index in range(1, len(programs)):
         if best[index] <= MARGIN * best[chosen]:
@@ -469,5 +516,5 @@ class ProgramCache:
 PROGRAMS = ProgramCache()
 
 __all__ = ["FALLBACK", "MARGIN", "MAX_PROGRAMS", "PROGRAMS", "TRIALS", "WORKSPACES", "WORKSPACE_BYTES", "Builder",
-           "Chunked", "Program", "ProgramCache", "SummedChunks", "WorkspacePool", "fastest",
-           "refuse_over_workspace", "within_workspace", "within_workspace_summed"]
+           "Chunked", "Prepared", "Program", "ProgramCache", "SummedChunks", "WorkspacePool", "aligned", "cost",
+           "fastest", "refuse_over_workspace", "within_workspace", "within_workspace_summed"]
