@@ -127,6 +127,7 @@ def start(store: Any, checked: list[tuple[Any, list[Any]]], outs: list[tuple[Any
             pushes.setdefault(server, []).append((shard_id, round_index, index, start_at, stop_at))
             pulls.setdefault(server, []).append((shard_id, round_index + 1))
     deferred, store._deferred = store._deferred, {}  # a push waiting to ride along (its values are copies)
+    deferred_batch, store._deferred_batch = store._deferred_batch, None  # a plan's push: sent first
     values = [arrays[0] for _, arrays in checked]
     targets = [arrays[0] for _, arrays in outs]
     entries = [entry for entry, _ in outs]
@@ -138,6 +139,7 @@ def start(store: Any, checked: list[tuple[Any, list[Any]]], outs: list[tuple[Any
             if overlap.failure is not None:
                 raise KVStoreError(f"not sent: an earlier request of this store failed ({overlap.failure})")
             data = [array.storage for array in values]  # the engine ordered this after their writers
+            early = _send_batch_pushes(store, deferred_batch)
             requests = []
             for server, items in pulls.items():
                 rounds, payloads = deferred.pop(server, ([], []))
@@ -147,8 +149,8 @@ def start(store: Any, checked: list[tuple[Any, list[Any]]], outs: list[tuple[Any
                     payloads.append(data[index] if start_at < 0 else data[index].reshape(-1)[start_at:stop_at])
                 requests.append(channels[server].pull(rank, epoch, items, timeout, rounds, payloads,
                                                       shapes[server]))
-            acks = [channels[server].push(rank, epoch, rounds, payloads)
-                    for server, (rounds, payloads) in deferred.items()]
+            acks = early + [channels[server].push(rank, epoch, rounds, payloads)
+                            for server, (rounds, payloads) in deferred.items()]
         except BaseException as exc:
             overlap.failure = exc
             on_complete(exc)
@@ -175,7 +177,87 @@ def _finish(store: Any, overlap: Overlap, requests: list[Any], acks: list[Any], 
         for entry, target in zip(entries, targets):
             value = found[(entry.key, 0)] if entry.whole else store._assemble(entry, found)
             np.copyto(target.storage, value.reshape(target.storage.shape), casting="unsafe")
-        store.last_pull_clocks = [(entry.key, *clocks[entry.key]) for entry in entries]
+        store._clocks = [(entry.key, *clocks[entry.key]) for entry in entries]
+    except BaseException as exc:
+        overlap.failure = exc
+        on_complete(exc)
+        return
+    on_complete()
+
+
+def _send_batch_pushes(store: Any, deferred: Any) -> list[Any]:
+    """Send a plan's push that waited (``(plan, [(share, flat, rounds)])`` or None); the requests."""
+    if deferred is None:
+        return []
+    return [store._channels[share.server].batch(store._rank, store._epoch, share, flat, rounds)
+            for share, flat, rounds in deferred[1]]
+
+
+def start_plan(store: Any, plan: Any, values: list[Any] | None, targets: list[Any]) -> None:
+    """Push one engine operation that pushes ``values`` (None: a pull only) and pulls into
+    ``targets`` the keys of ``plan`` (a :class:`~.plans.Plan`), one batched frame per server
+    (see the module's docstring); called under the store's lock, for a call
+    :meth:`~.store.DistKVStore._plan_for` planned."""
+    from mxkit.core.context import cpu
+    from mxkit.ndarray.invoke import engine
+    from mxkit.kvstore.dist import plans
+
+    overlap: Overlap = store._overlap
+    overlap.raise_failure()
+    rounds = store._count_rounds(plan) if values is not None else None
+    pulled = store._pulled(plan)
+    deferred, store._deferred = store._deferred, {}  # (only one of the two waits at a time)
+    deferred_batch, store._deferred_batch = store._deferred_batch, None
+    riding: dict[int, tuple[Any, np.ndarray]] = {}
+    if values is None and deferred_batch is not None and deferred_batch[0] is plan:
+        # a push of these keys waits (its values are copies): it rides along with the pull
+        riding = {share.number: (flat, share_rounds) for share, flat, share_rounds in deferred_batch[1]}
+        deferred_batch = None
+    rank, epoch, timeout, channels = store._rank, store._epoch, store._timeout, store._channels
+
+    def send(on_complete: Callable[..., None]) -> None:
+        try:
+            if overlap.failure is not None:
+                raise KVStoreError(f"not sent: an earlier request of this store failed ({overlap.failure})")
+            acks = [channels[server].push(rank, epoch, server_rounds, payloads)
+                    for server, (server_rounds, payloads) in deferred.items()]
+            acks += _send_batch_pushes(store, deferred_batch)
+            # the engine ordered this after the writers of values: sent from where they are
+            flats = plans.flat_views(values) if values is not None else None
+            requests = []
+            for index, share in enumerate(plan.shares):
+                if flats is not None:
+                    flat, share_rounds = share.gathered(flats, False), rounds[index]
+                else:
+                    flat, share_rounds = riding.get(share.number, (None, None))
+                requests.append(channels[share.server].batch(rank, epoch, share, flat, share_rounds,
+                                                             pulled=pulled[index], timeout=timeout))
+        except BaseException as exc:
+            overlap.failure = exc
+            on_complete(exc)
+            return
+        overlap.receive(lambda: _finish_plan(store, overlap, plan, requests, acks, targets, on_complete))
+
+    vars_read = ([array.var for array in values] if values is not None else []) + [array.var for array in targets]
+    vars_written = [array.var for array in targets] + [overlap.marker().var]
+    engine().push_async(send, vars_read, vars_written, cpu(), 0,
+                        "kvstore.pushpull" if values is not None else "kvstore.pull")
+    overlap.pending = True
+
+
+def _finish_plan(store: Any, overlap: Overlap, plan: Any, requests: list[Any], acks: list[Any],
+                 targets: list[Any], on_complete: Callable[..., None]) -> None:
+    """:func:`_finish` of a planned request: scatter each server's flat answer into the targets."""
+    from mxkit.kvstore.dist import plans
+
+    try:
+        answers = [request.result() for request in requests]
+        for ack in acks:
+            ack.result()
+        views = plans.flat_views(targets)
+        for share, (flat, _) in zip(plan.shares, answers):
+            share.scatter(flat, views)
+        store._clocks = (plan, [clocks for _, clocks in answers])
     except BaseException as exc:
         overlap.failure = exc
         on_complete(exc)
@@ -192,4 +274,4 @@ def _receiver(answers: queue.SimpleQueue[Callable[[], None]]) -> None:
             pass
 
 
-__all__ = ["Overlap", "eligible", "start"]
+__all__ = ["Overlap", "eligible", "start", "start_plan"]
