@@ -113,7 +113,8 @@ def start(store: Any, checked: list[tuple[Any, list[Any]]], outs: list[tuple[Any
     from mxkit.ndarray.invoke import engine
 
     overlap: Overlap = store._overlap
-    overlap.raise_failure()
+    if overlap.failure is not None:
+        overlap.drain()  # raises the failure, once, and leaves the store usable
     counts = store._rounds
     # per server: [(shard_id, round, value index, start, stop)] to push and [(shard_id, pushed)] to pull
     pushes: dict[int, list[tuple[Any, int, int, int, int]]] = {}
@@ -203,7 +204,8 @@ def start_plan(store: Any, plan: Any, values: list[Any] | None, targets: list[An
     from mxkit.kvstore.dist import plans
 
     overlap: Overlap = store._overlap
-    overlap.raise_failure()
+    if overlap.failure is not None:
+        overlap.drain()  # raises the failure, once, and leaves the store usable
     rounds = store._count_rounds(plan) if values is not None else None
     pulled = store._pulled(plan)
     deferred, store._deferred = store._deferred, {}  # (only one of the two waits at a time)
@@ -215,52 +217,76 @@ def start_plan(store: Any, plan: Any, values: list[Any] | None, targets: list[An
         deferred_batch = None
     rank, epoch, timeout, channels = store._rank, store._epoch, store._timeout, store._channels
 
+    def transmit() -> tuple[list[Any], list[Any]]:
+        if overlap.failure is not None:
+            raise KVStoreError(f"not sent: an earlier request of this store failed ({overlap.failure})")
+        acks = [channels[server].push(rank, epoch, server_rounds, payloads)
+                for server, (server_rounds, payloads) in deferred.items()]
+        acks += _send_batch_pushes(store, deferred_batch)
+        # the engine ordered this after the writers of values: sent from where they are
+        flats = plans.flat_views(values) if values is not None else None
+        requests = []
+        for index, share in enumerate(plan.shares):
+            if flats is not None:
+                flat, share_rounds = share.gathered(flats, False), rounds[index]
+            else:
+                flat, share_rounds = riding.get(share.number, (None, None))
+            requests.append(channels[share.server].batch(rank, epoch, share, flat, share_rounds,
+                                                         pulled=pulled[index], timeout=timeout))
+        return acks, requests
+
+    vars_read = ([array.var for array in values] if values is not None else []) + [array.var for array in targets]
+    vars_written = [array.var for array in targets] + [overlap.marker().var]
+    name = "kvstore.pushpull" if values is not None else "kvstore.pull"
+    if values is None and not overlap.pending:
+        # a pull while no request of this store is on the engine: it reads no array, so it
+        # leaves now from the caller's thread and the receiver waits for its answer at once;
+        # the operation only orders the write of the targets after their readers
+        acks, requests = transmit()  # (a failure to send is the caller's error)
+        granted: queue.SimpleQueue[Callable[..., None]] = queue.SimpleQueue()
+        overlap.receive(lambda: _finish_plan(store, overlap, plan, requests, acks, targets, granted.get))
+        engine().push_async(granted.put, vars_read, vars_written, cpu(), 0, name)
+        overlap.pending = True
+        return
+
     def send(on_complete: Callable[..., None]) -> None:
         try:
-            if overlap.failure is not None:
-                raise KVStoreError(f"not sent: an earlier request of this store failed ({overlap.failure})")
-            acks = [channels[server].push(rank, epoch, server_rounds, payloads)
-                    for server, (server_rounds, payloads) in deferred.items()]
-            acks += _send_batch_pushes(store, deferred_batch)
-            # the engine ordered this after the writers of values: sent from where they are
-            flats = plans.flat_views(values) if values is not None else None
-            requests = []
-            for index, share in enumerate(plan.shares):
-                if flats is not None:
-                    flat, share_rounds = share.gathered(flats, False), rounds[index]
-                else:
-                    flat, share_rounds = riding.get(share.number, (None, None))
-                requests.append(channels[share.server].batch(rank, epoch, share, flat, share_rounds,
-                                                             pulled=pulled[index], timeout=timeout))
+            acks, requests = transmit()
         except BaseException as exc:
             overlap.failure = exc
             on_complete(exc)
             return
-        overlap.receive(lambda: _finish_plan(store, overlap, plan, requests, acks, targets, on_complete))
+        overlap.receive(lambda: _finish_plan(store, overlap, plan, requests, acks, targets, lambda: on_complete))
 
-    vars_read = ([array.var for array in values] if values is not None else []) + [array.var for array in targets]
-    vars_written = [array.var for array in targets] + [overlap.marker().var]
-    engine().push_async(send, vars_read, vars_written, cpu(), 0,
-                        "kvstore.pushpull" if values is not None else "kvstore.pull")
+    engine().push_async(send, vars_read, vars_written, cpu(), 0, name)
     overlap.pending = True
 
 
 def _finish_plan(store: Any, overlap: Overlap, plan: Any, requests: list[Any], acks: list[Any],
-                 targets: list[Any], on_complete: Callable[..., None]) -> None:
-    """:func:`_finish` of a planned request: scatter each server's flat answer into the targets."""
+                 targets: list[Any], completion: Callable[[], Callable[..., None]]) -> None:
+    """:func:`_finish` of a planned request: scatter each server's flat answer into the targets;
+    ``completion()`` gives the operation's completion once the engine lets it write them."""
     from mxkit.kvstore.dist import plans
 
+    error: BaseException | None = None
     try:
         answers = [request.result() for request in requests]
         for ack in acks:
             ack.result()
-        views = plans.flat_views(targets)
-        for share, (flat, _) in zip(plan.shares, answers):
-            share.scatter(flat, views)
-        store._clocks = (plan, [clocks for _, clocks in answers])
     except BaseException as exc:
-        overlap.failure = exc
-        on_complete(exc)
+        error = exc
+    on_complete = completion()
+    if error is None:
+        try:
+            views = plans.flat_views(targets)
+            for share, (flat, _) in zip(plan.shares, answers):
+                share.scatter(flat, views)
+            store._clocks = (plan, [clocks for _, clocks in answers])
+        except BaseException as exc:
+            error = exc
+    if error is not None:
+        overlap.failure = error
+        on_complete(error)
         return
     on_complete()
 

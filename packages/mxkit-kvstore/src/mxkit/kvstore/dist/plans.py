@@ -93,6 +93,10 @@ class Plans:
             self._next += 1
             yield number
 
+    def known(self, keys: list[Any]) -> Plan | None:
+        """The plan made for the list ``keys`` before, if any."""
+        return self._plans.get(tuple(keys))
+
     def plan(self, checked: list[tuple[Any, list[Any]]], connections: list[Any]) -> Plan | None:
         """The plan of ``checked`` (``[(Key, arrays)]``), or None when a call of them takes the
         per-part path."""

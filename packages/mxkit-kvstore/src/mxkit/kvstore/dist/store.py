@@ -243,12 +243,38 @@ class DistKVStore(KVStoreBase):
             for share, flat, rounds in batch[1]:
                 self._in_flight.append(self._channels[share.server].batch(self._rank, self._epoch, share, flat, rounds))
 
-    def _plan_for(self, checked: list[tuple[Key, list[Any]]]) -> plans.Plan | None:
+    def _plan_for(self, checked: list[tuple[Key, list[Any]]], what: str) -> plans.Plan | None:
         """The batch plan of a call of ``checked`` (see :mod:`.plans`), or None for the per-part path."""
         if not self._batching or not checked or self._compressor is not None or self._replicated or \
                 not plans.single_cpu_arrays(checked):
             return None
         return self._plans.plan(checked, self._channels)
+
+    def _planned(self, key: Any, value: Any, what: str) -> tuple[plans.Plan, list[Any]] | None:
+        """``(plan, arrays)`` of a call that a plan serves, else None (the per-part path).
+
+        A list of keys that has a plan already (a training loop's call after the first) is
+        checked in one pass over its arrays; any other call is checked in full first.
+        """
+        if not self._batching or self._compressor is not None or self._replicated:
+            return None
+        if type(key) is list and type(value) is list and len(key) == len(value):
+            plan = self._plans.known(key)
+            if plan is not None:
+                ndarray, kind = _ndarray_class(), self._key_kind
+                for k, entry, array in zip(key, plan.entries, value):
+                    # (the type test keeps out what equals a key without being one: True for 1)
+                    if type(k) is not kind or type(array) is not ndarray or array.shape != entry.shape:
+                        break
+                    storage = array.storage
+                    if type(storage) is not np.ndarray or not storage.flags.c_contiguous or \
+                            array.context.device_type != "cpu":
+                        break
+                else:
+                    return plan, value
+        checked = self._checked(key, value, what)
+        plan = self._plan_for(checked, what)
+        return None if plan is None else (plan, [arrays[0] for _, arrays in checked])
 
     def _count_rounds(self, plan: plans.Plan) -> list[np.ndarray]:
         """This push's round of each key part of ``plan``, per share (the keys' counts move on)."""
@@ -414,12 +440,11 @@ class DistKVStore(KVStoreBase):
         ShapeError
             If a value's shape differs from the key's.
         """
-        checked = self._checked(key, value, "push")
-        plan = self._plan_for(checked)
-        if plan is not None:
-            self._push_plan(plan, checked)
+        planned = self._planned(key, value, "push")
+        if planned is not None:
+            self._push_plan(*planned)
             return
-        batches = self._push_batches(checked)
+        batches = self._push_batches(self._checked(key, value, "push"))
         self._check_pushes()
         self._send_deferred()  # at most one push waits: a worker that only pushes still sends every round
         self._deferred = batches
@@ -434,11 +459,10 @@ class DistKVStore(KVStoreBase):
                 values[:] = [np.array(payload, copy=True) if isinstance(payload, np.ndarray) else payload
                              for payload in values]
 
-    def _push_plan(self, plan: plans.Plan, checked: list[tuple[Key, list[Any]]]) -> None:
+    def _push_plan(self, plan: plans.Plan, arrays: list[Any]) -> None:
         """:meth:`push` of a plan's keys: one batched frame per server, deferred (a copy) when small."""
         self._check_pushes()
         self._send_deferred()
-        arrays = [arrays[0] for _, arrays in checked]
         transfer.wait_to_read_all(arrays)
         flats = plans.flat_views(arrays)
         copy = plan.nbytes < DEFER_MAX_BYTES  # (see push: a small push waits for the next call, copied)
@@ -529,18 +553,17 @@ class DistKVStore(KVStoreBase):
         if out is None:
             raise KVStoreError("pull needs out=: the NDArray (or list of per-device NDArrays) to fill")
         with self._lock:
-            checked = self._checked(key, out, "pull")
-            plan = self._plan_for(checked)
-            if plan is not None and self._overlapping:
-                overlap.start_plan(self, plan, None, [arrays[0] for _, arrays in checked])
+            planned = self._planned(key, out, "pull")
+            if planned is not None and self._overlapping:
+                overlap.start_plan(self, planned[0], None, planned[1])
                 return
             self._overlap.drain()
-            if plan is not None:
-                self._pull_plan(plan, checked)
+            if planned is not None:
+                self._pull_plan(*planned)
             else:
-                self._pull(checked)
+                self._pull(self._checked(key, out, "pull"))
 
-    def _pull_plan(self, plan: plans.Plan, checked: list[tuple[Key, list[Any]]]) -> None:
+    def _pull_plan(self, plan: plans.Plan, targets: list[Any]) -> None:
         """The blocking :meth:`pull` of a plan's keys: one batched frame per server, carrying
         this plan's push that waited to ride along."""
         self._check_pushes()
@@ -556,7 +579,6 @@ class DistKVStore(KVStoreBase):
                                              pulled=pulled, timeout=self._timeout)
                 for share, pulled in zip(plan.shares, self._pulled(plan))]
         answers = self._wait_all(refs, "pull")
-        targets = [arrays[0] for _, arrays in checked]
         self._clocks = (plan, [clocks for _, clocks in answers])
         write_plan(plan, [flat for flat, _ in answers], targets)
 
@@ -621,7 +643,7 @@ class DistKVStore(KVStoreBase):
                 checked = self._checked(key, value, "pushpull")
                 outs = checked if out is None else self._checked(key, out, "pushpull")
                 if overlap.eligible(self, checked, outs):
-                    plan = self._plan_for(checked)
+                    plan = self._plan_for(checked, "pushpull")
                     if plan is not None:
                         overlap.start_plan(self, plan, [arrays[0] for _, arrays in checked],
                                            [arrays[0] for _, arrays in outs])
