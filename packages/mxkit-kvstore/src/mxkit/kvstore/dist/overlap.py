@@ -1,4 +1,4 @@
-"""A pushpull that does not block its caller: the request runs as an engine operation.
+"""A pushpull or pull that does not block its caller: the request runs as an engine operation.
 
 MXNet 1.x's ``KVStoreDist`` pushes and pulls through its engine: the call returns at once,
 the transfer reads the gradients when backward has written them, and the next forward
@@ -12,7 +12,10 @@ the out arrays and completes the operation (MXNet's ``PushAsync`` with ps-lite's
 callback), so no engine thread is held while the servers wait for other workers. The
 caller's thread never waits for backward, for the network or for the servers: it goes on
 to the next batch, and the engine runs the next forward as soon as the weights are
-written.
+written. :func:`start_plan` does the same for a call a batch plan serves (:mod:`.plans`),
+and for a plain ``pull`` (no values to read): a pull made while no request of the store is
+on the engine is sent at once from the caller's thread, the operation then only orders the
+write of the out arrays after their readers.
 
 Order
 -----
@@ -194,14 +197,14 @@ def _send_batch_pushes(store: Any, deferred: Any) -> list[Any]:
             for share, flat, rounds in deferred[1]]
 
 
-def start_plan(store: Any, plan: Any, values: list[Any] | None, targets: list[Any]) -> None:
+def start_plan(store: Any, plan: Any, values: list[Any] | None, targets: list[Any], target_views: list[np.ndarray],
+               value_views: list[np.ndarray] | None = None) -> None:
     """Push one engine operation that pushes ``values`` (None: a pull only) and pulls into
     ``targets`` the keys of ``plan`` (a :class:`~.plans.Plan`), one batched frame per server
-    (see the module's docstring); called under the store's lock, for a call
-    :meth:`~.store.DistKVStore._plan_for` planned."""
+    (see the module's docstring); ``*_views`` are the arrays' flat views. Called under the
+    store's lock, for a call :meth:`~.store.DistKVStore._planned` planned."""
     from mxkit.core.context import cpu
     from mxkit.ndarray.invoke import engine
-    from mxkit.kvstore.dist import plans
 
     overlap: Overlap = store._overlap
     if overlap.failure is not None:
@@ -224,7 +227,7 @@ def start_plan(store: Any, plan: Any, values: list[Any] | None, targets: list[An
                 for server, (server_rounds, payloads) in deferred.items()]
         acks += _send_batch_pushes(store, deferred_batch)
         # the engine ordered this after the writers of values: sent from where they are
-        flats = plans.flat_views(values) if values is not None else None
+        flats = value_views
         requests = []
         for index, share in enumerate(plan.shares):
             if flats is not None:
@@ -244,7 +247,7 @@ def start_plan(store: Any, plan: Any, values: list[Any] | None, targets: list[An
         # the operation only orders the write of the targets after their readers
         acks, requests = transmit()  # (a failure to send is the caller's error)
         granted: queue.SimpleQueue[Callable[..., None]] = queue.SimpleQueue()
-        overlap.receive(lambda: _finish_plan(store, overlap, plan, requests, acks, targets, granted.get))
+        overlap.receive(lambda: _finish_plan(store, overlap, plan, requests, acks, target_views, granted.get))
         engine().push_async(granted.put, vars_read, vars_written, cpu(), 0, name)
         overlap.pending = True
         return
@@ -256,18 +259,18 @@ def start_plan(store: Any, plan: Any, values: list[Any] | None, targets: list[An
             overlap.failure = exc
             on_complete(exc)
             return
-        overlap.receive(lambda: _finish_plan(store, overlap, plan, requests, acks, targets, lambda: on_complete))
+        overlap.receive(lambda: _finish_plan(store, overlap, plan, requests, acks, target_views,
+                                             lambda: on_complete))
 
     engine().push_async(send, vars_read, vars_written, cpu(), 0, name)
     overlap.pending = True
 
 
 def _finish_plan(store: Any, overlap: Overlap, plan: Any, requests: list[Any], acks: list[Any],
-                 targets: list[Any], completion: Callable[[], Callable[..., None]]) -> None:
-    """:func:`_finish` of a planned request: scatter each server's flat answer into the targets;
-    ``completion()`` gives the operation's completion once the engine lets it write them."""
-    from mxkit.kvstore.dist import plans
-
+                 views: list[np.ndarray], completion: Callable[[], Callable[..., None]]) -> None:
+    """:func:`_finish` of a planned request: scatter each server's flat answer into the
+    targets' flat ``views``; ``completion()`` gives the operation's completion once the
+    engine lets it write them."""
     error: BaseException | None = None
     try:
         answers = [request.result() for request in requests]
@@ -278,7 +281,6 @@ def _finish_plan(store: Any, overlap: Overlap, plan: Any, requests: list[Any], a
     on_complete = completion()
     if error is None:
         try:
-            views = plans.flat_views(targets)
             for share, (flat, _) in zip(plan.shares, answers):
                 share.scatter(flat, views)
             store._clocks = (plan, [clocks for _, clocks in answers])

@@ -14,6 +14,7 @@ per-part path.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
@@ -62,7 +63,7 @@ class ServerShare:
 class Plan:
     """What a call of ``keys`` sends to each server (see the module's docstring)."""
 
-    __slots__ = ("entries", "keys", "nbytes", "shares")
+    __slots__ = ("entries", "keys", "nbytes", "recent", "shares")
 
     def __init__(self, entries: list[Any], numbers: Any):
         self.entries = entries
@@ -77,6 +78,23 @@ class Plan:
                 share.add(index, entry.key, part.index, part.start, part.stop)
         self.shares = list(shares.values())
         self.nbytes = sum(entry.size for entry in entries) * dtype.itemsize
+        #: the last lists of arrays checked for this plan and their flat views (a training loop
+        #: passes the same gradient and weight arrays every step)
+        self.recent: tuple[tuple[list[Any], list[np.ndarray]], ...] = ()
+
+    def seen(self, arrays: list[Any]) -> list[np.ndarray] | None:
+        """The flat views of ``arrays`` when they are the very arrays of a recent call (an
+        NDArray's storage and shape never change: they passed the checks then)."""
+        for known, flats in self.recent:
+            if len(known) == len(arrays) and all(map(operator.is_, known, arrays)):
+                return flats
+        return None
+
+    def remember(self, arrays: list[Any]) -> list[np.ndarray]:
+        """Keep checked ``arrays`` (a copy of the list) and their flat views; the views."""
+        flats = flat_views(arrays)
+        self.recent = ((list(arrays), flats), *self.recent[:1])
+        return flats
 
 
 class Plans:

@@ -250,31 +250,40 @@ class DistKVStore(KVStoreBase):
             return None
         return self._plans.plan(checked, self._channels)
 
-    def _planned(self, key: Any, value: Any, what: str) -> tuple[plans.Plan, list[Any]] | None:
-        """``(plan, arrays)`` of a call that a plan serves, else None (the per-part path).
+    def _planned(self, key: Any, value: Any, what: str) -> tuple[plans.Plan, list[Any], list[np.ndarray]] | None:
+        """``(plan, arrays, their flat views)`` of a call that a plan serves, else None (the
+        per-part path).
 
         A list of keys that has a plan already (a training loop's call after the first) is
-        checked in one pass over its arrays; any other call is checked in full first.
+        checked in one pass over its arrays, or not at all when they are the arrays of a
+        recent call; any other call is checked in full first.
         """
         if not self._batching or self._compressor is not None or self._replicated:
             return None
         if type(key) is list and type(value) is list and len(key) == len(value):
             plan = self._plans.known(key)
-            if plan is not None:
-                ndarray, kind = _ndarray_class(), self._key_kind
-                for k, entry, array in zip(key, plan.entries, value):
-                    # (the type test keeps out what equals a key without being one: True for 1)
-                    if type(k) is not kind or type(array) is not ndarray or array.shape != entry.shape:
+            # (the type test keeps out what equals a key without being one: True for 1)
+            if plan is not None and set(map(type, key)) == {self._key_kind}:
+                flats = plan.seen(value)
+                if flats is not None:
+                    return plan, value, flats
+                ndarray = _ndarray_class()
+                for entry, array in zip(plan.entries, value):
+                    if type(array) is not ndarray or array.shape != entry.shape:
                         break
                     storage = array.storage
                     if type(storage) is not np.ndarray or not storage.flags.c_contiguous or \
                             array.context.device_type != "cpu":
                         break
                 else:
-                    return plan, value
+                    return plan, value, plan.remember(value)
         checked = self._checked(key, value, what)
         plan = self._plan_for(checked, what)
-        return None if plan is None else (plan, [arrays[0] for _, arrays in checked])
+        if plan is None:
+            return None
+        arrays = [arrays[0] for _, arrays in checked]
+        return plan, arrays, plan.remember(arrays)
+
 
     def _count_rounds(self, plan: plans.Plan) -> list[np.ndarray]:
         """This push's round of each key part of ``plan``, per share (the keys' counts move on)."""
@@ -459,12 +468,12 @@ class DistKVStore(KVStoreBase):
                 values[:] = [np.array(payload, copy=True) if isinstance(payload, np.ndarray) else payload
                              for payload in values]
 
-    def _push_plan(self, plan: plans.Plan, arrays: list[Any]) -> None:
-        """:meth:`push` of a plan's keys: one batched frame per server, deferred (a copy) when small."""
+    def _push_plan(self, plan: plans.Plan, arrays: list[Any], flats: list[np.ndarray]) -> None:
+        """:meth:`push` of a plan's keys (``flats``: the arrays' flat views): one batched frame
+        per server, deferred (a copy) when small."""
         self._check_pushes()
         self._send_deferred()
         transfer.wait_to_read_all(arrays)
-        flats = plans.flat_views(arrays)
         copy = plan.nbytes < DEFER_MAX_BYTES  # (see push: a small push waits for the next call, copied)
         pushes = [(share, share.gathered(flats, copy), rounds)
                   for share, rounds in zip(plan.shares, self._count_rounds(plan))]
@@ -555,7 +564,7 @@ class DistKVStore(KVStoreBase):
         with self._lock:
             planned = self._planned(key, out, "pull")
             if planned is not None and self._overlapping:
-                overlap.start_plan(self, planned[0], None, planned[1])
+                overlap.start_plan(self, planned[0], None, *planned[1:])
                 return
             self._overlap.drain()
             if planned is not None:
@@ -563,7 +572,7 @@ class DistKVStore(KVStoreBase):
             else:
                 self._pull(self._checked(key, out, "pull"))
 
-    def _pull_plan(self, plan: plans.Plan, targets: list[Any]) -> None:
+    def _pull_plan(self, plan: plans.Plan, targets: list[Any], views: list[np.ndarray]) -> None:
         """The blocking :meth:`pull` of a plan's keys: one batched frame per server, carrying
         this plan's push that waited to ride along."""
         self._check_pushes()
@@ -580,7 +589,7 @@ class DistKVStore(KVStoreBase):
                 for share, pulled in zip(plan.shares, self._pulled(plan))]
         answers = self._wait_all(refs, "pull")
         self._clocks = (plan, [clocks for _, clocks in answers])
-        write_plan(plan, [flat for flat, _ in answers], targets)
+        write_plan(plan, [flat for flat, _ in answers], targets, views)
 
     def _pull(self, checked: list[tuple[Key, list[Any]]]) -> None:
         """The blocking :meth:`pull` of ``checked`` by key parts."""
@@ -640,15 +649,17 @@ class DistKVStore(KVStoreBase):
         """
         with self._lock:
             if self._overlapping:
+                planned = self._planned(key, value, "pushpull")
+                if planned is not None:
+                    planned_out = planned if out is None else self._planned(key, out, "pushpull")
+                    if planned_out is not None and planned_out[0] is planned[0]:
+                        plan, values, value_views = planned
+                        overlap.start_plan(self, plan, values, planned_out[1], planned_out[2], value_views)
+                        return
                 checked = self._checked(key, value, "pushpull")
                 outs = checked if out is None else self._checked(key, out, "pushpull")
                 if overlap.eligible(self, checked, outs):
-                    plan = self._plan_for(checked, "pushpull")
-                    if plan is not None:
-                        overlap.start_plan(self, plan, [arrays[0] for _, arrays in checked],
-                                           [arrays[0] for _, arrays in outs])
-                    else:
-                        overlap.start(self, checked, outs)
+                    overlap.start(self, checked, outs)
                     return
             self._overlap.drain()
             if out is not None:
@@ -788,13 +799,12 @@ class DistKVStore(KVStoreBase):
                        "load_optimizer_states")
 
 
-def write_plan(plan: plans.Plan, flats: list[np.ndarray], targets: list[Any]) -> None:
-    """Copy each share's answer ``flats`` into the out arrays ``targets``: one engine
-    operation that writes them all (a pull replaces their values)."""
+def write_plan(plan: plans.Plan, flats: list[np.ndarray], targets: list[Any], views: list[np.ndarray]) -> None:
+    """Copy each share's answer ``flats`` into the out arrays ``targets`` (``views``: their
+    flat views): one engine operation that writes them all (a pull replaces their values)."""
     from mxkit.ndarray.invoke import push_raw
 
     def copy_all() -> None:
-        views = plans.flat_views(targets)
         for share, flat in zip(plan.shares, flats):
             share.scatter(flat, views)
 
