@@ -201,9 +201,9 @@ def _apply(table: ShardTable, batch: Batch, merged: np.ndarray, views: list[np.n
 
 
 def pull(table: ShardTable, rank: int, epoch: int, batch: Batch, pulled: np.ndarray, timeout: float
-         ) -> tuple[np.ndarray | list[np.ndarray], list[tuple[int, int]]]:
+         ) -> tuple[list[np.ndarray], list[tuple[int, int]]]:
     """The batch's values once ``rank`` may read them (``pulled``: the rounds it pushed to
-    each shard), as one flat array or a list of the shards' values, and the clocks."""
+    each shard), and the clocks (see :func:`flat_values` for the answer's array)."""
     table._check_rank(rank)
     shards = batch.shards
     locals_ = pulled.tolist()
@@ -220,18 +220,18 @@ def pull(table: ShardTable, rank: int, epoch: int, batch: Batch, pulled: np.ndar
                     break  # not readable yet: the per-shard path waits
                 clocks.append((worker_round, slowest))
             else:
-                values = [shard.value for shard in shards]  # never written in place: no copies
-                served = batch.served
-                if served is not None and all(value is view for value, view in zip(values, served[1])):
-                    return served[0], clocks
-                return values, clocks
+                return [shard.value for shard in shards], clocks  # never written in place: no copies
         return table.pull_locked(rank, epoch, [(shard.id, local) for shard, local in zip(shards, locals_)], timeout)
 
 
-def flat_values(batch: Batch, values: np.ndarray | list[np.ndarray]) -> np.ndarray:
-    """The answer's flat array of :func:`pull`'s values."""
-    if isinstance(values, np.ndarray):
-        return values
+def flat_values(batch: Batch, values: list[np.ndarray]) -> np.ndarray:
+    """The answer's flat array of :func:`pull`'s values: the array a round stored them in
+    when they are its views, the one value itself, or else their concatenation."""
+    served = batch.served
+    if served is not None and all(value is view for value, view in zip(values, served[1])):
+        return served[0]
+    if len(values) == 1 and values[0].flags.c_contiguous:
+        return values[0].reshape(-1).astype(batch.dtype, copy=False)
     return np.concatenate(values, axis=None).astype(batch.dtype, copy=False)
 
 

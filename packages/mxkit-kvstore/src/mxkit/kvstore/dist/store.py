@@ -282,7 +282,8 @@ class DistKVStore(KVStoreBase):
         if plan is None:
             return None
         arrays = [arrays[0] for _, arrays in checked]
-        return plan, arrays, plan.remember(arrays)
+        flats = plan.seen(arrays)
+        return plan, arrays, flats if flats is not None else plan.remember(arrays)
 
 
     def _count_rounds(self, plan: plans.Plan) -> list[np.ndarray]:
