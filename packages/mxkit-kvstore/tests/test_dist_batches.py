@@ -205,14 +205,35 @@ def test_an_oversized_batch_frame_is_refused_before_it_is_read(plain_server):
     for round_index in range(2):
         pending = connection.batch(0, 0, share, flat * (round_index + 1), np.full(5, round_index, np.int64),
                                    pulled=np.full(5, round_index + 1, np.int64), timeout=5.0)
-        assert connection.defined == {0}
+        assert connection.defined == {0: share}
         got, clocks = pending.result()
         np.testing.assert_array_equal(got, flat * (round_index + 1))
         assert clocks.tolist() == [[round_index + 1, round_index + 1]] * 5
         connection.close()
-        assert connection.defined == set()
+        assert connection.defined == {}
     with pytest.raises(ChannelError, match="a batched answer carries 2 arrays"):
         channel._batch_answer(pending, [flat])
+
+
+def test_batch_numbers_given_out_again_are_defined_again():
+    from mxkit.kvstore.dist.plans import Plans
+    from mxkit.kvstore.dist.sharding import Part
+    from mxkit.kvstore.dist.transfer import Key
+
+    plans = Plans()
+
+    def plan_of(key):
+        return plans.plan([(Key(key, (2,), np.float32, [Part(0, 0, 0, 2, True)]), [None])])
+
+    first = plan_of(0)
+    assert plans.known([0]) is first and first.shares[0].number == 0
+    for key in range(1, batches.MAX_BATCHES):
+        assert plan_of(key).shares[0].number == key
+    again = plan_of(batches.MAX_BATCHES)  # out of numbers: the plans start afresh
+    assert again.shares[0].number == 0 and plans.known([0]) is None
+    connection = Connection(0, lambda: ("127.0.0.1", 1), 1.0, SECRET)
+    connection.defined[0] = first.shares[0]
+    assert connection.defined.get(again.shares[0].number) is not again.shares[0]  # so batch() defines it again
 
 
 # -- through a job: stores with batches on and off ---------------------------------------

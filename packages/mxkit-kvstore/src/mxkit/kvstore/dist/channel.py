@@ -450,8 +450,8 @@ class Connection:
         self.sock: socket.socket | None = None
         self.address: tuple[str, int] | None = None
         self.waiting: deque[Pending] = deque()
-        #: the batch numbers this connection has defined on the server (they end with it)
-        self.defined: set[int] = set()
+        #: the batches this connection has defined on the server, by number (they end with it)
+        self.defined: dict[int, Any] = {}
 
     def _connect(self) -> socket.socket:
         self.address = tuple(self.resolve())  # an ActorLost if the server is dead
@@ -530,12 +530,13 @@ class Connection:
         if pull:
             header["timeout"] = timeout
             arrays.append(pulled)
-        defines = share.number not in self.defined or self.sock is None
+        # (a number given to another share since, when the worker's plans started afresh, is defined again)
+        defines = self.defined.get(share.number) is not share or self.sock is None
         if defines:
             header["define"] = share.define
         pending = self.request(header, arrays, "pull" if pull else "push")
         if defines:
-            self.defined.add(share.number)
+            self.defined[share.number] = share
             pending.defines = share.number
         if pull:
             pending.batch = share
@@ -591,14 +592,14 @@ class Connection:
         else:
             pending.error = error_from(header, pending.what)
             if pending.defines is not None:  # the server did not keep the batch it could not define
-                self.defined.discard(pending.defines)
+                self.defined.pop(pending.defines, None)
 
     def _drop(self, exc: BaseException | None) -> None:
         """Close the connection; every waiting request fails with :class:`ChannelLost`."""
         if self.sock is not None:
             self.sock.close()
             self.sock = None
-        self.defined = set()  # the server's batches of this connection end with it
+        self.defined = {}  # the server's batches of this connection end with it
         waiting, self.waiting = self.waiting, deque()
         for pending in waiting:
             pending.done = True

@@ -99,7 +99,8 @@ class Plan:
 
 class Plans:
     """A worker's plans, by list of keys (at most :data:`~.batches.MAX_BATCHES` batch numbers
-    in use: when they run out, every plan is forgotten and the connections define afresh)."""
+    in use: when they run out, every plan is forgotten and numbers are given out again; a
+    connection defines a number again when another share uses it)."""
 
     def __init__(self) -> None:
         self._plans: dict[tuple[Any, ...], Plan] = {}
@@ -115,7 +116,7 @@ class Plans:
         """The plan made for the list ``keys`` before, if any."""
         return self._plans.get(tuple(keys))
 
-    def plan(self, checked: list[tuple[Any, list[Any]]], connections: list[Any]) -> Plan | None:
+    def plan(self, checked: list[tuple[Any, list[Any]]]) -> Plan | None:
         """The plan of ``checked`` (``[(Key, arrays)]``), or None when a call of them takes the
         per-part path."""
         keys = tuple(entry.key for entry, _ in checked)
@@ -127,11 +128,9 @@ class Plans:
         if len(set(keys)) != len(keys) or any(entry.dtype != dtype for entry in entries):
             return None
         servers = len({part.server for entry in entries for part in entry.parts})
-        if self._next + servers > MAX_BATCHES:  # out of numbers: start again (a batch is redefined on reuse)
-            self._plans.clear()
+        if self._next + servers > MAX_BATCHES:  # out of numbers: start again (a number is defined again
+            self._plans.clear()                  # on a connection when a new share uses it)
             self._next = 0
-            for connection in connections:
-                connection.defined = set()
         plan = self._plans[keys] = Plan(entries, self._numbers())
         return plan
 

@@ -248,7 +248,7 @@ class DistKVStore(KVStoreBase):
         if not self._batching or not checked or self._compressor is not None or self._replicated or \
                 not plans.single_cpu_arrays(checked):
             return None
-        return self._plans.plan(checked, self._channels)
+        return self._plans.plan(checked)
 
     def _planned(self, key: Any, value: Any, what: str) -> tuple[plans.Plan, list[Any], list[np.ndarray]] | None:
         """``(plan, arrays, their flat views)`` of a call that a plan serves, else None (the
@@ -260,6 +260,8 @@ class DistKVStore(KVStoreBase):
         """
         if not self._batching or self._compressor is not None or self._replicated:
             return None
+        if type(key) is self._key_kind and type(value) is _ndarray_class():  # one key, one array
+            key, value = [key], [value]
         if type(key) is list and type(value) is list and len(key) == len(value):
             plan = self._plans.known(key)
             # (the type test keeps out what equals a key without being one: True for 1)
