@@ -424,7 +424,7 @@ class Pending:
     def result(self) -> Any:
         """``(values, clocks)`` of a pull (``None`` for a push), waiting for it; raises its error."""
         while not self.done:
-            self.connection.read_answer()
+            self.connection.read_answer(self)
         if self.error is not None:
             raise self.error
         return self.answer
@@ -452,6 +452,9 @@ class Connection:
         self.waiting: deque[Pending] = deque()
         #: the batches this connection has defined on the server, by number (they end with it)
         self.defined: dict[int, Any] = {}
+        #: held while reading an answer: the store's receiver thread and its caller's thread
+        #: may both read answers (each answer goes to the oldest waiting request, whoever reads)
+        self.reading = threading.Lock()
 
     def _connect(self) -> socket.socket:
         self.address = tuple(self.resolve())  # an ActorLost if the server is dead
@@ -545,8 +548,15 @@ class Connection:
     def _where(self) -> str:
         return f"server {self.index}" + (f" at {self.address[0]}:{self.address[1]}" if self.address else "")
 
-    def read_answer(self) -> None:
-        """Read the answer of the oldest waiting request."""
+    def read_answer(self, awaited: Pending | None = None) -> None:
+        """Read the answer of the oldest waiting request (nothing when ``awaited`` is done:
+        another thread read its answer while this one waited to read)."""
+        with self.reading:
+            if awaited is not None and awaited.done or not self.waiting:
+                return
+            self._read_answer()
+
+    def _read_answer(self) -> None:
         pending = self.waiting[0]
         try:
             header, arrays = receive_frame(self.sock)
@@ -608,7 +618,15 @@ class Connection:
 
     def poll(self) -> None:
         """Read the answers that have arrived, without waiting."""
-        while self.waiting and self.sock is not None and select.select([self.sock], [], [], 0)[0]:
+        while True:
+            sock = self.sock
+            if not self.waiting or sock is None:
+                return
+            try:
+                if not select.select([sock], [], [], 0)[0]:
+                    return
+            except (OSError, ValueError):  # closed by the other reading thread meanwhile
+                return
             self.read_answer()
 
     def close(self) -> None:

@@ -55,6 +55,26 @@ class Overlap:
         self.pending = False  # an operation may still run
         self.failure: BaseException | None = None
         self._answers: queue.SimpleQueue[Callable[[], None]] | None = None
+        #: set once the last engine-side request has sent its frames (None: none was made)
+        self.sent: threading.Event | None = None
+
+    def expect_send(self) -> threading.Event:
+        """The event a new engine-side request sets once its frames are sent."""
+        self.sent = event = threading.Event()
+        return event
+
+    def all_sent(self) -> bool:
+        """Whether every engine-side request has sent its frames (later frames may follow
+        them from any thread: the servers see them in the order of the calls)."""
+        return self.sent is None or self.sent.is_set()
+
+    def wait_sent(self) -> None:
+        """Wait until every engine-side request has sent its frames; raise the error one met."""
+        event = self.sent
+        if event is not None:
+            event.wait()
+        if self.failure is not None:
+            self.drain()
 
     def receive(self, finish: Callable[[], None]) -> None:
         """Run ``finish`` (wait for a request's answers, complete its operation) on this
@@ -138,6 +158,8 @@ def start(store: Any, checked: list[tuple[Any, list[Any]]], outs: list[tuple[Any
     shapes = {server: store._shapes(items) for server, items in pulls.items()}
     rank, epoch, timeout, channels = store._rank, store._epoch, store._timeout, store._channels
 
+    sent = overlap.expect_send()
+
     def send(on_complete: Callable[..., None]) -> None:
         try:
             if overlap.failure is not None:
@@ -157,8 +179,10 @@ def start(store: Any, checked: list[tuple[Any, list[Any]]], outs: list[tuple[Any
                             for server, (rounds, payloads) in deferred.items()]
         except BaseException as exc:
             overlap.failure = exc
+            sent.set()
             on_complete(exc)
             return
+        sent.set()
         overlap.receive(lambda: _finish(store, overlap, requests, acks, pulls, entries, targets, on_complete))
 
     # the out arrays are overwritten whole (an error one holds fails the operation: they count
@@ -207,7 +231,11 @@ def start_plan(store: Any, plan: Any, values: list[Any] | None, targets: list[An
     from mxkit.ndarray.invoke import engine
 
     overlap: Overlap = store._overlap
-    if overlap.failure is not None:
+    if values is None:
+        # a pull follows the requests before it on the wire (and raises the error of one
+        # that could not be sent); a pushpull's wait for its values is the engine's
+        overlap.wait_sent()
+    elif overlap.failure is not None:
         overlap.drain()  # raises the failure, once, and leaves the store usable
     rounds = store._count_rounds(plan) if values is not None else None
     pulled = store._pulled(plan)
@@ -241,10 +269,11 @@ def start_plan(store: Any, plan: Any, values: list[Any] | None, targets: list[An
     vars_read = ([array.var for array in values] if values is not None else []) + [array.var for array in targets]
     vars_written = [array.var for array in targets] + [overlap.marker().var]
     name = "kvstore.pushpull" if values is not None else "kvstore.pull"
-    if values is None and not overlap.pending:
-        # a pull while no request of this store is on the engine: it reads no array, so it
-        # leaves now from the caller's thread and the receiver waits for its answer at once;
-        # the operation only orders the write of the targets after their readers
+    if values is None and overlap.all_sent():
+        # a pull while every request of this store on the engine has been sent: it reads no
+        # array, so it leaves now from the caller's thread and the receiver waits for its
+        # answer at once; the operation only orders the write of the targets after their
+        # readers (and after the earlier requests)
         acks, requests = transmit()  # (a failure to send is the caller's error)
         granted: queue.SimpleQueue[Callable[..., None]] = queue.SimpleQueue()
         overlap.receive(lambda: _finish_plan(store, overlap, plan, requests, acks, target_views, granted.get))
@@ -252,13 +281,17 @@ def start_plan(store: Any, plan: Any, values: list[Any] | None, targets: list[An
         overlap.pending = True
         return
 
+    sent = overlap.expect_send()
+
     def send(on_complete: Callable[..., None]) -> None:
         try:
             acks, requests = transmit()
         except BaseException as exc:
             overlap.failure = exc
+            sent.set()
             on_complete(exc)
             return
+        sent.set()
         overlap.receive(lambda: _finish_plan(store, overlap, plan, requests, acks, target_views,
                                              lambda: on_complete))
 

@@ -89,9 +89,17 @@ class DistKVStore(KVStoreBase):
     Every method is thread-safe: calls from several threads run one at a time, in the
     order they take the store's lock, as if one thread had made them in that order (a
     store keeps one connection per server, its round counters and its deferred push,
-    which a request must see and change together). A pull that waits for other workers
-    holds the lock while it waits, so the other threads of this worker wait too: that is
-    the serial order, and it keeps this worker's rounds in step with the job's.
+    which a request must see and change together). A blocking pull that waits for other
+    workers holds the lock while it waits, so the other threads of this worker wait too:
+    that is the serial order, and it keeps this worker's rounds in step with the job's. A
+    pull or pushpull that runs as an engine operation (see :mod:`.overlap`) is sent in the
+    order of the calls, and any later call that needs the connections waits for it first.
+
+    Batches
+    -------
+    A call of one CPU array per key, all of one dtype, travels as one batched frame per
+    server (:mod:`.plans`, :mod:`.batches`; config ``kvstore_batch``): the list of key parts
+    is described once per connection, the values go as one flat array.
     """
 
     def __init__(self, kvtype: str, consistency: str, *, rank: Any = None, num_workers: Any = None,
@@ -243,7 +251,7 @@ class DistKVStore(KVStoreBase):
             for share, flat, rounds in batch[1]:
                 self._in_flight.append(self._channels[share.server].batch(self._rank, self._epoch, share, flat, rounds))
 
-    def _plan_for(self, checked: list[tuple[Key, list[Any]]], what: str) -> plans.Plan | None:
+    def _plan_for(self, checked: list[tuple[Key, list[Any]]]) -> plans.Plan | None:
         """The batch plan of a call of ``checked`` (see :mod:`.plans`), or None for the per-part path."""
         if not self._batching or not checked or self._compressor is not None or self._replicated or \
                 not plans.single_cpu_arrays(checked):
@@ -280,13 +288,12 @@ class DistKVStore(KVStoreBase):
                 else:
                     return plan, value, plan.remember(value)
         checked = self._checked(key, value, what)
-        plan = self._plan_for(checked, what)
+        plan = self._plan_for(checked)
         if plan is None:
             return None
         arrays = [arrays[0] for _, arrays in checked]
         flats = plan.seen(arrays)
         return plan, arrays, flats if flats is not None else plan.remember(arrays)
-
 
     def _count_rounds(self, plan: plans.Plan) -> list[np.ndarray]:
         """This push's round of each key part of ``plan``, per share (the keys' counts move on)."""
@@ -436,7 +443,6 @@ class DistKVStore(KVStoreBase):
             residual = self._residuals[(entry.key, part.index)] = np.zeros(part.size, dtype=entry.dtype)
         return tuple(np.asarray(item) for item in self._compressor.compress(np, flat, residual))
 
-    @_serialized
     def push(self, key: Any, value: Any, priority: int = 0) -> None:
         """Push ``value`` into ``key``: one round of this worker (a list of arrays is summed first).
 
@@ -452,6 +458,13 @@ class DistKVStore(KVStoreBase):
         ShapeError
             If a value's shape differs from the key's.
         """
+        with self._lock:
+            # the requests on the engine need only have left (a push reaches each server after
+            # them); their answers and writes go on while this push is made
+            self._overlap.wait_sent()
+            self._push(key, value)
+
+    def _push(self, key: Any, value: Any) -> None:
         planned = self._planned(key, value, "push")
         if planned is not None:
             self._push_plan(*planned)
