@@ -57,6 +57,41 @@ class Overlap:
         self._answers: queue.SimpleQueue[Callable[[], None]] | None = None
         #: set once the last engine-side request has sent its frames (None: none was made)
         self.sent: threading.Event | None = None
+        #: engine-side requests pushed and not yet complete
+        self.running = 0
+        self._running_lock = threading.Lock()
+
+    def push(self, fn: Callable[[Callable[..., None]], None], reads: list[Any], writes: list[Any],
+             name: str) -> None:
+        """Push ``fn`` as an asynchronous engine operation, counted in :attr:`running`."""
+        from mxkit.core.context import cpu
+        from mxkit.ndarray.invoke import engine
+
+        def counted(on_complete: Callable[..., None]) -> None:
+            def complete(*error: Any) -> None:
+                with self._running_lock:
+                    self.running -= 1
+                on_complete(*error)
+
+            fn(complete)
+
+        with self._running_lock:
+            self.running += 1
+        try:
+            engine().push_async(counted, reads, writes, cpu(), 0, name)
+        except BaseException:
+            with self._running_lock:
+                self.running -= 1
+            raise
+        self.pending = True
+
+    def only_ours_pending(self) -> bool:
+        """Whether the engine runs nothing but this store's requests (which write only their
+        out arrays): a wait for other arrays then finds nothing pending on them."""
+        from mxkit.ndarray.invoke import engine
+
+        pending = getattr(engine(), "pending", None)
+        return pending is not None and pending <= self.running
 
     def expect_send(self) -> threading.Event:
         """The event a new engine-side request sets once its frames are sent."""
@@ -132,9 +167,6 @@ def eligible(store: Any, checked: list[tuple[Any, list[Any]]], outs: list[tuple[
 def start(store: Any, checked: list[tuple[Any, list[Any]]], outs: list[tuple[Any, list[Any]]]) -> None:
     """Push one engine operation that pushes ``checked`` and pulls into ``outs`` (see the
     module's docstring); called under the store's lock, after :func:`eligible`."""
-    from mxkit.core.context import cpu
-    from mxkit.ndarray.invoke import engine
-
     overlap: Overlap = store._overlap
     if overlap.failure is not None:
         overlap.drain()  # raises the failure, once, and leaves the store usable
@@ -189,8 +221,7 @@ def start(store: Any, checked: list[tuple[Any, list[Any]]], outs: list[tuple[Any
     # as read too); a value that is also an out counts as written
     vars_read = [array.var for array in values] + [array.var for array in targets]
     vars_written = [array.var for array in targets] + [overlap.marker().var]
-    engine().push_async(send, vars_read, vars_written, cpu(), 0, "kvstore.pushpull")
-    overlap.pending = True
+    overlap.push(send, vars_read, vars_written, "kvstore.pushpull")
 
 
 def _finish(store: Any, overlap: Overlap, requests: list[Any], acks: list[Any], pulls: dict[int, list[Any]],
@@ -227,9 +258,6 @@ def start_plan(store: Any, plan: Any, values: list[Any] | None, targets: list[An
     ``targets`` the keys of ``plan`` (a :class:`~.plans.Plan`), one batched frame per server
     (see the module's docstring); ``*_views`` are the arrays' flat views. Called under the
     store's lock, for a call :meth:`~.store.DistKVStore._planned` planned."""
-    from mxkit.core.context import cpu
-    from mxkit.ndarray.invoke import engine
-
     overlap: Overlap = store._overlap
     if values is None:
         # a pull follows the requests before it on the wire (and raises the error of one
@@ -277,8 +305,7 @@ def start_plan(store: Any, plan: Any, values: list[Any] | None, targets: list[An
         acks, requests = transmit()  # (a failure to send is the caller's error)
         granted: queue.SimpleQueue[Callable[..., None]] = queue.SimpleQueue()
         overlap.receive(lambda: _finish_plan(store, overlap, plan, requests, acks, target_views, granted.get))
-        engine().push_async(granted.put, vars_read, vars_written, cpu(), 0, name)
-        overlap.pending = True
+        overlap.push(granted.put, vars_read, vars_written, name)
         return
 
     sent = overlap.expect_send()
@@ -295,8 +322,7 @@ def start_plan(store: Any, plan: Any, values: list[Any] | None, targets: list[An
         overlap.receive(lambda: _finish_plan(store, overlap, plan, requests, acks, target_views,
                                              lambda: on_complete))
 
-    engine().push_async(send, vars_read, vars_written, cpu(), 0, name)
-    overlap.pending = True
+    overlap.push(send, vars_read, vars_written, name)
 
 
 def _finish_plan(store: Any, overlap: Overlap, plan: Any, requests: list[Any], acks: list[Any],
