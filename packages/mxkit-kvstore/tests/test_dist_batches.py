@@ -306,6 +306,22 @@ def test_pulls_are_ordered_after_the_pushes_before_them(shared_job):
 
 
 @pytest.mark.ray
+def test_a_push_of_a_pulled_array_sends_the_pulled_values(shared_job):
+    kv = one_worker_store(shared_job(1, 1))
+    keys = ["pp_a", "pp_b"]
+    kv.init(keys, [nd.zeros((3,)), nd.zeros((2,))])
+    kv.push(keys, [nd.ones((3,)) * 3, nd.ones((2,)) * 5])
+    pulled = [nd.zeros((3,)), nd.zeros((2,))]
+    for _ in range(3):  # each push reads the arrays the pull before it writes (it waits for that pull)
+        kv.pull(keys, out=pulled)
+        kv.push(keys, pulled)
+    final = [nd.zeros((3,)), nd.zeros((2,))]
+    kv.pull(keys, out=final)
+    np.testing.assert_array_equal(final[0].asnumpy(), np.full(3, 3.0))
+    np.testing.assert_array_equal(final[1].asnumpy(), np.full(2, 5.0))
+
+
+@pytest.mark.ray
 def test_a_pull_returns_before_its_answer_and_its_reader_waits(shared_job):
     import threading
 
