@@ -5,9 +5,10 @@ Rows (each worker a separate process, as in a real job; everything on 127.0.0.1)
 - push+pull latency of a 4-byte key, and of a 100-key model (one call with 100 keys of 1 KiB),
   with 2 workers and 1-2 servers;
 - push+pull throughput of 4 MiB and 64 MiB values (bytes pushed and pulled per worker per second);
-- training-step throughput of an MLP (Module, SGD with momentum) with 1, 2 and 4 workers for
-  ``dist_sync``, ``dist_async`` and ``dist_ssp`` (tau 1, 2, 4, 8), and the validation accuracy
-  after each epoch against wall time: the time-to-accuracy table across staleness values.
+- training-step throughput of an MLP (Module, SGD with momentum) with 1, 2 and 4 workers and
+  1 and 2 servers for ``dist_sync`` and ``dist_async``, and ``dist_ssp`` (tau 1, 2, 4, 8), and
+  the validation accuracy after each epoch against wall time: the time-to-accuracy table
+  across staleness values. ``--workers``, ``--servers`` and ``--kinds`` pick rows.
 
 mxkit's jobs run on a local Ray instance started here (servers as Ray actors); MXNet's on a
 ps-lite scheduler and servers started with ``DMLC_*`` variables, in the interpreter named by
@@ -16,6 +17,7 @@ MXNet for throughput (above 1 is better) and mxkit's time over MXNet's for laten
 better). Nothing here asserts on time.
 
     MXKIT_BENCH_MXNET_PYTHON=/path/to/mxnet/bin/python python benchmarks/kvstore_dist.py [--quick]
+        [--skip-comm] [--skip-training] [--workers 2,4] [--servers 1,2] [--kinds dist_sync] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -125,7 +127,8 @@ def communication_table(mxkit: MxkitJobs, mxnet: MXNetJobs | None, iters: int) -
             print(f"{label:<34}{servers:>8}{cell(ours.get(key)):>10}{cell(theirs.get(key)):>10}"
                   f"{ratio(ours.get(key), theirs.get(key)):>13}")
         if ours.get("tiny_ms") and ours.get("model_ms"):
-            print(f"{'  mxkit: 100-key step / 1-key':<34}{servers:>8}{ours['model_ms'] / ours['tiny_ms']:>10.2f}")
+            print(f"{'  mxkit: 100-key step / 1-key':<34}{servers:>8}{ours['model_ms'] / ours['tiny_ms']:>10.2f}",
+                  flush=True)
 
 
 def _best(runs: list[dict]) -> dict:
@@ -134,32 +137,40 @@ def _best(runs: list[dict]) -> dict:
 
 
 def training_table(mxkit: MxkitJobs, mxnet: MXNetJobs | None, epochs: int, worker_counts: tuple[int, ...],
-                   taus: tuple[int, ...], repeat: int = 1) -> None:
+                   taus: tuple[int, ...], repeat: int = 1, server_counts: tuple[int, ...] = (1,),
+                   kinds: tuple[str, ...] = ("dist_sync", "dist_async")) -> None:
     print(f"\nMLP training (Module, SGD momentum 0.9, batch 64 per worker, {epochs} epochs over 4096 samples), "
-          f"1 server, best of {repeat} run(s) each, mxkit's and MXNet's alternating")
-    print(f"{'kvstore':<16}{'workers':>8}{'mxkit samples/s':>17}{'MXNet samples/s':>17}{'mxkit/MXNet':>13}"
-          f"   mxkit validation accuracy after each epoch @ seconds")
-    configs = [(kind, {}, n) for kind in ("dist_sync", "dist_async") for n in worker_counts]
-    configs += [("dist_ssp", {"tau": tau}, max(worker_counts)) for tau in taus]
-    for kind, options, workers in configs:
+          f"best of {repeat} run(s) each, mxkit's and MXNet's alternating")
+    print(f"{'kvstore':<16}{'workers':>8}{'servers':>8}{'mxkit samples/s':>17}{'MXNet samples/s':>17}"
+          f"{'mxkit/MXNet':>13}   mxkit validation accuracy after each epoch @ seconds")
+    configs = [(kind, {}, n, s) for kind in kinds if kind != "dist_ssp" for s in server_counts for n in worker_counts]
+    if "dist_ssp" in kinds:
+        configs += [("dist_ssp", {"tau": tau}, max(worker_counts), 1) for tau in taus]
+    for kind, options, workers, servers in configs:
         params = {"kvstore": kind, "kv_options": options, "epochs": epochs}
         ours_runs, their_runs = [], []
         for _ in range(repeat):
-            ours_runs.append(mxkit.run("train", params, workers, 1))
+            ours_runs.append(mxkit.run("train", params, workers, servers))
             if mxnet and kind != "dist_ssp":
-                their_runs.append(mxnet.run("train", params, workers, 1))
+                their_runs.append(mxnet.run("train", params, workers, servers))
         ours, theirs = _best(ours_runs), _best(their_runs)
         label = kind + (f" tau={options['tau']}" if options else "")
         speed, other = ours.get("samples_per_s"), theirs.get("samples_per_s")
         curve = "  ".join(f"{acc:.3f}@{sec:.1f}" for sec, acc in ours.get("curve", []))
-        print(f"{label:<16}{workers:>8}{cell(speed, '{:,.0f}'):>17}{cell(other, '{:,.0f}'):>17}"
-              f"{ratio(speed, other):>13}   {curve}")
+        print(f"{label:<16}{workers:>8}{servers:>8}{cell(speed, '{:,.0f}'):>17}{cell(other, '{:,.0f}'):>17}"
+              f"{ratio(speed, other):>13}   {curve}", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer iterations, rows and epochs")
     parser.add_argument("--skip-training", action="store_true")
+    parser.add_argument("--skip-comm", action="store_true")
+    parser.add_argument("--workers", help="comma-separated worker counts of the training rows (default 1,2,4; "
+                                          "--quick: 1,2)")
+    parser.add_argument("--servers", default="1,2", help="comma-separated server counts of the training rows")
+    parser.add_argument("--kinds", default="dist_sync,dist_async,dist_ssp",
+                        help="comma-separated store types of the training rows")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each training row (the best is shown)")
     args = parser.parse_args()
     python = os.environ.get("MXKIT_BENCH_MXNET_PYTHON")
@@ -167,11 +178,15 @@ def main() -> None:
     mxkit = MxkitJobs()
     print(f"Ray started in {mxkit.startup_seconds:.1f} s at {mxkit.address}; MXNet: {python or 'not given'}")
     try:
-        communication_table(mxkit, mxnet, iters=20 if args.quick else 100)
+        if not args.skip_comm:
+            communication_table(mxkit, mxnet, iters=20 if args.quick else 100)
         if not args.skip_training:
+            workers = args.workers or ("1,2" if args.quick else "1,2,4")
             training_table(mxkit, mxnet, epochs=2 if args.quick else 4,
-                           worker_counts=(1, 2) if args.quick else (1, 2, 4),
-                           taus=(1, 4) if args.quick else (1, 2, 4, 8), repeat=max(1, args.repeat))
+                           worker_counts=tuple(int(n) for n in workers.split(",")),
+                           taus=(1, 4) if args.quick else (1, 2, 4, 8), repeat=max(1, args.repeat),
+                           server_counts=tuple(int(n) for n in args.servers.split(",")),
+                           kinds=tuple(args.kinds.split(",")))
     finally:
         mxkit.close()
 

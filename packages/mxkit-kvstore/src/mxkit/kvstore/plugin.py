@@ -54,9 +54,13 @@ def mxkit_options() -> Iterator[OptionSpec]:
                      "dist_async/dist_ssp servers keep the optimizer state per worker (per_worker: dist_sync's "
                      "momentum dynamics) or one per key (shared: MXNet 1.x's)", choices=("per_worker", "shared"))
     yield OptionSpec("kvstore_overlap", "bool", True,
-                     "a dist store's pushpull of one CPU array per key runs as an engine operation: it returns "
-                     "at once and the next reader of the pulled arrays waits (MXNet's overlap of communication "
-                     "with compute); off: it returns once the arrays are pulled")
+                     "a dist store's pushpull and pull of one CPU array per key run as engine operations: they "
+                     "return at once and the next reader of the pulled arrays waits (MXNet's overlap of "
+                     "communication with compute); off: they return once the arrays are pulled")
+    yield OptionSpec("kvstore_batch", "bool", True,
+                     "a dist store sends a call of many keys of one dtype as one batched frame per server (the "
+                     "key list described once per connection, the values as one flat array); off: every key "
+                     "part is listed and checked in each request")
     yield OptionSpec("kvstore_timeout", "float", 300.0,
                      "seconds a dist_* round, pull or barrier waits for missing workers before failing",
                      minimum=0.001)

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 from mxkit.core import errors
 from mxkit.core.errors import KVStoreError, MXKitError
-from mxkit.kvstore.dist import auth, wire
+from mxkit.kvstore.dist import auth, batches, wire
 from mxkit.kvstore.dist.frames import ChannelError, receive_frame, send_frame
 from mxkit.kvstore.dist.remote import ActorLost
 from mxkit.kvstore.dist.rounds import ResendRequest
@@ -139,13 +139,71 @@ def _no_shape(index: int) -> tuple[int, ...]:
     raise ChannelError("malformed request: a value is packed but the request has no packed buffers")
 
 
-def handle_request(server: Any, header: dict[str, Any], arrays: list[np.ndarray]
-                   ) -> tuple[dict[str, Any], list[np.ndarray]]:
-    """Run one request on ``server`` (a :class:`~.server.ParameterServer`); its answer."""
+def _round_array(array: Any, name: str, count: int) -> np.ndarray:
+    """A batched request's ``name`` array, checked: ``count`` int64 rounds >= 0."""
+    if not isinstance(array, np.ndarray) or array.dtype != TABLE_DTYPE or array.shape != (count,):
+        raise ChannelError(f"malformed request: a batch of {count} key parts needs {name!r} as {count} int64 rounds, "
+                           f"got {getattr(array, 'dtype', type(array).__name__)} of shape "
+                           f"{getattr(array, 'shape', None)}")
+    if count and array.min() < 0:
+        raise ChannelError(f"malformed request: {name!r} holds a negative round")
+    return array
+
+
+def _timeout_of(header: dict[str, Any]) -> float:
+    timeout = header.get("timeout")
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ChannelError(f"malformed request: 'timeout' must be a positive number of seconds, got {timeout!r:.50}")
+    return float(timeout)
+
+
+def handle_batch(server: Any, header: dict[str, Any], arrays: list[np.ndarray], op: str, rank: int, epoch: int,
+                 session: dict[int, Any]) -> tuple[dict[str, Any], list[np.ndarray]]:
+    """Run a batched request (see :mod:`.batches`): ``"batch"`` names a batch of this
+    connection (``session``), defined by the request's ``"define"`` list when it has one; the
+    arrays are the flat values and the rounds pushed (push), then the rounds to read (pull)."""
+    number = header.get("batch")
+    if type(number) is not int or not 0 <= number < batches.MAX_BATCHES:
+        raise ChannelError(f"malformed request: 'batch' is a batch number from 0 to {batches.MAX_BATCHES - 1}, got "
+                           f"{number!r:.50}")
+    if "define" in header:
+        session.pop(number, None)  # (a failed definition leaves the number undefined)
+        session[number] = server.define_batch(header["define"])
+    batch = session.get(number)
+    if batch is None:
+        raise ChannelError(f"malformed request: batch {number} is not defined on this connection (its first "
+                           f"request carries 'define', the list of its key parts)")
+    expected = {"push": 2, "pull": 1, "pushpull": 3}[op]
+    if len(arrays) != expected:
+        raise ChannelError(f"malformed request: a batched {op} carries {expected} arrays, got {len(arrays)}")
+    count = len(batch.shards)
+    if op != "pull":
+        flat, rounds = arrays[0], _round_array(arrays[1], "rounds", count)
+        if flat.ndim != 1 or flat.dtype != batch.dtype or flat.size != batch.total:
+            raise ChannelError(f"malformed request: batch {number}'s values are {flat.size} elements of {flat.dtype} "
+                               f"(shape {flat.shape}); its {count} key parts hold {batch.total} of {batch.dtype}")
+        # the values are a view of the frame's own fresh buffer: the table may keep them
+        server.push_batch(rank, epoch, batch, rounds, flat, owned=True)
+    if op == "push":
+        return {"ok": True}, []
+    timeout = _timeout_of(header)
+    flat, clocks = server.pull_batch(rank, epoch, batch, _round_array(arrays[-1], "pulled", count), timeout)
+    return {"ok": True, "batch": True}, [flat, np.array(clocks, dtype=TABLE_DTYPE).reshape(count, 2)]
+
+
+def handle_request(server: Any, header: dict[str, Any], arrays: list[np.ndarray],
+                   session: dict[int, Any] | None = None) -> tuple[dict[str, Any], list[np.ndarray]]:
+    """Run one request on ``server`` (a :class:`~.server.ParameterServer`); its answer.
+
+    ``session`` holds what the connection defined before (its batches); without it, a
+    batched request must define its batch itself.
+    """
     op = header.get("op")
     if op not in ("push", "pull", "pushpull"):
         raise ChannelError(f"malformed request: 'op' is one of push, pull, pushpull, got {op!r:.50}")
     rank, epoch = _int(header, "rank"), _int(header, "epoch")
+    if "batch" in header:
+        return handle_batch(server, header, list(arrays), op, rank, epoch, {} if session is None else session)
     arrays = list(arrays)
     # tables carried as arrays are the frame's last ones: the pull's items, then the push's rounds
     pull_items = _table_from(header, arrays, "items") if op != "push" else None
@@ -162,10 +220,7 @@ def handle_request(server: Any, header: dict[str, Any], arrays: list[np.ndarray]
         server.push_values(rank, epoch, rounds, values, bool(header.get("resend", False)), owned=True)
     if op == "push":
         return {"ok": True}, []
-    timeout = header.get("timeout")
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise ChannelError(f"malformed request: 'timeout' must be a positive number of seconds, got {timeout!r:.50}")
-    values, clocks = server.pull_values(rank, epoch, pull_items, float(timeout))
+    values, clocks = server.pull_values(rank, epoch, pull_items, _timeout_of(header))
     if header.get("pack") is True:  # the worker knows the shapes: small values travel packed
         answer: dict[str, Any] = {"ok": True, "clocks_array": True}
         answer["values"], answer["packed"], values = wire.flatten(values)
@@ -287,6 +342,7 @@ class ChannelServer:
             self._release(handshaking)
 
     def _serve_frames(self, sock: socket.socket) -> None:
+        session: dict[int, Any] = {}  # the batches this connection defined (at most batches.MAX_BATCHES)
         while True:
             try:
                 header, arrays = receive_frame(sock, within=self.frame_timeout, limits=self.server.frame_limits)
@@ -302,7 +358,10 @@ class ChannelServer:
                     pass
                 return
             try:
-                answer, values = handle_request(self.server, header, arrays)
+                if "batch" in header:
+                    answer, values = handle_request(self.server, header, arrays, session)
+                else:
+                    answer, values = handle_request(self.server, header, arrays)
             except Exception as exc:  # noqa: BLE001 - every error goes back to the worker that asked
                 answer, values = _error_header(exc), []
             del header, arrays
@@ -348,11 +407,14 @@ def _add_table(header: dict[str, Any], arrays: list[np.ndarray], name: str,
 class Pending:
     """A request sent on a :class:`Connection` whose answer is not read yet."""
 
-    __slots__ = ("answer", "connection", "done", "error", "shapes", "what")
+    __slots__ = ("answer", "batch", "connection", "defines", "done", "error", "shapes", "what")
 
     def __init__(self, connection: Connection, what: str, shapes: list[tuple[int, ...]] | None = None):
         self.connection, self.what, self.shapes = connection, what, shapes
         self.done, self.answer, self.error = False, None, None
+        #: the batch a batched pull reads (a :class:`~.plans.ServerShare`), and the batch number it defines
+        self.batch: Any = None
+        self.defines: int | None = None
 
     @property
     def lost(self) -> bool:
@@ -362,7 +424,7 @@ class Pending:
     def result(self) -> Any:
         """``(values, clocks)`` of a pull (``None`` for a push), waiting for it; raises its error."""
         while not self.done:
-            self.connection.read_answer()
+            self.connection.read_answer(self)
         if self.error is not None:
             raise self.error
         return self.answer
@@ -388,6 +450,11 @@ class Connection:
         self.sock: socket.socket | None = None
         self.address: tuple[str, int] | None = None
         self.waiting: deque[Pending] = deque()
+        #: the batches this connection has defined on the server, by number (they end with it)
+        self.defined: dict[int, Any] = {}
+        #: held while reading an answer: the store's receiver thread and its caller's thread
+        #: may both read answers (each answer goes to the oldest waiting request, whoever reads)
+        self.reading = threading.Lock()
 
     def _connect(self) -> socket.socket:
         self.address = tuple(self.resolve())  # an ActorLost if the server is dead
@@ -454,11 +521,42 @@ class Connection:
         _add_table(header, arrays, "items", items)  # last: the server takes it off first
         return self.request(header, arrays, "pull", shapes)
 
+    def batch(self, rank: int, epoch: int, share: Any, values: Any = None, rounds: np.ndarray | None = None,
+              pulled: np.ndarray | None = None, timeout: float | None = None) -> Pending:
+        """Send a batched request of ``share`` (a :class:`~.plans.ServerShare`): a push of
+        ``values`` (its flat array, or :class:`~.frames.Gathered` pieces) as ``rounds``, a
+        pull of the rounds ``pulled``, or both. The batch is defined on first use."""
+        push, pull = values is not None, pulled is not None
+        header: dict[str, Any] = {"op": "pushpull" if push and pull else "push" if push else "pull", "rank": rank,
+                                  "epoch": epoch, "batch": share.number}
+        arrays: list[Any] = [values, rounds] if push else []
+        if pull:
+            header["timeout"] = timeout
+            arrays.append(pulled)
+        # (a number given to another share since, when the worker's plans started afresh, is defined again)
+        defines = self.defined.get(share.number) is not share or self.sock is None
+        if defines:
+            header["define"] = share.define
+        pending = self.request(header, arrays, "pull" if pull else "push")
+        if defines:
+            self.defined[share.number] = share
+            pending.defines = share.number
+        if pull:
+            pending.batch = share
+        return pending
+
     def _where(self) -> str:
         return f"server {self.index}" + (f" at {self.address[0]}:{self.address[1]}" if self.address else "")
 
-    def read_answer(self) -> None:
-        """Read the answer of the oldest waiting request."""
+    def read_answer(self, awaited: Pending | None = None) -> None:
+        """Read the answer of the oldest waiting request (nothing when ``awaited`` is done:
+        another thread read its answer while this one waited to read)."""
+        with self.reading:
+            if awaited is not None and awaited.done or not self.waiting:
+                return
+            self._read_answer()
+
+    def _read_answer(self) -> None:
         pending = self.waiting[0]
         try:
             header, arrays = receive_frame(self.sock)
@@ -468,6 +566,15 @@ class Connection:
                                f"overloaded or stuck (raise config kvstore_timeout if it is only slow)") from None
         except (EOFError, OSError, ChannelError) as exc:
             self._drop(exc)
+            return
+        if header.get("ok") is True and header.get("batch") is True:
+            try:
+                answer = _batch_answer(pending, arrays)
+            except ChannelError as exc:
+                self._drop(exc)
+                return
+            self.waiting.popleft()
+            pending.done, pending.answer = True, answer
             return
         clocks = header.get("clocks")
         if header.get("ok") is True and header.get("clocks_array") is True:
@@ -494,12 +601,15 @@ class Connection:
             pending.answer = None if clocks is None else (arrays, [tuple(clock) for clock in clocks])
         else:
             pending.error = error_from(header, pending.what)
+            if pending.defines is not None:  # the server did not keep the batch it could not define
+                self.defined.pop(pending.defines, None)
 
     def _drop(self, exc: BaseException | None) -> None:
         """Close the connection; every waiting request fails with :class:`ChannelLost`."""
         if self.sock is not None:
             self.sock.close()
             self.sock = None
+        self.defined = {}  # the server's batches of this connection end with it
         waiting, self.waiting = self.waiting, deque()
         for pending in waiting:
             pending.done = True
@@ -508,12 +618,36 @@ class Connection:
 
     def poll(self) -> None:
         """Read the answers that have arrived, without waiting."""
-        while self.waiting and self.sock is not None and select.select([self.sock], [], [], 0)[0]:
+        while True:
+            sock = self.sock
+            if not self.waiting or sock is None:
+                return
+            try:
+                if not select.select([sock], [], [], 0)[0]:
+                    return
+            except (OSError, ValueError):  # closed by the other reading thread meanwhile
+                return
             self.read_answer()
 
     def close(self) -> None:
         """Close the connection (requests still waiting fail)."""
         self._drop(None)
+
+
+def _batch_answer(pending: Pending, arrays: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """``(flat values, clocks)`` of a batched pull's answer, checked against what was asked."""
+    share = pending.batch
+    if share is None:
+        raise ChannelError(f"{pending.what}: the server answered with a batch this side did not ask for")
+    if len(arrays) != 2:
+        raise ChannelError(f"{pending.what}: a batched answer carries 2 arrays, got {len(arrays)}")
+    flat, clocks = arrays
+    if flat.ndim != 1 or flat.dtype != share.dtype or flat.size != share.total:
+        raise ChannelError(f"{pending.what}: the answer's values are {flat.size} elements of {flat.dtype}; the "
+                           f"batch holds {share.total} of {share.dtype}")
+    if clocks.dtype != TABLE_DTYPE or clocks.shape != (share.count, 2) or (clocks.size and clocks.min() < 0):
+        raise ChannelError(f"{pending.what}: the answer's clocks are not {share.count} pairs of int64 >= 0")
+    return flat, clocks
 
 
 def check_done(pendings: list[Pending]) -> list[Pending]:
@@ -530,4 +664,4 @@ def check_done(pendings: list[Pending]) -> list[Pending]:
 
 
 __all__ = ["ChannelLost", "ChannelServer", "Connection", "Pending", "TABLE_DTYPE", "check_done", "error_from",
-           "handle_request", "shard_table"]
+           "handle_batch", "handle_request", "shard_table"]

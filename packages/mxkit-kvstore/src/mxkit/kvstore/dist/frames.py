@@ -46,12 +46,39 @@ def _aligned(size: int) -> int:
     return (size + ALIGN - 1) // ALIGN * ALIGN
 
 
-def encode(header: dict[str, Any], arrays: list[np.ndarray]) -> list[Any]:
-    """The buffers of a frame with ``header`` (a JSON-able dict) and ``arrays``.
+class Gathered:
+    """Pieces of one dtype that travel as one 1-D array of a frame, sent one after another
+    from where they are (``sendmsg`` gathers them): the receiver gets one contiguous array
+    and the sender copies nothing.
+
+    Parameters
+    ----------
+    pieces : list of numpy.ndarray
+        C-contiguous arrays of ``dtype`` (any shapes: each is sent flat).
+    dtype : numpy.dtype
+    """
+
+    __slots__ = ("dtype", "nbytes", "pieces", "shape")
+
+    def __init__(self, pieces: list[np.ndarray], dtype: Any):
+        self.dtype = np.dtype(dtype)
+        self.pieces = [np.ascontiguousarray(piece) for piece in pieces]
+        for piece in self.pieces:
+            if piece.dtype != self.dtype:
+                raise KVStoreError(f"gathered pieces must all be {self.dtype}, got {piece.dtype}")
+        size = sum(piece.size for piece in self.pieces)
+        self.shape = (size,)
+        self.nbytes = size * self.dtype.itemsize
+
+
+def encode(header: dict[str, Any], arrays: list[Any]) -> list[Any]:
+    """The buffers of a frame with ``header`` (a JSON-able dict) and ``arrays`` (numpy
+    arrays, or :class:`Gathered` pieces that travel as one array).
 
     The arrays are not copied unless they are not C-contiguous.
     """
-    arrays = [np.asarray(array, order="C") for array in arrays]  # (ascontiguousarray makes 0-d 1-d)
+    # (ascontiguousarray makes 0-d 1-d)
+    arrays = [array if type(array) is Gathered else np.asarray(array, order="C") for array in arrays]
     header = dict(header, arrays=[[array.dtype.str, list(array.shape)] for array in arrays])
     head = json.dumps(header, separators=(",", ":")).encode()
     buffers: list[Any] = [b"", head]
@@ -62,13 +89,16 @@ def encode(header: dict[str, Any], arrays: list[np.ndarray]) -> list[Any]:
             buffers.append(_PADDING[:pad])
             body += pad
         if array.nbytes:
-            buffers.append(memoryview(array.reshape(-1).view(np.uint8)))
+            if type(array) is Gathered:
+                buffers.extend(memoryview(piece.reshape(-1).view(np.uint8)) for piece in array.pieces if piece.size)
+            else:
+                buffers.append(memoryview(array.reshape(-1).view(np.uint8)))
             body += array.nbytes
     buffers[0] = PREFIX.pack(MAGIC, VERSION, 0, len(head), body)
     return buffers
 
 
-def send_frame(sock: socket.socket, header: dict[str, Any], arrays: list[np.ndarray]) -> None:
+def send_frame(sock: socket.socket, header: dict[str, Any], arrays: list[Any]) -> None:
     """Send one frame (``sendmsg`` of the buffers themselves, partial sends resumed)."""
     views = [memoryview(buffer) for buffer in encode(header, arrays)]
     views = [view for view in views if view.nbytes]
@@ -214,4 +244,4 @@ def receive_frame(sock: socket.socket, max_header: int = MAX_HEADER_BYTES, max_b
     return header, arrays
 
 
-__all__ = ["ALLOWED_KINDS", "ChannelError", "MAGIC", "VERSION", "encode", "receive_frame", "send_frame"]
+__all__ = ["ALLOWED_KINDS", "ChannelError", "Gathered", "MAGIC", "VERSION", "encode", "receive_frame", "send_frame"]

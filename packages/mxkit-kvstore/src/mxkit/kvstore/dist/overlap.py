@@ -1,4 +1,4 @@
-"""A pushpull that does not block its caller: the request runs as an engine operation.
+"""A pushpull or pull that does not block its caller: the request runs as an engine operation.
 
 MXNet 1.x's ``KVStoreDist`` pushes and pulls through its engine: the call returns at once,
 the transfer reads the gradients when backward has written them, and the next forward
@@ -12,7 +12,10 @@ the out arrays and completes the operation (MXNet's ``PushAsync`` with ps-lite's
 callback), so no engine thread is held while the servers wait for other workers. The
 caller's thread never waits for backward, for the network or for the servers: it goes on
 to the next batch, and the engine runs the next forward as soon as the weights are
-written.
+written. :func:`start_plan` does the same for a call a batch plan serves (:mod:`.plans`),
+and for a plain ``pull`` (no values to read): a pull made while no request of the store is
+on the engine is sent at once from the caller's thread, the operation then only orders the
+write of the out arrays after their readers.
 
 Order
 -----
@@ -52,6 +55,61 @@ class Overlap:
         self.pending = False  # an operation may still run
         self.failure: BaseException | None = None
         self._answers: queue.SimpleQueue[Callable[[], None]] | None = None
+        #: set once the last engine-side request has sent its frames (None: none was made)
+        self.sent: threading.Event | None = None
+        #: engine-side requests pushed and not yet complete
+        self.running = 0
+        self._running_lock = threading.Lock()
+
+    def push(self, fn: Callable[[Callable[..., None]], None], reads: list[Any], writes: list[Any],
+             name: str) -> None:
+        """Push ``fn`` as an asynchronous engine operation, counted in :attr:`running`."""
+        from mxkit.core.context import cpu
+        from mxkit.ndarray.invoke import engine
+
+        def counted(on_complete: Callable[..., None]) -> None:
+            def complete(*error: Any) -> None:
+                with self._running_lock:
+                    self.running -= 1
+                on_complete(*error)
+
+            fn(complete)
+
+        with self._running_lock:
+            self.running += 1
+        try:
+            engine().push_async(counted, reads, writes, cpu(), 0, name)
+        except BaseException:
+            with self._running_lock:
+                self.running -= 1
+            raise
+        self.pending = True
+
+    def only_ours_pending(self) -> bool:
+        """Whether the engine runs nothing but this store's requests (which write only their
+        out arrays): a wait for other arrays then finds nothing pending on them."""
+        from mxkit.ndarray.invoke import engine
+
+        pending = getattr(engine(), "pending", None)
+        return pending is not None and pending <= self.running
+
+    def expect_send(self) -> threading.Event:
+        """The event a new engine-side request sets once its frames are sent."""
+        self.sent = event = threading.Event()
+        return event
+
+    def all_sent(self) -> bool:
+        """Whether every engine-side request has sent its frames (later frames may follow
+        them from any thread: the servers see them in the order of the calls)."""
+        return self.sent is None or self.sent.is_set()
+
+    def wait_sent(self) -> None:
+        """Wait until every engine-side request has sent its frames; raise the error one met."""
+        event = self.sent
+        if event is not None:
+            event.wait()
+        if self.failure is not None:
+            self.drain()
 
     def receive(self, finish: Callable[[], None]) -> None:
         """Run ``finish`` (wait for a request's answers, complete its operation) on this
@@ -109,11 +167,9 @@ def eligible(store: Any, checked: list[tuple[Any, list[Any]]], outs: list[tuple[
 def start(store: Any, checked: list[tuple[Any, list[Any]]], outs: list[tuple[Any, list[Any]]]) -> None:
     """Push one engine operation that pushes ``checked`` and pulls into ``outs`` (see the
     module's docstring); called under the store's lock, after :func:`eligible`."""
-    from mxkit.core.context import cpu
-    from mxkit.ndarray.invoke import engine
-
     overlap: Overlap = store._overlap
-    overlap.raise_failure()
+    if overlap.failure is not None:
+        overlap.drain()  # raises the failure, once, and leaves the store usable
     counts = store._rounds
     # per server: [(shard_id, round, value index, start, stop)] to push and [(shard_id, pushed)] to pull
     pushes: dict[int, list[tuple[Any, int, int, int, int]]] = {}
@@ -127,17 +183,21 @@ def start(store: Any, checked: list[tuple[Any, list[Any]]], outs: list[tuple[Any
             pushes.setdefault(server, []).append((shard_id, round_index, index, start_at, stop_at))
             pulls.setdefault(server, []).append((shard_id, round_index + 1))
     deferred, store._deferred = store._deferred, {}  # a push waiting to ride along (its values are copies)
+    deferred_batch, store._deferred_batch = store._deferred_batch, None  # a plan's push: sent first
     values = [arrays[0] for _, arrays in checked]
     targets = [arrays[0] for _, arrays in outs]
     entries = [entry for entry, _ in outs]
     shapes = {server: store._shapes(items) for server, items in pulls.items()}
     rank, epoch, timeout, channels = store._rank, store._epoch, store._timeout, store._channels
 
+    sent = overlap.expect_send()
+
     def send(on_complete: Callable[..., None]) -> None:
         try:
             if overlap.failure is not None:
                 raise KVStoreError(f"not sent: an earlier request of this store failed ({overlap.failure})")
             data = [array.storage for array in values]  # the engine ordered this after their writers
+            early = _send_batch_pushes(store, deferred_batch)
             requests = []
             for server, items in pulls.items():
                 rounds, payloads = deferred.pop(server, ([], []))
@@ -147,20 +207,21 @@ def start(store: Any, checked: list[tuple[Any, list[Any]]], outs: list[tuple[Any
                     payloads.append(data[index] if start_at < 0 else data[index].reshape(-1)[start_at:stop_at])
                 requests.append(channels[server].pull(rank, epoch, items, timeout, rounds, payloads,
                                                       shapes[server]))
-            acks = [channels[server].push(rank, epoch, rounds, payloads)
-                    for server, (rounds, payloads) in deferred.items()]
+            acks = early + [channels[server].push(rank, epoch, rounds, payloads)
+                            for server, (rounds, payloads) in deferred.items()]
         except BaseException as exc:
             overlap.failure = exc
+            sent.set()
             on_complete(exc)
             return
+        sent.set()
         overlap.receive(lambda: _finish(store, overlap, requests, acks, pulls, entries, targets, on_complete))
 
     # the out arrays are overwritten whole (an error one holds fails the operation: they count
     # as read too); a value that is also an out counts as written
     vars_read = [array.var for array in values] + [array.var for array in targets]
     vars_written = [array.var for array in targets] + [overlap.marker().var]
-    engine().push_async(send, vars_read, vars_written, cpu(), 0, "kvstore.pushpull")
-    overlap.pending = True
+    overlap.push(send, vars_read, vars_written, "kvstore.pushpull")
 
 
 def _finish(store: Any, overlap: Overlap, requests: list[Any], acks: list[Any], pulls: dict[int, list[Any]],
@@ -175,10 +236,118 @@ def _finish(store: Any, overlap: Overlap, requests: list[Any], acks: list[Any], 
         for entry, target in zip(entries, targets):
             value = found[(entry.key, 0)] if entry.whole else store._assemble(entry, found)
             np.copyto(target.storage, value.reshape(target.storage.shape), casting="unsafe")
-        store.last_pull_clocks = [(entry.key, *clocks[entry.key]) for entry in entries]
+        store._clocks = [(entry.key, *clocks[entry.key]) for entry in entries]
     except BaseException as exc:
         overlap.failure = exc
         on_complete(exc)
+        return
+    on_complete()
+
+
+def _send_batch_pushes(store: Any, deferred: Any) -> list[Any]:
+    """Send a plan's push that waited (``(plan, [(share, flat, rounds)])`` or None); the requests."""
+    if deferred is None:
+        return []
+    return [store._channels[share.server].batch(store._rank, store._epoch, share, flat, rounds)
+            for share, flat, rounds in deferred[1]]
+
+
+def start_plan(store: Any, plan: Any, values: list[Any] | None, targets: list[Any], target_views: list[np.ndarray],
+               value_views: list[np.ndarray] | None = None) -> None:
+    """Push one engine operation that pushes ``values`` (None: a pull only) and pulls into
+    ``targets`` the keys of ``plan`` (a :class:`~.plans.Plan`), one batched frame per server
+    (see the module's docstring); ``*_views`` are the arrays' flat views. Called under the
+    store's lock, for a call :meth:`~.store.DistKVStore._planned` planned."""
+    overlap: Overlap = store._overlap
+    if values is None:
+        # a pull follows the requests before it on the wire (and raises the error of one
+        # that could not be sent); a pushpull's wait for its values is the engine's
+        overlap.wait_sent()
+    elif overlap.failure is not None:
+        overlap.drain()  # raises the failure, once, and leaves the store usable
+    rounds = store._count_rounds(plan) if values is not None else None
+    pulled = store._pulled(plan)
+    deferred, store._deferred = store._deferred, {}  # (only one of the two waits at a time)
+    deferred_batch, store._deferred_batch = store._deferred_batch, None
+    riding: dict[int, tuple[Any, np.ndarray]] = {}
+    if values is None and deferred_batch is not None and deferred_batch[0] is plan:
+        # a push of these keys waits (its values are copies): it rides along with the pull
+        riding = {share.number: (flat, share_rounds) for share, flat, share_rounds in deferred_batch[1]}
+        deferred_batch = None
+    rank, epoch, timeout, channels = store._rank, store._epoch, store._timeout, store._channels
+
+    def transmit() -> tuple[list[Any], list[Any]]:
+        if overlap.failure is not None:
+            raise KVStoreError(f"not sent: an earlier request of this store failed ({overlap.failure})")
+        acks = [channels[server].push(rank, epoch, server_rounds, payloads)
+                for server, (server_rounds, payloads) in deferred.items()]
+        acks += _send_batch_pushes(store, deferred_batch)
+        # the engine ordered this after the writers of values: sent from where they are
+        flats = value_views
+        requests = []
+        for index, share in enumerate(plan.shares):
+            if flats is not None:
+                flat, share_rounds = share.gathered(flats, False), rounds[index]
+            else:
+                flat, share_rounds = riding.get(share.number, (None, None))
+            requests.append(channels[share.server].batch(rank, epoch, share, flat, share_rounds,
+                                                         pulled=pulled[index], timeout=timeout))
+        return acks, requests
+
+    vars_read = ([array.var for array in values] if values is not None else []) + [array.var for array in targets]
+    vars_written = [array.var for array in targets] + [overlap.marker().var]
+    name = "kvstore.pushpull" if values is not None else "kvstore.pull"
+    if values is None and overlap.all_sent():
+        # a pull while every request of this store on the engine has been sent: it reads no
+        # array, so it leaves now from the caller's thread and the receiver waits for its
+        # answer at once; the operation only orders the write of the targets after their
+        # readers (and after the earlier requests)
+        acks, requests = transmit()  # (a failure to send is the caller's error)
+        granted: queue.SimpleQueue[Callable[..., None]] = queue.SimpleQueue()
+        overlap.receive(lambda: _finish_plan(store, overlap, plan, requests, acks, target_views, granted.get))
+        overlap.push(granted.put, vars_read, vars_written, name)
+        return
+
+    sent = overlap.expect_send()
+
+    def send(on_complete: Callable[..., None]) -> None:
+        try:
+            acks, requests = transmit()
+        except BaseException as exc:
+            overlap.failure = exc
+            sent.set()
+            on_complete(exc)
+            return
+        sent.set()
+        overlap.receive(lambda: _finish_plan(store, overlap, plan, requests, acks, target_views,
+                                             lambda: on_complete))
+
+    overlap.push(send, vars_read, vars_written, name)
+
+
+def _finish_plan(store: Any, overlap: Overlap, plan: Any, requests: list[Any], acks: list[Any],
+                 views: list[np.ndarray], completion: Callable[[], Callable[..., None]]) -> None:
+    """:func:`_finish` of a planned request: scatter each server's flat answer into the
+    targets' flat ``views``; ``completion()`` gives the operation's completion once the
+    engine lets it write them."""
+    error: BaseException | None = None
+    try:
+        answers = [request.result() for request in requests]
+        for ack in acks:
+            ack.result()
+    except BaseException as exc:
+        error = exc
+    on_complete = completion()
+    if error is None:
+        try:
+            for share, (flat, _) in zip(plan.shares, answers):
+                share.scatter(flat, views)
+            store._clocks = (plan, [clocks for _, clocks in answers])
+        except BaseException as exc:
+            error = exc
+    if error is not None:
+        overlap.failure = error
+        on_complete(error)
         return
     on_complete()
 
@@ -192,4 +361,4 @@ def _receiver(answers: queue.SimpleQueue[Callable[[], None]]) -> None:
             pass
 
 
-__all__ = ["Overlap", "eligible", "start"]
+__all__ = ["Overlap", "eligible", "start", "start_plan"]

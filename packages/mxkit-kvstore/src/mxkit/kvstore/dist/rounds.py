@@ -62,7 +62,7 @@ class Shard:
         self.replicated = 0  # the version the backup has acknowledged
 
 
-def _most_of_its_buffer(value: np.ndarray) -> bool:
+def most_of_its_buffer(value: np.ndarray) -> bool:
     """Whether ``value`` is at least half of the buffer it views: a kept view keeps its whole
     buffer alive (a frame's body, with the request's other values), so a small value of a
     large frame is copied instead; what is kept is then at most twice what is stored."""
@@ -194,18 +194,29 @@ class ShardTable:
         """
         self._check_rank(rank)
         with self.condition:
-            self._advance(rank, epoch)
-            if rank in self.ended:
-                raise KVStoreError(f"rank {rank} pushed after entering the barrier of epoch {epoch}")
-            # with an aggregating updater, the rounds this request completes are applied together
-            ready: list[tuple[Shard, list[Any]]] | None = [] if self.apply_many is not None and len(items) > 1 \
-                else None
+            self.begin_push(rank, epoch)
             try:
-                self._push_items(rank, epoch, items, resend, owned, ready)
+                self.push_locked(rank, epoch, items, resend, owned)
             finally:
-                if ready:
-                    self._apply_together(ready)
                 self.condition.notify_all()
+
+    def begin_push(self, rank: int, epoch: int) -> None:
+        """Begin ``epoch`` if need be and check that ``rank`` may push in it (under the lock)."""
+        self._advance(rank, epoch)
+        if rank in self.ended:
+            raise KVStoreError(f"rank {rank} pushed after entering the barrier of epoch {epoch}")
+
+    def push_locked(self, rank: int, epoch: int, items: list[tuple[ShardId, int, Any]], resend: bool = False,
+                    owned: bool = False) -> None:
+        """:meth:`push` of a caller that holds the lock and called :meth:`begin_push` (waiters
+        are not notified: the caller does that)."""
+        # with an aggregating updater, the rounds this request completes are applied together
+        ready: list[tuple[Shard, list[Any]]] | None = [] if self.apply_many is not None and len(items) > 1 else None
+        try:
+            self._push_items(rank, epoch, items, resend, owned, ready)
+        finally:
+            if ready:
+                self._apply_together(ready)
 
     def _push_items(self, rank: int, epoch: int, items: list[tuple[ShardId, int, Any]], resend: bool, owned: bool,
                     ready: list[tuple[Shard, list[Any]]] | None) -> None:
@@ -238,7 +249,7 @@ class ShardTable:
             entry = pending.get(round_index)
             if entry is None:
                 adopt = (owned and value.dtype == stored.dtype and value.flags.c_contiguous
-                         and value.flags.writeable and _most_of_its_buffer(value))
+                         and value.flags.writeable and most_of_its_buffer(value))
                 merged = value if adopt else np.array(value, dtype=stored.dtype, copy=True)
                 if ready_to_apply is not None and not pending and shard.applied[rank] == round_index:
                     pushed = shard.pushed
@@ -340,34 +351,39 @@ class ShardTable:
             If ``timeout`` seconds pass first; the message names the ranks waited for.
         """
         self._check_rank(rank)
+        with self.condition:
+            self._advance(rank, epoch)
+            return self.pull_locked(rank, epoch, items, timeout)
+
+    def pull_locked(self, rank: int, epoch: int, items: list[tuple[ShardId, int]], timeout: float
+                    ) -> tuple[list[np.ndarray], list[tuple[int, int]]]:
+        """:meth:`pull` of a caller that holds the lock and began ``epoch`` (:meth:`advance`)."""
         deadline = time.monotonic() + timeout
         values, clocks = [], []
         shards = self.shards
         pull_ready = getattr(self.model, "pull_ready", None)
-        with self.condition:
-            self._advance(rank, epoch)
-            for shard_id, local_round in items:
-                shard = shards.get(shard_id)
-                if shard is None:
-                    shard = self._shard(shard_id, "pull")
-                worker_round = shard.base + local_round
-                if self.restored and shard.pushed[rank] < worker_round:
-                    raise ResendRequest(f"server restarted: rank {rank} pushed {worker_round} rounds of key "
-                                        f"{shard.key!r}, this server has {shard.pushed[rank]}; resend them")
-                # the common case inline: no rank in a barrier, no replication, nothing to wait for
-                slowest = min(shard.applied) if not self.ended else self._slowest(shard)
-                if (self.replicating or shard.applied[rank] < worker_round or
-                        not (pull_ready is None or slowest is None or pull_ready(worker_round, slowest))):
-                    while not self._readable(shard, rank, worker_round, slowest):
-                        remaining = deadline - time.monotonic()
-                        if remaining <= 0:
-                            raise self._timeout_error(shard, rank, worker_round, timeout)
-                        self.condition.wait(remaining)
-                        if self.epoch != epoch:  # cannot happen while this rank waits here; kept honest
-                            self._advance(rank, epoch)
-                        slowest = self._slowest(shard)
-                values.append(shard.value)  # never written in place: no copy needed
-                clocks.append((worker_round, worker_round if slowest is None else slowest))
+        for shard_id, local_round in items:
+            shard = shards.get(shard_id)
+            if shard is None:
+                shard = self._shard(shard_id, "pull")
+            worker_round = shard.base + local_round
+            if self.restored and shard.pushed[rank] < worker_round:
+                raise ResendRequest(f"server restarted: rank {rank} pushed {worker_round} rounds of key "
+                                    f"{shard.key!r}, this server has {shard.pushed[rank]}; resend them")
+            # the common case inline: no rank in a barrier, no replication, nothing to wait for
+            slowest = min(shard.applied) if not self.ended else self._slowest(shard)
+            if (self.replicating or shard.applied[rank] < worker_round or
+                    not (pull_ready is None or slowest is None or pull_ready(worker_round, slowest))):
+                while not self._readable(shard, rank, worker_round, slowest):
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise self._timeout_error(shard, rank, worker_round, timeout)
+                    self.condition.wait(remaining)
+                    if self.epoch != epoch:  # cannot happen while this rank waits here; kept honest
+                        self._advance(rank, epoch)
+                    slowest = self._slowest(shard)
+            values.append(shard.value)  # never written in place: no copy needed
+            clocks.append((worker_round, worker_round if slowest is None else slowest))
         return values, clocks
 
     def shapes_of(self, shard_ids: list[Any]) -> list[tuple[int, ...]]:
@@ -458,4 +474,4 @@ class ShardTable:
             return list(shard.pushed), list(shard.applied)
 
 
-__all__ = ["ResendRequest", "Shard", "ShardId", "ShardTable"]
+__all__ = ["ResendRequest", "Shard", "ShardId", "ShardTable", "most_of_its_buffer"]

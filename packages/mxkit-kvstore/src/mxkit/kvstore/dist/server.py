@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 from mxkit.core.errors import KVStoreError
-from mxkit.kvstore.dist import wire
+from mxkit.kvstore.dist import batches, wire
 from mxkit.kvstore.dist.rounds import Shard, ShardId, ShardTable
 
 #: bytes a request may carry beyond twice the server's shards (headers, small keys, compression)
@@ -312,6 +312,27 @@ class ParameterServer:
         self._check_configured()
         self.table.push(rank, epoch, [(s, r, v) for (s, r), v in zip(rounds, values, strict=True)], resend, owned)
         self._forward()
+
+    def define_batch(self, pairs: Any) -> Any:
+        """The :class:`~.batches.Batch` of the ``[key, part]`` list ``pairs`` (see :func:`.batches.define`)."""
+        return batches.define(self.table, pairs)
+
+    def push_batch(self, rank: int, epoch: int, batch: Any, rounds: np.ndarray, flat: np.ndarray,
+                   owned: bool = False) -> None:
+        """:meth:`push_values` of a batch's flat values (see :func:`.batches.push`)."""
+        self._check_configured()
+        batches.push(self.table, rank, epoch, batch, rounds, flat, owned)
+        self._forward()
+
+    def pull_batch(self, rank: int, epoch: int, batch: Any, pulled: np.ndarray, timeout: float
+                   ) -> tuple[np.ndarray, list[tuple[int, int]]]:
+        """:meth:`pull_values` of a batch: its values as one flat array, and the clocks."""
+        self._check_configured()
+        if self.table.replicating:
+            self.table.advance(rank, epoch)
+            self._forward()
+        values, clocks = batches.pull(self.table, rank, epoch, batch, pulled, timeout)
+        return batches.flat_values(batch, values), clocks
 
     def shard_shape(self, shard_id: ShardId) -> tuple[int, ...]:
         """The shape of a key part this server holds (how a packed push is cut).

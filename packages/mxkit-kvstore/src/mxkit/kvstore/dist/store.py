@@ -28,7 +28,7 @@ import numpy as np
 from mxkit.core.errors import KVStoreError, MXKitError, ShapeError
 from mxkit.kvstore import merge
 from mxkit.kvstore.base import KVStoreBase
-from mxkit.kvstore.dist import channel, overlap, recovery, remote, transfer
+from mxkit.kvstore.dist import channel, overlap, plans, recovery, remote, transfer
 from mxkit.kvstore.dist.sharding import Part, ShardPlan
 from mxkit.kvstore.dist.transfer import Key, int_setting
 from mxkit.kvstore.keys import dense_only, group, key_kind
@@ -48,7 +48,7 @@ def _payload_bytes(payload: Any) -> int:
 
 def _flush_at_exit(store_ref: Any) -> None:
     store = store_ref()
-    if store is not None and (store._deferred or store._overlap.pending):
+    if store is not None and (store._deferred or store._deferred_batch or store._overlap.pending):
         try:
             with store._lock:
                 store._overlap.drain()
@@ -89,9 +89,17 @@ class DistKVStore(KVStoreBase):
     Every method is thread-safe: calls from several threads run one at a time, in the
     order they take the store's lock, as if one thread had made them in that order (a
     store keeps one connection per server, its round counters and its deferred push,
-    which a request must see and change together). A pull that waits for other workers
-    holds the lock while it waits, so the other threads of this worker wait too: that is
-    the serial order, and it keeps this worker's rounds in step with the job's.
+    which a request must see and change together). A blocking pull that waits for other
+    workers holds the lock while it waits, so the other threads of this worker wait too:
+    that is the serial order, and it keeps this worker's rounds in step with the job's. A
+    pull or pushpull that runs as an engine operation (see :mod:`.overlap`) is sent in the
+    order of the calls, and any later call that needs the connections waits for it first.
+
+    Batches
+    -------
+    A call of one CPU array per key, all of one dtype, travels as one batched frame per
+    server (:mod:`.plans`, :mod:`.batches`; config ``kvstore_batch``): the list of key parts
+    is described once per connection, the values go as one flat array.
     """
 
     def __init__(self, kvtype: str, consistency: str, *, rank: Any = None, num_workers: Any = None,
@@ -105,8 +113,11 @@ class DistKVStore(KVStoreBase):
 
         self._lock = threading.RLock()
         self._overlap = overlap.Overlap()
-        #: whether pushpull runs as an engine operation (config kvstore_overlap; see .overlap)
+        #: whether pushpull and pull run as engine operations (config kvstore_overlap; see .overlap)
         self._overlapping = bool(config.get("kvstore_overlap"))
+        #: whether calls of many keys travel as batches (config kvstore_batch; see .plans)
+        self._batching = bool(config.get("kvstore_batch"))
+        self._plans = plans.Plans()
         self._type = kvtype
         self._rank = int_setting("rank", rank, 0)
         model_options: dict[str, Any] = {}
@@ -161,6 +172,8 @@ class DistKVStore(KVStoreBase):
         self._epoch = int(info["epoch"])
         self._in_flight: list[Any] = []
         self._deferred: dict[int, tuple[list[Any], list[Any]]] = {}  # the last push, sent with the next call
+        #: the last push when it was a plan's: ``(plan, [(share, flat values, rounds)])``
+        self._deferred_batch: tuple[plans.Plan, list[tuple[Any, Any, np.ndarray]]] | None = None
         atexit.register(_flush_at_exit, weakref.ref(self))
         self._compressor: Any = None
         self._residuals: dict[tuple[Any, int], np.ndarray] = {}
@@ -168,8 +181,8 @@ class DistKVStore(KVStoreBase):
         # kept to send again to a server that was restarted
         self._replicated = bool(info.get("replicated"))
         self._unconfirmed: dict[int, dict[tuple[Any, int], list[tuple[int, Any]]]] = {}
-        #: ``[(key, worker_round, slowest_round)]`` of the last pull: the clocks the staleness bound is about
-        self.last_pull_clocks: list[tuple[Any, int, int]] = []
+        # the clocks of the last pull: a list, or (plan, each share's clock array) made a list when read
+        self._clocks: Any = []
 
     # -- description ------------------------------------------------------------------
 
@@ -192,6 +205,22 @@ class DistKVStore(KVStoreBase):
     def namespace(self) -> str:
         """The job's Ray namespace."""
         return self._namespace
+
+    @property
+    def last_pull_clocks(self) -> list[tuple[Any, int, int]]:
+        """``[(key, worker_round, slowest_round)]`` of the last pull: the clocks the staleness
+        bound is about (once the pulls running as engine operations are done)."""
+        with self._lock:
+            self._overlap.drain()
+            clocks = self._clocks
+            if isinstance(clocks, tuple):
+                plan, arrays = clocks
+                by_key: dict[int, tuple[int, int]] = {}
+                for share, array in zip(plan.shares, arrays):
+                    for (index, *_), clock in zip(share.slots, array.tolist()):
+                        by_key[index] = tuple(clock)
+                clocks = self._clocks = [(key, *by_key[index]) for index, key in enumerate(plan.keys)]
+            return list(clocks)
 
     def __repr__(self) -> str:
         return (f"<DistKVStore {self._type} rank={self._rank}/{self._num_workers} servers={len(self._servers)} "
@@ -217,6 +246,70 @@ class DistKVStore(KVStoreBase):
         deferred, self._deferred = self._deferred, {}
         for server, (rounds, values) in deferred.items():
             self._in_flight.append(self._channels[server].push(self._rank, self._epoch, rounds, values))
+        batch, self._deferred_batch = self._deferred_batch, None
+        if batch is not None:
+            for share, flat, rounds in batch[1]:
+                self._in_flight.append(self._channels[share.server].batch(self._rank, self._epoch, share, flat, rounds))
+
+    def _plan_for(self, checked: list[tuple[Key, list[Any]]]) -> plans.Plan | None:
+        """The batch plan of a call of ``checked`` (see :mod:`.plans`), or None for the per-part path."""
+        if not self._batching or not checked or self._compressor is not None or self._replicated or \
+                not plans.single_cpu_arrays(checked):
+            return None
+        return self._plans.plan(checked)
+
+    def _planned(self, key: Any, value: Any, what: str) -> tuple[plans.Plan, list[Any], list[np.ndarray]] | None:
+        """``(plan, arrays, their flat views)`` of a call that a plan serves, else None (the
+        per-part path).
+
+        A list of keys that has a plan already (a training loop's call after the first) is
+        checked in one pass over its arrays, or not at all when they are the arrays of a
+        recent call; any other call is checked in full first.
+        """
+        if not self._batching or self._compressor is not None or self._replicated:
+            return None
+        if type(key) is self._key_kind and type(value) is _ndarray_class():  # one key, one array
+            key, value = [key], [value]
+        if type(key) is list and type(value) is list and len(key) == len(value):
+            plan = self._plans.known(key)
+            # (the type test keeps out what equals a key without being one: True for 1)
+            if plan is not None and set(map(type, key)) == {self._key_kind}:
+                flats = plan.seen(value)
+                if flats is not None:
+                    return plan, value, flats
+                ndarray = _ndarray_class()
+                for entry, array in zip(plan.entries, value):
+                    if type(array) is not ndarray or array.shape != entry.shape:
+                        break
+                    storage = array.storage
+                    if type(storage) is not np.ndarray or not storage.flags.c_contiguous or \
+                            array.context.device_type != "cpu":
+                        break
+                else:
+                    return plan, value, plan.remember(value)
+        checked = self._checked(key, value, what)
+        plan = self._plan_for(checked)
+        if plan is None:
+            return None
+        arrays = [arrays[0] for _, arrays in checked]
+        flats = plan.seen(arrays)
+        return plan, arrays, flats if flats is not None else plan.remember(arrays)
+
+    def _count_rounds(self, plan: plans.Plan) -> list[np.ndarray]:
+        """This push's round of each key part of ``plan``, per share (the keys' counts move on)."""
+        counts = self._rounds
+        before = []
+        for key in plan.keys:
+            round_index = counts.get(key, 0)
+            counts[key] = round_index + 1
+            before.append(round_index)
+        return [np.array([before[slot[0]] for slot in share.slots], dtype=np.int64) for share in plan.shares]
+
+    def _pulled(self, plan: plans.Plan) -> list[np.ndarray]:
+        """The rounds this worker pushed to each key part of ``plan``, per share (what a pull must see)."""
+        counts = self._rounds
+        pushed = [counts.get(key, 0) for key in plan.keys]
+        return [np.array([pushed[slot[0]] for slot in share.slots], dtype=np.int64) for share in plan.shares]
 
     def _flush(self) -> None:
         """Send the deferred push and wait for the pushes in flight (raising their errors)."""
@@ -350,7 +443,6 @@ class DistKVStore(KVStoreBase):
             residual = self._residuals[(entry.key, part.index)] = np.zeros(part.size, dtype=entry.dtype)
         return tuple(np.asarray(item) for item in self._compressor.compress(np, flat, residual))
 
-    @_serialized
     def push(self, key: Any, value: Any, priority: int = 0) -> None:
         """Push ``value`` into ``key``: one round of this worker (a list of arrays is summed first).
 
@@ -366,6 +458,17 @@ class DistKVStore(KVStoreBase):
         ShapeError
             If a value's shape differs from the key's.
         """
+        with self._lock:
+            # the requests on the engine need only have left (a push reaches each server after
+            # them); their answers and writes go on while this push is made
+            self._overlap.wait_sent()
+            self._push(key, value)
+
+    def _push(self, key: Any, value: Any) -> None:
+        planned = self._planned(key, value, "push")
+        if planned is not None:
+            self._push_plan(*planned)
+            return
         batches = self._push_batches(self._checked(key, value, "push"))
         self._check_pushes()
         self._send_deferred()  # at most one push waits: a worker that only pushes still sends every round
@@ -380,6 +483,21 @@ class DistKVStore(KVStoreBase):
             for _, values in batches.values():
                 values[:] = [np.array(payload, copy=True) if isinstance(payload, np.ndarray) else payload
                              for payload in values]
+
+    def _push_plan(self, plan: plans.Plan, arrays: list[Any], flats: list[np.ndarray]) -> None:
+        """:meth:`push` of a plan's keys (``flats``: the arrays' flat views): one batched frame
+        per server, deferred (a copy) when small."""
+        self._check_pushes()
+        self._send_deferred()
+        # (when the engine runs only this store's requests, the arrays are either idle or an
+        # out array of one, and a wait on each costs least)
+        transfer.wait_to_read_all(arrays, self._overlap.only_ours_pending())
+        copy = plan.nbytes < DEFER_MAX_BYTES  # (see push: a small push waits for the next call, copied)
+        pushes = [(share, share.gathered(flats, copy), rounds)
+                  for share, rounds in zip(plan.shares, self._count_rounds(plan))]
+        self._deferred_batch = (plan, pushes)
+        if not copy:
+            self._send_deferred()  # sent from the caller's arrays before push returns
 
     def _push_batches(self, checked: list[tuple[Key, list[Any]]]) -> dict[int, tuple[list[Any], list[Any]]]:
         """Per server: the ``(shard_id, round)`` of each part pushed, and the part's payload."""
@@ -439,12 +557,17 @@ class DistKVStore(KVStoreBase):
 
     # -- pull -------------------------------------------------------------------------
 
-    @_serialized
     def pull(self, key: Any, out: Any = None, priority: int = 0, ignore_sparse: bool = True) -> None:
         """Copy the value of ``key`` into ``out`` (an NDArray, or one per device).
 
-        Blocks until the servers' consistency model lets this worker read (``dist_sync``:
-        until every worker's push of this worker's last round is merged).
+        The values are those the servers' consistency model lets this worker read
+        (``dist_sync``: once every worker's push of this worker's last round is merged).
+        With one CPU array per key, all of one dtype, and config ``kvstore_overlap`` on, the
+        call returns at once: the pull is an engine operation that writes ``out`` (reading
+        ``out`` waits for it), sent after this worker's earlier pushes (it sees them), and an
+        error it meets is raised by reading ``out`` (an
+        :class:`~mxkit.core.errors.EngineError` naming it) and by the store's next call.
+        Otherwise the call blocks until the servers answer.
 
         Raises
         ------
@@ -456,9 +579,42 @@ class DistKVStore(KVStoreBase):
         """
         if out is None:
             raise KVStoreError("pull needs out=: the NDArray (or list of per-device NDArrays) to fill")
-        checked = self._checked(key, out, "pull")
+        with self._lock:
+            planned = self._planned(key, out, "pull")
+            if planned is not None and self._overlapping:
+                overlap.start_plan(self, planned[0], None, *planned[1:])
+                return
+            self._overlap.drain()
+            if planned is not None:
+                self._pull_plan(*planned)
+            else:
+                self._pull(self._checked(key, out, "pull"))
+
+    def _pull_plan(self, plan: plans.Plan, targets: list[Any], views: list[np.ndarray]) -> None:
+        """The blocking :meth:`pull` of a plan's keys: one batched frame per server, carrying
+        this plan's push that waited to ride along."""
+        self._check_pushes()
+        deferred = self._deferred_batch
+        if deferred is not None and deferred[0] is plan:
+            self._deferred_batch = None
+            pushes = {share.number: (flat, rounds) for share, flat, rounds in deferred[1]}
+        else:
+            self._send_deferred()
+            pushes = {}
+        channels, none = self._channels, (None, None)
+        refs = [channels[share.server].batch(self._rank, self._epoch, share, *pushes.get(share.number, none),
+                                             pulled=pulled, timeout=self._timeout)
+                for share, pulled in zip(plan.shares, self._pulled(plan))]
+        answers = self._wait_all(refs, "pull")
+        self._clocks = (plan, [clocks for _, clocks in answers])
+        write_plan(plan, [flat for flat, _ in answers], targets, views)
+
+    def _pull(self, checked: list[tuple[Key, list[Any]]]) -> None:
+        """The blocking :meth:`pull` of ``checked`` by key parts."""
         pull_batches = self._pull_batches(checked)
         self._check_pushes()
+        if self._deferred_batch is not None:  # (a plan's push: sent first, in its own frames)
+            self._send_deferred()
         push_batches, self._deferred = self._deferred, {}
         refs = []
         for server, items in pull_batches.items():  # one request per server: its pushes ride along
@@ -483,7 +639,7 @@ class DistKVStore(KVStoreBase):
                  answers: list[Any]) -> None:
         """Write the servers' answers (in the order of ``batches``) into the pull targets."""
         found, clocks = transfer.read_pull_answers(batches, answers)
-        self.last_pull_clocks = [(entry.key, *clocks[entry.key]) for entry, _ in checked]
+        self._clocks = [(entry.key, *clocks[entry.key]) for entry, _ in checked]
         if self._replicated:
             recovery.confirm(self, checked)
         assemble = self._assemble
@@ -511,6 +667,13 @@ class DistKVStore(KVStoreBase):
         """
         with self._lock:
             if self._overlapping:
+                planned = self._planned(key, value, "pushpull")
+                if planned is not None:
+                    planned_out = planned if out is None else self._planned(key, out, "pushpull")
+                    if planned_out is not None and planned_out[0] is planned[0]:
+                        plan, values, value_views = planned
+                        overlap.start_plan(self, plan, values, planned_out[1], planned_out[2], value_views)
+                        return
                 checked = self._checked(key, value, "pushpull")
                 outs = checked if out is None else self._checked(key, out, "pushpull")
                 if overlap.eligible(self, checked, outs):
@@ -654,5 +817,17 @@ class DistKVStore(KVStoreBase):
                        "load_optimizer_states")
 
 
-__all__ = ["DistKVStore", "OBJECT_STORE_MIN_BYTES"]
+def write_plan(plan: plans.Plan, flats: list[np.ndarray], targets: list[Any], views: list[np.ndarray]) -> None:
+    """Copy each share's answer ``flats`` into the out arrays ``targets`` (``views``: their
+    flat views): one engine operation that writes them all (a pull replaces their values)."""
+    from mxkit.ndarray.invoke import push_raw
+
+    def copy_all() -> None:
+        for share, flat in zip(plan.shares, flats):
+            share.scatter(flat, views)
+
+    push_raw(copy_all, [], targets, targets[0].context, "kvstore.pull", overwrites=True)
+
+
+__all__ = ["DistKVStore", "OBJECT_STORE_MIN_BYTES", "write_plan"]
 
