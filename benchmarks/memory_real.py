@@ -34,44 +34,7 @@ NETWORKS = {"resnet50_v1": 224, "vgg16": 224, "inceptionv3": 299}
 SETTINGS = (("predict", 32), ("train", 16))
 CLASSES = 1000
 
-WORKER = r'''
-import json, resource, sys, time
-import numpy as np
-job = json.loads(sys.argv[1])
-if job["framework"] == "mxnet":
-    import mxnet as mx
-else:
-    from mxkit import mx
-net = mx.sym.load(job["graph"])
-batch, size = job["batch"], job["size"]
-rng = np.random.default_rng(0)
-data = mx.nd.array(rng.standard_normal((batch, 3, size, size)).astype(np.float32))
-label = mx.nd.array(rng.integers(0, 1000, batch).astype(np.float32))
-train = job["setting"] == "train"
-if train:
-    net = mx.sym.SoftmaxOutput(net, name="softmax")
-mod = mx.mod.Module(net, data_names=["data"], label_names=["softmax_label"] if train else None, context=mx.cpu())
-mod.bind(data_shapes=[("data", data.shape)], label_shapes=[("softmax_label", label.shape)] if train else None,
-         for_training=train)
-mod.init_params(mx.init.Xavier())
-if train:
-    mod.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": 0.01, "momentum": 0.9})
-batch_data = mx.io.DataBatch([data], [label] if train else None)
-def step():
-    mod.forward(batch_data, is_train=train)
-    if train:
-        mod.backward()
-        mod.update()
-    return float(mod.get_outputs()[0].asnumpy().ravel()[0])
-step()
-times = []
-for _ in range(job["repeats"]):
-    start = time.perf_counter()
-    step()
-    times.append(time.perf_counter() - start)
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print("RESULT " + json.dumps({"seconds": min(times), "peak_rss_mb": peak}))
-'''
+WORKER = Path(__file__).resolve().parent / "_memory_real_worker.py"
 
 TORCH_WORKER = r'''
 import json, resource, sys, time
@@ -79,6 +42,8 @@ import torch
 from torch import nn
 job = json.loads(sys.argv[1])
 torch.manual_seed(0)
+nn.functional.conv2d(torch.ones(1, 1, 4, 4), torch.ones(1, 1, 3, 3))  # the baseline: torch and its kernels loaded
+baseline = next(int(line.split()[1]) * 1024 for line in open("/proc/self/status") if line.startswith("VmRSS:"))
 
 class Bottleneck(nn.Module):  # ResNet v1 as Gluon's resnet50_v1: the stride on the first 1x1
     def __init__(self, cin, mid, stride, down):
@@ -121,14 +86,15 @@ for _ in range(job["repeats"]):
     start = time.perf_counter()
     step()
     times.append(time.perf_counter() - start)
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print("RESULT " + json.dumps({"seconds": min(times), "peak_rss_mb": peak}))
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print("RESULT " + json.dumps({"seconds": min(times), "peak": peak, "baseline": baseline}))
 '''
 
 
-def run_worker(python: str, code: str, job: dict, env: dict | None = None, timeout: int = 1200) -> dict | None:
+def run_worker(python: str, code: str | Path, job: dict, env: dict | None = None, timeout: int = 1800) -> dict | None:
+    command = [python, str(code)] if isinstance(code, Path) else [python, "-c", code]
     try:
-        done = subprocess.run([python, "-c", code, json.dumps(job)], capture_output=True, text=True, timeout=timeout,
+        done = subprocess.run([*command, json.dumps(job)], capture_output=True, text=True, timeout=timeout,
                               env={**os.environ, **(env or {})})
     except subprocess.TimeoutExpired:
         print(f"{job['framework']} {job['network']} {job['setting']}: timed out", file=sys.stderr)
@@ -140,12 +106,45 @@ def run_worker(python: str, code: str, job: dict, env: dict | None = None, timeo
     return None
 
 
+MB = 1 << 20
+
+
+def cell(result: dict | None) -> str:
+    """``peak / peak above baseline / seconds`` of one run, or a dash."""
+    if result is None:
+        return "-"
+    return f"{result['peak'] / MB:.0f} / {(result['peak'] - result['baseline']) / MB:.0f} / {result['seconds']:.2f}s"
+
+
+def accounted_total(result: dict) -> int:
+    return sum(result["accounted"].values())
+
+
+def decomposition(name: str, result: dict) -> str:
+    """One row of the second table: where an mxkit run's peak went."""
+    parts = result["accounted"]
+    total = accounted_total(result)
+    runtime = result["peak"] - result["baseline"]
+    rest = result["rest"] - result["baseline"] - total
+    transient = (result["steady_peak"] - result["rest"]) if result.get("steady_peak") else 0
+    fields = [result["baseline"], parts["plan"], parts["arrays"], parts["optimizer"], parts["batch"],
+              parts["workspace"], parts["scratch"], total, runtime, rest, transient,
+              result["warmup_peak"] - result["peak"] if result.get("warmup_peak") else 0]
+    outside = result.get("outside")
+    extra = (f"{outside['numpy_peak'] / MB:>8.1f}{outside['backend_count']:>6}{outside['malloc_free'] / MB:>7.1f}"
+             if outside else f"{'-':>8}{'-':>6}{'-':>7}")
+    return (f"{name:<26}" + "".join(f"{value / MB:>8.0f}" for value in fields)
+            + f"{runtime / total:>7.2f}" + extra)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--networks", nargs="+", default=list(NETWORKS), choices=list(NETWORKS))
     parser.add_argument("--repeats", type=int, default=3, help="timed batches per run (best reported)")
     parser.add_argument("--settings", nargs="+", default=[s for s, _ in SETTINGS], choices=[s for s, _ in SETTINGS])
     parser.add_argument("--columns", nargs="+", help="only these columns (names as printed)")
+    parser.add_argument("--no-instrument", action="store_true",
+                        help="skip the traced batch that measures allocations outside the plan")
     args = parser.parse_args()
     mxnet = os.environ.get("MXKIT_BENCH_MXNET_PYTHON")
     torch = os.environ.get("MXKIT_BENCH_TORCH_PYTHON")
@@ -155,22 +154,34 @@ def main() -> None:
                ("PyTorch", torch, TORCH_WORKER, "torch", {})]
     if args.columns:
         columns = [column for column in columns if column[0] in args.columns]
-    print(f"peak RSS (MB) / seconds per batch, best of {args.repeats}; {os.cpu_count()} CPUs; each run a fresh process")
-    print(f"{'network':<14}{'setting':<12}" + "".join(f"{name:>20}" for name, *_ in columns))
+    print(f"peak RSS / peak above the baseline (MB) / seconds per batch, best of {args.repeats}; "
+          f"{os.cpu_count()} CPUs; each run a fresh process")
+    print(f"{'network':<14}{'setting':<12}" + "".join(f"{name:>26}" for name, *_ in columns))
+    accounted_rows = []
     for network in args.networks:
         for setting, batch in SETTINGS:
             if setting not in args.settings:
                 continue
             cells = []
-            for _name, python, code, framework, env in columns:
+            for name, python, code, framework, env in columns:
                 result = None
                 if python and not (framework == "torch" and network != "resnet50_v1"):
                     job = {"framework": framework, "network": network, "setting": setting, "batch": batch,
                            "size": NETWORKS[network], "graph": str(ZOO / f"{network}-symbol.json"),
-                           "repeats": args.repeats}
+                           "repeats": args.repeats, "instrument": not args.no_instrument}
                     result = run_worker(python, code, job, env)
-                cells.append(f"{result['peak_rss_mb']:>9.0f} / {result['seconds']:>6.2f}s" if result else f"{'-':>20}")
-            print(f"{network:<14}{f'{setting} {batch}':<12}" + "".join(f"{c:>20}" for c in cells), flush=True)
+                if result is not None and "accounted" in result:
+                    accounted_rows.append((f"{network} {setting} {batch} {name}", result))
+                cells.append(cell(result))
+            print(f"{network:<14}{f'{setting} {batch}':<12}" + "".join(f"{c:>26}" for c in cells), flush=True)
+    if accounted_rows:
+        print()
+        print("mxkit's accounted bytes against its runtime peak (MB; ratio = runtime / accounted, target <= 1.10)")
+        print(f"{'run':<26}" + "".join(f"{h:>8}" for h in (
+            "base", "plan", "arrays", "optim", "batch", "wspace", "scratch", "account", "runtime", "rest+",
+            "step+", "warm+", "ratio", "np.tmp", "allocs", "mfree")))
+        for name, result in accounted_rows:
+            print(decomposition(name, result))
 
 
 if __name__ == "__main__":
