@@ -10,9 +10,10 @@ It prints one line ``RESULT {json}`` with, in bytes unless named otherwise:
   ``steady_peak`` the peaks of the first batch and of the timed ones (Linux's peak counter is reset
   between them through ``/proc/self/clear_refs``; without it both are ``null``);
 - ``seconds``: the best timed batch;
-- for mxkit, ``rest``: resident memory after the timed batches, ``accounted``: what mxkit knows it holds
-  (:func:`accounted_bytes`), and with ``instrument`` ``outside``: what a steady-state batch allocates
-  beyond it (:func:`outside_the_plan`).
+- for mxkit, ``rest``: resident memory after the timed batches, ``library_pages``: how much more of the
+  libraries' files is resident then than at the baseline (code first run by the network),
+  ``accounted``: what mxkit knows it holds (:func:`accounted_bytes`), and with ``instrument``
+  ``outside``: what a steady-state batch allocates beyond it (:func:`outside_the_plan`).
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ NUMPY_TRACE_DOMAIN = 389047
 
 
 def resident() -> dict[str, int]:
-    """VmRSS and VmHWM (the peak since start or the last reset) of this process, in bytes."""
+    """VmRSS, VmHWM (the peak since start or the last reset) and RssFile (pages of mapped files: the
+    libraries' code and data) of this process, in bytes."""
     fields = {}
     with open("/proc/self/status") as status:
         for line in status:
             name, _, value = line.partition(":")
-            if name in ("VmRSS", "VmHWM"):
+            if name in ("VmRSS", "VmHWM", "RssFile"):
                 fields[name] = int(value.split()[0]) * 1024
     return fields
 
@@ -193,7 +195,8 @@ def main() -> None:
     tiny = mx.nd.Convolution(mx.nd.ones((1, 1, 4, 4)), mx.nd.ones((1, 1, 3, 3)), kernel=(3, 3), num_filter=1,
                              no_bias=True)
     tiny.asnumpy()
-    baseline = resident()["VmRSS"]
+    start = resident()
+    baseline = start["VmRSS"]
     net = mx.sym.load(job["graph"])
     batch, size = job["batch"], job["size"]
     rng = np.random.default_rng(0)
@@ -216,7 +219,9 @@ def main() -> None:
         if train:
             mod.backward()
             mod.update()
-        return float(mod.get_outputs()[0].asnumpy().ravel()[0])
+        loss = float(mod.get_outputs()[0].asnumpy().ravel()[0])
+        mx.nd.waitall()  # the update too: a batch is done when everything it pushed is
+        return loss
 
     bound = resident()
     can_reset = reset_peak()
@@ -235,8 +240,9 @@ def main() -> None:
     peaks = [bound["VmHWM"], warm["VmHWM"], steady["VmHWM"]] if can_reset else []
     result["peak"] = max([*peaks, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024])
     if job["framework"] == "mxkit":
-        mx.nd.waitall()
-        result["rest"] = resident()["VmRSS"]
+        rest = resident()
+        result["rest"] = rest["VmRSS"]
+        result["library_pages"] = rest["RssFile"] - start["RssFile"]
         result["accounted"] = accounted_bytes(mod, batch_data, train)
         if job.get("instrument"):
             result["outside"] = outside_the_plan(step)

@@ -125,16 +125,17 @@ def decomposition(name: str, result: dict) -> str:
     parts = result["accounted"]
     total = accounted_total(result)
     runtime = result["peak"] - result["baseline"]
-    rest = result["rest"] - result["baseline"] - total
+    libraries = result.get("library_pages", 0)
+    other = result["rest"] - result["baseline"] - total - libraries
     transient = (result["steady_peak"] - result["rest"]) if result.get("steady_peak") else 0
+    warmup = (result["warmup_peak"] - max(result["steady_peak"], result["rest"])) if result.get("warmup_peak") else 0
     fields = [result["baseline"], parts["plan"], parts["arrays"], parts["optimizer"], parts["batch"],
-              parts["workspace"], parts["scratch"], total, runtime, rest, transient,
-              result["warmup_peak"] - result["peak"] if result.get("warmup_peak") else 0]
+              parts["workspace"], parts["scratch"], total, runtime, libraries, other, transient, warmup]
     outside = result.get("outside")
-    extra = (f"{outside['numpy_peak'] / MB:>8.1f}{outside['backend_count']:>6}{outside['malloc_free'] / MB:>7.1f}"
-             if outside else f"{'-':>8}{'-':>6}{'-':>7}")
-    return (f"{name:<26}" + "".join(f"{value / MB:>8.0f}" for value in fields)
-            + f"{runtime / total:>7.2f}" + extra)
+    extra = (f"{outside['numpy_peak'] / MB:>8.1f}{outside['backend_count']:>7}{outside['malloc_free'] / MB:>7.1f}"
+             if outside else f"{'-':>8}{'-':>7}{'-':>7}")
+    return (f"{name:<34}" + "".join(f"{value / MB:>8.0f}" for value in fields)
+            + f"{runtime / total:>7.2f}{result['peak'] / (result['baseline'] + total):>7.2f}" + extra)
 
 
 def main() -> None:
@@ -176,10 +177,11 @@ def main() -> None:
             print(f"{network:<14}{f'{setting} {batch}':<12}" + "".join(f"{c:>26}" for c in cells), flush=True)
     if accounted_rows:
         print()
-        print("mxkit's accounted bytes against its runtime peak (MB; ratio = runtime / accounted, target <= 1.10)")
-        print(f"{'run':<26}" + "".join(f"{h:>8}" for h in (
-            "base", "plan", "arrays", "optim", "batch", "wspace", "scratch", "account", "runtime", "rest+",
-            "step+", "warm+", "ratio", "np.tmp", "allocs", "mfree")))
+        print("mxkit's accounted bytes against its runtime peak (MB; see the module's docstring for each column)")
+        print(f"{'run':<34}" + "".join(f"{h:>8}" for h in (
+            "base", "plan", "arrays", "optim", "batch", "wspace", "scratch", "account", "runtime", "libs+",
+            "other", "step+", "warm+")) + "".join(f"{h:>7}" for h in ("run/acc", "pk/b+a")) + f"{'np.tmp':>8}"
+            + "".join(f"{h:>7}" for h in ("allocs", "mfree")))
         for name, result in accounted_rows:
             print(decomposition(name, result))
 
