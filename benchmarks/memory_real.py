@@ -1,13 +1,14 @@
 """Peak RSS and seconds per batch of real networks on the CPU, as a user sees them: mxkit with and
-without its oneDNN kernels, next to MXNet 1.9.1 and PyTorch, each run in a fresh process.
+without its oneDNN kernels, next to MXNet 1.9.1 and PyTorch, each run in a fresh process; and,
+for mxkit, where its peak went, against the bytes it accounts for.
 
 Networks are the zoo graphs exported from MXNet 1.9.1 (benchmarks/zoo/*-symbol.json: ResNet-50
 v1, VGG-16, Inception-v3), bound with ``Module`` on the CPU. Two settings: prediction at
 batch 32 (``forward(is_train=False)`` and the output read back) and a training step at batch 16
 (a ``SoftmaxOutput`` head, forward, backward, SGD update, the loss read back). Each (framework,
-network, setting) runs in its own subprocess: one warm-up batch, then ``--repeats`` timed batches
-(the best counts: the machine may be shared), then the process's peak RSS
-(``getrusage``, which includes the warm-up, data and weights).
+network, setting) runs in its own subprocess (benchmarks/_memory_real_worker.py; PyTorch's below):
+one warm-up batch, then ``--repeats`` timed batches (the best counts: the machine may be shared),
+each ending when everything it pushed has run.
 
 - **mxkit**: this interpreter; ``mxkit+oneDNN`` with the mxkit-onednn plugin as installed,
   ``mxkit-cpu`` with ``MXKIT_ONEDNN_DISABLE=1`` (mxkit-cpu's own kernels).
@@ -16,6 +17,38 @@ network, setting) runs in its own subprocess: one warm-up batch, then ``--repeat
   named by ``MXKIT_BENCH_TORCH_PYTHON``; the other networks are left empty for it.
 
     MXKIT_BENCH_MXNET_PYTHON=... MXKIT_BENCH_TORCH_PYTHON=... python benchmarks/memory_real.py --networks resnet50_v1
+
+The first table gives, per run, ``peak RSS / peak above the baseline / seconds per batch``. The
+**peak** is the process's peak resident memory over the whole run (warm-up, data and weights
+included). The **baseline** is the resident memory after the imports and one tiny convolution
+(which loads the kernel libraries, oneDNN's included), before any network: the interpreter, numpy
+and the framework. The peak above it is the **runtime peak**, what running the network costs;
+the frameworks are compared on it like with like.
+
+The second table takes mxkit's runs apart (MB):
+
+- ``base``: the baseline; ``runtime``: the runtime peak.
+- ``account``, mxkit's **accounted bytes**, the sum of: ``plan`` (the executors' memory pools, where
+  the planner placed every intermediate), ``arrays`` (the bound arguments, data and labels
+  included, gradients, auxiliary states, outputs, and the Module's host copies of the
+  parameters), ``optim`` (the optimizer's states), ``batch`` (the caller's batch arrays),
+  ``wspace`` (mxkit-onednn's workspace buffers: operands reordered into oneDNN's layouts,
+  scratchpads) and ``scratch`` (mxkit-cpu's kernels' scratch buffers, reported by the backend's
+  ``memory_stats()``), each measured after the timed batches. Memory two parts share counts once.
+- ``libs+``: library pages first paged in after the baseline (code the network runs first);
+  ``other``: what is resident after the timed batches beyond the baseline, the accounted bytes
+  and ``libs+`` (the C libraries' own heaps: oneDNN's primitives and generated code, OpenMP's
+  threads, Python's objects, malloc's free lists); ``step+``: the peak of the timed batches above
+  what is resident after them; ``warm+``: how much higher the warm-up batch peaked (the first call
+  of each shape times oneDNN's candidates against mxkit-cpu's kernel, whose scratch then exists
+  beside oneDNN's workspace).
+- ``run/acc``: runtime peak / accounted bytes (the plan is the truth when it is at most 1.10);
+  ``pk/b+a``: peak / (baseline + accounted).
+- With the traced batch (off with ``--no-instrument``): ``np.tmp``, the most numpy memory (and
+  Python objects) live at once during one steady-state batch beyond what was live before it,
+  as tracemalloc counts it; ``allocs``, the arrays the CPU backend made during it (0: every
+  array a step uses was allocated by the bind); ``mfree``, what glibc's malloc holds free in its
+  arenas afterwards (fragmentation).
 
 Nothing here asserts on time or memory.
 """
