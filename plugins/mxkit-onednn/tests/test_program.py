@@ -105,14 +105,17 @@ def test_the_workspace_pool_keeps_one_buffer_per_concurrent_call_and_grows_it():
     from mxkit_onednn.program import WorkspacePool
 
     pool = WorkspacePool()
-    with pool.lend(100) as first:
-        assert first.nbytes >= 100 and first.ctypes.data % 64 == 0
-        with pool.lend(50) as second:  # two calls at once: two buffers
-            assert not np.shares_memory(first, second)
-    assert pool.nbytes == first.nbytes + second.nbytes
-    with pool.lend(80) as again:  # the smallest free buffer that fits
-        assert again is first
-    with pool.lend(1000) as larger:  # none fits: the largest free one is replaced
+    with pool.lend(50) as first:
+        assert first.nbytes >= 50 and first.ctypes.data % 64 == 0
+    with pool.lend(100) as second:  # none fits: the free one is replaced
+        assert second.nbytes >= 100 and second is not first
+        with pool.lend(50) as third:  # two calls at once: two buffers, the new one as large as the largest call
+            assert not np.shares_memory(second, third) and third.nbytes == second.nbytes
+    assert pool.nbytes == second.nbytes + third.nbytes
+    for _ in range(3):  # any free buffer now fits any call, in any order: nothing more is allocated
+        with pool.lend(100) as one, pool.lend(80) as other:
+            assert {id(one), id(other)} == {id(second), id(third)}
+    with pool.lend(1000) as larger:  # none fits: a free one is replaced
         assert larger.nbytes >= 1000
     assert sorted(b.nbytes for b in pool._free) == sorted([second.nbytes, larger.nbytes])
 

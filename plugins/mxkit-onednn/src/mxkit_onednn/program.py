@@ -338,16 +338,22 @@ class WorkspacePool:
     """Workspace buffers lent to programs for the length of a call (64-byte aligned, contents undefined).
 
     A call borrows the smallest free buffer that fits, or, when none does, replaces the largest free
-    one with a buffer of its size: the pool keeps as many buffers as calls ran at once, none larger
-    than the largest program's workspace. A chain of operators (one call at a time) keeps one."""
+    one with a new buffer the size of the largest call so far: the pool keeps as many buffers as calls
+    ran at once, none larger than the largest program's workspace, and once it holds that many every
+    free buffer fits every call, so steady-state steps allocate nothing (new buffers the size of the
+    call alone kept being replaced whenever two calls overlapped in another order: 28 MB allocated in a
+    ResNet-50 training step). A chain of operators (one call at a time) keeps one."""
 
     def __init__(self) -> None:
         self._free: list[np.ndarray] = []
         self._lent = 0
+        self._largest = 0
         self._lock = threading.Lock()
 
     def borrow(self, nbytes: int) -> np.ndarray:
         with self._lock:
+            self._largest = max(self._largest, nbytes)
+            size = self._largest
             fitting = [i for i, free in enumerate(self._free) if free.nbytes >= nbytes]
             buffer = None
             if fitting:
@@ -356,9 +362,9 @@ class WorkspacePool:
                 self._free.pop(max(range(len(self._free)), key=lambda i: self._free[i].nbytes))
             self._lent += 1
         if buffer is None:
-            raw = np.empty(nbytes + ALIGNMENT, dtype=np.uint8)
+            raw = np.empty(size + ALIGNMENT, dtype=np.uint8)
             offset = (-raw.ctypes.data) % ALIGNMENT
-            buffer = raw[offset:offset + nbytes]
+            buffer = raw[offset:offset + size]
         return buffer
 
     def give_back(self, buffer: np.ndarray) -> None:
@@ -382,9 +388,10 @@ class WorkspacePool:
             return sum(buffer.nbytes for buffer in self._free)
 
     def clear(self) -> None:
-        """Drop the free buffers (the next calls allocate new ones)."""
+        """Drop the free buffers (the next calls allocate new ones, the size of the calls from then on)."""
         with self._lock:
             self._free.clear()
+            self._largest = 0
 
 
 #: the process's workspace buffers
