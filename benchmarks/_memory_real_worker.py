@@ -195,8 +195,8 @@ def main() -> None:
     tiny = mx.nd.Convolution(mx.nd.ones((1, 1, 4, 4)), mx.nd.ones((1, 1, 3, 3)), kernel=(3, 3), num_filter=1,
                              no_bias=True)
     tiny.asnumpy()
-    start = resident()
-    baseline = start["VmRSS"]
+    at_baseline = resident()
+    baseline = at_baseline["VmRSS"]
     net = mx.sym.load(job["graph"])
     batch, size = job["batch"], job["size"]
     rng = np.random.default_rng(0)
@@ -242,7 +242,7 @@ def main() -> None:
     if job["framework"] == "mxkit":
         rest = resident()
         result["rest"] = rest["VmRSS"]
-        result["library_pages"] = rest["RssFile"] - start["RssFile"]
+        result["library_pages"] = rest["RssFile"] - at_baseline["RssFile"]
         result["accounted"] = accounted_bytes(mod, batch_data, train)
         if job.get("instrument"):
             result["outside"] = outside_the_plan(step)
