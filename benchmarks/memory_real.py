@@ -168,7 +168,7 @@ def decomposition(name: str, result: dict) -> str:
     extra = (f"{outside['numpy_peak'] / MB:>8.1f}{outside['backend_count']:>7}{outside['malloc_free'] / MB:>7.1f}"
              if outside else f"{'-':>8}{'-':>7}{'-':>7}")
     return (f"{name:<34}" + "".join(f"{value / MB:>8.0f}" for value in fields)
-            + f"{runtime / total:>7.2f}{result['peak'] / (result['baseline'] + total):>7.2f}" + extra)
+            + f"{runtime / total:>8.2f}{result['peak'] / (result['baseline'] + total):>8.2f}" + extra)
 
 
 def main() -> None:
@@ -213,7 +213,7 @@ def main() -> None:
         print("mxkit's accounted bytes against its runtime peak (MB; see the module's docstring for each column)")
         print(f"{'run':<34}" + "".join(f"{h:>8}" for h in (
             "base", "plan", "arrays", "optim", "batch", "wspace", "scratch", "account", "runtime", "libs+",
-            "other", "step+", "warm+")) + "".join(f"{h:>7}" for h in ("run/acc", "pk/b+a")) + f"{'np.tmp':>8}"
+            "other", "step+", "warm+", "run/acc", "pk/b+a", "np.tmp"))
             + "".join(f"{h:>7}" for h in ("allocs", "mfree")))
         for name, result in accounted_rows:
             print(decomposition(name, result))
