@@ -43,6 +43,8 @@ The second table takes mxkit's runs apart (MB):
   of each shape times oneDNN's candidates against mxkit-cpu's kernel, whose scratch then exists
   beside oneDNN's workspace).
 - ``run/acc``: runtime peak / accounted bytes (the plan is the truth when it is at most 1.10);
+  ``code/acc``: the same with ``libs+`` counted in the baseline (library code is part of the
+  imports, paged in when first run: only file-backed pages count there, no data of mxkit's);
   ``pk/b+a``: peak / (baseline + accounted).
 - With the traced batch (off with ``--no-instrument``): ``np.tmp``, the most numpy memory (and
   Python objects) live at once during one steady-state batch beyond what was live before it,
@@ -168,7 +170,8 @@ def decomposition(name: str, result: dict) -> str:
     extra = (f"{outside['numpy_peak'] / MB:>8.1f}{outside['backend_count']:>7}{outside['malloc_free'] / MB:>7.1f}"
              if outside else f"{'-':>8}{'-':>7}{'-':>7}")
     return (f"{name:<34}" + "".join(f"{value / MB:>8.0f}" for value in fields)
-            + f"{runtime / total:>8.2f}{result['peak'] / (result['baseline'] + total):>8.2f}" + extra)
+            + f"{runtime / total:>8.2f}{(runtime - max(libraries, 0)) / total:>9.2f}"
+            + f"{result['peak'] / (result['baseline'] + total):>8.2f}" + extra)
 
 
 def main() -> None:
@@ -213,7 +216,7 @@ def main() -> None:
         print("mxkit's accounted bytes against its runtime peak (MB; see the module's docstring for each column)")
         print(f"{'run':<34}" + "".join(f"{h:>8}" for h in (
             "base", "plan", "arrays", "optim", "batch", "wspace", "scratch", "account", "runtime", "libs+",
-            "other", "step+", "warm+", "run/acc", "pk/b+a", "np.tmp"))
+            "other", "step+", "warm+", "run/acc", "code/acc", "pk/b+a", "np.tmp"))
             + "".join(f"{h:>7}" for h in ("allocs", "mfree")))
         for name, result in accounted_rows:
             print(decomposition(name, result))
