@@ -216,8 +216,8 @@ def main() -> None:
         print("mxkit's accounted bytes against its runtime peak (MB; see the module's docstring for each column)")
         print(f"{'run':<34}" + "".join(f"{h:>8}" for h in (
             "base", "plan", "arrays", "optim", "batch", "wspace", "scratch", "account", "runtime", "libs+",
-            "other", "step+", "warm+", "run/acc", "code/acc", "pk/b+a", "np.tmp"))
-            + "".join(f"{h:>7}" for h in ("allocs", "mfree")))
+            "other", "step+", "warm+", "run/acc")) + f"{'code/acc':>9}"
+            + "".join(f"{h:>8}" for h in ("pk/b+a", "np.tmp")) + "".join(f"{h:>7}" for h in ("allocs", "mfree")))
         for name, result in accounted_rows:
             print(decomposition(name, result))
 
