@@ -140,3 +140,21 @@ def test_negative_seeds_are_accepted_and_reproducible():
     np.testing.assert_array_equal(mx.nd.random.uniform(shape=(5,)).asnumpy(), first)
     mx.random.seed(123456789)
     assert not np.array_equal(mx.nd.random.uniform(shape=(5,)).asnumpy(), first)
+
+
+@pytest.mark.parametrize("kernel,params,reference", [
+    ("_uniform", {"low": -2.0, "high": 3.0}, lambda rng, shape: rng.uniform(-2.0, 3.0, size=shape)),
+    ("_normal", {"loc": 1.0, "scale": 0.5}, lambda rng, shape: rng.normal(1.0, 0.5, size=shape)),
+])
+def test_large_draws_go_in_chunks_with_the_numbers_of_one_draw(monkeypatch, kernel, params, reference):
+    """A large uniform or normal draw fills its output in chunks (no float64 copy of the whole array): the
+    numbers are those of one draw of the whole shape from the same generator, a last partial chunk included."""
+    from mxkit.ndarray.ops import random_ops
+
+    monkeypatch.setattr(random_ops, "DRAW_CHUNK", 7)
+    out = np.empty((5, 9), np.float32)
+    getattr(random_ops, kernel)(np, [], [out], {**params, "_rng": np.random.default_rng(11)})
+    np.testing.assert_array_equal(out, reference(np.random.default_rng(11), (5, 9)).astype(np.float32))
+    strided = np.empty((9, 5), np.float32).T  # not C-contiguous: drawn whole, the same numbers
+    getattr(random_ops, kernel)(np, [], [strided], {**params, "_rng": np.random.default_rng(11)})
+    np.testing.assert_array_equal(strided, out)

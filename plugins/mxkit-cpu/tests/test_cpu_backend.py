@@ -174,3 +174,59 @@ def test_a_small_array_keeps_its_slab_alive():
 def test_small_allocation_takes_any_sequence_shape():
     array = CPUBackend(0).empty([2, 3], np.dtype("int16"))
     assert array.shape == (2, 3) and array.ctypes.data % ALIGNMENT == 0
+
+
+def test_the_scratch_of_every_thread_is_reported_and_released():
+    """Kernel scratch kept by any thread counts in memory_stats()['scratch']; release_scratch (the backend's,
+    or mxkit-ndarray's for every device of a backend name) drops what no kernel uses, a live thread's too;
+    a thread that ends takes its own with it."""
+    import threading
+
+    from mxkit.core.context import cpu
+    from mxkit.ndarray.backend import backend_of, release_scratch
+    from mxkit_cpu import parallel
+
+    backend = backend_of(cpu())
+    parallel.clear_scratch()
+    holding, finish = threading.Event(), threading.Event()
+
+    def worker():
+        parallel.scratch("columns", (1000,), np.float32)
+        holding.set()
+        finish.wait(30)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    try:
+        assert holding.wait(30)
+        parallel.scratch("products", (10,), np.float64)
+        assert parallel.scratch_bytes() == 4000 + 80
+        assert backend.memory_stats()["scratch"] == 4000 + 80
+        assert release_scratch(backend.name) == 4000 + 80
+        assert backend.memory_stats()["scratch"] == 0
+        again = parallel.scratch("products", (10,), np.float64)  # a kernel asking again gets a new buffer
+        assert again.shape == (10,) and parallel.scratch_bytes() == 80
+    finally:
+        finish.set()
+        thread.join()
+    ended = threading.Thread(target=lambda: parallel.scratch("columns", (1000,), np.float32))
+    ended.start()
+    ended.join()
+    import gc
+
+    gc.collect()
+    assert parallel.scratch_bytes() == 80
+
+
+def test_memory_stats_tells_pooled_buffers_in_use_from_free_ones():
+    from mxkit.core.context import cpu
+    from mxkit.ndarray.backend import backend_of
+
+    backend = backend_of(cpu())
+    before = backend.memory_stats()
+    array = backend.empty((1 << 16,), np.float32)  # 256 KiB: pooled
+    during = backend.memory_stats()
+    assert during["pooled"] - during["pooled_free"] >= before["pooled"] - before["pooled_free"] + array.nbytes
+    del array
+    after = backend.memory_stats()
+    assert after["pooled_free"] >= during["pooled_free"] + (1 << 18)

@@ -131,14 +131,17 @@ def test_the_workspace_pool_keeps_one_buffer_per_concurrent_call_and_grows_it():
     from mxkit_onednn.program import WorkspacePool
 
     pool = WorkspacePool()
-    with pool.lend(100) as first:
-        assert first.nbytes >= 100 and first.ctypes.data % 64 == 0
-        with pool.lend(50) as second:  # two calls at once: two buffers
-            assert not np.shares_memory(first, second)
-    assert pool.nbytes == first.nbytes + second.nbytes
-    with pool.lend(80) as again:  # the smallest free buffer that fits
-        assert again is first
-    with pool.lend(1000) as larger:  # none fits: the largest free one is replaced
+    with pool.lend(50) as first:
+        assert first.nbytes >= 50 and first.ctypes.data % 64 == 0
+    with pool.lend(100) as second:  # none fits: the free one is replaced
+        assert second.nbytes >= 100 and second is not first
+        with pool.lend(50) as third:  # two calls at once: two buffers, the new one as large as the largest call
+            assert not np.shares_memory(second, third) and third.nbytes == second.nbytes
+    assert pool.nbytes == second.nbytes + third.nbytes
+    for _ in range(3):  # any free buffer now fits any call, in any order: nothing more is allocated
+        with pool.lend(100) as one, pool.lend(80) as other:
+            assert {id(one), id(other)} == {id(second), id(third)}
+    with pool.lend(1000) as larger:  # none fits: a free one is replaced
         assert larger.nbytes >= 1000
     assert sorted(b.nbytes for b in pool._free) == sorted([second.nbytes, larger.nbytes])
 
@@ -443,3 +446,36 @@ def test_a_fallback_that_does_not_compete_serves_only_where_every_builder_is_ref
     served.clear()
     cache.run("b", {"one": refused}, [], [], fallback=lambda i, o: served.append("fallback"), fallback_competes=False)
     assert served == ["fallback"] and cache._programs["b"] is FALLBACK
+
+
+@pytest.mark.parametrize("winner", ["program", "fallback"])
+def test_the_replaced_kernels_scratch_is_released_when_a_program_beats_it(monkeypatch, winner):
+    """The replaced kernel runs on a shape's first call only to be timed: where a oneDNN program wins, its
+    scratch buffers are released (they would stay beside the workspace that serves the shape); where it
+    wins itself it keeps them, since it goes on serving."""
+    from mxkit_onednn import program
+
+    released = []
+    monkeypatch.setattr(program, "release_replaced_scratch", lambda: released.append(True) or 0)
+    built = program.Program()
+    monkeypatch.setattr(program, "fastest", lambda candidates, inputs, outputs, fallback=None:
+                        built if winner == "program" else program.FALLBACK)
+    cache = program.ProgramCache()
+    cache.run(("op", 1), {"blocked": lambda: built}, [], [], fallback=lambda ins, outs: None)
+    assert released == ([True] if winner == "program" else [])
+    cache.run(("op", 1), {"blocked": lambda: built}, [], [], fallback=lambda ins, outs: None)  # chosen: no timing
+    assert len(released) == (1 if winner == "program" else 0)
+
+
+def test_releasing_the_replaced_scratch_reaches_mxkit_cpu():
+    pytest.importorskip("mxkit_cpu")
+    from mxkit.core.context import cpu
+    from mxkit.ndarray.backend import backend_of
+    from mxkit_onednn import program
+
+    backend = backend_of(cpu())
+    x = np.random.default_rng(0).standard_normal((2, 16, 9, 9))  # float64: mxkit-cpu's kernel serves
+    run("Convolution", [x, np.ones((8, 16, 3, 3))], **PARAMS)
+    assert backend.memory_stats()["scratch"] > 0
+    assert program.release_replaced_scratch() > 0
+    assert backend.memory_stats()["scratch"] == 0

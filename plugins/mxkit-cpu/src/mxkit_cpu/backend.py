@@ -56,6 +56,14 @@ class _BufferPool:
                 self._bytes += nbytes
             return aligned
 
+    def nbytes(self) -> tuple[int, int]:
+        """The bytes of the pooled buffers, and of those among them that no array uses now."""
+        with self._lock:
+            total = self._bytes
+            free = sum(nbytes for nbytes, entries in self._free.items()
+                       for owner, _aligned in entries if _refcount(owner) <= _FREE_REFS)
+        return total, free
+
     def clear(self) -> None:
         """Forget every pooled buffer (their memory is freed once no array uses it)."""
         with self._lock:
@@ -139,6 +147,23 @@ class CPUBackend(Backend):
     def copy_from_host(self, target: numpy.ndarray, host: numpy.ndarray) -> None:
         """Write host data into an existing array (a plain copy: both are host memory)."""
         numpy.copyto(target, host, casting="unsafe")
+
+    def memory_stats(self) -> dict[str, int]:
+        """Bytes of host memory this backend keeps (for every CPU device: they share the host's).
+
+        ``pooled``: large buffers kept for reuse, in use or not; ``pooled_free``: those no array
+        uses now; ``scratch``: the kernels' scratch buffers kept between calls (column matrices,
+        products: :func:`mxkit_cpu.parallel.scratch_bytes`)."""
+        from mxkit_cpu.parallel import scratch_bytes
+
+        pooled, free = _pool.nbytes()
+        return {"pooled": pooled, "pooled_free": free, "scratch": scratch_bytes()}
+
+    def release_scratch(self) -> int:
+        """Drop the kernels' scratch buffers that no kernel is using now; the bytes they held."""
+        from mxkit_cpu.parallel import release_scratch
+
+        return release_scratch()
 
     def __repr__(self) -> str:
         return f"CPUBackend(cpu({self.device_id}))"

@@ -5,6 +5,6 @@ published kernel surface, :mod:`mxkit.ndarray.kernels`.
 
 from __future__ import annotations
 
-from mxkit.ndarray.kernels import deconv_geometry, normalize_axis, spatial_tuple, wanted
+from mxkit.ndarray.kernels import deconv_geometry, normalize_axis, release_scratch, spatial_tuple, wanted
 
-__all__ = ["deconv_geometry", "normalize_axis", "spatial_tuple", "wanted"]
+__all__ = ["deconv_geometry", "normalize_axis", "release_scratch", "spatial_tuple", "wanted"]

@@ -16,7 +16,7 @@ Required
 
 With defaults
     ``zeros``, ``full``, ``copy_from_host``, ``copy_to``, ``bind_to_device``, ``make_rng``,
-    ``from_dlpack``, ``synchronize``, ``memory_stats``.
+    ``from_dlpack``, ``synchronize``, ``memory_stats``, ``release_scratch``.
 
 Code outside mxkit-ndarray that needs the backend of a device (to allocate, or to copy
 between devices inside an engine operation) asks :func:`backend_of`.
@@ -183,8 +183,15 @@ class Backend:
 
     def memory_stats(self) -> dict[str, int]:
         """Bytes of this device's allocator (keys such as ``in_use``, ``pooled``, ``peak``);
-        default: ``{}`` (the backend keeps no statistics)."""
+        default: ``{}`` (the backend keeps no statistics). A backend whose kernels keep temporary
+        buffers between calls reports them as ``scratch``: they are part of what the device holds."""
         return {}
+
+    def release_scratch(self) -> int:
+        """Drop the temporary buffers this backend's kernels keep between calls and are not using now
+        (a kernel plugin that has replaced those kernels calls it); the bytes released. Default: none
+        kept, 0."""
+        return 0
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.device_type}({getattr(self, 'device_id', '?')}))"
@@ -215,7 +222,7 @@ class _CompletedBackend(Backend):
         for member in _REQUIRED_ATTRIBUTES + _REQUIRED_METHODS:
             setattr(self, member, getattr(wrapped, member))
         for member in ("zeros", "full", "copy_from_host", "copy_to", "bind_to_device", "synchronize",
-                       "make_rng", "from_dlpack", "memory_stats"):
+                       "make_rng", "from_dlpack", "memory_stats", "release_scratch"):
             own = getattr(wrapped, member, None)
             if own is not None:
                 setattr(self, member, own)
@@ -250,6 +257,19 @@ def backend_of(ctx: Any) -> Backend:
     return backend
 
 
+def release_scratch(backend_name: str) -> int:
+    """Ask every device made so far whose backend is named ``backend_name`` to drop the scratch
+    buffers its kernels keep between calls and are not using now (:meth:`Backend.release_scratch`);
+    the bytes released. A kernel plugin calls it when its kernels have taken over from that
+    backend's (after timing them against each other), so that the losers' buffers do not stay."""
+    released, seen = 0, set()
+    for backend in list(_backends.values()):
+        if backend.name == backend_name and id(backend) not in seen:
+            seen.add(id(backend))
+            released += int(backend.release_scratch() or 0)
+    return released
+
+
 def as_backend(obj: Any, device_type: str = "") -> Backend:
     """``obj`` checked as the backend of ``device_type``: a :class:`Backend` as it is, another
     object with the required members completed with the defaults.
@@ -270,4 +290,4 @@ def as_backend(obj: Any, device_type: str = "") -> Backend:
     return _CompletedBackend(obj)
 
 
-__all__ = ["REQUIRED_MEMBERS", "Backend", "as_backend", "backend_of", "missing_members"]
+__all__ = ["REQUIRED_MEMBERS", "Backend", "as_backend", "backend_of", "missing_members", "release_scratch"]

@@ -18,6 +18,9 @@ Convolution and pooling geometry
     :class:`ConvGeometry`, :func:`conv_geometry`, :func:`deconv_geometry`, :class:`PoolGeometry`:
     the validated kernel, stride, dilation, padding and output sizes of one call, computed
     the way the operator's shape inference does.
+Kernel memory
+    :func:`release_scratch` (drop the idle scratch buffers of a backend's kernels, once a plugin's
+    kernels have taken over from them).
 Recurrent layers
     :func:`rnn_kernel`, :func:`rnn_backward_kernel` (the ``RNN`` kernels, which take a
     backend's own cell arithmetic as ``cell``, an object with the methods of :class:`CellKernels`).
@@ -33,6 +36,7 @@ the hook, and the registry is built while ``mxkit.ndarray`` is being imported.
 
 from __future__ import annotations
 
+from mxkit.ndarray.backend import release_scratch
 from mxkit.ndarray.ops._fused_program import (
     FLOAT_DTYPES,
     PRIMITIVES,
@@ -53,5 +57,5 @@ from mxkit.ndarray.shapes import normalize_axis
 
 __all__ = ["FLOAT_DTYPES", "PRIMITIVES", "CellKernels", "ConvGeometry", "FusedProgramError", "Kernel", "OpDef",
            "PoolGeometry", "Program", "conv_geometry", "deconv_geometry", "get_op", "is_train", "normalize_axis",
-           "parse_program", "render_c_body", "render_c_expression", "render_numexpr", "rnn_backward_kernel",
-           "rnn_kernel", "spatial_tuple", "wanted"]
+           "parse_program", "release_scratch", "render_c_body", "render_c_expression", "render_numexpr",
+           "rnn_backward_kernel", "rnn_kernel", "spatial_tuple", "wanted"]
