@@ -391,3 +391,16 @@ def test_blocking_and_engine_pulls_read_the_same(shared_job):
         kv.barrier()
     np.testing.assert_array_equal(results[True], results[False])
     np.testing.assert_array_equal(results[True], np.arange(6, dtype=np.float32))
+
+
+def test_only_calls_of_small_keys_travel_as_batches():
+    from mxkit.kvstore.dist import plans
+
+    elements = plans.MAX_AVERAGE_BYTES // 4  # float32 elements of one key at the bound
+    small = [(0, [nd.zeros((3,))]), (1, [nd.zeros((elements,))])]
+    assert plans.worth_batching(small)  # one small key brings the average under the bound
+    large = [(0, [nd.zeros((elements + 1,))])]
+    assert not plans.worth_batching(large)  # a large key goes as its own frame
+    assert not plans.worth_batching([*large, (1, [nd.zeros((elements + 1,))])])
+    assert not plans.worth_batching([(0, [nd.zeros((3,)), nd.zeros((3,))])])  # several arrays of one key
+    assert not plans.worth_batching([])

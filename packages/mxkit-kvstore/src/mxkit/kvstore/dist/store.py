@@ -253,8 +253,8 @@ class DistKVStore(KVStoreBase):
 
     def _plan_for(self, checked: list[tuple[Key, list[Any]]]) -> plans.Plan | None:
         """The batch plan of a call of ``checked`` (see :mod:`.plans`), or None for the per-part path."""
-        if not self._batching or not checked or self._compressor is not None or self._replicated or \
-                not plans.single_cpu_arrays(checked):
+        if not self._batching or self._compressor is not None or self._replicated or \
+                not plans.worth_batching(checked):
             return None
         return self._plans.plan(checked)
 
