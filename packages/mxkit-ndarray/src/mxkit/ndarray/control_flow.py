@@ -13,36 +13,47 @@ from typing import Any
 
 from mxkit.core.errors import MXKitError
 
-__all__ = ["ForeachError", "foreach"]
+__all__ = ["ForeachError", "flatten_nested", "foreach", "regroup_nested"]
 
 
 class ForeachError(MXKitError):
     """foreach was given data, states or a body result of the wrong kind."""
 
 
-def _flatten(value: Any, what: str, kind: type) -> tuple[list[Any], Any]:
+def flatten_nested(value: Any, what: str, kind: type, error: type[MXKitError] = ForeachError) -> tuple[list[Any], Any]:
+    """The ``kind`` objects of ``value`` (one, or a nested list or tuple of them) in order, and the
+    nesting format that :func:`regroup_nested` rebuilds it from (0: one object; a list: a list).
+
+    Anything else raises ``error`` naming ``what`` (the control-flow operators of the symbol
+    package share these with :func:`foreach`)."""
     if isinstance(value, kind):
         return [value], 0
     if isinstance(value, (list, tuple)):
         flat: list[Any] = []
         fmt = []
         for item in value:
-            items, item_fmt = _flatten(item, what, kind)
+            items, item_fmt = flatten_nested(item, what, kind, error)
             flat += items
             fmt.append(item_fmt)
         return flat, fmt
-    raise ForeachError(f"foreach: {what} must be an NDArray or a (nested) list of NDArrays, got "
-                       f"{type(value).__name__}")
+    one = "an NDArray" if kind.__name__ == "NDArray" else f"a {kind.__name__}"
+    raise error(f"foreach: {what} must be {one} or a (nested) list of them, got "
+                f"{type(value).__name__}")
 
 
-def _regroup(flat: list[Any], fmt: Any) -> tuple[Any, list[Any]]:
+def regroup_nested(flat: list[Any], fmt: Any) -> tuple[Any, list[Any]]:
+    """``flat``'s leading objects nested as ``fmt`` (from :func:`flatten_nested`), and the rest."""
     if isinstance(fmt, int):
         return flat[0], flat[1:]
     out = []
     for item_fmt in fmt:
-        item, flat = _regroup(flat, item_fmt)
+        item, flat = regroup_nested(flat, item_fmt)
         out.append(item)
     return out, flat
+
+
+_flatten = flatten_nested
+_regroup = regroup_nested
 
 
 def foreach(body: Callable[[Any, Any], tuple[Any, Any]], data: Any, init_states: Any) -> tuple[Any, Any]:

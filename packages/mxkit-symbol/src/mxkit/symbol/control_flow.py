@@ -25,6 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from mxkit.core.errors import MXKitError, ShapeError
+from mxkit.ndarray.control_flow import flatten_nested
+from mxkit.ndarray.control_flow import regroup_nested as _regroup
 from mxkit.ndarray.registry import OpDef
 from mxkit.symbol.graph import Entry, Node, aux_variables, copy_graph, topo_order
 
@@ -39,28 +41,7 @@ class LoopError(MXKitError):
 
 def _flatten(value: Any, what: str, kind: type) -> tuple[list[Any], Any]:
     """Flat list of ``kind`` objects and the nesting format (0: one object, list: a list)."""
-    if isinstance(value, kind):
-        return [value], 0
-    if isinstance(value, (list, tuple)):
-        flat: list[Any] = []
-        fmt = []
-        for item in value:
-            items, item_fmt = _flatten(item, what, kind)
-            flat += items
-            fmt.append(item_fmt)
-        return flat, fmt
-    raise LoopError(f"foreach: {what} must be a {kind.__name__} or a (nested) list of them, got "
-                    f"{type(value).__name__}")
-
-
-def _regroup(flat: list[Any], fmt: Any) -> tuple[Any, list[Any]]:
-    if isinstance(fmt, int):
-        return flat[0], flat[1:]
-    out = []
-    for item_fmt in fmt:
-        item, flat = _regroup(flat, item_fmt)
-        out.append(item)
-    return out, flat
+    return flatten_nested(value, what, kind, LoopError)
 
 
 # -- the node ----------------------------------------------------------------------------
