@@ -299,3 +299,18 @@ def test_threads_replaying_at_once_each_get_the_walks_bits(replays):
     for seed in range(4):
         for a, b in zip(walked[seed], replayed[seed]):
             np.testing.assert_array_equal(a, b)
+
+
+def test_an_operator_outside_the_registry_is_refused_without_asking_the_registry_for_its_name(monkeypatch):
+    # a hybridized block's graph node is an OpDef of no registered name; get() of an unknown name
+    # builds an error with close matches over every name, which cost milliseconds on every step
+    import dataclasses
+
+    registry = get_registry()
+    outsider = dataclasses.replace(registry.get("relu"), name="_a_graph_of_no_registered_name")
+    asked = []
+    real_get = type(registry).get
+    monkeypatch.setattr(type(registry), "get", lambda self, name: asked.append(name) or real_get(self, name))
+    assert not backward_replay._op_replayable(outsider)
+    assert asked == []
+    assert backward_replay._op_replayable(registry.get("relu"))

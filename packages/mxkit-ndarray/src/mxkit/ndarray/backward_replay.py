@@ -153,10 +153,10 @@ def _op_replayable(op: Any) -> bool:
     if found is None:
         from mxkit.ndarray.registry import OpDef, get_registry
 
-        try:
-            registered = get_registry().get(op.name) if isinstance(op, OpDef) else None
-        except Exception:  # not a registry operator (a Function, a hybridized block's graph)
-            registered = None
+        registry = get_registry()
+        # a Function or a hybridized block's graph is no registry operator; asked by membership, not
+        # by get(), whose error for an unknown name searches every name for close matches (ms a call)
+        registered = registry.get(op.name) if isinstance(op, OpDef) and op.name in registry else None
         found = registered is op and op.async_kernel is None and not op.needs_rng and op.gradient is not None
         if registered is op:  # (registry operators live as long as the process: their ids stay theirs)
             _replayable_ops[id(op)] = found
