@@ -7,14 +7,17 @@ In one run:
   limit for this path; float32 and float16, square sizes 4096 and 8192;
 - **ResNet-50 training**: images/s of a full SGD step (forward, backward, update) at batch 64,
   224x224, mxkit's executor against PyTorch (torchvision's resnet50, when importable), both
-  float32 with each framework's default math settings;
+  float32 with each framework's default math settings. mxkit runs twice: with each phase
+  replayed from a CUDA graph (config ``exec_record``, the default) and launching kernel by
+  kernel; ``--profile`` adds where the GPU's time goes (kernel time per step by kernel, read
+  through PyTorch's CUPTI profiler, which sees CuPy's and cuDNN's kernels too);
 - **memory**: the executor's memory plan (bytes of intermediates, arguments and gradients)
   against the peak of CuPy's pool measured during the same training step.
 
 Ratios are mxkit over the anchor for throughput (above 1 means mxkit is faster). Nothing
 here asserts on time.
 
-    python benchmarks/gpu.py [--iterations 20]
+    python benchmarks/gpu.py [--iterations 20] [--profile]
 """
 
 from __future__ import annotations
@@ -113,16 +116,18 @@ def resnet50_symbol(num_classes=1000):
     return sym.SoftmaxOutput(net, name="softmax")
 
 
-def mxkit_resnet50(batch, iterations):
-    from mxkit.core import gpu
+def mxkit_resnet50(batch, iterations, record=True, profile=False):
+    from mxkit.core import config, gpu
     from mxkit.ndarray import waitall
 
     ctx = gpu(0)
     backend = ctx.backend
+    backend.release()
     backend.reset_peak()
     base = backend.memory_stats()["in_use"]
     net = resnet50_symbol()
-    executor = net.simple_bind(ctx=ctx, data=(batch, 3, 224, 224), softmax_label=(batch,))
+    with config.override(exec_record=record):
+        executor = net.simple_bind(ctx=ctx, data=(batch, 3, 224, 224), softmax_label=(batch,))
     rng = np.random.default_rng(0)
     params = [n for n in executor.arg_dict if n not in ("data", "softmax_label")]
     for name in params:
@@ -139,8 +144,10 @@ def mxkit_resnet50(batch, iterations):
         for name in params:
             executor.arg_dict[name] -= executor.grad_dict[name] * lr
 
-    step()
+    for _ in range(3):  # the first run searches algorithms, the second records the phases
+        step()
     waitall()
+    backend.synchronize()
     start = time.perf_counter()
     for _ in range(iterations):
         step()
@@ -148,7 +155,37 @@ def mxkit_resnet50(batch, iterations):
     backend.synchronize()
     seconds = time.perf_counter() - start
     peak = backend.memory_stats()["peak"] - base
-    return batch * iterations / seconds, executor.memory_plan, peak
+    if profile:
+        print_gpu_profile(step, backend)
+    return batch * iterations / seconds, executor.memory_plan, peak, executor.recorded_phases
+
+
+def print_gpu_profile(step, backend, steps=3):
+    """Kernel time per step on the GPU, by kernel, against the wall time (CUPTI, through PyTorch)."""
+    try:
+        from torch.profiler import ProfilerActivity, profile
+    except ImportError:
+        print("  (--profile needs PyTorch for its CUPTI profiler)")
+        return
+    from mxkit.ndarray import waitall
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        waitall()
+        backend.synchronize()
+        wall = (time.perf_counter() - start) / steps
+    events = [e for e in prof.events() if e.device_type.name == "CUDA"]
+    busy = sum(e.device_time for e in events) / steps / 1e3
+    print(f"  wall {wall * 1e3:.1f} ms per step; GPU kernel time {busy:.1f} ms per step; "
+          f"{len(events) // steps} kernels per step")
+    totals = {}
+    for e in events:
+        count, time_us = totals.get(e.name, (0, 0.0))
+        totals[e.name] = (count + 1, time_us + e.device_time)
+    for name, (count, time_us) in sorted(totals.items(), key=lambda kv: -kv[1][1])[:18]:
+        print(f"  {time_us / steps / 1e3:8.2f} ms {count // steps:5d}x  {name[:90]}")
 
 
 def torch_resnet50(batch, iterations):
@@ -185,6 +222,8 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=10, help="timed ResNet-50 steps")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--skip-resnet", action="store_true")
+    parser.add_argument("--skip-matmul", action="store_true")
+    parser.add_argument("--profile", action="store_true", help="where the GPU time of a ResNet-50 step goes")
     args = parser.parse_args()
     reason = gpu_available()
     if reason is not None:
@@ -194,26 +233,30 @@ def main() -> None:
 
     print(f"device: {cupy.cuda.runtime.getDeviceProperties(0)['name'].decode()}, CuPy {cupy.__version__}")
     print()
-    print(f"{'matrix product':<24}{'mxkit TFLOP/s':>15}{'CuPy TFLOP/s':>15}{'mxkit/CuPy':>12}")
-    for name, ours, theirs in matmul_rows((4096, 8192), ("float32", "float16"), iterations=20):
-        print(f"{name:<24}{ours:>15.1f}{theirs:>15.1f}{ours / theirs:>12.3f}")
+    if not args.skip_matmul:
+        print(f"{'matrix product':<24}{'mxkit TFLOP/s':>15}{'CuPy TFLOP/s':>15}{'mxkit/CuPy':>12}")
+        for name, ours, theirs in matmul_rows((4096, 8192), ("float32", "float16"), iterations=20):
+            print(f"{name:<24}{ours:>15.1f}{theirs:>15.1f}{ours / theirs:>12.3f}")
+        print()
     if args.skip_resnet:
         return
-    print()
-    images, plan, peak = mxkit_resnet50(args.batch, args.iterations)
+    unrecorded, _, unrecorded_peak, _ = mxkit_resnet50(args.batch, args.iterations, record=False)
+    images, plan, peak, phases = mxkit_resnet50(args.batch, args.iterations, profile=args.profile)
     theirs = torch_resnet50(args.batch, args.iterations)
-    print(f"{'ResNet-50 training, batch ' + str(args.batch):<32}{'images/s':>10}{'mxkit/other':>13}")
-    print(f"{'mxkit (executor, gpu(0))':<32}{images:>10.1f}{'':>13}")
-    if theirs is None:
-        print(f"{'PyTorch':<32}{'n/a':>10}")
-    else:
-        print(f"{'PyTorch (torchvision resnet50)':<32}{theirs:>10.1f}{images / theirs:>13.3f}")
+    print(f"{'ResNet-50 training, batch ' + str(args.batch):<40}{'images/s':>10}{'mxkit/PyTorch':>15}")
+    rows = [("mxkit (executor, CUDA graphs)", images), ("mxkit (executor, kernel by kernel)", unrecorded)]
+    for name, value in rows:
+        ratio = f"{value / theirs:>15.3f}" if theirs else ""
+        print(f"{name:<40}{value:>10.1f}{ratio}")
+    print(f"{'PyTorch (torchvision resnet50)':<40}{theirs:>10.1f}" if theirs else f"{'PyTorch':<40}{'n/a':>10}")
+    print(f"  replayed from CUDA graphs: {', '.join(phases) or 'nothing'}")
     print()
     mib = 2 ** 20
     print("memory of one ResNet-50 training step (MiB)")
     print(f"  plan: intermediates {plan.total_bytes / mib:,.0f} (lower bound {plan.lower_bound_bytes / mib:,.0f}, "
           f"strategy {plan.strategy})")
-    print(f"  CuPy pool peak above the start, everything bound and run: {peak / mib:,.0f}")
+    print(f"  CuPy pool peak above the start, everything bound and run: {peak / mib:,.0f} with CUDA graphs "
+          f"(their temporaries included), {unrecorded_peak / mib:,.0f} kernel by kernel")
 
 
 if __name__ == "__main__":

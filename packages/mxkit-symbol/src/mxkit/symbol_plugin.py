@@ -16,10 +16,15 @@ from mxkit.core.specs import OptionSpec
 
 @hookimpl
 def mxkit_options() -> Iterator[OptionSpec]:
-    """``exec_bulk_size`` (executor) and the mirror pass's keys (passes, mirror)."""
+    """``exec_bulk_size`` and ``exec_record`` (executor) and the mirror pass's keys (passes, mirror)."""
     yield OptionSpec("exec_bulk_size", "int", 15,
                      "nodes per engine push when an executor runs (MXNet's MXNET_EXEC_BULK_EXEC_MAX_NODE_TRAIN)",
                      minimum=1)
+    yield OptionSpec("exec_record", "bool", True,
+                     "on a device that can record kernels and replay them (CUDA graphs), an executor records each "
+                     "phase (forward in training or prediction mode, backward) on its second run and replays that "
+                     "recording from then on: one launch instead of one per kernel. Graphs with random operators "
+                     "or operators that run off the device's queue never record")
     yield OptionSpec("fold_batchnorm", "bool", True,
                      "fold BatchNorm into the Convolution before it in prediction binds (every grad_req "
                      "'null'): the graph pass 'fold_batchnorm', which derives the weights at every forward and "

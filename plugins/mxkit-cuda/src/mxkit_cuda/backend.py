@@ -20,12 +20,14 @@ which is what lets the DMA engine run at full speed.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from mxkit.ndarray.backend import Backend
 
+from mxkit_cuda import graphs
 from mxkit_cuda.device import require_gpu
 from mxkit_cuda.rng import CupyGenerator
 
@@ -81,6 +83,7 @@ class CUDABackend(Backend):
         self._pool = cupy.get_default_memory_pool()
         self._single_device = cupy.cuda.runtime.getDeviceCount() == 1
         self._peak_bytes = 0
+        self._recordings: weakref.WeakSet[graphs.Recording] = weakref.WeakSet()
         self._to_host_staging = _PinnedStaging()
         self._from_host_staging = _PinnedStaging()
 
@@ -93,20 +96,26 @@ class CUDABackend(Backend):
         else:
             with self._device:
                 array = self.xp.empty(shape, dtype)
-        used = self._pool.used_bytes()
+        used = self._pool.used_bytes() + self._recorded_bytes()
         if used > self._peak_bytes:
             self._peak_bytes = used
         return array
 
+    def _recorded_bytes(self) -> int:
+        return sum(r.nbytes for r in self._recordings) if self._recordings else 0
+
     def memory_stats(self) -> dict[str, int]:
-        """Bytes of CuPy's pool: ``in_use`` by live arrays, ``pooled`` (held, free for reuse), ``peak`` in use."""
-        used = self._pool.used_bytes()
+        """Bytes of CuPy's pool: ``in_use`` by live arrays and by recordings' temporaries
+        (``recorded``, see :meth:`record`), ``pooled`` (held, free for reuse), ``peak`` in use."""
+        recorded = self._recorded_bytes()
+        used = self._pool.used_bytes() + recorded
         self._peak_bytes = max(self._peak_bytes, used)
-        return {"in_use": used, "pooled": self._pool.total_bytes() - used, "peak": self._peak_bytes}
+        return {"in_use": used, "pooled": self._pool.total_bytes() - self._pool.used_bytes(),
+                "peak": self._peak_bytes, "recorded": recorded}
 
     def reset_peak(self) -> None:
         """Start measuring the peak again from what is in use now."""
-        self._peak_bytes = self._pool.used_bytes()
+        self._peak_bytes = self._pool.used_bytes() + self._recorded_bytes()
 
     def release(self) -> None:
         """Give the pool's free blocks back to the driver (after the device's pending work)."""
@@ -138,6 +147,17 @@ class CUDABackend(Backend):
                 return fn()
 
         return on_device
+
+    def record(self, run: Callable[[], None]) -> Callable[[], None] | None:
+        """The kernels ``run`` launches, captured into a CUDA graph (not executed); calling the
+        result launches the graph on the compute stream. None when CUDA refused to capture them
+        (``run`` waited for the device or copied to the host): nothing ran. See
+        :mod:`mxkit_cuda.graphs`."""
+        recording = graphs.record(self._device, self.compute_stream, run)
+        if recording is not None:
+            self._recordings.add(recording)
+            self._peak_bytes = max(self._peak_bytes, self._pool.used_bytes() + self._recorded_bytes())
+        return recording
 
     # -- copies ---------------------------------------------------------------------------
 

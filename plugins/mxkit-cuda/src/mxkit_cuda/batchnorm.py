@@ -1,4 +1,5 @@
-"""BatchNorm forward and backward as a few fused CuPy kernels.
+"""BatchNorm forward and backward: through cuDNN where it serves the call (:mod:`mxkit_cuda.cudnn_batchnorm`),
+else as a few fused CuPy kernels.
 
 The generic kernel makes a temporary per arithmetic step (about a dozen passes over the
 activations forward and twenty backward); a ResNet-50 step spent over 40% of its GPU time
@@ -14,6 +15,8 @@ import functools
 from typing import Any
 
 from mxkit.ndarray.kernels import get_op, normalize_axis
+
+from mxkit_cuda import cudnn_batchnorm
 
 
 @functools.cache
@@ -71,8 +74,12 @@ def batchnorm(xp: Any, inputs: list, outputs: list, params: dict) -> None:
         get_op("BatchNorm").kernel(xp, inputs, outputs, params)
         return
     axis = normalize_axis(params["axis"], x.ndim, "BatchNorm")
+    train = params.get("_is_train", False) and not params["use_global_stats"]
+    if cudnn_batchnorm.usable(params, x, gamma, beta, moving_mean, moving_var):
+        cudnn_batchnorm.forward(xp, inputs, outputs, params, axis, train)
+        return
     x3 = _three_axes(xp.ascontiguousarray(x), axis)
-    if params.get("_is_train", False) and not params["use_global_stats"]:
+    if train:
         mean, var = _statistics(xp, x3)
         momentum = params["momentum"]
         moving_mean *= momentum
@@ -96,6 +103,9 @@ def batchnorm_backward(xp: Any, inputs: list, outputs: list, params: dict) -> No
         get_op("_backward_BatchNorm").kernel(xp, inputs, outputs, params)
         return
     axis = normalize_axis(params["axis"], x.ndim, "BatchNorm")
+    if not params["use_global_stats"] and cudnn_batchnorm.usable(params, out_grad, x, gamma):
+        cudnn_batchnorm.backward(xp, inputs, outputs, params, axis)
+        return
     x3 = _three_axes(xp.ascontiguousarray(x), axis)
     dy3 = _three_axes(xp.ascontiguousarray(out_grad), axis)
     count = x3.shape[0] * x3.shape[2]

@@ -3,7 +3,8 @@
 The library comes from the ``nvidia-cudnn-cu12``/``-cu13`` wheels (``pip install
 mxkit-cuda[cudnn]``) or the system. Without it, :func:`library` returns None and the
 convolution kernels fall back to im2col and cuBLAS. Everything runs on the device's
-compute stream (the legacy default stream, see :mod:`mxkit_cuda.backend`).
+compute stream (the legacy default stream, see :mod:`mxkit_cuda.backend`), or on the stream
+recording a CUDA graph (:mod:`mxkit_cuda.graphs`).
 
 For each convolution geometry (shapes, dtype, parameters) the descriptors are made once
 and cached, with an algorithm per direction: with config ``cuda_conv_autotune`` (on by
@@ -26,7 +27,7 @@ from typing import Any
 from mxkit.core import config
 from mxkit.core.errors import DeviceError
 
-_DATA_TYPES = {"float32": 0, "float64": 1, "float16": 2}
+DATA_TYPES = {"float32": 0, "float64": 1, "float16": 2}
 _CROSS_CORRELATION = 1
 _NCHW = 0
 _DEFAULT_MATH, _TENSOR_OP_MATH, _FMA_MATH = 0, 1, 3
@@ -76,7 +77,8 @@ def library() -> Any:
     return None
 
 
-def _check(status: int, what: str) -> None:
+def check(status: int, what: str) -> None:
+    """Raise :class:`DeviceError` with cuDNN's message unless ``status`` is success."""
     if status != 0:
         message = library().cudnnGetErrorString(status).decode()
         raise DeviceError(f"cuDNN {what} failed: {message} (status {status})")
@@ -88,20 +90,32 @@ def _ints(values: Any) -> Any:
 
 
 class _Handle:
-    """One cuDNN handle per device, bound to the legacy default stream."""
+    """One cuDNN handle per device; its calls go to the calling thread's current stream
+    (the compute stream, or a stream recording a CUDA graph: see :mod:`mxkit_cuda.graphs`)."""
 
     def __init__(self) -> None:
         lib = library()
         self.ptr = ctypes.c_void_p()
-        _check(lib.cudnnCreate(ctypes.byref(self.ptr)), "cudnnCreate")
-        _check(lib.cudnnSetStream(self.ptr, ctypes.c_void_p(0)), "cudnnSetStream")
+        check(lib.cudnnCreate(ctypes.byref(self.ptr)), "cudnnCreate")
+        self.stream = 0
+        check(lib.cudnnSetStream(self.ptr, ctypes.c_void_p(0)), "cudnnSetStream")
         self.lock = threading.Lock()
+
+    def follow_current_stream(self) -> None:
+        """Send the next calls to the current stream (call with :attr:`lock` held)."""
+        import cupy
+
+        stream = cupy.cuda.get_current_stream().ptr
+        if stream != self.stream:
+            check(library().cudnnSetStream(self.ptr, ctypes.c_void_p(stream)), "cudnnSetStream")
+            self.stream = stream
 
 
 _handles: dict[int, _Handle] = {}
 
 
-def _handle() -> _Handle:
+def current_handle() -> _Handle:
+    """The cuDNN handle of the current device (made on first use)."""
     import cupy
 
     device = cupy.cuda.runtime.getDevice()
@@ -112,15 +126,16 @@ def _handle() -> _Handle:
     return handle
 
 
-def _tensor(shape: tuple[int, ...], dtype: int) -> ctypes.c_void_p:
+def tensor_descriptor(shape: tuple[int, ...], dtype: int) -> ctypes.c_void_p:
+    """A packed (C-contiguous) tensor descriptor of ``shape`` with cuDNN data type ``dtype``."""
     lib = library()
     desc = ctypes.c_void_p()
-    _check(lib.cudnnCreateTensorDescriptor(ctypes.byref(desc)), "cudnnCreateTensorDescriptor")
+    check(lib.cudnnCreateTensorDescriptor(ctypes.byref(desc)), "cudnnCreateTensorDescriptor")
     strides, step = [], 1
     for dim in reversed(shape):
         strides.insert(0, step)
         step *= dim
-    _check(lib.cudnnSetTensorNdDescriptor(desc, dtype, len(shape), _ints(shape), _ints(strides)),
+    check(lib.cudnnSetTensorNdDescriptor(desc, dtype, len(shape), _ints(shape), _ints(strides)),
            f"cudnnSetTensorNdDescriptor{shape}")
     return desc
 
@@ -132,26 +147,26 @@ class ConvPlan:
                  pad: tuple[int, ...], stride: tuple[int, ...], dilate: tuple[int, ...], groups: int,
                  tf32: bool) -> None:
         lib = library()
-        self.handle = _handle()
-        code = _DATA_TYPES[dtype]
+        self.handle = current_handle()
+        code = DATA_TYPES[dtype]
         # 1-D convolutions are 2-D ones with a unit height: cuDNN wants at least 4-D tensors
         if len(x_shape) == 3:
             x_shape, w_shape, y_shape = ((*s[:2], 1, *s[2:]) for s in (x_shape, w_shape, y_shape))
             pad, stride, dilate = (0, *pad), (1, *stride), (1, *dilate)
-        self.x, self.y = _tensor(x_shape, code), _tensor(y_shape, code)
+        self.x, self.y = tensor_descriptor(x_shape, code), tensor_descriptor(y_shape, code)
         self.w = ctypes.c_void_p()
-        _check(lib.cudnnCreateFilterDescriptor(ctypes.byref(self.w)), "cudnnCreateFilterDescriptor")
-        _check(lib.cudnnSetFilterNdDescriptor(self.w, code, _NCHW, len(w_shape), _ints(w_shape)),
+        check(lib.cudnnCreateFilterDescriptor(ctypes.byref(self.w)), "cudnnCreateFilterDescriptor")
+        check(lib.cudnnSetFilterNdDescriptor(self.w, code, _NCHW, len(w_shape), _ints(w_shape)),
                "cudnnSetFilterNdDescriptor")
         self.conv = ctypes.c_void_p()
-        _check(lib.cudnnCreateConvolutionDescriptor(ctypes.byref(self.conv)), "cudnnCreateConvolutionDescriptor")
-        compute = _DATA_TYPES["float32"] if dtype == "float16" else code
-        _check(lib.cudnnSetConvolutionNdDescriptor(self.conv, len(pad), _ints(pad), _ints(stride), _ints(dilate),
+        check(lib.cudnnCreateConvolutionDescriptor(ctypes.byref(self.conv)), "cudnnCreateConvolutionDescriptor")
+        compute = DATA_TYPES["float32"] if dtype == "float16" else code
+        check(lib.cudnnSetConvolutionNdDescriptor(self.conv, len(pad), _ints(pad), _ints(stride), _ints(dilate),
                                                    _CROSS_CORRELATION, compute), "cudnnSetConvolutionNdDescriptor")
-        _check(lib.cudnnSetConvolutionGroupCount(self.conv, groups), "cudnnSetConvolutionGroupCount")
+        check(lib.cudnnSetConvolutionGroupCount(self.conv, groups), "cudnnSetConvolutionGroupCount")
         strict = dtype != "float16" and not tf32
         self.math = _FMA_MATH if strict else _TENSOR_OP_MATH if dtype == "float16" else _DEFAULT_MATH
-        _check(lib.cudnnSetConvolutionMathType(self.conv, self.math), "cudnnSetConvolutionMathType")
+        check(lib.cudnnSetConvolutionMathType(self.conv, self.math), "cudnnSetConvolutionMathType")
         h = self.handle.ptr
         self.searched: set[str] = set()  # directions whose algorithm was measured, not guessed
         self.forward = self._choose("cudnnGetConvolutionForwardAlgorithm_v7", "cudnnGetConvolutionForwardWorkspaceSize",
@@ -167,7 +182,7 @@ class ConvPlan:
         lib = library()
         perfs = (_Perf * _MAX_ALGOS)()
         count = ctypes.c_int()
-        _check(getattr(lib, finder)(*args, _MAX_ALGOS, ctypes.byref(count), perfs), finder)
+        check(getattr(lib, finder)(*args, _MAX_ALGOS, ctypes.byref(count), perfs), finder)
         for perf in perfs[:count.value]:
             if perf.status != 0:
                 continue
@@ -197,7 +212,7 @@ class ConvPlan:
         perfs = (_Perf * _MAX_ALGOS)()
         count = ctypes.c_int()
         status = getattr(lib, finder)(self.handle.ptr, *descriptors_and_buffers, _MAX_ALGOS, ctypes.byref(count),
-                                      perfs, _ptr(space), ctypes.c_size_t(limit))
+                                      perfs, pointer(space), ctypes.c_size_t(limit))
         del space
         if status != 0:
             return  # keep the heuristic choice
@@ -236,7 +251,8 @@ def conv_plan(x: Any, w: Any, y_shape: tuple[int, ...], pad: Any, stride: Any, d
     return plan
 
 
-def _scalars(dtype: Any) -> tuple[Any, Any]:
+def scalars(dtype: Any) -> tuple[Any, Any]:
+    """Pointers to 1 and 0 in the type cuDNN's alpha and beta take for data of ``dtype``."""
     kind = ctypes.c_double if dtype.name == "float64" else ctypes.c_float
     return ctypes.byref(kind(1.0)), ctypes.byref(kind(0.0))
 
@@ -247,47 +263,45 @@ def _workspace(nbytes: int) -> Any:
     return cupy.empty(max(nbytes, 1), dtype=cupy.uint8)
 
 
-def _ptr(array: Any) -> ctypes.c_void_p:
+def pointer(array: Any) -> ctypes.c_void_p:
+    """The device address of a CuPy array, for a cuDNN call."""
     return ctypes.c_void_p(array.data.ptr)
+
+
+def _convolve(plan: ConvPlan, direction: str, a_desc: Any, a: Any, b_desc: Any, b: Any, out_desc: Any,
+              out: Any) -> None:
+    """One direction of the convolution: ``out = op(a, b)``. cuDNN's three calls and their
+    algorithm searches take their operands in this same order."""
+    finder, launcher = _DIRECTIONS[direction]
+    one, zero = scalars(out.dtype)
+    with plan.handle.lock:
+        plan.handle.follow_current_stream()
+        if autotune():
+            plan.search(direction, finder, (a_desc, pointer(a), b_desc, pointer(b), plan.conv, out_desc, pointer(out)))
+        algo, size = getattr(plan, direction)
+        space = _workspace(size)
+        call = getattr(library(), launcher)
+        check(call(plan.handle.ptr, one, a_desc, pointer(a), b_desc, pointer(b), plan.conv, algo, pointer(space),
+                   ctypes.c_size_t(size), zero, out_desc, pointer(out)), launcher)
+
+
+_DIRECTIONS = {
+    "forward": ("cudnnFindConvolutionForwardAlgorithmEx", "cudnnConvolutionForward"),
+    "backward_data": ("cudnnFindConvolutionBackwardDataAlgorithmEx", "cudnnConvolutionBackwardData"),
+    "backward_filter": ("cudnnFindConvolutionBackwardFilterAlgorithmEx", "cudnnConvolutionBackwardFilter"),
+}
 
 
 def forward(plan: ConvPlan, x: Any, w: Any, y: Any) -> None:
     """``y = conv(x, w)`` (all C-contiguous)."""
-    one, zero = _scalars(x.dtype)
-    with plan.handle.lock:
-        if autotune():
-            plan.search("forward", "cudnnFindConvolutionForwardAlgorithmEx",
-                        (plan.x, _ptr(x), plan.w, _ptr(w), plan.conv, plan.y, _ptr(y)))
-        algo, size = plan.forward
-        space = _workspace(size)
-        _check(library().cudnnConvolutionForward(plan.handle.ptr, one, plan.x, _ptr(x), plan.w, _ptr(w), plan.conv,
-                                                  algo, _ptr(space), ctypes.c_size_t(size), zero, plan.y, _ptr(y)),
-               "cudnnConvolutionForward")
+    _convolve(plan, "forward", plan.x, x, plan.w, w, plan.y, y)
 
 
 def backward_data(plan: ConvPlan, w: Any, dy: Any, dx: Any) -> None:
     """``dx`` = the data gradient of the convolution for output gradient ``dy``."""
-    one, zero = _scalars(dy.dtype)
-    with plan.handle.lock:
-        if autotune():
-            plan.search("backward_data", "cudnnFindConvolutionBackwardDataAlgorithmEx",
-                        (plan.w, _ptr(w), plan.y, _ptr(dy), plan.conv, plan.x, _ptr(dx)))
-        algo, size = plan.backward_data
-        space = _workspace(size)
-        _check(library().cudnnConvolutionBackwardData(plan.handle.ptr, one, plan.w, _ptr(w), plan.y, _ptr(dy),
-                                                       plan.conv, algo, _ptr(space), ctypes.c_size_t(size), zero,
-                                                       plan.x, _ptr(dx)), "cudnnConvolutionBackwardData")
+    _convolve(plan, "backward_data", plan.w, w, plan.y, dy, plan.x, dx)
 
 
 def backward_filter(plan: ConvPlan, x: Any, dy: Any, dw: Any) -> None:
     """``dw`` = the weight gradient of the convolution for output gradient ``dy``."""
-    one, zero = _scalars(dy.dtype)
-    with plan.handle.lock:
-        if autotune():
-            plan.search("backward_filter", "cudnnFindConvolutionBackwardFilterAlgorithmEx",
-                        (plan.x, _ptr(x), plan.y, _ptr(dy), plan.conv, plan.w, _ptr(dw)))
-        algo, size = plan.backward_filter
-        space = _workspace(size)
-        _check(library().cudnnConvolutionBackwardFilter(plan.handle.ptr, one, plan.x, _ptr(x), plan.y, _ptr(dy),
-                                                         plan.conv, algo, _ptr(space), ctypes.c_size_t(size), zero,
-                                                         plan.w, _ptr(dw)), "cudnnConvolutionBackwardFilter")
+    _convolve(plan, "backward_filter", plan.x, x, plan.y, dy, plan.w, dw)

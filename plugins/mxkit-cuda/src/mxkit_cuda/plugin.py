@@ -49,9 +49,12 @@ def mxkit_kernels(registry):
 
 @hookimpl
 def mxkit_options():
-    """``cuda_tf32`` and ``cuda_conv_autotune`` (mxkit_cuda.cudnn)."""
+    """``cuda_tf32`` and ``cuda_conv_autotune`` (mxkit_cuda.cudnn), ``cuda_batchnorm`` (mxkit_cuda.cudnn_batchnorm)."""
     yield OptionSpec("cuda_tf32", "bool", True,
                      "let cuDNN run float32 convolutions on TF32 tensor cores (faster, ~1e-3 relative error)")
     yield OptionSpec("cuda_conv_autotune", "bool", True,
                      "time cuDNN's convolution algorithms on the first call of each shape and keep the fastest "
                      "(as MXNet's MXNET_CUDNN_AUTOTUNE_DEFAULT); off, cuDNN's heuristic choice")
+    yield OptionSpec("cuda_batchnorm", "str", "cudnn",
+                     "BatchNorm on GPUs: 'cudnn' (cuDNN's spatial batch normalisation where it serves the call, "
+                     "as MXNet does) or 'fused' (mxkit's own fused CuPy kernels)", choices=("cudnn", "fused"))

@@ -15,8 +15,8 @@ Required
     numpy's API), ``empty(shape, dtype)``, ``from_host(array)``, ``to_host(array)``.
 
 With defaults
-    ``zeros``, ``full``, ``copy_from_host``, ``copy_to``, ``bind_to_device``, ``make_rng``,
-    ``from_dlpack``, ``synchronize``, ``memory_stats``, ``release_scratch``.
+    ``zeros``, ``full``, ``copy_from_host``, ``copy_to``, ``bind_to_device``, ``record``,
+    ``make_rng``, ``from_dlpack``, ``synchronize``, ``memory_stats``, ``release_scratch``.
 
 Code outside mxkit-ndarray that needs the backend of a device (to allocate, or to copy
 between devices inside an engine operation) asks :func:`backend_of`.
@@ -160,6 +160,22 @@ class Backend:
 
     def synchronize(self) -> None:
         """Wait for everything launched on this device (default: nothing to wait for)."""
+
+    def record(self, run: Callable[[], None]) -> Callable[[], None] | None:
+        """A recording of the device work that ``run`` launches, to be replayed many times, or None.
+
+        A device that can record a sequence of kernels and launch it again as one unit (CUDA
+        graphs) calls ``run`` in recording mode: its kernels are recorded, **not executed**, and
+        the returned ``replay()`` launches them, in order, after whatever was launched on the
+        device before it. A replay reads and writes the very buffers ``run`` used, so the caller
+        keeps those buffers (and their contents' meaning) fixed between replays; scalars that
+        ``run`` passed to its kernels are frozen into the recording.
+
+        None means that nothing was recorded and nothing ran: the device cannot record (the
+        default), or ``run`` did something a recording cannot hold (a wait for the device, a
+        copy to the host). The caller then runs ``run`` itself.
+        """
+        return None
 
     # ---- random numbers -----------------------------------------------------------------
 

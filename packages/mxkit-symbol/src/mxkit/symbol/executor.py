@@ -11,6 +11,7 @@ gradient arrays' vars, so NDArray code before and after orders itself around the
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from math import prod
 from typing import Any
@@ -22,6 +23,8 @@ from mxkit.core.errors import MXKitError, ShapeError
 from mxkit.symbol.exec_graph import ExecGraph, build_exec_graph
 from mxkit.symbol.graph import Entry, Node
 from mxkit.symbol.infer import key
+
+_LOG = logging.getLogger("mxkit.symbol.executor")
 
 
 class ExecutorError(MXKitError):
@@ -62,6 +65,27 @@ class _Step:
         self.outputs = outputs
         self.params = params
         self.predict_params = predict
+
+
+class _Recording:
+    """One phase's replay of the backend's recording of its steps (see ``Backend.record``)."""
+
+    __slots__ = ("phase", "refused", "replay", "runs")
+
+    def __init__(self, phase: str) -> None:
+        self.phase = phase
+        self.runs = 0
+        self.replay: Any = None
+        self.refused = False
+
+
+def _run_steps(steps: Sequence[_Step], xp: Any, train: bool) -> None:
+    for step in steps:
+        try:
+            step.kernel(xp, step.inputs, step.outputs, step.params if train else step.predict_params)
+        except Exception as exc:
+            call = step.node.op.describe_call(step.node.params, [tuple(a.shape) for a in step.inputs])
+            raise ExecutorError(f"node {step.name!r}: {call} failed: {type(exc).__name__}: {exc}") from exc
 
 
 class Executor:
@@ -233,6 +257,14 @@ class Executor:
         self._forward_segments = _segments(self._forward_steps, self._bulk_size)
         self._backward_segments = _segments(self._backward_steps, self._bulk_size)
         self._uses_rng = any(n.op.needs_rng for n in graph.forward_nodes + graph.backward_nodes)
+        from mxkit.ndarray.backend import Backend
+
+        # a recording replays the same kernels on the same buffers: random draws would repeat,
+        # asynchronous operators run off the device's queue, and other devices record apart
+        self._recordings: dict[tuple[str, bool], _Recording] = {}
+        self._may_record = (bool(config.get("exec_record")) and type(self._backend).record is not Backend.record
+                            and not self._uses_rng and not self._placement
+                            and all(s.node.op.async_kernel is None for s in self._forward_steps + self._backward_steps))
         arg_vars = [a.var for a in self.arg_arrays]
         aux_vars = [a.var for a in self.aux_arrays]
         out_vars = _unique([o.var for o, h in zip(self.outputs, graph.heads) if not h.node.is_variable])
@@ -273,6 +305,16 @@ class Executor:
                        what: str) -> None:
         if not segments:
             return
+        if self._may_record and self._monitor is None:
+            recording = self._recordings.get((what, train))
+            if recording is None:
+                mode = "training" if train else "prediction"
+                recording = self._recordings[(what, train)] = _Recording(f"{what} ({mode})")
+            if not recording.refused:
+                recording.runs += 1
+                if recording.runs > 1:  # the first run warms up: kernels compiled, algorithms searched
+                    self._push_recorded(recording, segments, train, reads, writes, what)
+                    return
         xp = self._backend.xp
         invoke, _ = _nd()
         if self._uses_rng:
@@ -292,17 +334,47 @@ class Executor:
             ctx = segment[0].ctx
 
             def run(segment: Sequence[_Step] = segment) -> None:
-                for step in segment:
-                    try:
-                        step.kernel(xp, step.inputs, step.outputs, step.params if train else step.predict_params)
-                    except Exception as exc:
-                        call = step.node.op.describe_call(step.node.params, [tuple(a.shape) for a in step.inputs])
-                        raise ExecutorError(f"node {step.name!r}: {call} failed: {type(exc).__name__}: "
-                                            f"{exc}") from exc
+                _run_steps(segment, xp, train)
 
             backend = self._backend if ctx == self._ctx else invoke.backend_of(ctx)
             self._engine.push(invoke.on_device(ctx, backend, run), reads, writes, ctx, 0,
                               f"{what}[{segment[0].name}..{segment[-1].name}]")
+
+    def _push_recorded(self, recording: _Recording, segments: list[Sequence[_Step]], train: bool, reads: list,
+                       writes: list, what: str) -> None:
+        """Push a phase as one engine operation that replays the backend's recording of its steps
+        (recorded by the operation's first run; if the backend cannot record them, that run executes
+        them and the phase goes back to segments)."""
+        steps = [step for segment in segments for step in segment]
+        backend = self._backend
+        xp = backend.xp
+        invoke, _ = _nd()
+
+        def run_steps() -> None:
+            _run_steps(steps, xp, train)
+
+        def run() -> None:
+            replay = recording.replay
+            if replay is None:
+                replay = backend.record(run_steps)
+                if replay is None:
+                    recording.refused = True
+                    _LOG.info("%s of %r runs unrecorded: %s could not record its steps", recording.phase,
+                              self._symbol, backend)
+                    run_steps()
+                    return
+                recording.replay = replay
+            replay()
+
+        self._engine.push(invoke.on_device(self._ctx, backend, run), reads, writes, self._ctx, 0,
+                          f"{what}[recorded {len(steps)} nodes]")
+
+    @property
+    def recorded_phases(self) -> list[str]:
+        """The phases (``"forward (training)"``, ``"forward (prediction)"``, ``"backward (training)"``)
+        that run as a replay of the device's recording of their kernels (config ``exec_record``:
+        CUDA graphs on a GPU); empty on devices that cannot record."""
+        return [r.phase for r in self._recordings.values() if r.replay is not None]
 
     def _push_async_step(self, step: _Step, train: bool, reads: list, writes: list, what: str) -> None:
         """Push a node whose operator runs off the engine's workers (``Custom``) as its own
