@@ -157,7 +157,11 @@ def mxkit_resnet50(batch, iterations, record=True, profile=False):
     peak = backend.memory_stats()["peak"] - base
     if profile:
         print_gpu_profile(step, backend)
-    return batch * iterations / seconds, executor.memory_plan, peak, executor.recorded_phases
+    unrecorded = sorted({name.rsplit("(", 1)[-1].rstrip(")") for name in executor.unrecorded_nodes})
+    phases = executor.recorded_phases
+    if executor.unrecorded_nodes:
+        phases = [*phases, f"{len(executor.unrecorded_nodes)} nodes unrecorded ({', '.join(unrecorded)})"]
+    return batch * iterations / seconds, executor.memory_plan, peak, phases
 
 
 def print_gpu_profile(step, backend, steps=3):

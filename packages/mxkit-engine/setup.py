@@ -1,5 +1,6 @@
 """Builds the engine's Cython extensions (every ``.pyx`` under src/mxkit/engine, as C++)."""
 
+import os
 import sys
 from pathlib import Path
 
@@ -38,4 +39,5 @@ def extensions():
                      compiler_directives={"binding": False})
 
 
-setup(ext_modules=extensions())
+# the extensions compile in parallel, one per core (each is a large generated C/C++ file)
+setup(ext_modules=extensions(), options={"build_ext": {"parallel": os.cpu_count() or 1}})

@@ -1,5 +1,6 @@
 """Builds the CPU plugin's Cython kernels (every ``.pyx`` under src/mxkit_cpu)."""
 
+import os
 import sys
 from pathlib import Path
 
@@ -34,4 +35,5 @@ def extensions():
     return cythonize(modules, language_level=3)
 
 
-setup(ext_modules=extensions())
+# the extensions compile in parallel, one per core (each is a large generated C/C++ file)
+setup(ext_modules=extensions(), options={"build_ext": {"parallel": os.cpu_count() or 1}})

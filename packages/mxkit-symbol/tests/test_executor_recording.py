@@ -118,12 +118,94 @@ def test_a_refused_recording_runs_the_steps_and_the_phase_goes_back_to_segments(
         want_outputs, want_state = _train(_bind(_net()), 3)
     ex = _bind(_net())
     got_outputs, got_state = _train(ex, 3)
-    assert asked == ["record", "record"]  # once per phase, never again
+    forward, backward = len(ex._forward_steps), len(ex._backward_steps)
+    # each phase once whole, then each of its steps alone; never again after that
+    assert len(asked) == 2 + forward + backward
     assert ex.recorded_phases == []
+    assert len(ex.unrecorded_nodes) == forward + backward
+    assert ex.unrecorded_nodes[0].startswith("forward (training): fc1 (FullyConnected)")
     for want, got in zip(want_outputs, got_outputs):
         np.testing.assert_array_equal(got, want)
     for name in want_state:
         np.testing.assert_array_equal(got_state[name], want_state[name], err_msg=name)
+
+
+class _Refused(Exception):
+    pass
+
+
+def test_steps_the_device_cannot_record_run_between_the_replays(monkeypatch):
+    """tanh's kernel stands for one that reads the device back: the backend refuses any recording
+    that runs it, and the other nodes replay in recordings around it."""
+    import threading
+
+    from mxkit.ndarray.kernels import get_op
+
+    recording = threading.local()
+    op = get_op("Activation")
+    backend_name = backend_of(cpu(0)).name
+    kernel = op.kernel_for(backend_name)
+
+    def activation(xp, inputs, outputs, params):
+        if getattr(recording, "on", False):
+            raise _Refused("reads the device back")
+        kernel(xp, inputs, outputs, params)
+
+    log: list[str] = []
+
+    def record(self, run):
+        # this net's kernels are pure (no BatchNorm), so running them while "recording" is harmless
+        recording.on = True
+        try:
+            run()
+        except Exception:
+            log.append("refused")
+            return None
+        finally:
+            recording.on = False
+        log.append("record")
+        return _Replays(run, log)
+
+    def net():
+        data = sym.Variable("data")
+        hidden = sym.Activation(sym.FullyConnected(data, num_hidden=6, name="fc1"), act_type="tanh", name="act")
+        return sym.SoftmaxOutput(sym.FullyConnected(hidden, num_hidden=3, name="fc2"), name="softmax")
+
+    monkeypatch.setitem(op.kernels, backend_name, activation)
+    with config.override(exec_record=False):
+        want_outputs, want_state = _train(_bind(net()), 4)
+    monkeypatch.setattr(type(backend_of(cpu(0))), "record", record)
+    ex = _bind(net())
+    got_outputs, got_state = _train(ex, 4)
+    assert ex.recorded_phases == ["forward (training)", "backward (training)"]
+    assert ex.unrecorded_nodes == ["forward (training): act (Activation)"]
+    for want, got in zip(want_outputs, got_outputs):
+        np.testing.assert_array_equal(got, want)
+    for name in want_state:
+        np.testing.assert_array_equal(got_state[name], want_state[name], err_msg=name)
+
+
+def test_split_into_recordings_keeps_order_and_merges_unrecorded_neighbours():
+    from mxkit.symbol.recording import split_into_recordings
+
+    seen: list[str] = []
+
+    def run_steps(steps):
+        seen.extend(steps)
+
+    def record(fn):
+        seen.clear()
+        fn()
+        if any(name.startswith("x") for name in seen):
+            return None
+        return tuple(seen)  # stands for the recording: the steps it holds
+
+    pieces = split_into_recordings(record, ["a", "b", "x1", "c", "x2", "x3", "d", "e"], run_steps)
+    assert pieces == [(("a", "b"), ["a", "b"]), (None, ["x1"]), (("c",), ["c"]), (None, ["x2", "x3"]),
+                      (("d", "e"), ["d", "e"])]
+    assert split_into_recordings(record, ["a", "b"], run_steps) == [(("a", "b"), ["a", "b"])]
+    assert split_into_recordings(record, ["x"], run_steps) == [(None, ["x"])]
+    assert split_into_recordings(record, ["x", "y"], run_steps) == [(None, ["x"]), (("y",), ["y"])]
 
 
 def test_random_operators_and_monitors_never_record(recording_cpu):

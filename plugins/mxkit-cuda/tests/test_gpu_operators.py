@@ -275,3 +275,42 @@ def test_tf32_convolution_stays_within_tensor_core_precision():
     # so compare whole arrays by relative norm (single small sums may lose more)
     for ours, reference in [(got[0][0], want[0][0]), *((got[1][i], want[1][i]) for i in want[1])]:
         assert np.linalg.norm(ours - reference) <= 5e-3 * np.linalg.norm(reference)
+
+
+@pytest.mark.parametrize("act_type", ["relu", "sigmoid", "tanh", "softrelu", "softsign"])
+def test_activation_matches_cpu_with_zeros_and_non_finite_values(act_type):
+    # the CUDA relu kernels write straight into their outputs; zeros, NaN and inf must come out
+    # as the generic kernels give them (a zero output takes no gradient, NaN * 0 stays NaN)
+    x = _x(5, 40)
+    heads = [RNG.standard_normal((5, 40)).astype(np.float32)]
+    x[0, :3] = [0.0, -0.0, 1e-30]
+    if act_type == "relu":  # the others keep the generic kernels: finite values are enough
+        x[0, 3:6] = [np.nan, np.inf, -np.inf]
+        heads[0][1, :3] = [np.nan, np.inf, -np.inf]
+    rtol = 1e-4 if act_type == "relu" else 2e-4
+    with np.errstate(all="ignore"):
+        assert_same_on_gpu("Activation", [x], {"act_type": act_type}, heads=heads, rtol=rtol, atol=1e-5)
+
+
+_POOLING_CASES = [
+    # data shape, params: cuDNN serves the first ones, the generic kernel the last three
+    ((2, 3, 9, 9), {"kernel": (3, 3), "stride": (2, 2), "pad": (1, 1), "pool_type": "max"}),
+    ((2, 3, 9, 9), {"kernel": (3, 3), "stride": (2, 2), "pad": (1, 1), "pool_type": "avg"}),
+    ((2, 3, 9, 9), {"kernel": (3, 3), "stride": (2, 2), "pad": (1, 1), "pool_type": "avg",
+                    "count_include_pad": False}),
+    ((2, 3, 7, 7), {"kernel": (7, 7), "global_pool": True, "pool_type": "avg"}),
+    ((2, 3, 7, 6), {"kernel": (1, 1), "global_pool": True, "pool_type": "max"}),
+    ((2, 3, 10), {"kernel": (3,), "stride": (2,), "pool_type": "max"}),
+    ((2, 2, 5, 6, 7), {"kernel": (2, 3, 2), "stride": (1, 2, 2), "pad": (1, 1, 0), "pool_type": "avg"}),
+    ((2, 3, 9, 9), {"kernel": (3, 3), "stride": (2, 2), "pooling_convention": "full", "pool_type": "max"}),
+    ((2, 3, 10, 10), {"kernel": (3, 3), "stride": (2, 2), "pooling_convention": "full", "pool_type": "avg"}),
+    ((2, 3, 9, 9), {"kernel": (3, 3), "stride": (2, 2), "pool_type": "max", "cudnn_off": True}),
+    ((2, 3, 8, 8), {"kernel": (2, 2), "stride": (2, 2), "pool_type": "lp", "p_value": 2}),
+]
+
+
+@pytest.mark.parametrize("shape, params", _POOLING_CASES)
+def test_pooling_matches_cpu(shape, params):
+    # distinct values: where a window's maximum is tied, cuDNN may give the gradient to another cell
+    x = RNG.permutation(np.prod(shape)).reshape(shape).astype(np.float32) / np.prod(shape)
+    assert_same_on_gpu("Pooling", [x], params, rtol=1e-5, atol=1e-6)

@@ -1,9 +1,9 @@
 """Executors on a GPU record each phase into a CUDA graph and replay it (config ``exec_record``).
 
 A recorded executor must compute what one that launches kernel by kernel computes, step for
-step, with fresh data and updated weights between steps; a phase CUDA cannot capture must
-run unrecorded with the same results; work that other engine threads launch while a phase
-is being recorded must neither be captured nor break the capture.
+step, with fresh data and updated weights between steps; nodes CUDA cannot capture must run
+as usual between the recordings of the others, with the same results; work that other engine
+threads launch while a phase is being recorded must neither be captured nor break the capture.
 """
 
 from __future__ import annotations
@@ -78,6 +78,7 @@ def test_recorded_training_equals_kernel_by_kernel_training():
     got = train(recorded, 5)
     assert plain.recorded_phases == []
     assert recorded.recorded_phases == ["forward (training)", "backward (training)"]
+    assert recorded.unrecorded_nodes == []
     assert_same_run(got, want)
     assert gpu(0).backend.memory_stats()["recorded"] > 0  # the recordings' temporaries are counted
 
@@ -101,7 +102,7 @@ def test_recorded_prediction_reads_new_data_every_replay():
     assert ex.recorded_phases == ["forward (prediction)"]
 
 
-def test_a_phase_that_copies_to_the_host_runs_unrecorded(monkeypatch):
+def test_nodes_that_copy_to_the_host_run_between_the_recordings(monkeypatch):
     from mxkit.ndarray.kernels import get_op
 
     op = get_op("relu")
@@ -117,7 +118,11 @@ def test_a_phase_that_copies_to_the_host_runs_unrecorded(monkeypatch):
     want = train(bind(net, cpu(0), record=False), 3)
     ex = bind(net, gpu(0), record=True)
     got = train(ex, 3)
-    assert ex.recorded_phases == ["backward (training)"]  # relu's backward is another operator
+    # the relu nodes run as usual between the recordings of the other nodes (relu's backward
+    # is another operator, recorded with the rest of the backward)
+    assert ex.recorded_phases == ["forward (training)", "backward (training)"]
+    assert sorted(ex.unrecorded_nodes) == sorted(f"forward (training): {s.name} (relu)"
+                                                 for s in ex._forward_steps if s.node.op.name == "relu")
     assert copies
     assert_same_run(got, want, rtol=2e-3, atol=2e-4)
 

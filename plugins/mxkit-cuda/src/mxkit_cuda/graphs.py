@@ -61,7 +61,8 @@ def record(device: Any, compute_stream: Any, run: Callable[[], None]) -> Recordi
                 run()
             except Exception as exc:
                 _end_abandoned(stream)
-                _LOG.info("kernels not recorded (they run one by one): %s: %s", type(exc).__name__, exc)
+                _LOG.info("kernels not recorded (they run one by one): %s: %s", type(exc).__name__, exc,
+                          exc_info=_LOG.isEnabledFor(logging.DEBUG))
                 return None
             try:
                 graph = stream.end_capture()

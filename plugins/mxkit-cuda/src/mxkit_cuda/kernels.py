@@ -7,11 +7,39 @@ with ``out=`` (one pass over memory instead of a temporary and a copy).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
+
+from mxkit.ndarray.kernels import get_op
 
 
 def relu(xp: Any, inputs: list, outputs: list, params: dict) -> None:
     xp.maximum(inputs[0], 0, out=outputs[0], casting="unsafe")
+
+
+def activation(xp: Any, inputs: list, outputs: list, params: dict) -> None:
+    # relu straight into the output: the generic kernel computes into a temporary and copies it
+    if params["act_type"] == "relu" and inputs[0].dtype == outputs[0].dtype:
+        xp.maximum(inputs[0], 0, out=outputs[0])
+        return
+    get_op("Activation").kernel(xp, inputs, outputs, params)
+
+
+@functools.cache
+def _relu_gradient_kernel() -> Any:
+    import cupy
+
+    # out_grad * (y > 0) in one pass (the generic kernel takes three: the comparison, the
+    # product and a copy into the output); dy * 0 keeps the generic NaN and inf behaviour
+    return cupy.ElementwiseKernel("T dy, T y", "T dx", "dx = y > (T)0 ? dy : dy * (T)0", "mxkit_relu_gradient")
+
+
+def relu_backward(xp: Any, inputs: list, outputs: list, params: dict) -> None:
+    out_grad, output = inputs
+    if out_grad.dtype == output.dtype == outputs[0].dtype and out_grad.dtype.kind == "f":
+        _relu_gradient_kernel()(out_grad, output, outputs[0])
+        return
+    get_op("_backward_relu").kernel(xp, inputs, outputs, params)
 
 
 def erf(xp: Any, inputs: list, outputs: list, params: dict) -> None:
@@ -49,6 +77,27 @@ def _convolution_backward(xp: Any, inputs: list, outputs: list, params: dict) ->
     convolution_backward(xp, inputs, outputs, params)
 
 
+def _pooling(xp: Any, inputs: list, outputs: list, params: dict) -> None:
+    from mxkit_cuda import cudnn_pooling
+
+    g = cudnn_pooling.geometry(params, inputs[0], outputs[0])
+    if g is None or not outputs[0].flags.c_contiguous:
+        get_op("Pooling").kernel(xp, inputs, outputs, params)
+        return
+    cudnn_pooling.forward(xp, g, params, inputs[0], outputs[0])
+
+
+def _pooling_backward(xp: Any, inputs: list, outputs: list, params: dict) -> None:
+    from mxkit_cuda import cudnn_pooling
+
+    out_grad, data, output = inputs
+    g = cudnn_pooling.geometry(params, data, out_grad, output, outputs[0])
+    if g is None or not outputs[0].flags.c_contiguous:
+        get_op("_backward_Pooling").kernel(xp, inputs, outputs, params)
+        return
+    cudnn_pooling.backward(xp, g, params, out_grad, data, output, outputs[0])
+
+
 def _fused_elemwise(xp: Any, inputs: list, outputs: list, params: dict) -> None:
     from mxkit_cuda.fused import fused_elemwise
 
@@ -61,7 +110,11 @@ KERNELS = {
     "Convolution": _convolution,
     "_backward_Convolution": _convolution_backward,
     "relu": relu,
+    "Activation": activation,
+    "_backward_relu": relu_backward,
     "erf": erf,
+    "Pooling": _pooling,
+    "_backward_Pooling": _pooling_backward,
     "BatchNorm": _batchnorm,
     "_backward_BatchNorm": _batchnorm_backward,
 }

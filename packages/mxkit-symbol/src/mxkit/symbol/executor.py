@@ -11,7 +11,6 @@ gradient arrays' vars, so NDArray code before and after orders itself around the
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from math import prod
 from typing import Any
@@ -23,8 +22,7 @@ from mxkit.core.errors import MXKitError, ShapeError
 from mxkit.symbol.exec_graph import ExecGraph, build_exec_graph
 from mxkit.symbol.graph import Entry, Node
 from mxkit.symbol.infer import key
-
-_LOG = logging.getLogger("mxkit.symbol.executor")
+from mxkit.symbol.recording import PhaseRecording
 
 
 class ExecutorError(MXKitError):
@@ -65,18 +63,6 @@ class _Step:
         self.outputs = outputs
         self.params = params
         self.predict_params = predict
-
-
-class _Recording:
-    """One phase's replay of the backend's recording of its steps (see ``Backend.record``)."""
-
-    __slots__ = ("phase", "refused", "replay", "runs")
-
-    def __init__(self, phase: str) -> None:
-        self.phase = phase
-        self.runs = 0
-        self.replay: Any = None
-        self.refused = False
 
 
 def _run_steps(steps: Sequence[_Step], xp: Any, train: bool) -> None:
@@ -261,7 +247,7 @@ class Executor:
 
         # a recording replays the same kernels on the same buffers: random draws would repeat,
         # asynchronous operators run off the device's queue, and other devices record apart
-        self._recordings: dict[tuple[str, bool], _Recording] = {}
+        self._recordings: dict[tuple[str, bool], PhaseRecording] = {}
         self._may_record = (bool(config.get("exec_record")) and type(self._backend).record is not Backend.record
                             and not self._uses_rng and not self._placement
                             and all(s.node.op.async_kernel is None for s in self._forward_steps + self._backward_steps))
@@ -309,7 +295,7 @@ class Executor:
             recording = self._recordings.get((what, train))
             if recording is None:
                 mode = "training" if train else "prediction"
-                recording = self._recordings[(what, train)] = _Recording(f"{what} ({mode})")
+                recording = self._recordings[(what, train)] = PhaseRecording(f"{what} ({mode})")
             if not recording.refused:
                 recording.runs += 1
                 if recording.runs > 1:  # the first run warms up: kernels compiled, algorithms searched
@@ -340,31 +326,20 @@ class Executor:
             self._engine.push(invoke.on_device(ctx, backend, run), reads, writes, ctx, 0,
                               f"{what}[{segment[0].name}..{segment[-1].name}]")
 
-    def _push_recorded(self, recording: _Recording, segments: list[Sequence[_Step]], train: bool, reads: list,
+    def _push_recorded(self, recording: PhaseRecording, segments: list[Sequence[_Step]], train: bool, reads: list,
                        writes: list, what: str) -> None:
-        """Push a phase as one engine operation that replays the backend's recording of its steps
-        (recorded by the operation's first run; if the backend cannot record them, that run executes
-        them and the phase goes back to segments)."""
+        """Push a phase as one engine operation that replays the backend's recordings of its steps
+        (made by the operation's first run: :mod:`mxkit.symbol.recording`)."""
         steps = [step for segment in segments for step in segment]
         backend = self._backend
         xp = backend.xp
         invoke, _ = _nd()
 
-        def run_steps() -> None:
-            _run_steps(steps, xp, train)
+        def run_steps(chunk: Sequence[_Step]) -> None:
+            _run_steps(chunk, xp, train)
 
         def run() -> None:
-            replay = recording.replay
-            if replay is None:
-                replay = backend.record(run_steps)
-                if replay is None:
-                    recording.refused = True
-                    _LOG.info("%s of %r runs unrecorded: %s could not record its steps", recording.phase,
-                              self._symbol, backend)
-                    run_steps()
-                    return
-                recording.replay = replay
-            replay()
+            recording.run(backend.record, steps, run_steps)
 
         self._engine.push(invoke.on_device(self._ctx, backend, run), reads, writes, self._ctx, 0,
                           f"{what}[recorded {len(steps)} nodes]")
@@ -372,9 +347,16 @@ class Executor:
     @property
     def recorded_phases(self) -> list[str]:
         """The phases (``"forward (training)"``, ``"forward (prediction)"``, ``"backward (training)"``)
-        that run as a replay of the device's recording of their kernels (config ``exec_record``:
-        CUDA graphs on a GPU); empty on devices that cannot record."""
-        return [r.phase for r in self._recordings.values() if r.replay is not None]
+        that replay the device's recordings of their kernels (config ``exec_record``: CUDA graphs on
+        a GPU), wholly or in part (:attr:`unrecorded_nodes`); empty on devices that cannot record."""
+        return [r.phase for r in self._recordings.values() if r.recorded]
+
+    @property
+    def unrecorded_nodes(self) -> list[str]:
+        """``"phase: node (operator)"`` for each node that runs as usual in a phase whose other
+        nodes replay recordings, or in a phase the device refused to record at all."""
+        return [f"{r.phase}: {step.name} ({step.node.op.name})" for r in self._recordings.values()
+                for step in r.unrecorded()]
 
     def _push_async_step(self, step: _Step, train: bool, reads: list, writes: list, what: str) -> None:
         """Push a node whose operator runs off the engine's workers (``Custom``) as its own
