@@ -314,3 +314,19 @@ def test_pooling_matches_cpu(shape, params):
     # distinct values: where a window's maximum is tied, cuDNN may give the gradient to another cell
     x = RNG.permutation(np.prod(shape)).reshape(shape).astype(np.float32) / np.prod(shape)
     assert_same_on_gpu("Pooling", [x], params, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape, params, dtype", [
+    ((6, 10), {"num_hidden": 7}, np.float32),
+    ((6, 2, 3, 2), {"num_hidden": 5, "no_bias": True}, np.float32),
+    ((4, 3, 6), {"num_hidden": 5, "flatten": False}, np.float32),
+    ((6, 10), {"num_hidden": 7}, np.float64),
+])
+def test_fully_connected_through_cudnn_matches_cpu(shape, params, dtype):
+    # the CUDA plugin runs FullyConnected as a 1x1 cuDNN convolution in full float32 precision
+    features = int(np.prod(shape[1:])) if params.get("flatten", True) else shape[-1]
+    inputs = [_x(*shape, dtype=dtype), _x(params["num_hidden"], features, dtype=dtype)]
+    if not params.get("no_bias"):
+        inputs.append(_x(params["num_hidden"], dtype=dtype))
+    tolerance = {"rtol": 1e-10, "atol": 1e-12} if dtype == np.float64 else {"rtol": 1e-4, "atol": 1e-5}
+    assert_same_on_gpu("FullyConnected", inputs, params, **tolerance)

@@ -20,7 +20,6 @@ which is what lets the DMA engine run at full speed.
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -83,7 +82,8 @@ class CUDABackend(Backend):
         self._pool = cupy.get_default_memory_pool()
         self._single_device = cupy.cuda.runtime.getDeviceCount() == 1
         self._peak_bytes = 0
-        self._recordings: weakref.WeakSet[graphs.Recording] = weakref.WeakSet()
+        self._recorder: graphs.Recorder | None = None
+        self._recorder_lock = threading.Lock()
         self._to_host_staging = _PinnedStaging()
         self._from_host_staging = _PinnedStaging()
 
@@ -102,7 +102,7 @@ class CUDABackend(Backend):
         return array
 
     def _recorded_bytes(self) -> int:
-        return sum(r.nbytes for r in self._recordings) if self._recordings else 0
+        return self._recorder.nbytes if self._recorder is not None else 0
 
     def memory_stats(self) -> dict[str, int]:
         """Bytes of CuPy's pool: ``in_use`` by live arrays and by recordings' temporaries
@@ -153,9 +153,12 @@ class CUDABackend(Backend):
         result launches the graph on the compute stream. None when CUDA refused to capture them
         (``run`` waited for the device or copied to the host): nothing ran. See
         :mod:`mxkit_cuda.graphs`."""
-        recording = graphs.record(self._device, self.compute_stream, run)
+        if self._recorder is None:
+            with self._recorder_lock:
+                if self._recorder is None:
+                    self._recorder = graphs.Recorder(self._device, self.compute_stream)
+        recording = self._recorder.record(run)
         if recording is not None:
-            self._recordings.add(recording)
             self._peak_bytes = max(self._peak_bytes, self._pool.used_bytes() + self._recorded_bytes())
         return recording
 

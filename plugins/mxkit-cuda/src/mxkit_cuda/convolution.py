@@ -1,5 +1,12 @@
 """Convolution and its backward through cuDNN, when cuDNN 9 is installed (else the generic
-im2col + cuBLAS kernels, which give the same results)."""
+im2col + cuBLAS kernels, which give the same results); FullyConnected too, as a 1x1
+convolution.
+
+FullyConnected goes to cuDNN rather than cuBLAS because CuPy refuses cuBLAS calls while a
+stream captures a CUDA graph (:mod:`mxkit_cuda.graphs`): through cuDNN, a network's dense
+layers are recorded with the rest of it. Its float32 math stays full precision (no TF32, as
+CuPy's products), whatever config ``cuda_tf32`` says for convolutions.
+"""
 
 from __future__ import annotations
 
@@ -58,3 +65,47 @@ def convolution_backward(xp: Any, inputs: list, outputs: list, params: dict) -> 
     if not params["no_bias"]:
         axes = (0, *range(2, out_grad.ndim))
         outputs[2][...] = out_grad.sum(axis=axes)
+
+
+def _dense_usable(*arrays: Any) -> bool:
+    if cudnn.library() is None:
+        return False
+    dtype = arrays[0].dtype
+    return dtype.name in _FLOATS and all(a.dtype == dtype for a in arrays) and arrays[-1].flags.c_contiguous
+
+
+def _dense_plan(rows: Any, weight4: Any) -> cudnn.ConvPlan:
+    # rows (M, F, 1, 1) and weight (H, F, 1, 1): the product rows @ weight.T as a 1x1 convolution
+    return cudnn.conv_plan(rows, weight4, (rows.shape[0], weight4.shape[0], 1, 1), (0, 0), (1, 1), (1, 1), 1,
+                           tf32=False)
+
+
+def fully_connected(xp: Any, inputs: list, outputs: list, params: dict) -> None:
+    data, weight = inputs[0], inputs[1]
+    out = outputs[0]
+    if not _dense_usable(data, weight, out):
+        get_op("FullyConnected").kernel(xp, inputs, outputs, params)
+        return
+    hidden, features = weight.shape
+    rows = xp.ascontiguousarray(data).reshape(-1, features, 1, 1)
+    weight4 = xp.ascontiguousarray(weight).reshape(hidden, features, 1, 1)
+    cudnn.forward(_dense_plan(rows, weight4), rows, weight4, out.reshape(rows.shape[0], hidden, 1, 1))
+    if not params["no_bias"]:
+        out += inputs[2]
+
+
+def fully_connected_backward(xp: Any, inputs: list, outputs: list, params: dict) -> None:
+    out_grad, data, weight = inputs
+    if not all(o.flags.c_contiguous for o in outputs) or not _dense_usable(out_grad, data, weight, *outputs):
+        get_op("_backward_FullyConnected").kernel(xp, inputs, outputs, params)
+        return
+    hidden, features = weight.shape
+    grad_rows = xp.ascontiguousarray(out_grad).reshape(-1, hidden, 1, 1)
+    rows = xp.ascontiguousarray(data).reshape(-1, features, 1, 1)
+    weight4 = xp.ascontiguousarray(weight).reshape(hidden, features, 1, 1)
+    plan = _dense_plan(rows, weight4)
+    if wanted(params, 0):  # a first layer's data gradient is read by nothing
+        cudnn.backward_data(plan, weight4, grad_rows, outputs[0].reshape(rows.shape))
+    cudnn.backward_filter(plan, rows, grad_rows, outputs[1].reshape(weight4.shape))
+    if not params["no_bias"]:
+        grad_rows.reshape(-1, hidden).sum(axis=0, out=outputs[2])

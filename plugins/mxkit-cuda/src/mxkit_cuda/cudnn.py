@@ -234,11 +234,12 @@ _plans: dict[tuple, ConvPlan] = {}
 
 
 def conv_plan(x: Any, w: Any, y_shape: tuple[int, ...], pad: Any, stride: Any, dilate: Any,
-              groups: int) -> ConvPlan:
-    """The cached :class:`ConvPlan` of this geometry on the current device."""
+              groups: int, tf32: bool | None = None) -> ConvPlan:
+    """The cached :class:`ConvPlan` of this geometry on the current device (float32 on TF32
+    tensor cores as config ``cuda_tf32`` says, unless ``tf32`` says otherwise)."""
     import cupy
 
-    tf32 = bool(config.get("cuda_tf32"))
+    tf32 = bool(config.get("cuda_tf32")) if tf32 is None else tf32
     key = (cupy.cuda.runtime.getDevice(), x.shape, w.shape, y_shape, x.dtype.name, tuple(pad), tuple(stride),
            tuple(dilate), groups, tf32)
     plan = _plans.get(key)

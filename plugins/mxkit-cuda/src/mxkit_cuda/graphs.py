@@ -4,12 +4,15 @@ Why: a ResNet-50 training step is well over a thousand kernel launches, and laun
 one by one from Python takes longer than the GPU takes to run them. A recorded graph is one
 launch.
 
-How: ``run`` is called while a fresh non-blocking stream captures (CUDA cannot capture the
-legacy default stream, which is the compute stream) and while CuPy allocates from a memory
-pool of the recording's own. The temporaries the recorded kernels use therefore keep their
-addresses for every replay, and nothing outside the recording is ever handed those blocks;
-the pool lives as long as the recording. Replays are launched on the compute stream, so
-they are ordered after everything launched before them, as a kernel would be.
+How: ``run`` is called while the device's capturing stream captures (CUDA cannot capture the
+legacy default stream, which is the compute stream) and while CuPy allocates from the device's
+recording pool. The temporaries the recorded kernels use therefore keep their addresses for
+every replay, and no allocation outside the recordings is ever handed those blocks. Every
+recording of a device shares that one pool (and that one stream, whose free lists CuPy keeps
+apart per stream): replays all run on the compute stream, one after another, so the
+temporaries of one recording are free again when the next starts, and the pool holds the
+largest need of any recording rather than their sum. Replays are launched on the compute
+stream, so they are ordered after everything launched before them, as a kernel would be.
 
 Anything in ``run`` that waits for the device or copies to the host makes CUDA refuse the
 capture; then nothing ran, the reason is logged, and the caller runs ``run`` itself.
@@ -18,6 +21,7 @@ capture; then nothing ran, the reason is logged, and the caller runs ``run`` its
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -25,10 +29,7 @@ _LOG = logging.getLogger("mxkit_cuda.graphs")
 
 
 class Recording:
-    """A captured CUDA graph with the memory pool its kernels' temporaries live in.
-
-    Calling it launches the graph on the compute stream.
-    """
+    """A captured CUDA graph, replayed by calling it (on the compute stream)."""
 
     def __init__(self, graph: Any, pool: Any, compute_stream: Any) -> None:
         self._graph = graph
@@ -38,24 +39,35 @@ class Recording:
     def __call__(self) -> None:
         self._graph.launch(self._compute_stream)
 
+
+class Recorder:
+    """The capturing stream and the memory pool of one device's recordings (see the module's notes)."""
+
+    def __init__(self, device: Any, compute_stream: Any) -> None:
+        import cupy
+
+        self._device = device
+        self._compute_stream = compute_stream
+        with device:
+            self._stream = cupy.cuda.Stream(non_blocking=True)
+        self.pool = cupy.cuda.MemoryPool()
+        self._lock = threading.Lock()  # one capture at a time on the one stream
+
     @property
     def nbytes(self) -> int:
-        """Device bytes the recording holds for its kernels' temporaries."""
-        return int(self._pool.total_bytes())
+        """Device bytes the recordings hold for their kernels' temporaries."""
+        return int(self.pool.total_bytes())
 
+    def record(self, run: Callable[[], None]) -> Recording | None:
+        """Capture the kernels ``run`` launches (nothing executes); None when CUDA refused.
 
-def record(device: Any, compute_stream: Any, run: Callable[[], None]) -> Recording | None:
-    """Capture the kernels ``run`` launches on ``device`` (nothing executes); None when CUDA refused.
+        The capture uses CUDA's relaxed mode, which lets the pool grow (``cudaMalloc``) while
+        capturing; other threads keep launching on their own streams meanwhile.
+        """
+        import cupy
 
-    The capture uses CUDA's relaxed mode, which lets the recording's pool grow (``cudaMalloc``)
-    while capturing; other threads keep launching on their own streams meanwhile.
-    """
-    import cupy
-
-    with device:
-        pool = cupy.cuda.MemoryPool()
-        stream = cupy.cuda.Stream(non_blocking=True)
-        with stream, cupy.cuda.using_allocator(pool.malloc):
+        stream = self._stream
+        with self._lock, self._device, stream, cupy.cuda.using_allocator(self.pool.malloc):
             stream.begin_capture()
             try:
                 run()
@@ -69,7 +81,7 @@ def record(device: Any, compute_stream: Any, run: Callable[[], None]) -> Recordi
             except Exception as exc:  # the capture was invalidated by a call CUDA cannot record
                 _LOG.info("kernels not recorded (they run one by one): %s: %s", type(exc).__name__, exc)
                 return None
-    return Recording(graph, pool, compute_stream)
+        return Recording(graph, self.pool, self._compute_stream)
 
 
 def _end_abandoned(stream: Any) -> None:

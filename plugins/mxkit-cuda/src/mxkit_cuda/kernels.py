@@ -13,14 +13,27 @@ from typing import Any
 from mxkit.ndarray.kernels import get_op
 
 
+@functools.cache
+def _relu_kernel() -> Any:
+    import cupy
+
+    # max(x, 0) with NaN kept, as numpy's maximum. An ElementwiseKernel, not cupy.maximum: a
+    # ufunc copies an input that shares memory with its output first, and the memory plan
+    # often runs relu in place
+    return cupy.ElementwiseKernel("T x", "T y", "y = (x > (T)0 || x != x) ? x : (T)0", "mxkit_relu")
+
+
 def relu(xp: Any, inputs: list, outputs: list, params: dict) -> None:
-    xp.maximum(inputs[0], 0, out=outputs[0], casting="unsafe")
+    if inputs[0].dtype == outputs[0].dtype:
+        _relu_kernel()(inputs[0], outputs[0])
+    else:
+        xp.maximum(inputs[0], 0, out=outputs[0], casting="unsafe")
 
 
 def activation(xp: Any, inputs: list, outputs: list, params: dict) -> None:
     # relu straight into the output: the generic kernel computes into a temporary and copies it
     if params["act_type"] == "relu" and inputs[0].dtype == outputs[0].dtype:
-        xp.maximum(inputs[0], 0, out=outputs[0])
+        _relu_kernel()(inputs[0], outputs[0])
         return
     get_op("Activation").kernel(xp, inputs, outputs, params)
 
@@ -98,6 +111,18 @@ def _pooling_backward(xp: Any, inputs: list, outputs: list, params: dict) -> Non
     cudnn_pooling.backward(xp, g, params, out_grad, data, output, outputs[0])
 
 
+def _fully_connected(xp: Any, inputs: list, outputs: list, params: dict) -> None:
+    from mxkit_cuda.convolution import fully_connected
+
+    fully_connected(xp, inputs, outputs, params)
+
+
+def _fully_connected_backward(xp: Any, inputs: list, outputs: list, params: dict) -> None:
+    from mxkit_cuda.convolution import fully_connected_backward
+
+    fully_connected_backward(xp, inputs, outputs, params)
+
+
 def _fused_elemwise(xp: Any, inputs: list, outputs: list, params: dict) -> None:
     from mxkit_cuda.fused import fused_elemwise
 
@@ -113,6 +138,8 @@ KERNELS = {
     "Activation": activation,
     "_backward_relu": relu_backward,
     "erf": erf,
+    "FullyConnected": _fully_connected,
+    "_backward_FullyConnected": _fully_connected_backward,
     "Pooling": _pooling,
     "_backward_Pooling": _pooling_backward,
     "BatchNorm": _batchnorm,
