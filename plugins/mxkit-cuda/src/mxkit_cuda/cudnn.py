@@ -27,6 +27,8 @@ from typing import Any
 from mxkit.core import config
 from mxkit.core.errors import DeviceError
 
+from mxkit_cuda import graphs
+
 DATA_TYPES = {"float32": 0, "float64": 1, "float16": 2}
 _CROSS_CORRELATION = 1
 _NCHW = 0
@@ -258,10 +260,59 @@ def scalars(dtype: Any) -> tuple[Any, Any]:
     return ctypes.byref(kind(1.0)), ctypes.byref(kind(0.0))
 
 
+class _Workspace:
+    """The scratch buffer every cuDNN call of one device uses, grown to the largest need.
+
+    One buffer, not one per call: every call runs on the device's compute stream (or is
+    recorded and later replayed there), so calls never use it at the same time, and the
+    device holds one workspace however many convolutions a network has, and however many
+    CUDA graphs record them (each would otherwise keep its own in its memory pool). A buffer
+    outgrown after a graph has been recorded may be what that graph uses: it is kept, not freed.
+    """
+
+    def __init__(self) -> None:
+        self.buffer: Any = None
+        self.made_at_capture = 0  # graphs.captures_begun() when the buffer was made
+        self.kept: list[Any] = []
+        self.lock = threading.Lock()
+
+    def view(self, nbytes: int) -> Any:
+        import cupy
+
+        buffer = self.buffer
+        if buffer is not None and buffer.nbytes >= nbytes:
+            return buffer
+        with self.lock:
+            if self.buffer is None or self.buffer.nbytes < nbytes:
+                if self.buffer is not None and graphs.captures_begun() != self.made_at_capture:
+                    self.kept.append(self.buffer)  # a recording may launch kernels that use it
+                self.made_at_capture = graphs.captures_begun()
+                self.buffer = cupy.empty(max(nbytes, 1), dtype=cupy.uint8)
+            return self.buffer
+
+    @property
+    def nbytes(self) -> int:
+        return sum(b.nbytes for b in (self.buffer, *self.kept) if b is not None)
+
+
+_workspaces: dict[int, _Workspace] = {}
+
+
 def _workspace(nbytes: int) -> Any:
     import cupy
 
-    return cupy.empty(max(nbytes, 1), dtype=cupy.uint8)
+    device = cupy.cuda.runtime.getDevice()
+    workspace = _workspaces.get(device)
+    if workspace is None:
+        with _lock:
+            workspace = _workspaces.setdefault(device, _Workspace())
+    return workspace.view(nbytes)
+
+
+def workspace_bytes(device: int) -> int:
+    """Bytes of the cuDNN workspace of ``device`` (0 before its first cuDNN call)."""
+    workspace = _workspaces.get(device)
+    return workspace.nbytes if workspace is not None else 0
 
 
 def pointer(array: Any) -> ctypes.c_void_p:

@@ -26,6 +26,13 @@ from collections.abc import Callable
 from typing import Any
 
 _LOG = logging.getLogger("mxkit_cuda.graphs")
+_captures_begun = 0
+
+
+def captures_begun() -> int:
+    """How many captures have begun in this process (a buffer made before the latest one may be
+    used by a recording: its owner must not free it)."""
+    return _captures_begun
 
 
 class Recording:
@@ -66,8 +73,10 @@ class Recorder:
         """
         import cupy
 
+        global _captures_begun
         stream = self._stream
         with self._lock, self._device, stream, cupy.cuda.using_allocator(self.pool.malloc):
+            _captures_begun += 1
             stream.begin_capture()
             try:
                 run()
