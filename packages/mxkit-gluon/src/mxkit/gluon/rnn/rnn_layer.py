@@ -293,7 +293,15 @@ class RNN(_RNNLayer):
 
 
 class LSTM(_RNNLayer):
-    __doc__ = "Long short-term memory over a sequence (two states: hidden and cell)." + _COMMON_DOC
+    __doc__ = ("Long short-term memory over a sequence (two states: hidden and cell)." + _COMMON_DOC + """
+    projection_size : int, optional
+        LSTMP: project each hidden state to this many units (``r = W_h2r h``, parameters
+        ``{l|r}{layer}_h2r_weight`` of shape ``(projection_size, hidden_size)``); the output and
+        the hidden state then have ``projection_size`` units per direction, the cell state
+        ``hidden_size``.
+    h2r_weight_initializer : Initializer, optional
+        The initializer of the projection weights.
+""")
 
     def __init__(self, hidden_size: int, num_layers: int = 1, layout: str = "TNC", dropout: float = 0,
                  bidirectional: bool = False, input_size: int = 0, i2h_weight_initializer: Any = None,
