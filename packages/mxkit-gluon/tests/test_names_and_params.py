@@ -224,7 +224,7 @@ def test_row_sparse_parameters_are_read_by_rows_through_a_trainer(tmp_path):
     np.testing.assert_array_equal(picked.asnumpy(), value)
     assert not value[[1, 2, 4]].any() and value[[0, 3]].all()
     assert rows.var().attr("__storage_type__") == "1"
-    # saved dense (as MXNet's loader reads any storage); loads into a dense parameter too
+    # saved as a row_sparse record (as MXNet saves it); loads into a dense parameter too
     params.save(str(tmp_path / "p.params"))
     dense = ParameterDict("net_")
     dense.get("dense", shape=(4, 3))

@@ -234,8 +234,10 @@ def test_bad_inputs_fail_clearly():
         rnn.GRU(0)
     with pytest.raises(GluonError, match="activation"):
         rnn.RNN(3, activation="sigmoid")
-    with pytest.raises(GluonError, match="projection"):
-        rnn.LSTM(3, projection_size=2)
+    with pytest.raises(GluonError, match="projection_size must be an int in"):
+        rnn.LSTM(3, projection_size=4)  # larger than the hidden state it projects
+    with pytest.raises(GluonError, match="state clipping"):
+        rnn.LSTM(3, state_clip_min=-1, state_clip_max=1)
     layer = rnn.LSTM(3)
     layer.initialize()
     with pytest.raises(GluonError, match="3 axes"):

@@ -262,7 +262,7 @@ def test_training_traces_do_not_outlive_their_outputs(nd):
 def test_unsupported_rnn_options_are_rejected(nd):
     size = rnn_param_size("lstm", 1, 2, 2)
     args = [nd.zeros((3, 1, 2)), nd.zeros((size,)), nd.zeros((1, 1, 2)), nd.zeros((1, 1, 2))]
-    with pytest.raises(ShapeError, match="projection_size=1 is not supported"):
-        nd.RNN(*args, mode="lstm", state_size=2, num_layers=1, projection_size=1)
+    with pytest.raises(ShapeError, match=r"lstm_state_clip_min=-1\.0 is not supported"):
+        nd.RNN(*args, mode="lstm", state_size=2, num_layers=1, lstm_state_clip_min=-1, lstm_state_clip_max=1)
     with pytest.raises(ShapeError, match=r"p=1.5 must be in \[0, 1\)"):
         nd.RNN(*args, mode="lstm", state_size=2, num_layers=1, p=1.5)

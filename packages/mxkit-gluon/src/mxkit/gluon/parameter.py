@@ -77,8 +77,9 @@ class Parameter:
     differentiable : bool
         ``False`` forces ``grad_req='null'`` (running statistics).
     stype : {'default', 'row_sparse'}
-        ``'row_sparse'``: the value is read by rows (:meth:`row_sparse_data`) and trained in
-        its Trainer's store.
+        ``'row_sparse'``: the value on each context is a ``RowSparseNDArray`` read by rows
+        (:meth:`row_sparse_data`, which pulls them from its Trainer's store), and the store
+        holds and trains the whole value, as MXNet's does.
     grad_stype : {'default', 'row_sparse'}
         ``'row_sparse'``: :meth:`grad` holds only the rows a batch touched, and the Trainer's
         optimizer updates only those rows (MXNet's lazy update).
@@ -94,9 +95,10 @@ class Parameter:
             if kind not in ("default", "row_sparse"):
                 raise StorageTypeError(f"Parameter {name!r}: {what} must be 'default' or 'row_sparse', "
                                        f"got {kind!r}")
-        #: MXNet's storage types. A row-sparse parameter is read by rows (row_sparse_data) as in
-        #: MXNet, its value kept dense; a row_sparse grad_stype makes the gradient a row_sparse
-        #: array holding the rows a batch touched, which the Trainer's optimizer updates lazily
+        #: MXNet's storage types. A row-sparse parameter's arrays are RowSparseNDArrays (every row
+        #: after initialisation, the rows last pulled after row_sparse_data); its Trainer's store
+        #: holds the whole value. A row_sparse grad_stype makes the gradient a row_sparse array
+        #: holding the rows a batch touched, which the Trainer's optimizer updates lazily
         self._stype = stype
         self._grad_stype = grad_stype
         self.name = name
@@ -234,8 +236,14 @@ class Parameter:
         """Give the parameter ``data`` on every context: copies, except that an array made here for
         the purpose (``owned``) serves its own context itself (a parameter-sized copy less)."""
         self._ctx_list = list(contexts)
-        self._data = [data.astype(self.dtype, copy=False) if owned and ctx == data.context
-                      else data.copyto(ctx).astype(self.dtype, copy=False) for ctx in contexts]
+        if self._stype == "row_sparse":
+            # every row, on every context (MXNet initialises a row_sparse array in full)
+            dense = data.tostype("default") if getattr(data, "stype", "default") != "default" else data
+            self._data = [dense.copyto(ctx).astype(self.dtype, copy=False).tostype("row_sparse")
+                          for ctx in contexts]
+        else:
+            self._data = [data.astype(self.dtype, copy=False) if owned and ctx == data.context
+                          else data.copyto(ctx).astype(self.dtype, copy=False) for ctx in contexts]
         self.version += 1
         self._init_grad()
 
@@ -294,41 +302,55 @@ class Parameter:
                              f"row_sparse_data(row_id) (the rows a batch uses), not {what}()")
 
     def _arrays(self) -> list[Any]:
-        """The (dense) values on every context, whatever the storage type (for the Trainer)."""
+        """The arrays on every context, whatever the storage type (for the Trainer)."""
         return list(self._check_initialized())
 
     def row_sparse_data(self, row_id: Any) -> Any:
-        """The rows ``row_id`` of a ``stype='row_sparse'`` parameter, as a row-sparse array on
-        ``row_id``'s context (MXNet pulls them through the Trainer, which must exist)."""
-        return self._rows(row_id, [row_id.context])[0]
+        """The rows ``row_id`` of a ``stype='row_sparse'`` parameter on ``row_id``'s context.
+
+        The rows are pulled from the store of the parameter's Trainer (which must exist) into
+        the parameter's array on that context, which is returned: a ``RowSparseNDArray`` that
+        holds those rows (other rows read as 0) and whose gradient is the parameter's.
+
+        Parameters
+        ----------
+        row_id : NDArray
+            The row ids (any shape; repeats are allowed).
+        """
+        return self._pull_rows(row_id, [getattr(row_id, "context", None)])[0]
 
     def list_row_sparse_data(self, row_id: Any) -> list[Any]:
-        """:meth:`row_sparse_data` on every context of the parameter."""
-        return self._rows(row_id, self.list_ctx())
+        """:meth:`row_sparse_data` on every context of the parameter, in :meth:`list_ctx` order."""
+        return self._pull_rows(row_id, self.list_ctx())
 
-    def _rows(self, row_id: Any, contexts: list[Any]) -> list[Any]:
-        from mxkit.ndarray import sparse
+    def _pull_rows(self, row_id: Any, contexts: list[Any]) -> list[Any]:
+        from mxkit.ndarray import NDArray
 
         if self._stype != "row_sparse":
             raise GluonError(f"parameter {self.name!r} has storage type {self._stype!r}: read it with data(), "
                              f"row_sparse_data() is for stype='row_sparse'")
+        if not isinstance(row_id, NDArray):
+            raise GluonError(f"parameter {self.name!r}: row_id must be an NDArray of row ids, got "
+                             f"{type(row_id).__name__}")
         if self._trainer is None:
             raise GluonError(f"cannot read rows of parameter {self.name!r}: no Trainer was created with it (rows "
                              f"are pulled through the Trainer's store); create the gluon.Trainer first")
+        self._check_initialized()
+        indices = [self._ctx_index(ctx) for ctx in contexts]  # (row_sparse_data: row_id's context)
+        for index in indices:
+            self._replace_array(index, self._trainer._row_sparse_pull(self, self._data[index].context, row_id))
+        return [self._data[index] for index in indices]
+
+    def _replace_array(self, index: int, array: Any) -> None:
+        """Make ``array`` the value on context ``index``, a variable whose gradient is the
+        parameter's (a loss computed from the rows differentiates the parameter, as MXNet's
+        row-sparse weight is)."""
         from mxkit.ndarray import autograd
 
-        self._trainer._ready()
-        data = self._check_initialized()
-        rows = []
-        for ctx in contexts:
-            index = self._ctx_index(ctx)
-            picked = sparse.retain(data[index].tostype("row_sparse"), row_id.as_in_context(ctx))
-            if self._grad is not None:
-                # the rows read are a variable whose gradient is this parameter's, as MXNet's
-                # row-sparse weight is: a loss computed from them differentiates the parameter
-                autograd.mark_variables([picked], [self._grad[index]], self._grad_req)
-            rows.append(picked)
-        return rows
+        self._data[index] = array
+        if self._grad is not None:
+            autograd.mark_variables([array], [self._grad[index]], self._grad_req)
+        self.version += 1
 
     def data(self, ctx: Any = None) -> Any:
         """The value on ``ctx`` (the current context by default; the only one when there is one)."""
@@ -385,6 +407,17 @@ class Parameter:
             init, contexts, default_init, _ = self._deferred_init
             self._deferred_init = (init, contexts, default_init, data)
             return
+        trainer = self._trainer
+        if trainer is not None and trainer._kv_initialized and trainer._update_on_kvstore \
+                and self not in trainer._params_to_init:
+            # MXNet's rule: the store holds the weights, so it is made anew from the new values
+            trainer._reset_kvstore()
+        if self._stype == "row_sparse":
+            dense = data.tostype("default") if getattr(data, "stype", "default") != "default" else data
+            for index, target in enumerate(self._data):
+                value = dense.copyto(target.context).astype(self.dtype, copy=False).tostype("row_sparse")
+                self._replace_array(index, value)
+            return
         for target in self._data:
             target[:] = data.as_in_context(target.context).astype(target.dtype, copy=False)
 
@@ -408,7 +441,8 @@ class Parameter:
         """Move the parameter to other contexts, keeping its value."""
         contexts = _contexts(ctx)
         if self._data is not None:
-            value = self._data[0]
+            # a row_sparse parameter's arrays may hold only the rows last pulled: take them all
+            value = self._reduce() if self._stype == "row_sparse" else self._data[0]
             self._init_impl(value, contexts)
         elif self._deferred_init is not None:
             init, _, default_init, data = self._deferred_init
@@ -449,10 +483,20 @@ class Parameter:
         return cached[1]
 
     def _reduce(self) -> Any:
-        """The value averaged over the contexts, on cpu (what ``save_parameters`` writes)."""
+        """The value averaged over the contexts, on cpu (what ``save_parameters`` writes); a
+        row_sparse parameter's every row, from its Trainer's store once that holds it (a
+        ``RowSparseNDArray``, saved as such, as MXNet saves it)."""
         from mxkit.core.context import cpu
 
         data = self._check_initialized()
+        if self._stype == "row_sparse":
+            trainer = self._trainer
+            if trainer is not None and trainer._kv_initialized and trainer._kvstore is not None \
+                    and self not in trainer._params_to_init:
+                from mxkit.ndarray import arange
+
+                return trainer._row_sparse_pull(self, cpu(), arange(0, self._shape[0], ctx=cpu(), dtype="int64"))
+            return data[0].copyto(cpu())  # no store yet: the arrays still hold every row
         total = data[0].copyto(cpu())
         for other in data[1:]:
             total = total + other.copyto(cpu())

@@ -221,6 +221,14 @@ class Trainer:
         if self._kvstore is not None and "dist" in str(self._kvstore.type):
             raise GluonError("a distributed KVStore cannot be reset: its servers hold the weights; load the "
                              "parameters before the first step instead")
+        if self._kvstore is not None:
+            # the new store starts from the parameters' arrays: a row_sparse parameter's hold only
+            # the rows last pulled, so they take every row from the old store first
+            for param in self._params:
+                if param.stype == "row_sparse" and param.is_initialized and param not in self._params_to_init:
+                    from mxkit.ndarray import arange
+
+                    param.list_row_sparse_data(arange(0, param.shape[0], dtype="int64"))
         self._kv_initialized = False
         self._kvstore = None
         self._distributed = False
@@ -238,8 +246,26 @@ class Trainer:
             if self._kvstore is not None:
                 index = self._param2idx[param.name]
                 arrays = param._arrays()
-                self._kvstore.broadcast(index, arrays[0], out=arrays, priority=-index)
+                if param.stype == "row_sparse":
+                    # the store holds the whole value; devices pull the rows they use
+                    self._kvstore.init(index, arrays[0])
+                else:
+                    self._kvstore.broadcast(index, arrays[0], out=arrays, priority=-index)
         self._params_to_init = waiting
+
+    def _row_sparse_pull(self, param: Parameter, ctx: Any, row_id: Any) -> Any:
+        """The rows ``row_id`` of row_sparse ``param`` from the store, as a new row-sparse array
+        on ``ctx`` (the store and its values are made first if need be)."""
+        from mxkit.ndarray import sparse
+
+        self._ready()
+        if self._kvstore is None:  # pragma: no cover - _init_kvstore refuses row_sparse weights without one
+            raise SparseWeightStoreError(f"parameter {param.name!r}: its rows are pulled from a store, and the "
+                                         f"Trainer has none")
+        index = self._param2idx[param.name]
+        out = sparse.zeros("row_sparse", param.shape, ctx=ctx, dtype=param.dtype)
+        self._kvstore.row_sparse_pull(index, out=out, row_ids=row_id.as_in_context(ctx), priority=-index)
+        return out
 
     def _ready(self) -> None:
         if not self._kv_initialized:
@@ -299,7 +325,10 @@ class Trainer:
             if self._kvstore is not None and param.grad_stype == "row_sparse":
                 self._reduce_row_sparse(index, param, grads)
             elif self._kvstore is not None:
-                if self._update_on_kvstore:
+                if self._update_on_kvstore and param.stype == "row_sparse":
+                    # the store updates the weights; devices pull the rows they use next
+                    self._kvstore.push(index, grads, priority=-index)
+                elif self._update_on_kvstore:
                     self._kvstore.pushpull(index, grads, out=param._arrays(), priority=-index)
                 else:
                     self._kvstore.pushpull(index, grads, priority=-index)
@@ -320,7 +349,8 @@ class Trainer:
 
         self._kvstore.push(index, grads, priority=-index)
         if self._update_on_kvstore:
-            self._kvstore.pull(index, out=param._arrays(), priority=-index)
+            if param.stype == "default":  # a row_sparse weight's rows are pulled when read
+                self._kvstore.pull(index, out=param._arrays(), priority=-index)
             return
         sums = [zeros(g.shape, ctx=g.context, dtype=g.dtype) for g in grads]
         self._kvstore.pull(index, out=sums, priority=-index)

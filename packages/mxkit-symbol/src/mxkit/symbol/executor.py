@@ -22,6 +22,7 @@ from mxkit.core.errors import MXKitError, ShapeError
 from mxkit.symbol.exec_graph import ExecGraph, build_exec_graph
 from mxkit.symbol.graph import Entry, Node
 from mxkit.symbol.infer import key
+from mxkit.symbol.monitor_names import monitor_input_names
 from mxkit.symbol.recording import PhaseRecording
 
 
@@ -534,8 +535,9 @@ class Executor:
                 continue
             if self._monitor_all:
                 # as MXNet names them: a variable input under its own name (not for an op hook),
-                # then every input as "<node>_<argument>" (conv_data, conv_weight)
-                names = list(node.op.list_inputs(node.params)) + list(node.op.list_aux(node.params))
+                # then every input as "<node>_<argument>" (conv_data, conv_weight), or
+                # "<node>_input<i>" for the operators that register no argument names (relu)
+                names = monitor_input_names(node.op, node.params)
                 for position, entry in enumerate(node.inputs):
                     value = self._arrays[key(entry)]
                     if entry.node.is_variable and not op_names:

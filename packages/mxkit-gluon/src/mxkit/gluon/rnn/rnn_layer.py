@@ -6,6 +6,10 @@ order (all weights layer by layer, direction by direction, ``i2h`` before ``h2h`
 biases in the same order). ``save_parameters`` writes MXNet's structural names
 (``_unfused.0.l_cell.i2h_weight`` for a bidirectional layer, ``_unfused.0.i2h_weight``
 otherwise), so files go both ways between MXNet and mxkit.
+
+``LSTM(projection_size=P)`` is an LSTMP (as ``contrib.rnn.LSTMPCell``): each layer-direction
+also has ``h2r_weight (P, H)``, packed after its ``h2h_weight``; the output and the hidden
+state have ``P`` units, the cell state ``H``.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from mxkit.gluon.parameter import GluonError
 from mxkit.gluon.rnn.rnn_cell import make_state
 
 _GATES = {"rnn_relu": 1, "rnn_tanh": 1, "lstm": 4, "gru": 3}
-_KEY = re.compile(r"(l|r)(\d+)_(i2h|h2h)_(weight|bias)\Z")
+_KEY = re.compile(r"(l|r)(\d+)_(i2h|h2h|h2r)_(weight|bias)\Z")
 
 
 class _RNNLayer(HybridBlock):
@@ -41,12 +45,17 @@ class _RNNLayer(HybridBlock):
             raise GluonError(f"{name}: num_layers must be a positive int, got {num_layers!r}")
         if not 0 <= dropout < 1:
             raise GluonError(f"{name}: dropout must be in [0, 1), got {dropout!r}")
-        unsupported = {"projection_size": projection_size, "lstm_state_clip_min": lstm_state_clip_min,
-                       "lstm_state_clip_max": lstm_state_clip_max}
+        unsupported = {"lstm_state_clip_min": lstm_state_clip_min, "lstm_state_clip_max": lstm_state_clip_max}
         for key, value in unsupported.items():
             if value:
                 raise GluonError(f"{name}({key}={value!r}) is not supported: the RNN operator has no LSTM "
-                                 f"projection or state clipping; leave it None")
+                                 f"state clipping; leave it None")
+        projection_size = projection_size or None  # MXNet's rule: 0 means no projection
+        if projection_size is not None and (not isinstance(projection_size, int) or mode != "lstm"
+                                            or not 0 < projection_size <= hidden_size):
+            raise GluonError(f"{name}: projection_size must be an int in [1, hidden_size={hidden_size}] for an "
+                             f"LSTM, got {projection_size!r}")
+        self._projection_size = projection_size
         if use_sequence_length:
             raise GluonError(f"{name}(use_sequence_length=True) is not supported by the RNN operator; pad the "
                              f"sequences, or unroll the cells with valid_length")
@@ -63,14 +72,23 @@ class _RNNLayer(HybridBlock):
                               "h2h_weight_initializer": h2h_weight_initializer,
                               "i2h_bias_initializer": i2h_bias_initializer,
                               "h2h_bias_initializer": h2h_bias_initializer}
-        rows, inputs = self._gates * hidden_size, input_size
+        self._h2r_weight_initializer = h2r_weight_initializer
+        rows, inputs, width = self._gates * hidden_size, input_size, self._output_width()
         for layer in range(num_layers):
             for direction in "lr"[: self._dir]:
+                # MXNet's order of registration (it decides the order of initialisation too)
                 self._register_param(f"{direction}{layer}_i2h_weight", (rows, inputs), i2h_weight_initializer)
-                self._register_param(f"{direction}{layer}_h2h_weight", (rows, hidden_size), h2h_weight_initializer)
+                self._register_param(f"{direction}{layer}_h2h_weight", (rows, width), h2h_weight_initializer)
                 self._register_param(f"{direction}{layer}_i2h_bias", (rows,), i2h_bias_initializer)
                 self._register_param(f"{direction}{layer}_h2h_bias", (rows,), h2h_bias_initializer)
-            inputs = hidden_size * self._dir
+                if projection_size:
+                    self._register_param(f"{direction}{layer}_h2r_weight", (projection_size, hidden_size),
+                                         h2r_weight_initializer)
+            inputs = width * self._dir
+
+    def _output_width(self) -> int:
+        """Units of each direction's output and hidden state: the projection's, else ``hidden_size``."""
+        return self._projection_size or self._hidden_size
 
     def _register_param(self, name: str, shape: tuple, init: Any) -> None:
         param = self.params.get(name, shape=shape, init=init, allow_deferred_init=True, dtype=self._dtype)
@@ -87,6 +105,12 @@ class _RNNLayer(HybridBlock):
                   "lstm": lambda **kw: rnn_cell.LSTMCell(self._hidden_size, **kw),
                   "gru": lambda **kw: rnn_cell.GRUCell(self._hidden_size, **kw)}
         make = makers[self._mode]
+        if self._projection_size:
+            from mxkit.gluon.contrib.rnn.rnn_cell import LSTMPCell
+
+            def make(**kw: Any) -> Any:
+                return LSTMPCell(self._hidden_size, self._projection_size,
+                                 h2r_weight_initializer=self._h2r_weight_initializer, **kw)
         stack = rnn_cell.HybridSequentialRNNCell(prefix=self.prefix, params=self.params)
         with stack.name_scope():
             inputs = self._input_size
@@ -99,7 +123,7 @@ class _RNNLayer(HybridBlock):
                     stack.add(make(prefix=f"l{layer}_", **kwargs))
                 if self._dropout > 0 and layer != self._num_layers - 1:
                     stack.add(rnn_cell.DropoutCell(self._dropout))
-                inputs = self._hidden_size * self._dir
+                inputs = self._output_width() * self._dir
         return stack
 
     def _alias(self) -> str:
@@ -130,10 +154,12 @@ class _RNNLayer(HybridBlock):
         return result
 
     def state_info(self, batch_size: int = 0) -> list[dict]:
-        """The shape ``(num_layers * directions, batch, hidden)`` and layout of each state."""
-        shape = (self._num_layers * self._dir, batch_size, self._hidden_size)
-        count = 2 if self._mode == "lstm" else 1
-        return [{"shape": shape, "__layout__": "LNC", "dtype": self._dtype} for _ in range(count)]
+        """The shape ``(num_layers * directions, batch, units)`` and layout of each state (an
+        LSTM's hidden state has ``projection_size`` units when it projects, its cell state
+        ``hidden_size``)."""
+        widths = [self._output_width(), self._hidden_size] if self._mode == "lstm" else [self._hidden_size]
+        return [{"shape": (self._num_layers * self._dir, batch_size, width), "__layout__": "LNC",
+                 "dtype": self._dtype} for width in widths]
 
     def cast(self, dtype: Any) -> None:
         super().cast(dtype)
@@ -163,7 +189,7 @@ class _RNNLayer(HybridBlock):
         for layer in range(self._num_layers):
             for direction in "lr"[: self._dir]:
                 getattr(self, f"{direction}{layer}_i2h_weight").shape = (self._gates * self._hidden_size, width)
-            width = self._hidden_size * self._dir
+            width = self._output_width() * self._dir
 
     def __call__(self, inputs: Any, states: Any = None, sequence_length: Any = None) -> Any:
         from mxkit import ndarray
@@ -196,30 +222,33 @@ class _RNNLayer(HybridBlock):
                 for state, info in zip(states, self.state_info(batch)):
                     if tuple(state.shape) != info["shape"]:
                         raise GluonError(f"{type(self).__name__}: a state has shape {tuple(state.shape)}, expected "
-                                         f"{info['shape']} (num_layers * directions, batch, hidden_size)")
+                                         f"{info['shape']} (num_layers * directions, batch, units); see "
+                                         f"state_info()")
             output, new_states = super().__call__(inputs, list(states))
         return output if skip_states else (output, list(new_states))
 
     def _zero_states(self, F: Any, inputs: Any) -> list[Any]:
-        # (1, N, 1) zeros from the time-major input, broadcast to (L*D, N, H)
-        column = F.slice_axis(F.slice_axis(inputs, axis=0, begin=0, end=1), axis=2, begin=0, end=1)
-        zero = F.broadcast_axis(F.zeros_like(column), axis=(0, 2), size=(self._num_layers * self._dir,
-                                                                         self._hidden_size))
-        return [zero] * len(self.state_info())
+        # (1, N, 1) zeros from the time-major input, broadcast to (L*D, N, units)
+        column = F.zeros_like(F.slice_axis(F.slice_axis(inputs, axis=0, begin=0, end=1), axis=2, begin=0, end=1))
+        return [F.broadcast_axis(column, axis=(0, 2), size=(self._num_layers * self._dir, info["shape"][2]))
+                for info in self.state_info()]
 
     def hybrid_forward(self, F: Any, inputs: Any, states: Any = None, **params: Any) -> Any:
         if self._layout == "NTC":
             inputs = F.swapaxes(inputs, dim1=0, dim2=1)
         if states is None:
             states = self._zero_states(F, inputs)
+        kinds = ("i2h", "h2h", "h2r") if self._projection_size else ("i2h", "h2h")
         flat = [params[f"{direction}{layer}_{kind}_{what}"].reshape((-1,))
                 for what in ("weight", "bias")
                 for layer in range(self._num_layers)
                 for direction in "lr"[: self._dir]
-                for kind in ("i2h", "h2h")]
+                for kind in kinds
+                if what == "weight" or kind != "h2r"]
         packed = F.concat(*flat, dim=0)
         result = F.RNN(inputs, packed, *states, state_size=self._hidden_size, num_layers=self._num_layers,
-                       bidirectional=self._dir == 2, p=self._dropout, state_outputs=True, mode=self._mode)
+                       bidirectional=self._dir == 2, p=self._dropout, state_outputs=True, mode=self._mode,
+                       projection_size=self._projection_size)
         output = result[0]
         new_states = [result[1], result[2]] if self._mode == "lstm" else [result[1]]
         if self._layout == "NTC":
@@ -264,7 +293,15 @@ class RNN(_RNNLayer):
 
 
 class LSTM(_RNNLayer):
-    __doc__ = "Long short-term memory over a sequence (two states: hidden and cell)." + _COMMON_DOC
+    __doc__ = ("Long short-term memory over a sequence (two states: hidden and cell)." + _COMMON_DOC + """
+    projection_size : int, optional
+        LSTMP: project each hidden state to this many units (``r = W_h2r h``, parameters
+        ``{l|r}{layer}_h2r_weight`` of shape ``(projection_size, hidden_size)``); the output and
+        the hidden state then have ``projection_size`` units per direction, the cell state
+        ``hidden_size``.
+    h2r_weight_initializer : Initializer, optional
+        The initializer of the projection weights.
+""")
 
     def __init__(self, hidden_size: int, num_layers: int = 1, layout: str = "TNC", dropout: float = 0,
                  bidirectional: bool = False, input_size: int = 0, i2h_weight_initializer: Any = None,

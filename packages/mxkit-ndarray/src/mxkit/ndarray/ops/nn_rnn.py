@@ -6,6 +6,11 @@ Outputs ``output (T, N, D*H)`` and, with ``state_outputs``, the final ``state_ou
 ``statecell_output``). Dropout with probability ``p`` is applied to the outputs of every
 layer but the last, in training mode only.
 
+``projection_size=P`` (LSTM only, ``P <= H``) makes it an LSTMP: each layer's output and
+recurrent state is ``r = W_h2r h`` of ``P`` units, so ``output`` is ``(T, N, D*P)`` and ``state``
+is ``(L*D, N, P)`` while ``state_cell`` keeps ``H``. MXNet 1.9.1 runs it forward only on CPU
+(cuDNN on GPUs trains it); here forward and backward run everywhere.
+
 The backward operator needs the forward's gate activations (MXNet keeps them in a "reserve
 space"). The registry gives an operator no hidden outputs, so a training forward leaves its
 traces in a small table keyed by the address of its output buffer, with a copy of the output
@@ -35,7 +40,8 @@ _RNN_SCHEMA = schema([
     Param("state_outputs", "bool", False, doc="Whether the final states are outputs too."),
     Param("p", "float", 0.0, doc="Dropout probability on the outputs of every layer but the last (training)."),
     Param("use_sequence_length", "bool", False, doc="Not supported here: must be False."),
-    Param("projection_size", "int", None, optional=True, doc="Not supported here: must be None."),
+    Param("projection_size", "int", None, optional=True,
+          doc="LSTM only: the size P of the projected recurrent state r = W_h2r h (LSTMP)."),
     Param("lstm_state_clip_min", "float", None, optional=True, doc="Not supported here: must be None."),
     Param("lstm_state_clip_max", "float", None, optional=True, doc="Not supported here: must be None."),
     Param("lstm_state_clip_nan", "bool", False, doc="Not supported here: ignored."),
@@ -57,7 +63,8 @@ def _output_names(params: dict) -> tuple[str, ...]:
     return ("output", "state_output", "statecell_output") if params["mode"] == "lstm" else ("output", "state_output")
 
 
-def rnn_param_size(mode: str, num_layers: int, input_size: int, state_size: int, bidirectional: bool = False) -> int:
+def rnn_param_size(mode: str, num_layers: int, input_size: int, state_size: int, bidirectional: bool = False,
+                   projection_size: int | None = None) -> int:
     """Length of the packed ``parameters`` vector of an ``RNN`` operator with these sizes.
 
     Parameters
@@ -65,16 +72,20 @@ def rnn_param_size(mode: str, num_layers: int, input_size: int, state_size: int,
     mode : {'rnn_relu', 'rnn_tanh', 'lstm', 'gru'}
     num_layers, input_size, state_size : int
     bidirectional : bool
+    projection_size : int, optional
+        LSTM only: the projected state's size P.
 
     Returns
     -------
     int
         ``sum over layers l and directions of G*H*(in_l + H) + 2*G*H`` with G the gate count
-        (1, 1, 4, 3), ``in_0 = input_size`` and ``in_l = D*H`` after.
+        (1, 1, 4, 3), ``in_0 = input_size`` and ``in_l = D*H`` after; with a projection
+        ``G*H*(in_l + P) + 2*G*H + P*H`` and ``in_l = D*P``.
     """
     if mode not in rnn_math.GATES:
         raise MXKitError(f"RNN: unknown mode {mode!r}; expected one of {', '.join(rnn_math.GATES)}")
-    return rnn_math.packed_size(mode, num_layers, input_size, state_size, 2 if bidirectional else 1)
+    return rnn_math.packed_size(mode, num_layers, input_size, state_size, 2 if bidirectional else 1,
+                                projection_size)
 
 
 def _check_params(params: dict) -> None:
@@ -83,8 +94,15 @@ def _check_params(params: dict) -> None:
                          f"be positive")
     if not 0 <= params["p"] < 1:
         raise ShapeError(f"RNN: p={params['p']} must be in [0, 1): the dropout probability between layers")
+    projection = params["projection_size"]
+    if projection is not None:
+        if params["mode"] != "lstm":
+            raise ShapeError(f"RNN: projection_size={projection} is for mode='lstm' only (LSTMP), got "
+                             f"mode={params['mode']!r}; leave projection_size None")
+        if not 0 < projection <= params["state_size"]:
+            raise ShapeError(f"RNN: projection_size={projection} must be in [1, state_size={params['state_size']}]: "
+                             f"it projects the hidden state down")
     unsupported = {"use_sequence_length": params["use_sequence_length"] or None,
-                   "projection_size": params["projection_size"],
                    "lstm_state_clip_min": params["lstm_state_clip_min"],
                    "lstm_state_clip_max": params["lstm_state_clip_max"]}
     for name, value in unsupported.items():
@@ -93,21 +111,36 @@ def _check_params(params: dict) -> None:
                              f"default (pad sequences and mask with SequenceMask/SequenceLast instead)")
 
 
+def _recurrent_size(params: dict) -> int:
+    """The width of ``state`` and of each direction's output: ``P`` with a projection, else ``H``."""
+    return params["projection_size"] or params["state_size"]
+
+
 def _expected_sizes(params: dict, data: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The ``parameters`` and ``state`` shapes that ``data (T, N, C)`` implies."""
+    """The ``parameters`` and ``state`` shapes that ``data (T, N, C)`` implies (``state_cell``
+    has ``state_size`` as its last axis)."""
     if len(data) != 3:
         raise ShapeError(f"RNN: data shape {fmt(data)} must have 3 axes (sequence length T, batch N, features C), "
                          f"time-major; transpose (N, T, C) data with swapaxes(0, 1)")
     _, batch, features = data
     size = rnn_param_size(params["mode"], params["num_layers"], features, params["state_size"],
-                          params["bidirectional"])
-    state = (params["num_layers"] * _directions(params), batch, params["state_size"])
+                          params["bidirectional"], params["projection_size"])
+    state = (params["num_layers"] * _directions(params), batch, _recurrent_size(params))
     return (size,), state
+
+
+def _cell_shape(state: tuple[int, ...], params: dict) -> tuple[int, ...]:
+    return (*state[:2], params["state_size"])
 
 
 def _size_formula(params: dict, features: int) -> str:
     gates = rnn_math.GATES[params["mode"]]
-    hidden, directions = params["state_size"], _directions(params)
+    hidden, directions, projection = params["state_size"], _directions(params), params["projection_size"]
+    if projection:
+        return (f"mode=lstm with projection_size={projection}, num_layers={params['num_layers']}, "
+                f"bidirectional={params['bidirectional']}, state_size={hidden}, {features} input features: the sum "
+                f"over layers and directions of G*H*(in + P) + 2*G*H + P*H with G=4, H={hidden}, P={projection}, "
+                f"in={features} for layer 0 and in={directions * projection} after")
     return (f"mode={params['mode']} ({gates} gate{'s' if gates > 1 else ''}), num_layers={params['num_layers']}, "
             f"bidirectional={params['bidirectional']}, state_size={hidden}, {features} input features: "
             f"the sum over layers and directions of G*H*(in + H) + 2*G*H with G={gates}, H={hidden}, "
@@ -125,11 +158,13 @@ def _rnn_shape(params: dict, in_shapes: list) -> list:
     names = _input_names(params)
     for position in range(2, len(names)):
         got = tuple(in_shapes[position])
-        if len(got) != 3 or any(g and g != w for g, w in zip(got, state)):
-            raise ShapeError(f"RNN: {names[position]} has shape {got}, expected {state} "
-                             f"(num_layers * directions, batch, state_size)")
-    out = (data[0], data[1], _directions(params) * params["state_size"])
-    return [out] + [state] * (len(_output_names(params)) - 1)
+        want = state if position == 2 else _cell_shape(state, params)
+        if len(got) != 3 or any(g and g != w for g, w in zip(got, want)):
+            last = "projection_size" if position == 2 and params["projection_size"] else "state_size"
+            raise ShapeError(f"RNN: {names[position]} has shape {got}, expected {want} "
+                             f"(num_layers * directions, batch, {last})")
+    out = (data[0], data[1], _directions(params) * _recurrent_size(params))
+    return [out, state, _cell_shape(state, params)][:len(_output_names(params))]
 
 
 def rnn_input_shapes(params: dict, ins: list, outs: list) -> dict[int, tuple[int, ...]]:
@@ -138,9 +173,9 @@ def rnn_input_shapes(params: dict, ins: list, outs: list) -> dict[int, tuple[int
     if data is None or len(data) != 3 or not all(int(d) > 0 for d in data):
         return {}
     param_shape, state = _expected_sizes(params, tuple(int(d) for d in data))
-    found = {1: param_shape}
-    for position in range(2, len(_input_names(params))):
-        found[position] = state
+    found = {1: param_shape, 2: state}
+    if params["mode"] == "lstm":
+        found[3] = _cell_shape(state, params)
     return found
 
 
@@ -209,7 +244,8 @@ def _states(params: dict, inputs) -> tuple[Any, Any]:
 def _forward_stack(xp, params: dict, data, flat, h0_all, c0_all, training: bool, cell=None):
     """Runs every layer; returns (output, final h per layer-direction, final c, traces, dropout masks)."""
     mode, hidden, directions = params["mode"], params["state_size"], _directions(params)
-    layers = rnn_math.unpack(flat, mode, params["num_layers"], data.shape[2], hidden, directions)
+    layers = rnn_math.unpack(flat, mode, params["num_layers"], data.shape[2], hidden, directions,
+                             params["projection_size"])
     x = data
     final_h, final_c, traces, masks = [], [], [], []
     for layer, weights in enumerate(layers):
@@ -263,12 +299,13 @@ def rnn_backward_kernel(xp, inputs, outputs, params, cell: rnn_math.CellKernels 
     else:
         traces, masks = found
     mode, hidden, directions = params["mode"], params["state_size"], _directions(params)
-    num_layers = params["num_layers"]
+    num_layers, projection = params["num_layers"], params["projection_size"]
+    width = _recurrent_size(params)  # of each direction's output
     grad_flat = xp.zeros(flat.shape, dtype=flat.dtype)
-    weights = rnn_math.unpack(flat, mode, num_layers, data.shape[2], hidden, directions)
-    grads = rnn_math.unpack(grad_flat, mode, num_layers, data.shape[2], hidden, directions)
+    weights = rnn_math.unpack(flat, mode, num_layers, data.shape[2], hidden, directions, projection)
+    grads = rnn_math.unpack(grad_flat, mode, num_layers, data.shape[2], hidden, directions, projection)
     d_state = xp.zeros(h0.shape, dtype=h0.dtype)
-    d_cell = xp.zeros(h0.shape, dtype=h0.dtype) if mode == "lstm" else None
+    d_cell = xp.zeros(c0.shape, dtype=c0.dtype) if mode == "lstm" else None
     if params["state_outputs"]:
         d_state += heads[1]
         if mode == "lstm":
@@ -279,7 +316,7 @@ def rnn_backward_kernel(xp, inputs, outputs, params, cell: rnn_math.CellKernels 
         d_below = None
         for direction in range(directions):
             index = layer * directions + direction
-            d_out = d_x[:, :, direction * hidden:(direction + 1) * hidden]
+            d_out = d_x[:, :, direction * width:(direction + 1) * width]
             d_out = d_out if direction == 0 else d_out[::-1]
             d_c = d_cell[index] if d_cell is not None else None
             d_in, d_h0, d_c0 = rnn_math.run_backward(
