@@ -64,7 +64,9 @@ _probe: dict[str, Any] = {}
 
 def is_bfloat16(array: Any) -> bool:
     """Whether ``array`` is a numpy array of bfloat16 (``ml_dtypes``' dtype, named ``bfloat16``)."""
-    return isinstance(array, np.ndarray) and array.dtype.name == BFLOAT16
+    # kind first: ml_dtypes' dtypes are kind "V", and numpy builds ``dtype.name`` in Python on
+    # every read (microseconds; this is asked several times per operator call)
+    return isinstance(array, np.ndarray) and array.dtype.kind == "V" and array.dtype.name == BFLOAT16
 
 
 def availability() -> str | None:

@@ -23,14 +23,14 @@ def sum_to_shape(xp: Any, array: Any, shape: Sequence[int]) -> Any:
 
 def is_floating(dtype: Any) -> bool:
     """Whether ``dtype`` is a floating type: numpy's (kind ``f``) or ml_dtypes' bfloat16 (kind ``V`` to numpy)."""
-    return dtype.kind == "f" or dtype.name == "bfloat16"
+    return dtype.kind == "f" or (dtype.kind == "V" and dtype.name == "bfloat16")
 
 
 def lowest(xp: Any, dtype: Any) -> Any:
     """The lowest finite value of ``dtype`` (bfloat16's from ml_dtypes, whose type numpy's finfo does not know)."""
     if dtype.kind in "iu":
         return xp.iinfo(dtype).min
-    if dtype.name == "bfloat16":
+    if dtype.kind == "V" and dtype.name == "bfloat16":
         import ml_dtypes
 
         return ml_dtypes.finfo(dtype).min

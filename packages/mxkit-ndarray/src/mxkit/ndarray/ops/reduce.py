@@ -40,7 +40,7 @@ def _reduce_shape(name):
 def _accumulated(x):
     """``x``, widened to float32 when it is bfloat16: ml_dtypes' sums add in bfloat16 (a sum of 1000 ones is
     256); MXNet accumulates half-precision reductions in float32, and the result is rounded once when written."""
-    return x.astype("float32") if x.dtype.name == "bfloat16" else x
+    return x.astype("float32") if x.dtype.kind == "V" and x.dtype.name == "bfloat16" else x
 
 
 def _reduce_kernel(name, method):
