@@ -238,8 +238,7 @@ def start(store: Any, checked: list[tuple[Any, list[Any]]], outs: list[tuple[Any
     def write(answers: list[Any]) -> None:
         found, clocks = transfer.read_pull_answers(pulls, answers)
         for entry, target in zip(entries, targets):
-            value = found[(entry.key, 0)] if entry.whole else store._assemble(entry, found)
-            np.copyto(target.storage, value.reshape(target.storage.shape), casting="unsafe")
+            transfer.copy_into(target.storage, transfer.pulled_value(entry, found))
         store._clocks = [(entry.key, *clocks[entry.key]) for entry in entries]
 
     def finish(sent: tuple[list[Any], list[Any]], on_complete: Callable[..., None]) -> None:

@@ -668,17 +668,8 @@ class DistKVStore(KVStoreBase):
         self._clocks = [(entry.key, *clocks[entry.key]) for entry, _ in checked]
         if self._replicated:
             recovery.confirm(self, checked)
-        assemble = self._assemble
-        transfer.write_all([(found[(entry.key, 0)] if entry.whole else assemble(entry, found), outs)
-                            for entry, outs in checked])
-
-    def _assemble(self, entry: Key, found: dict[tuple[Any, int], np.ndarray]) -> np.ndarray:
-        if len(entry.parts) == 1 and entry.parts[0].whole:
-            return found[(entry.key, 0)]
-        flat = np.empty(entry.size, dtype=entry.dtype)
-        for part in entry.parts:
-            flat[part.start:part.stop] = found[(entry.key, part.index)]
-        return flat.reshape(entry.shape)
+        pulled_value = transfer.pulled_value
+        transfer.write_all([(pulled_value(entry, found), outs) for entry, outs in checked])
 
     def pushpull(self, key: Any, value: Any, out: Any = None, priority: int = 0) -> None:
         """Push ``value`` then pull into ``out`` (into ``value`` itself when ``out`` is None).
