@@ -8,6 +8,12 @@ once per server and keeps the connection; a request is one frame (:mod:`.frames`
 server answers each request with one frame, in order, so a worker can send its pushes
 without waiting and read their acknowledgements later.
 
+A call that touches several servers does not send to one after another: it queues its
+requests in an :class:`Outbox`, which writes them to every connection at once (one thread,
+each socket given what it takes when it can), and :func:`results` reads their answers in
+the order they arrive. A connection's frames keep their order, so the per-key order of
+pushes and pulls holds as with one request at a time.
+
 Every connection first proves that it belongs to the job (an HMAC challenge-response on
 the job's secret, :mod:`.auth`); a peer that cannot is closed before any of its bytes is
 read as a frame. A server serves each authenticated connection in its own thread (their
