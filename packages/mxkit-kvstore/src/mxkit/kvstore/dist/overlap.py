@@ -7,8 +7,9 @@ training loop: the caller's thread works out the rounds and routes (the store's
 bookkeeping, under its lock) and pushes **one asynchronous engine operation** that reads
 the value arrays and writes the out arrays. On an engine thread the operation sends one
 request per server carrying the pushes and the pulls (and the push that waited to ride
-along) and returns; the store's receiver thread waits for the answers, copies them into
-the out arrays and completes the operation (MXNet's ``PushAsync`` with ps-lite's
+along), written to every server at once (:class:`~.channel.Outbox`), and returns; the
+store's receiver thread waits for the answers (each server's as it comes), copies them
+into the out arrays and completes the operation (MXNet's ``PushAsync`` with ps-lite's
 callback), so no engine thread is held while the servers wait for other workers. The
 caller's thread never waits for backward, for the network or for the servers: it goes on
 to the next batch, and the engine runs the next forward as soon as the weights are
@@ -93,31 +94,55 @@ class Overlap:
         pending = getattr(engine(), "pending", None)
         return pending is not None and pending <= self.running
 
-    def sender(self, transmit: Callable[[], Any], finish: Callable[[Any, Callable[..., None]], None]
+    def sender(self, transmit: Callable[[], tuple[list[Any], list[Any]]], write: Callable[[list[Any]], None]
                ) -> Callable[[Callable[..., None]], None]:
         """The engine operation of a request that sends its frames on an engine thread.
 
         The operation calls ``transmit()``, which writes the request's frames and returns
-        what the answers are read from; once it has, the store's later frames may follow
-        (:meth:`all_sent`), and ``finish(sent, on_complete)`` runs on the receiver thread
-        (:meth:`receive`): it waits for the answers and completes the operation. A
-        ``transmit`` that raises fails the operation with its error, which the store keeps
-        (:attr:`failure`) for its next call.
+        ``(requests, acks)``, the pending pulls and the pushes that travelled with them; once
+        it has, the store's later frames may follow (:meth:`all_sent`), and the receiver
+        thread waits for the answers, has ``write(answers)`` put them into the out arrays and
+        completes the operation (:meth:`complete`). A ``transmit`` that raises fails the
+        operation with its error, which the store keeps (:attr:`failure`) for its next call.
         """
         self.sent = sent = threading.Event()
 
         def send(on_complete: Callable[..., None]) -> None:
             try:
-                requests = transmit()
+                requests, acks = transmit()
             except BaseException as exc:
                 self.failure = exc
                 sent.set()
                 on_complete(exc)
                 return
             sent.set()
-            self.receive(lambda: finish(requests, on_complete))
+            self.receive(lambda: self.complete(requests, acks, write, lambda: on_complete))
 
         return send
+
+    def complete(self, requests: list[Any], acks: list[Any], write: Callable[[list[Any]], None],
+                 completion: Callable[[], Callable[..., None]]) -> None:
+        """Wait for the answers of one engine-side request (``requests``, then the pushes
+        ``acks`` that travelled with it), have ``write(answers)`` put them into its out arrays,
+        and complete its operation with the error one of those steps met (on the receiver
+        thread). ``completion()`` gives the operation's completion once the engine lets it
+        write the out arrays."""
+        error: BaseException | None = None
+        try:
+            answers = channel.results(requests + acks)[:len(requests)]  # (each server's as it comes)
+        except BaseException as exc:
+            error = exc
+        on_complete = completion()
+        if error is None:
+            try:
+                write(answers)
+            except BaseException as exc:
+                error = exc
+        if error is not None:
+            self.failure = error
+            on_complete(error)
+            return
+        on_complete()
 
     def check_unfailed(self) -> None:
         """Refuse to send a request after an earlier one of the store failed (its error is
@@ -241,39 +266,11 @@ def start(store: Any, checked: list[tuple[Any, list[Any]]], outs: list[tuple[Any
             transfer.copy_into(target.storage, transfer.pulled_value(entry, found))
         store._clocks = [(entry.key, *clocks[entry.key]) for entry in entries]
 
-    def finish(sent: tuple[list[Any], list[Any]], on_complete: Callable[..., None]) -> None:
-        _complete(overlap, *sent, write, lambda: on_complete)
-
     # the out arrays are overwritten whole (an error one holds fails the operation: they count
     # as read too); a value that is also an out counts as written
     vars_read = [array.var for array in values] + [array.var for array in targets]
     vars_written = [array.var for array in targets] + [overlap.marker().var]
-    overlap.push(overlap.sender(transmit, finish), vars_read, vars_written, "kvstore.pushpull")
-
-
-def _complete(overlap: Overlap, requests: list[Any], acks: list[Any], write: Callable[[list[Any]], None],
-              completion: Callable[[], Callable[..., None]]) -> None:
-    """Wait for the answers of one engine-side request (``requests``, then the pushes
-    ``acks`` that travelled with it), have ``write(answers)`` put them into its out arrays,
-    and complete its operation with the error one of those steps met (on the receiver
-    thread). ``completion()`` gives the operation's completion once the engine lets it
-    write the out arrays."""
-    error: BaseException | None = None
-    try:
-        answers = channel.results(requests + acks)[:len(requests)]
-    except BaseException as exc:
-        error = exc
-    on_complete = completion()
-    if error is None:
-        try:
-            write(answers)
-        except BaseException as exc:
-            error = exc
-    if error is not None:
-        overlap.failure = error
-        on_complete(error)
-        return
-    on_complete()
+    overlap.push(overlap.sender(transmit, write), vars_read, vars_written, "kvstore.pushpull")
 
 
 def _send_batch_pushes(store: Any, deferred: Any, outbox: channel.Outbox) -> list[Any]:
@@ -341,14 +338,11 @@ def start_plan(store: Any, plan: Any, values: list[Any] | None, targets: list[An
         # readers (and after the earlier requests)
         requests, acks = transmit()  # (a failure to send is the caller's error)
         granted: queue.SimpleQueue[Callable[..., None]] = queue.SimpleQueue()
-        overlap.receive(lambda: _complete(overlap, requests, acks, write, granted.get))
+        overlap.receive(lambda: overlap.complete(requests, acks, write, granted.get))
         overlap.push(granted.put, vars_read, vars_written, name)
         return
 
-    def finish(sent: tuple[list[Any], list[Any]], on_complete: Callable[..., None]) -> None:
-        _complete(overlap, *sent, write, lambda: on_complete)
-
-    overlap.push(overlap.sender(transmit, finish), vars_read, vars_written, name)
+    overlap.push(overlap.sender(transmit, write), vars_read, vars_written, name)
 
 
 def _receiver(answers: queue.SimpleQueue[Callable[[], None]]) -> None:
