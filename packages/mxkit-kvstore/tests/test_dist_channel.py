@@ -4,6 +4,7 @@ connections, a dead server is named, and random push/pull sequences match a seri
 
 import socket
 import struct
+import threading
 import time
 
 import mxkit.ndarray as nd
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mxkit.core.errors import EngineError, KVStoreError
-from mxkit.kvstore.dist import auth, frames
+from mxkit.kvstore.dist import auth, channel, frames
 from mxkit.kvstore.dist.channel import ChannelLost, Connection
 from mxkit.kvstore.dist.server import ParameterServer
 
@@ -148,6 +149,160 @@ def test_a_dropped_connection_fails_waiting_requests_with_channel_lost(plain_ser
     connection.close()
 
 
+# -- requests to several servers at once -------------------------------------------------------
+
+
+def small_buffered_pairs(count):
+    """Connected socket pairs with small kernel buffers (a frame of a few MiB cannot fit in
+    them: the writer must wait for its reader), timeouts as a worker's connections have."""
+    pairs = [socket.socketpair() for _ in range(count)]
+    for ours, theirs in pairs:
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 16)
+        theirs.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 16)
+        ours.settimeout(10.0)
+        theirs.settimeout(10.0)
+    return pairs
+
+
+def test_frames_to_several_sockets_are_written_at_once_so_a_stalled_reader_holds_up_only_its_own():
+    pairs = small_buffered_pairs(2)
+    values = [np.arange(1 << 20, dtype=np.float32) * (index + 1) for index in range(2)]  # 4 MiB each
+    outgoing = []
+    for index, ((ours, _), value) in enumerate(zip(pairs, values, strict=True)):
+        item = frames.Outgoing(ours)
+        item.add({"frame": index}, [value])
+        outgoing.append(item)
+    received, second_read = {}, threading.Event()
+
+    def read(index):
+        if index == 0:  # the first reader takes nothing until the second has its whole frame:
+            second_read.wait(30.0)  # written one socket after the other, neither would finish
+        received[index] = frames.receive_frame(pairs[index][1])
+        if index == 1:
+            second_read.set()
+
+    readers = [threading.Thread(target=read, args=(index,)) for index in range(2)]
+    for reader in readers:
+        reader.start()
+    errors = frames.send_together(outgoing, 10.0)
+    for reader in readers:
+        reader.join(30.0)
+    assert errors == [None, None]
+    for index, value in enumerate(values):
+        header, arrays = received[index]
+        assert header["frame"] == index
+        np.testing.assert_array_equal(arrays[0], value)
+    for pair in pairs:
+        for sock in pair:
+            sock.close()
+
+
+def test_a_socket_that_fails_stops_only_its_own_frames():
+    pairs = small_buffered_pairs(3)
+    pairs[1][1].close()  # its reader is gone: writing to it fails
+    value = np.arange(1 << 19, dtype=np.float64)  # 4 MiB
+    outgoing = []
+    for ours, _ in pairs:
+        item = frames.Outgoing(ours)
+        item.add({"n": 1}, [value])
+        item.add({"n": 2}, [value[:3]])  # a socket's frames follow one another
+        outgoing.append(item)
+    received = {}
+
+    def read(index):
+        received[index] = [frames.receive_frame(pairs[index][1]) for _ in range(2)]
+
+    readers = [threading.Thread(target=read, args=(index,)) for index in (0, 2)]
+    for reader in readers:
+        reader.start()
+    errors = frames.send_together(outgoing, 10.0)
+    for reader in readers:
+        reader.join(30.0)
+    assert errors[0] is None and errors[2] is None
+    assert isinstance(errors[1], OSError)
+    for index in (0, 2):
+        (first, (big,)), (second, (small,)) = received[index]
+        assert (first["n"], second["n"]) == (1, 2)
+        np.testing.assert_array_equal(big, value)
+        np.testing.assert_array_equal(small, value[:3])
+    for pair in pairs:
+        for sock in pair:
+            sock.close()
+
+
+def two_plain_servers(num_workers=(1, 1)):
+    servers = []
+    for count in num_workers:
+        server = ParameterServer(0, num_workers=count, secret=SECRET)
+        server.configure(0, "sequential", {})
+        server.init([(("w", 0), np.zeros(3, np.float32))])
+        servers.append(server)
+    return servers, [Connection(index, server.channel_address, 10.0, SECRET) for index, server in enumerate(servers)]
+
+
+def close_all(servers, connections):
+    for connection in connections:
+        connection.close()
+    for server in servers:
+        server._channel.close()
+
+
+def test_an_outbox_sends_every_servers_requests_and_names_a_dropped_one():
+    servers, connections = two_plain_servers()
+    try:
+        for connection in connections:
+            connection.pull(0, 0, [(("w", 0), 0)], 5.0).result()  # connected
+        connections[0].sock.shutdown(socket.SHUT_RDWR)
+        one = np.ones(3, np.float32)
+        with pytest.raises(ChannelLost, match=r"push \(server 0\): the connection to server 0 at .* dropped"):
+            with channel.Outbox() as outbox:
+                pushes = [connection.push(0, 0, [(("w", 0), 0)], [one], outbox=outbox) for connection in connections]
+                assert not any(push.sent for push in pushes)  # queued: written when the block ends
+        assert pushes[0].done and isinstance(pushes[0].error, ChannelLost)
+        assert pushes[1].sent
+        values, _ = connections[1].pull(0, 0, [(("w", 0), 1)], 5.0).result()
+        np.testing.assert_array_equal(values[0], one)  # the other server got its push, once
+        assert servers[1].table.rounds(("w", 0)) == ([1], [1])
+        assert servers[0].table.rounds(("w", 0)) == ([0], [0])  # and the dropped one nothing
+        values, _ = connections[0].pull(0, 0, [(("w", 0), 0)], 5.0).result()  # reconnects
+        np.testing.assert_array_equal(values[0], np.zeros(3))
+    finally:
+        close_all(servers, connections)
+
+
+def test_answers_are_read_as_they_come_and_a_failed_one_is_raised_at_once():
+    # server 0 waits for a second worker before it answers; server 1 answers at once
+    servers, connections = two_plain_servers(num_workers=(2, 1))
+    try:
+        one = np.ones(3, np.float32)
+        with channel.Outbox() as outbox:
+            waits = connections[0].pull(0, 0, [(("w", 0), 1)], 30.0, [(("w", 0), 0)], [one], outbox=outbox)
+            answers = connections[1].pull(0, 0, [(("w", 0), 1)], 30.0, [(("w", 0), 0)], [one], outbox=outbox)
+        fails = connections[1].pull(0, 0, [(("never", 0), 0)], 30.0)
+        with pytest.raises(KVStoreError, match="before init"):
+            channel.results([waits, answers, fails])
+        assert answers.done and not waits.done  # read past server 0, which has not answered
+        servers[0].push_values(1, 0, [(("w", 0), 0)], [one * 2])  # the second worker's push
+        (values, _), (others, _) = channel.results([waits, answers])
+        np.testing.assert_array_equal(values[0], one * 3)
+        np.testing.assert_array_equal(others[0], one)
+    finally:
+        close_all(servers, connections)
+
+
+def test_an_answer_awaited_before_its_outbox_is_flushed_is_an_error_not_a_hang(plain_server):
+    connection = connect(plain_server)
+    plain_server.init([(("w", 0), np.zeros(2, np.float32))])
+    outbox = channel.Outbox()
+    pending = connection.pull(0, 0, [(("w", 0), 0)], 5.0, outbox=outbox)
+    with pytest.raises(KVStoreError, match="awaited before its request was sent"):
+        pending.result()
+    outbox.flush()
+    values, _ = pending.result()
+    np.testing.assert_array_equal(values[0], [0, 0])
+    connection.close()
+
+
 # -- over Ray ------------------------------------------------------------------------------
 
 
@@ -213,6 +368,66 @@ def test_a_dead_server_that_does_not_come_back_is_named_within_the_timeout(start
 
     (elapsed,) = workers(job, worker, timeout=5.0)
     assert elapsed < 5.0
+
+
+def _add_into(key, grad, weight):
+    weight[:] = weight + grad
+
+
+def _key_on(server, prefix):
+    """A key name that a 2-server job keeps whole on ``server``."""
+    from mxkit.kvstore.dist.sharding import ShardPlan
+
+    plan = ShardPlan(2, 50)
+    return next(f"{prefix}{n}" for n in range(1000) if plan.parts(f"{prefix}{n}", 4)[0].server == server)
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize(("overlap", "batch"), [(False, False), (True, False), (True, True)])
+def test_a_server_dead_before_a_call_to_both_fails_it_and_the_other_server_applied_it_once(start_job, overlap, batch):
+    """The call's frames go to both servers at once: the dead one fails the call with a
+    KVStoreError naming it, the live one applies its part of the pushes exactly once (a
+    cumulative updater: a loss or a second application would show), and the store goes on
+    serving the live server's keys."""
+    import mxkit.kvstore as kvstore
+    import ray
+    from mxkit.core import config
+
+    job = start_job(1, 2, bigarray_bound=50, max_restarts=0, allow_remote_code=True)
+    with config.override(kvstore_overlap=overlap, kvstore_batch=batch):
+        kv = kvstore.create("dist_sync", rank=0, num_workers=1, namespace=job.namespace, timeout=5.0,
+                            allow_remote_code=True)
+    kv.set_updater(_add_into)
+    keys = [_key_on(0, "live"), "split", _key_on(1, "dead")]
+    shapes = [(4,), (60,), (4,)]  # "split": 30 elements on each server
+    grads = [np.random.default_rng(i).integers(-9, 9, size=(4, *shape)).astype(np.float32)
+             for i, shape in enumerate(shapes)]
+    kv.init(keys, [nd.zeros(shape) for shape in shapes])
+    outs = [nd.zeros(shape) for shape in shapes]
+    for step in range(3):
+        kv.pushpull(keys, [nd.array(g[step]) for g in grads], out=outs)
+    for out, g in zip(outs, grads, strict=True):
+        np.testing.assert_array_equal(out.asnumpy(), g[:3].sum(axis=0))
+    address = ray.get(job.servers[1].channel_address.remote())
+    ray.kill(job.servers[1], no_restart=True)
+    _wait_until_ray_reports_dead(job.servers[1], within=30.0)
+    _wait_until_nothing_listens(address, within=30.0)
+    live = nd.zeros(shapes[0])
+    if overlap:  # the call returns at once; reading its outputs raises its error, then the store's next call
+        kv.pushpull(keys, [nd.array(g[3]) for g in grads], out=outs)
+        with pytest.raises(EngineError, match=r"kvstore\.pushpull.*server 1"):
+            outs[0].wait_to_read()
+        with pytest.raises(KVStoreError, match=r"server 1"):
+            kv.pull(keys[0], out=live)
+    else:
+        with pytest.raises(KVStoreError, match=r"server 1"):
+            kv.pushpull(keys, [nd.array(g[3]) for g in grads], out=outs)
+    kv.pull(keys[0], out=live)  # the store still serves the live server
+    np.testing.assert_array_equal(live.asnumpy(), grads[0].sum(axis=0))
+    # the live server's half of the split key: every push, the failed call's included, once
+    np.testing.assert_array_equal(ray.get(job.servers[0].value.remote(("split", 0))),
+                                  grads[1].sum(axis=0)[:30])
+    assert ray.get(job.servers[0].rounds.remote((keys[0], 0))) == ([4], [4])
 
 
 def _wait_until_ray_reports_dead(actor, within):

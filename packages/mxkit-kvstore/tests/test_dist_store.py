@@ -80,6 +80,50 @@ def test_pushpull_broadcast_and_string_keys(shared_job, workers):
         np.testing.assert_array_equal(summed, np.full((2, 2), 3))
 
 
+@pytest.mark.parametrize(("batch", "overlap", "big"), [(False, True, 16_000), (True, True, 16_000),
+                                                      (False, False, 300_000), (True, False, 300_000)])
+def test_two_servers_written_at_once_match_a_serial_replay(shared_job, workers, batch, overlap, big):
+    """Each call touches both servers (big keys are split across them, so their frames are
+    written to both at once); push, pull and pushpull of every kind of call give the values
+    of a serial numpy replay, with batched frames on and off, as engine operations or not.
+
+    (With pulls as engine operations the big key stays under 64 KiB: this test's two workers
+    are threads of one process, and ndarray bounds the bytes of outputs in flight per process,
+    so one worker making a big array could wait for the other's pull, which waits for it.)
+    """
+    from mxkit.core import config
+
+    job = shared_job(2, 2)  # big-array bound 50
+    shapes = {"small": (3, 4), "split": (11, 7), "big": (big,), "one": (5,)}  # "big": two parts
+    names = [f"{key}-{batch}-{overlap}" for key in shapes]
+    steps = 3
+    grads = {key: integer_grads(10 + i, 2, steps, shape) for i, (key, shape) in enumerate(shapes.items())}
+
+    def worker(kv):
+        kv.init(names, [nd.zeros(shape) for shape in shapes.values()])
+        seen = []
+        for step in range(steps):
+            values = [nd.array(grads[key][kv.rank, step]) for key in shapes]
+            outs = [nd.zeros(shape) for shape in shapes.values()]
+            if step == 1:
+                kv.pushpull(names, values, out=outs)
+            else:
+                kv.push(names, values)
+                kv.pull(names, out=outs)
+            big = nd.zeros(shapes["big"])  # one split key alone: a frame per server
+            kv.pull(names[2], out=big)
+            seen.append([out.asnumpy() for out in outs] + [big.asnumpy()])
+        return seen
+
+    with config.override(kvstore_batch=batch, kvstore_overlap=overlap):
+        results = workers(job, worker)
+    for seen in results:
+        for step, values in enumerate(seen):
+            expected = [grads[key][:, step].sum(axis=0) for key in shapes]  # a round's sum over both workers
+            for got, want in zip(values, [*expected, expected[2]], strict=True):
+                np.testing.assert_array_equal(got, want)
+
+
 def _add_into(key, grad, weight):
     weight[:] = weight + grad
 

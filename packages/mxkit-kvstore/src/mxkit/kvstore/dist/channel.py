@@ -8,6 +8,12 @@ once per server and keeps the connection; a request is one frame (:mod:`.frames`
 server answers each request with one frame, in order, so a worker can send its pushes
 without waiting and read their acknowledgements later.
 
+A call that touches several servers does not send to one after another: it queues its
+requests in an :class:`Outbox`, which writes them to every connection at once (one thread,
+each socket given what it takes when it can), and :func:`results` reads their answers in
+the order they arrive. A connection's frames keep their order, so the per-key order of
+pushes and pulls holds as with one request at a time.
+
 Every connection first proves that it belongs to the job (an HMAC challenge-response on
 the job's secret, :mod:`.auth`); a peer that cannot is closed before any of its bytes is
 read as a frame. A server serves each authenticated connection in its own thread (their
@@ -36,7 +42,7 @@ import numpy as np
 from mxkit.core import errors
 from mxkit.core.errors import KVStoreError, MXKitError
 from mxkit.kvstore.dist import auth, batches, wire
-from mxkit.kvstore.dist.frames import ChannelError, receive_frame, send_frame
+from mxkit.kvstore.dist.frames import ChannelError, Outgoing, receive_frame, send_frame, send_together
 from mxkit.kvstore.dist.remote import ActorLost
 from mxkit.kvstore.dist.rounds import ResendRequest
 
@@ -295,12 +301,12 @@ class ChannelServer:
                     continue
                 time.sleep(0.05)  # e.g. out of file descriptors: let connections end, then go on
                 continue
-            except Exception:  # noqa: BLE001 - nothing may end the accept loop
+            except Exception:  # nothing may end the accept loop
                 time.sleep(0.05)
                 continue
             try:
                 self._admit(sock)
-            except Exception:  # noqa: BLE001 - e.g. no thread could be started: drop this one, go on
+            except Exception:  # e.g. no thread could be started: drop this one, go on
                 sock.close()
 
     def _admit(self, sock: socket.socket) -> None:
@@ -336,7 +342,7 @@ class ChannelServer:
                 sock.settimeout(None)  # a worker may wait long between requests, not inside one
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 self._serve_frames(sock)
-        except Exception:  # noqa: BLE001 - a thread's last resort (MemoryError included): the connection ends
+        except Exception:  # a thread's last resort (MemoryError included): the connection ends
             pass
         finally:
             self._release(handshaking)
@@ -362,7 +368,7 @@ class ChannelServer:
                     answer, values = handle_request(self.server, header, arrays, session)
                 else:
                     answer, values = handle_request(self.server, header, arrays)
-            except Exception as exc:  # noqa: BLE001 - every error goes back to the worker that asked
+            except Exception as exc:  # every error goes back to the worker that asked
                 answer, values = _error_header(exc), []
             del header, arrays
             try:
@@ -407,11 +413,13 @@ def _add_table(header: dict[str, Any], arrays: list[np.ndarray], name: str,
 class Pending:
     """A request sent on a :class:`Connection` whose answer is not read yet."""
 
-    __slots__ = ("answer", "batch", "connection", "defines", "done", "error", "shapes", "what")
+    __slots__ = ("answer", "batch", "connection", "defines", "done", "error", "sent", "shapes", "what")
 
     def __init__(self, connection: Connection, what: str, shapes: list[tuple[int, ...]] | None = None):
         self.connection, self.what, self.shapes = connection, what, shapes
         self.done, self.answer, self.error = False, None, None
+        #: whether its frame was written in full (an :class:`Outbox`'s requests are written at its flush)
+        self.sent = False
         #: the batch a batched pull reads (a :class:`~.plans.ServerShare`), and the batch number it defines
         self.batch: Any = None
         self.defines: int | None = None
@@ -423,11 +431,132 @@ class Pending:
 
     def result(self) -> Any:
         """``(values, clocks)`` of a pull (``None`` for a push), waiting for it; raises its error."""
+        if not self.sent and not self.done:
+            raise KVStoreError(f"{self.what}: its answer was awaited before its request was sent (the Outbox it "
+                               f"was queued in was not flushed)")
         while not self.done:
             self.connection.read_answer(self)
         if self.error is not None:
             raise self.error
         return self.answer
+
+
+class Outbox:
+    """Requests to several servers, written to their connections at the same time.
+
+    A call that touches several servers queues its requests here (``outbox=`` of
+    :meth:`Connection.push`, :meth:`~Connection.pull` and :meth:`~Connection.batch`), and
+    :meth:`flush` writes them all at once (:func:`.frames.send_together`): a big push to one
+    server does not wait until the server before it has read its share, and every server
+    starts on its frames as they arrive. A connection's requests keep their order, and each
+    joins its connection's waiting requests once its frame is written in full. Used as a
+    context manager it flushes on exit, also when the block raised: the requests queued
+    before the error are sent, as they were when requests were sent one by one.
+    """
+
+    __slots__ = ("_queued",)
+
+    def __init__(self) -> None:
+        self._queued: dict[tuple[int, int], tuple[Connection, Outgoing, list[Pending]]] = {}
+
+    def queue(self, connection: Connection, sock: socket.socket, header: dict[str, Any], arrays: list[Any],
+              pending: Pending) -> None:
+        """Queue the frame of ``pending`` for ``connection`` (whose socket is ``sock``)."""
+        entry = self._queued.get((id(connection), id(sock)))
+        if entry is None:
+            entry = self._queued[(id(connection), id(sock))] = (connection, Outgoing(sock), [])
+        entry[1].add(header, arrays)
+        entry[2].append(pending)
+
+    def flush(self) -> None:
+        """Write every queued frame, all connections at once.
+
+        Raises
+        ------
+        ChannelLost
+            If a connection dropped (or took nothing for its timeout) before its frames were
+            written: its queued requests fail with it and the connection is closed; the other
+            connections' frames are still written in full.
+        """
+        queued, self._queued = list(self._queued.values()), {}
+        if not queued:
+            return
+        errors = send_together([outgoing for _, outgoing, _ in queued],
+                               max(connection.timeout for connection, _, _ in queued))
+        lost: ChannelLost | None = None
+        for (connection, outgoing, pendings), error in zip(queued, errors):
+            if error is None:
+                connection._sent(pendings)
+                continue
+            if connection.sock is outgoing.sock:  # (half a frame may be on the wire: the stream is lost)
+                connection._drop(error)
+            for pending in pendings:
+                pending.done, pending.error = True, connection._lost_at_send(pending, error)
+            lost = lost or pendings[0].error
+        if lost is not None:
+            raise lost
+
+    def __enter__(self) -> Outbox:
+        return self
+
+    def __exit__(self, kind: Any, exc: Any, traceback: Any) -> None:
+        if kind is None:
+            self.flush()
+            return
+        try:
+            self.flush()
+        except Exception:  # the block's own error is the one to raise (these requests failed too)
+            pass
+
+
+def results(pendings: list[Pending]) -> list[Any]:
+    """The answers of ``pendings`` (:meth:`Pending.result` of each, in their order), read as
+    they arrive: of requests to several servers, whichever server answers first is read
+    first, so a server still waiting for other workers does not hold up reading the others.
+
+    Raises the error of a failed request as soon as one has failed (of several, the first in
+    ``pendings``); the others' answers are read later, in order, by whoever reads next.
+    """
+    while True:
+        undone = []
+        for pending in pendings:
+            if pending.done:
+                if pending.error is not None:
+                    raise pending.error
+            else:
+                undone.append(pending)
+        if not undone:
+            return [pending.answer for pending in pendings]
+        oldest = {}  # per connection, its first request still waiting
+        for pending in undone:
+            oldest.setdefault(id(pending.connection), pending)
+        if len(oldest) == 1 or not all(pending.sent for pending in undone):
+            undone[0].result()  # one server (or a request never sent: result says so)
+        else:
+            _read_first_ready(list(oldest.values()))
+
+
+def _read_first_ready(awaited: list[Pending]) -> None:
+    """Wait until one of the connections of ``awaited`` (one request each) has an answer
+    coming, and read it."""
+    poller = select.poll()
+    by_fd: dict[int, Pending] = {}
+    for pending in awaited:
+        sock = pending.connection.sock
+        fd = sock.fileno() if sock is not None else -1
+        if fd < 0:  # closed by another reader meanwhile: its requests failed (read_answer sees it)
+            pending.connection.read_answer(pending)
+            return
+        by_fd[fd] = pending
+        poller.register(fd, select.POLLIN)
+    timeout = max(pending.connection.timeout for pending in awaited)
+    ready = poller.poll(max(1, int(timeout * 1000)))
+    if not ready:
+        first = awaited[0]
+        raise first.connection.no_answer(first)
+    for fd, _ in ready:
+        pending = by_fd[fd]
+        pending.connection.read_answer(pending)
 
 
 class Connection:
@@ -482,32 +611,48 @@ class Connection:
         return sock
 
     def request(self, header: dict[str, Any], arrays: list[np.ndarray], what: str,
-                shapes: list[tuple[int, ...]] | None = None) -> Pending:
-        """Send a request; its answer is read by :meth:`Pending.result` (``shapes``: those of
-        the values a pull answers with, when the server may pack them)."""
+                shapes: list[tuple[int, ...]] | None = None, outbox: Outbox | None = None) -> Pending:
+        """Send a request, or queue it in ``outbox`` (sent with the outbox's other requests);
+        its answer is read by :meth:`Pending.result` (``shapes``: those of the values a pull
+        answers with, when the server may pack them)."""
         sock = self.sock or self._connect()
         pending = Pending(self, f"{what} (server {self.index})", shapes)
+        if outbox is not None:
+            outbox.queue(self, sock, header, arrays, pending)
+            return pending
         try:
             send_frame(sock, header, arrays)
         except OSError as exc:
             self._drop(exc)
-            raise ChannelLost(f"{pending.what}: the connection to {self._where()} dropped ({exc})") from None
-        self.waiting.append(pending)
+            raise self._lost_at_send(pending, exc) from None
+        self._sent([pending])
         return pending
 
-    def push(self, rank: int, epoch: int, rounds: list[Any], payloads: list[Any], resend: bool = False) -> Pending:
+    def _sent(self, pendings: list[Pending]) -> None:
+        """The frames of ``pendings`` are written: their answers are the next to come."""
+        for pending in pendings:
+            pending.sent = True
+        self.waiting.extend(pendings)
+
+    def _lost_at_send(self, pending: Pending, exc: BaseException) -> ChannelLost:
+        return ChannelLost(f"{pending.what}: the connection to {self._where()} dropped ({exc})")
+
+    def push(self, rank: int, epoch: int, rounds: list[Any], payloads: list[Any], resend: bool = False,
+             outbox: Outbox | None = None) -> Pending:
         """Send ``payloads`` as the ``(shard_id, round)`` pushes ``rounds`` (small values packed:
-        the server knows each part's size)."""
+        the server knows each part's size); queued in ``outbox`` when given."""
         layout, groups, arrays = wire.flatten(payloads)
         header = {"op": "push", "rank": rank, "epoch": epoch, "resend": resend, "values": layout, "packed": groups}
         _add_table(header, arrays, "rounds", rounds)
-        return self.request(header, arrays, "push")
+        return self.request(header, arrays, "push", outbox=outbox)
 
     def pull(self, rank: int, epoch: int, items: list[Any], timeout: float, rounds: list[Any] = (),
-             payloads: list[Any] = (), shapes: list[tuple[int, ...]] | None = None) -> Pending:
+             payloads: list[Any] = (), shapes: list[tuple[int, ...]] | None = None,
+             outbox: Outbox | None = None) -> Pending:
         """Ask for the values of ``items`` (``(shard_id, rounds pushed)``), sending the pushes
         ``rounds``/``payloads`` first in the same frame. With ``shapes`` (each value's shape),
-        the server packs small values in its answer; without, each travels with its shape."""
+        the server packs small values in its answer; without, each travels with its shape.
+        Queued in ``outbox`` when given."""
         header: dict[str, Any] = {"op": "pull", "rank": rank, "epoch": epoch, "timeout": timeout}
         if shapes is not None:
             if len(shapes) != len(items):
@@ -519,13 +664,15 @@ class Connection:
             header.update(op="pushpull", values=layout, packed=groups)
             _add_table(header, arrays, "rounds", rounds)
         _add_table(header, arrays, "items", items)  # last: the server takes it off first
-        return self.request(header, arrays, "pull", shapes)
+        return self.request(header, arrays, "pull", shapes, outbox)
 
     def batch(self, rank: int, epoch: int, share: Any, values: Any = None, rounds: np.ndarray | None = None,
-              pulled: np.ndarray | None = None, timeout: float | None = None) -> Pending:
+              pulled: np.ndarray | None = None, timeout: float | None = None, outbox: Outbox | None = None
+              ) -> Pending:
         """Send a batched request of ``share`` (a :class:`~.plans.ServerShare`): a push of
         ``values`` (its flat array, or :class:`~.frames.Gathered` pieces) as ``rounds``, a
-        pull of the rounds ``pulled``, or both. The batch is defined on first use."""
+        pull of the rounds ``pulled``, or both (queued in ``outbox`` when given). The batch is
+        defined on first use."""
         push, pull = values is not None, pulled is not None
         header: dict[str, Any] = {"op": "pushpull" if push and pull else "push" if push else "pull", "rank": rank,
                                   "epoch": epoch, "batch": share.number}
@@ -537,7 +684,7 @@ class Connection:
         defines = self.defined.get(share.number) is not share or self.sock is None
         if defines:
             header["define"] = share.define
-        pending = self.request(header, arrays, "pull" if pull else "push")
+        pending = self.request(header, arrays, "pull" if pull else "push", outbox=outbox)
         if defines:
             self.defined[share.number] = share
             pending.defines = share.number
@@ -552,7 +699,7 @@ class Connection:
         """Read the answer of the oldest waiting request (nothing when ``awaited`` is done:
         another thread read its answer while this one waited to read)."""
         with self.reading:
-            if awaited is not None and awaited.done or not self.waiting:
+            if (awaited is not None and awaited.done) or not self.waiting:
                 return
             self._read_answer()
 
@@ -561,9 +708,7 @@ class Connection:
         try:
             header, arrays = receive_frame(self.sock)
         except TimeoutError:
-            self._drop(None)  # the stream's position is unknown now: start afresh
-            raise KVStoreError(f"{pending.what}: no answer from {self._where()} within {self.timeout} s; it may be "
-                               f"overloaded or stuck (raise config kvstore_timeout if it is only slow)") from None
+            raise self.no_answer(pending) from None
         except (EOFError, OSError, ChannelError) as exc:
             self._drop(exc)
             return
@@ -603,6 +748,13 @@ class Connection:
             pending.error = error_from(header, pending.what)
             if pending.defines is not None:  # the server did not keep the batch it could not define
                 self.defined.pop(pending.defines, None)
+
+    def no_answer(self, pending: Pending) -> KVStoreError:
+        """Give up on the connection after ``pending`` waited ``timeout`` seconds for its answer:
+        the error to raise."""
+        self._drop(None)  # the stream's position is unknown now: start afresh
+        return KVStoreError(f"{pending.what}: no answer from {self._where()} within {self.timeout} s; it may be "
+                            f"overloaded or stuck (raise config kvstore_timeout if it is only slow)")
 
     def _drop(self, exc: BaseException | None) -> None:
         """Close the connection; every waiting request fails with :class:`ChannelLost`."""
@@ -663,5 +815,5 @@ def check_done(pendings: list[Pending]) -> list[Pending]:
     return running
 
 
-__all__ = ["ChannelLost", "ChannelServer", "Connection", "Pending", "TABLE_DTYPE", "check_done", "error_from",
-           "handle_batch", "handle_request", "shard_table"]
+__all__ = ["ChannelLost", "ChannelServer", "Connection", "Outbox", "Pending", "TABLE_DTYPE", "check_done",
+           "error_from", "handle_batch", "handle_request", "results", "shard_table"]

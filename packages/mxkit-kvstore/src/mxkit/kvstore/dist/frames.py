@@ -13,7 +13,9 @@ what was wrong) before memory is allocated for its body.
 
 from __future__ import annotations
 
+import errno
 import json
+import select
 import socket
 import struct
 from collections.abc import Callable
@@ -98,13 +100,31 @@ def encode(header: dict[str, Any], arrays: list[Any]) -> list[Any]:
     return buffers
 
 
-def send_frame(sock: socket.socket, header: dict[str, Any], arrays: list[Any]) -> None:
-    """Send one frame (``sendmsg`` of the buffers themselves, partial sends resumed)."""
-    views = [memoryview(buffer) for buffer in encode(header, arrays)]
-    views = [view for view in views if view.nbytes]
-    first = 0
-    while first < len(views):
-        sent = sock.sendmsg(views[first:first + IOV_CHUNK])
+class Outgoing:
+    """Frames still to be written to one socket: their buffers, and how far the writing got
+    (a partial send is resumed where it stopped)."""
+
+    __slots__ = ("first", "sock", "views")
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.views: list[memoryview] = []
+        self.first = 0  # the first view not yet written in full
+
+    def add(self, header: dict[str, Any], arrays: list[Any]) -> None:
+        """Queue one frame (:func:`encode`) after those queued before it."""
+        self.views.extend(view for view in map(memoryview, encode(header, arrays)) if view.nbytes)
+
+    @property
+    def done(self) -> bool:
+        """Whether every queued byte is written."""
+        return self.first >= len(self.views)
+
+    def send_some(self) -> None:
+        """One ``sendmsg`` of what is left: what the socket takes now, or, when it takes
+        nothing yet, what it takes once it can (waiting up to the socket's timeout)."""
+        views, first = self.views, self.first
+        sent = self.sock.sendmsg(views[first:first + IOV_CHUNK])
         while sent:
             size = views[first].nbytes
             if sent >= size:
@@ -113,6 +133,66 @@ def send_frame(sock: socket.socket, header: dict[str, Any], arrays: list[Any]) -
             else:
                 views[first] = views[first][sent:]
                 sent = 0
+        self.first = first
+
+
+def send_frame(sock: socket.socket, header: dict[str, Any], arrays: list[Any]) -> None:
+    """Send one frame (``sendmsg`` of the buffers themselves, partial sends resumed)."""
+    outgoing = Outgoing(sock)
+    outgoing.add(header, arrays)
+    while not outgoing.done:
+        outgoing.send_some()
+
+
+def send_together(outgoing: list[Outgoing], timeout: float | None) -> list[OSError | None]:
+    """Write each :class:`Outgoing` to its socket, all at the same time; per item, the error
+    that ended its writing (None: written in full).
+
+    Each socket is given what it takes whenever it can take more, so a peer that reads
+    slowly (a busy server) holds up only its own frames: the others are written meanwhile,
+    and their peers work on them. A socket that fails (or takes nothing for ``timeout``
+    seconds) stops only its own writing; the others' frames are still written in full, so
+    no stream is left with half a frame.
+    """
+    errors: list[OSError | None] = [None] * len(outgoing)
+    left = [index for index, item in enumerate(outgoing) if not item.done]
+    if len(left) == 1:  # one socket: its own waits are the right ones
+        item = outgoing[left[0]]
+        try:
+            while not item.done:
+                item.send_some()
+        except OSError as exc:
+            errors[left[0]] = exc
+        return errors
+    if not left:
+        return errors
+    poller = select.poll()
+    by_fd = {}
+    for index in left:
+        fd = outgoing[index].sock.fileno()
+        if fd < 0:
+            errors[index] = OSError(errno.EBADF, "the socket is closed")
+            continue
+        by_fd[fd] = index
+        poller.register(fd, select.POLLOUT)
+    wait_ms = None if timeout is None else max(1, int(timeout * 1000))
+    while by_fd:
+        ready = poller.poll(wait_ms)
+        if not ready:  # no socket took a byte within the timeout
+            for index in by_fd.values():
+                errors[index] = TimeoutError(f"the peer took no bytes within {timeout} s")
+            break
+        for fd, _ in ready:
+            index = by_fd[fd]
+            item = outgoing[index]
+            try:
+                item.send_some()  # (it can take bytes now: this does not wait)
+            except OSError as exc:
+                errors[index] = exc
+            if errors[index] is not None or item.done:
+                poller.unregister(fd)
+                del by_fd[fd]
+    return errors
 
 
 def _receive_into(sock: socket.socket, view: memoryview, what: str, within: float | None = None) -> None:
@@ -244,4 +324,5 @@ def receive_frame(sock: socket.socket, max_header: int = MAX_HEADER_BYTES, max_b
     return header, arrays
 
 
-__all__ = ["ALLOWED_KINDS", "ChannelError", "Gathered", "MAGIC", "VERSION", "encode", "receive_frame", "send_frame"]
+__all__ = ["ALLOWED_KINDS", "ChannelError", "Gathered", "MAGIC", "Outgoing", "VERSION", "encode", "receive_frame",
+           "send_frame", "send_together"]

@@ -7,8 +7,9 @@ training loop: the caller's thread works out the rounds and routes (the store's
 bookkeeping, under its lock) and pushes **one asynchronous engine operation** that reads
 the value arrays and writes the out arrays. On an engine thread the operation sends one
 request per server carrying the pushes and the pulls (and the push that waited to ride
-along) and returns; the store's receiver thread waits for the answers, copies them into
-the out arrays and completes the operation (MXNet's ``PushAsync`` with ps-lite's
+along), written to every server at once (:class:`~.channel.Outbox`), and returns; the
+store's receiver thread waits for the answers (each server's as it comes), copies them
+into the out arrays and completes the operation (MXNet's ``PushAsync`` with ps-lite's
 callback), so no engine thread is held while the servers wait for other workers. The
 caller's thread never waits for backward, for the network or for the servers: it goes on
 to the next batch, and the engine runs the next forward as soon as the weights are
@@ -43,7 +44,7 @@ from typing import Any
 
 import numpy as np
 from mxkit.core.errors import EngineError, KVStoreError
-from mxkit.kvstore.dist import transfer
+from mxkit.kvstore.dist import channel, transfer
 
 
 class Overlap:
@@ -93,10 +94,61 @@ class Overlap:
         pending = getattr(engine(), "pending", None)
         return pending is not None and pending <= self.running
 
-    def expect_send(self) -> threading.Event:
-        """The event a new engine-side request sets once its frames are sent."""
-        self.sent = event = threading.Event()
-        return event
+    def sender(self, transmit: Callable[[], tuple[list[Any], list[Any]]], write: Callable[[list[Any]], None]
+               ) -> Callable[[Callable[..., None]], None]:
+        """The engine operation of a request that sends its frames on an engine thread.
+
+        The operation calls ``transmit()``, which writes the request's frames and returns
+        ``(requests, acks)``, the pending pulls and the pushes that travelled with them; once
+        it has, the store's later frames may follow (:meth:`all_sent`), and the receiver
+        thread waits for the answers, has ``write(answers)`` put them into the out arrays and
+        completes the operation (:meth:`complete`). A ``transmit`` that raises fails the
+        operation with its error, which the store keeps (:attr:`failure`) for its next call.
+        """
+        self.sent = sent = threading.Event()
+
+        def send(on_complete: Callable[..., None]) -> None:
+            try:
+                requests, acks = transmit()
+            except BaseException as exc:
+                self.failure = exc
+                sent.set()
+                on_complete(exc)
+                return
+            sent.set()
+            self.receive(lambda: self.complete(requests, acks, write, lambda: on_complete))
+
+        return send
+
+    def complete(self, requests: list[Any], acks: list[Any], write: Callable[[list[Any]], None],
+                 completion: Callable[[], Callable[..., None]]) -> None:
+        """Wait for the answers of one engine-side request (``requests``, then the pushes
+        ``acks`` that travelled with it), have ``write(answers)`` put them into its out arrays,
+        and complete its operation with the error one of those steps met (on the receiver
+        thread). ``completion()`` gives the operation's completion once the engine lets it
+        write the out arrays."""
+        error: BaseException | None = None
+        try:
+            answers = channel.results(requests + acks)[:len(requests)]  # (each server's as it comes)
+        except BaseException as exc:
+            error = exc
+        on_complete = completion()
+        if error is None:
+            try:
+                write(answers)
+            except BaseException as exc:
+                error = exc
+        if error is not None:
+            self.failure = error
+            on_complete(error)
+            return
+        on_complete()
+
+    def check_unfailed(self) -> None:
+        """Refuse to send a request after an earlier one of the store failed (its error is
+        raised by the store's next call; the servers must not see later rounds first)."""
+        if self.failure is not None:
+            raise KVStoreError(f"not sent: an earlier request of this store failed ({self.failure})")
 
     def all_sent(self) -> bool:
         """Whether every engine-side request has sent its frames (later frames may follow
@@ -190,14 +242,11 @@ def start(store: Any, checked: list[tuple[Any, list[Any]]], outs: list[tuple[Any
     shapes = {server: store._shapes(items) for server, items in pulls.items()}
     rank, epoch, timeout, channels = store._rank, store._epoch, store._timeout, store._channels
 
-    sent = overlap.expect_send()
-
-    def send(on_complete: Callable[..., None]) -> None:
-        try:
-            if overlap.failure is not None:
-                raise KVStoreError(f"not sent: an earlier request of this store failed ({overlap.failure})")
-            data = [array.storage for array in values]  # the engine ordered this after their writers
-            early = _send_batch_pushes(store, deferred_batch)
+    def transmit() -> tuple[list[Any], list[Any]]:
+        overlap.check_unfailed()
+        data = [array.storage for array in values]  # the engine ordered this after their writers
+        with channel.Outbox() as outbox:  # (every server's frames written at once)
+            acks = _send_batch_pushes(store, deferred_batch, outbox)
             requests = []
             for server, items in pulls.items():
                 rounds, payloads = deferred.pop(server, ([], []))
@@ -205,50 +254,30 @@ def start(store: Any, checked: list[tuple[Any, list[Any]]], outs: list[tuple[Any
                 for shard_id, round_index, index, start_at, stop_at in pushes[server]:
                     rounds.append((shard_id, round_index))
                     payloads.append(data[index] if start_at < 0 else data[index].reshape(-1)[start_at:stop_at])
-                requests.append(channels[server].pull(rank, epoch, items, timeout, rounds, payloads,
-                                                      shapes[server]))
-            acks = early + [channels[server].push(rank, epoch, rounds, payloads)
-                            for server, (rounds, payloads) in deferred.items()]
-        except BaseException as exc:
-            overlap.failure = exc
-            sent.set()
-            on_complete(exc)
-            return
-        sent.set()
-        overlap.receive(lambda: _finish(store, overlap, requests, acks, pulls, entries, targets, on_complete))
+                requests.append(channels[server].pull(rank, epoch, items, timeout, rounds, payloads, shapes[server],
+                                                      outbox=outbox))
+            acks += [channels[server].push(rank, epoch, rounds, payloads, outbox=outbox)
+                     for server, (rounds, payloads) in deferred.items()]
+        return requests, acks
+
+    def write(answers: list[Any]) -> None:
+        found, clocks = transfer.read_pull_answers(pulls, answers)
+        for entry, target in zip(entries, targets):
+            transfer.copy_into(target.storage, transfer.pulled_value(entry, found))
+        store._clocks = [(entry.key, *clocks[entry.key]) for entry in entries]
 
     # the out arrays are overwritten whole (an error one holds fails the operation: they count
     # as read too); a value that is also an out counts as written
     vars_read = [array.var for array in values] + [array.var for array in targets]
     vars_written = [array.var for array in targets] + [overlap.marker().var]
-    overlap.push(send, vars_read, vars_written, "kvstore.pushpull")
+    overlap.push(overlap.sender(transmit, write), vars_read, vars_written, "kvstore.pushpull")
 
 
-def _finish(store: Any, overlap: Overlap, requests: list[Any], acks: list[Any], pulls: dict[int, list[Any]],
-            entries: list[Any], targets: list[Any], on_complete: Callable[..., None]) -> None:
-    """Wait for the answers of one engine-side pushpull, write them into its out arrays and
-    complete its operation (on the receiver thread)."""
-    try:
-        answers = [request.result() for request in requests]
-        for ack in acks:
-            ack.result()
-        found, clocks = transfer.read_pull_answers(pulls, answers)
-        for entry, target in zip(entries, targets):
-            value = found[(entry.key, 0)] if entry.whole else store._assemble(entry, found)
-            np.copyto(target.storage, value.reshape(target.storage.shape), casting="unsafe")
-        store._clocks = [(entry.key, *clocks[entry.key]) for entry in entries]
-    except BaseException as exc:
-        overlap.failure = exc
-        on_complete(exc)
-        return
-    on_complete()
-
-
-def _send_batch_pushes(store: Any, deferred: Any) -> list[Any]:
-    """Send a plan's push that waited (``(plan, [(share, flat, rounds)])`` or None); the requests."""
+def _send_batch_pushes(store: Any, deferred: Any, outbox: channel.Outbox) -> list[Any]:
+    """Queue a plan's push that waited (``(plan, [(share, flat, rounds)])`` or None); the requests."""
     if deferred is None:
         return []
-    return [store._channels[share.server].batch(store._rank, store._epoch, share, flat, rounds)
+    return [store._channels[share.server].batch(store._rank, store._epoch, share, flat, rounds, outbox=outbox)
             for share, flat, rounds in deferred[1]]
 
 
@@ -277,22 +306,27 @@ def start_plan(store: Any, plan: Any, values: list[Any] | None, targets: list[An
     rank, epoch, timeout, channels = store._rank, store._epoch, store._timeout, store._channels
 
     def transmit() -> tuple[list[Any], list[Any]]:
-        if overlap.failure is not None:
-            raise KVStoreError(f"not sent: an earlier request of this store failed ({overlap.failure})")
-        acks = [channels[server].push(rank, epoch, server_rounds, payloads)
-                for server, (server_rounds, payloads) in deferred.items()]
-        acks += _send_batch_pushes(store, deferred_batch)
-        # the engine ordered this after the writers of values: sent from where they are
-        flats = value_views
-        requests = []
-        for index, share in enumerate(plan.shares):
-            if flats is not None:
-                flat, share_rounds = share.gathered(flats, False), rounds[index]
-            else:
-                flat, share_rounds = riding.get(share.number, (None, None))
-            requests.append(channels[share.server].batch(rank, epoch, share, flat, share_rounds,
-                                                         pulled=pulled[index], timeout=timeout))
-        return acks, requests
+        overlap.check_unfailed()
+        with channel.Outbox() as outbox:  # (every server's frames written at once)
+            acks = [channels[server].push(rank, epoch, server_rounds, payloads, outbox=outbox)
+                    for server, (server_rounds, payloads) in deferred.items()]
+            acks += _send_batch_pushes(store, deferred_batch, outbox)
+            # the engine ordered this after the writers of values: sent from where they are
+            flats = value_views
+            requests = []
+            for index, share in enumerate(plan.shares):
+                if flats is not None:
+                    flat, share_rounds = share.gathered(flats, False), rounds[index]
+                else:
+                    flat, share_rounds = riding.get(share.number, (None, None))
+                requests.append(channels[share.server].batch(rank, epoch, share, flat, share_rounds,
+                                                             pulled=pulled[index], timeout=timeout, outbox=outbox))
+        return requests, acks
+
+    def write(answers: list[Any]) -> None:
+        for share, (flat, _) in zip(plan.shares, answers):
+            share.scatter(flat, target_views)
+        store._clocks = (plan, [clocks for _, clocks in answers])
 
     vars_read = ([array.var for array in values] if values is not None else []) + [array.var for array in targets]
     vars_written = [array.var for array in targets] + [overlap.marker().var]
@@ -302,54 +336,13 @@ def start_plan(store: Any, plan: Any, values: list[Any] | None, targets: list[An
         # array, so it leaves now from the caller's thread and the receiver waits for its
         # answer at once; the operation only orders the write of the targets after their
         # readers (and after the earlier requests)
-        acks, requests = transmit()  # (a failure to send is the caller's error)
+        requests, acks = transmit()  # (a failure to send is the caller's error)
         granted: queue.SimpleQueue[Callable[..., None]] = queue.SimpleQueue()
-        overlap.receive(lambda: _finish_plan(store, overlap, plan, requests, acks, target_views, granted.get))
+        overlap.receive(lambda: overlap.complete(requests, acks, write, granted.get))
         overlap.push(granted.put, vars_read, vars_written, name)
         return
 
-    sent = overlap.expect_send()
-
-    def send(on_complete: Callable[..., None]) -> None:
-        try:
-            acks, requests = transmit()
-        except BaseException as exc:
-            overlap.failure = exc
-            sent.set()
-            on_complete(exc)
-            return
-        sent.set()
-        overlap.receive(lambda: _finish_plan(store, overlap, plan, requests, acks, target_views,
-                                             lambda: on_complete))
-
-    overlap.push(send, vars_read, vars_written, name)
-
-
-def _finish_plan(store: Any, overlap: Overlap, plan: Any, requests: list[Any], acks: list[Any],
-                 views: list[np.ndarray], completion: Callable[[], Callable[..., None]]) -> None:
-    """:func:`_finish` of a planned request: scatter each server's flat answer into the
-    targets' flat ``views``; ``completion()`` gives the operation's completion once the
-    engine lets it write them."""
-    error: BaseException | None = None
-    try:
-        answers = [request.result() for request in requests]
-        for ack in acks:
-            ack.result()
-    except BaseException as exc:
-        error = exc
-    on_complete = completion()
-    if error is None:
-        try:
-            for share, (flat, _) in zip(plan.shares, answers):
-                share.scatter(flat, views)
-            store._clocks = (plan, [clocks for _, clocks in answers])
-        except BaseException as exc:
-            error = exc
-    if error is not None:
-        overlap.failure = error
-        on_complete(error)
-        return
-    on_complete()
+    overlap.push(overlap.sender(transmit, write), vars_read, vars_written, name)
 
 
 def _receiver(answers: queue.SimpleQueue[Callable[[], None]]) -> None:

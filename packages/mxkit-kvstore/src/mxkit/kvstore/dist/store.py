@@ -17,11 +17,12 @@ finish an epoch without deadlock.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import os
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -238,18 +239,38 @@ class DistKVStore(KVStoreBase):
     def _wait_all(self, refs: list[Any], what: str) -> list[Any]:
         """The answers of Ray calls, or of data-channel requests (:class:`.channel.Pending`)."""
         if refs and isinstance(refs[0], channel.Pending):
-            return [pending.result() for pending in refs]
+            return channel.results(refs)  # (each server's answer read as it comes)
         return remote.wait(refs, what, self._timeout + remote.ANSWER_MARGIN)
 
-    def _send_deferred(self) -> None:
-        """Send the push that waits to travel with the next pull."""
+    @contextlib.contextmanager
+    def _sending(self) -> Iterator[channel.Outbox]:
+        """An outbox for the requests of one call (see :class:`.channel.Outbox`): written to
+        every server at once when the block ends. A push that never left (its connection
+        dropped first) is not kept among the pushes in flight: its error is raised here."""
+        outbox = channel.Outbox()
+        try:
+            with outbox:
+                yield outbox
+        except BaseException:
+            self._in_flight = [pending for pending in self._in_flight if pending.sent]
+            raise
+
+    def _send_deferred(self, outbox: channel.Outbox | None = None) -> None:
+        """Send the push that waits to travel with the next pull (queued in ``outbox`` when
+        given, else written to its servers at once)."""
+        if outbox is None:
+            if self._deferred or self._deferred_batch is not None:
+                with self._sending() as outbox:
+                    self._send_deferred(outbox)
+            return
         deferred, self._deferred = self._deferred, {}
         for server, (rounds, values) in deferred.items():
-            self._in_flight.append(self._channels[server].push(self._rank, self._epoch, rounds, values))
+            self._in_flight.append(self._channels[server].push(self._rank, self._epoch, rounds, values, outbox=outbox))
         batch, self._deferred_batch = self._deferred_batch, None
         if batch is not None:
             for share, flat, rounds in batch[1]:
-                self._in_flight.append(self._channels[share.server].batch(self._rank, self._epoch, share, flat, rounds))
+                self._in_flight.append(self._channels[share.server].batch(self._rank, self._epoch, share, flat, rounds,
+                                                                          outbox=outbox))
 
     def _plan_for(self, checked: list[tuple[Key, list[Any]]]) -> plans.Plan | None:
         """The batch plan of a call of ``checked`` (see :mod:`.plans`), or None for the per-part path."""
@@ -594,17 +615,18 @@ class DistKVStore(KVStoreBase):
         """The blocking :meth:`pull` of a plan's keys: one batched frame per server, carrying
         this plan's push that waited to ride along."""
         self._check_pushes()
-        deferred = self._deferred_batch
-        if deferred is not None and deferred[0] is plan:
-            self._deferred_batch = None
-            pushes = {share.number: (flat, rounds) for share, flat, rounds in deferred[1]}
-        else:
-            self._send_deferred()
-            pushes = {}
-        channels, none = self._channels, (None, None)
-        refs = [channels[share.server].batch(self._rank, self._epoch, share, *pushes.get(share.number, none),
-                                             pulled=pulled, timeout=self._timeout)
-                for share, pulled in zip(plan.shares, self._pulled(plan))]
+        with self._sending() as outbox:
+            deferred = self._deferred_batch
+            if deferred is not None and deferred[0] is plan:
+                self._deferred_batch = None
+                pushes = {share.number: (flat, rounds) for share, flat, rounds in deferred[1]}
+            else:
+                self._send_deferred(outbox)
+                pushes = {}
+            channels, none = self._channels, (None, None)
+            refs = [channels[share.server].batch(self._rank, self._epoch, share, *pushes.get(share.number, none),
+                                                 pulled=pulled, timeout=self._timeout, outbox=outbox)
+                    for share, pulled in zip(plan.shares, self._pulled(plan))]
         answers = self._wait_all(refs, "pull")
         self._clocks = (plan, [clocks for _, clocks in answers])
         write_plan(plan, [flat for flat, _ in answers], targets, views)
@@ -613,17 +635,19 @@ class DistKVStore(KVStoreBase):
         """The blocking :meth:`pull` of ``checked`` by key parts."""
         pull_batches = self._pull_batches(checked)
         self._check_pushes()
-        if self._deferred_batch is not None:  # (a plan's push: sent first, in its own frames)
-            self._send_deferred()
-        push_batches, self._deferred = self._deferred, {}
-        refs = []
-        for server, items in pull_batches.items():  # one request per server: its pushes ride along
-            rounds, values = push_batches.pop(server, ([], []))
-            refs.append(self._channels[server].pull(self._rank, self._epoch, items, self._timeout, rounds, values,
-                                                    self._shapes(items)))
-        # servers with pushed parts but nothing to read (out names other keys)
-        for server, (rounds, values) in push_batches.items():
-            self._in_flight.append(self._channels[server].push(self._rank, self._epoch, rounds, values))
+        with self._sending() as outbox:
+            push_batches, self._deferred = self._deferred, {}
+            if self._deferred_batch is not None:  # (a plan's push: sent first, in its own frames)
+                self._send_deferred(outbox)
+            refs = []
+            for server, items in pull_batches.items():  # one request per server: its pushes ride along
+                rounds, values = push_batches.pop(server, ([], []))
+                refs.append(self._channels[server].pull(self._rank, self._epoch, items, self._timeout, rounds, values,
+                                                        self._shapes(items), outbox=outbox))
+            # servers with pushed parts but nothing to read (out names other keys)
+            for server, (rounds, values) in push_batches.items():
+                self._in_flight.append(self._channels[server].push(self._rank, self._epoch, rounds, values,
+                                                                   outbox=outbox))
         first = [refs]
 
         def send() -> list[Any]:  # the pushes travel once; a retry after a server restart only pulls
@@ -632,8 +656,10 @@ class DistKVStore(KVStoreBase):
         self._receive(checked, pull_batches, self._ask(send, "pull"))
 
     def _pull_refs(self, batches: dict[int, list[Any]]) -> list[Any]:
-        return [self._channels[server].pull(self._rank, self._epoch, items, self._timeout, shapes=self._shapes(items))
-                for server, items in batches.items()]
+        with self._sending() as outbox:
+            return [self._channels[server].pull(self._rank, self._epoch, items, self._timeout,
+                                                shapes=self._shapes(items), outbox=outbox)
+                    for server, items in batches.items()]
 
     def _receive(self, checked: list[tuple[Key, list[Any]]], batches: dict[int, list[Any]],
                  answers: list[Any]) -> None:
@@ -642,17 +668,8 @@ class DistKVStore(KVStoreBase):
         self._clocks = [(entry.key, *clocks[entry.key]) for entry, _ in checked]
         if self._replicated:
             recovery.confirm(self, checked)
-        assemble = self._assemble
-        transfer.write_all([(found[(entry.key, 0)] if entry.whole else assemble(entry, found), outs)
-                            for entry, outs in checked])
-
-    def _assemble(self, entry: Key, found: dict[tuple[Any, int], np.ndarray]) -> np.ndarray:
-        if len(entry.parts) == 1 and entry.parts[0].whole:
-            return found[(entry.key, 0)]
-        flat = np.empty(entry.size, dtype=entry.dtype)
-        for part in entry.parts:
-            flat[part.start:part.stop] = found[(entry.key, part.index)]
-        return flat.reshape(entry.shape)
+        pulled_value = transfer.pulled_value
+        transfer.write_all([(pulled_value(entry, found), outs) for entry, outs in checked])
 
     def pushpull(self, key: Any, value: Any, out: Any = None, priority: int = 0) -> None:
         """Push ``value`` then pull into ``out`` (into ``value`` itself when ``out`` is None).

@@ -88,8 +88,51 @@ def _nothing() -> None:
     pass
 
 
-def write_all(jobs: list[tuple[np.ndarray, list[Any]]]) -> None:
-    """Copy each value into its targets: one engine operation for all CPU targets."""
+class SplitValue:
+    """A split key's pulled value as its servers answered it, part by part: copied into a
+    target part by part, never assembled into one array first (the key's bytes are copied
+    once on the way to the target, not twice)."""
+
+    __slots__ = ("dtype", "parts", "shape", "size")
+
+    def __init__(self, entry: Key, found: dict[tuple[Any, int], np.ndarray]):
+        self.shape, self.dtype, self.size = entry.shape, entry.dtype, entry.size
+        #: ``(start, stop, value)`` of each part, positions in the flat key
+        self.parts = [(part.start, part.stop, found[(entry.key, part.index)]) for part in entry.parts]
+
+    def copy_into(self, data: np.ndarray) -> None:
+        """Write the value into ``data`` (an array of the key's shape, any dtype)."""
+        if not data.flags.c_contiguous:
+            np.copyto(data, self.whole(), casting="unsafe")
+            return
+        flat = data.reshape(-1)  # (a view: data is contiguous)
+        for start, stop, value in self.parts:
+            np.copyto(flat[start:stop], value.reshape(-1), casting="unsafe")
+
+    def whole(self) -> np.ndarray:
+        """The value as one array of the key's shape and dtype."""
+        flat = np.empty(self.size, dtype=self.dtype)
+        for start, stop, value in self.parts:
+            flat[start:stop] = value.reshape(-1)
+        return flat.reshape(self.shape)
+
+
+def pulled_value(entry: Key, found: dict[tuple[Any, int], np.ndarray]) -> np.ndarray | SplitValue:
+    """The value of ``entry`` among the parts a pull found (:func:`read_pull_answers`)."""
+    return found[(entry.key, 0)] if entry.whole else SplitValue(entry, found)
+
+
+def copy_into(data: np.ndarray, value: np.ndarray | SplitValue) -> None:
+    """Write a :func:`pulled_value` into ``data`` (an array of the key's shape, any dtype)."""
+    if type(value) is SplitValue:
+        value.copy_into(data)
+    else:
+        np.copyto(data, value.reshape(data.shape), casting="unsafe")
+
+
+def write_all(jobs: list[tuple[np.ndarray | SplitValue, list[Any]]]) -> None:
+    """Copy each value (an array or a :class:`SplitValue`) into its targets: one engine
+    operation for all CPU targets."""
     from mxkit.ndarray.invoke import push_raw
 
     work, targets, others = [], [], []
@@ -105,12 +148,12 @@ def write_all(jobs: list[tuple[np.ndarray, list[Any]]]) -> None:
 
         def copy_all() -> None:
             for value, data in work:
-                np.copyto(data, value.reshape(data.shape), casting="unsafe")
+                copy_into(data, value)
 
         # the copy writes every element of each target (overwrites: a pull replaces the value)
         push_raw(copy_all, [], targets, targets[0].context, "kvstore.pull", overwrites=True)
     for value, target in others:
-        target[:] = value
+        target[:] = value.whole() if type(value) is SplitValue else value
 
 
 def read_pull_answers(batches: dict[int, list[Any]], answers: list[Any],
@@ -130,6 +173,6 @@ def read_pull_answers(batches: dict[int, list[Any]], answers: list[Any],
     return found, clocks
 
 
-__all__ = ["ENV", "Key", "WAIT_TOGETHER_MIN", "host_data", "int_setting", "read_pull_answers", "wait_to_read_all",
-           "write_all"]
+__all__ = ["ENV", "Key", "SplitValue", "WAIT_TOGETHER_MIN", "copy_into", "host_data", "int_setting",
+           "pulled_value", "read_pull_answers", "wait_to_read_all", "write_all"]
 
