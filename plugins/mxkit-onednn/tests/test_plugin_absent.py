@@ -82,34 +82,40 @@ OPENMP_CHECK = textwrap.dedent("""
     import ctypes, os, sys
     seen = []
     real_cdll = ctypes.CDLL
+    names = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 
     def recording_cdll(path, *args, **kwargs):
-        seen.append(os.environ.get("OMP_WAIT_POLICY"))  # what libgomp reads when it loads with libdnnl
+        seen.append([os.environ.get(n) for n in names])  # what libgomp reads when it loads with libdnnl
         return real_cdll(path, *args, **kwargs)
 
     ctypes.CDLL = recording_cdll
     import mxkit_onednn.library as library
     assert library.load() is not None, library.status()
-    print("AT LOAD", seen[-1] if seen else "not loaded by path", "AFTER", os.environ.get("OMP_WAIT_POLICY"))
+    print("AT LOAD", seen[-1] if seen else "not loaded by path", "AFTER", [os.environ.get(n) for n in names])
 """)
 
 
-@pytest.mark.parametrize("preset", [None, "ACTIVE"])
-def test_onednn_loads_with_passive_openmp_threads_unless_the_environment_says_otherwise(preset):
-    """libgomp's threads spin between regions by default, taking the cores the engine's other threads need: the
-    library loads under OMP_WAIT_POLICY=PASSIVE where the environment sets none, and the environment is left as
-    it was (child processes see what the user set)."""
+@pytest.mark.parametrize("preset, at_load", [
+    ({}, [None, "30000"]),
+    ({"OMP_WAIT_POLICY": "PASSIVE"}, ["PASSIVE", None]),
+    ({"GOMP_SPINCOUNT": "0"}, [None, "0"]),
+])
+def test_onednn_loads_with_a_short_openmp_spin_unless_the_environment_says_otherwise(preset, at_load):
+    """libgomp's threads spin long between regions by default, taking the cores the engine's other threads need,
+    and with no spin every small primitive waits for its helper thread to wake: the library loads with a short
+    spin (GOMP_SPINCOUNT=30000) where the environment sets neither variable, a user's setting of either wins,
+    and the environment is left as it was (child processes see what the user set)."""
     from mxkit_onednn.library import load
 
     if load() is None:
         pytest.skip("oneDNN is not loadable here")
     import os
 
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    if preset is not None:
-        env["OMP_WAIT_POLICY"] = preset
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    env.update(preset)
     result = subprocess.run([sys.executable, "-c", OPENMP_CHECK], capture_output=True, text=True, timeout=120,
                             env=env)
     assert result.returncode == 0, result.stderr[-2000:]
     line = result.stdout.strip().splitlines()[-1]
-    assert line == f"AT LOAD {preset or 'PASSIVE'} AFTER {preset}", line
+    after = [preset.get("OMP_WAIT_POLICY"), preset.get("GOMP_SPINCOUNT")]
+    assert line == f"AT LOAD {at_load} AFTER {after}", line
