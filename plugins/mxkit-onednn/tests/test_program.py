@@ -479,3 +479,51 @@ def test_releasing_the_replaced_scratch_reaches_mxkit_cpu():
     assert backend.memory_stats()["scratch"] > 0
     assert program.release_replaced_scratch() > 0
     assert backend.memory_stats()["scratch"] == 0
+
+
+def test_workspace_slots_share_bytes_only_when_their_lives_do_not_meet():
+    """pack_workspace: a slot lives from the first step naming it to the last; slots whose lives meet (one
+    step reading one and writing the other included) keep apart, the others may take the same bytes."""
+    from mxkit_onednn import program
+
+    p = program.Program()
+    a, b, c, d = p.slot(1000), p.slot(200), p.slot(1000), p.slot(64)
+    p.add("reorder a", [("in", 0), a])      # step 0: a written
+    p.add("reorder b", [("in", 1), b])      # step 1: b written
+    p.add("use a b", [a, b, ("out", 0)])    # step 2: a and b read for the last time
+    p.add("write c", [("in", 0), c])        # step 3: c written
+    p.add("c to d", [c, d])                 # step 4: c read, d written: their lives meet
+    p.add("d out", [d, ("out", 1)])         # step 5
+    assert p.workspace_bytes == 2 * program.aligned(1000) + program.aligned(200) + program.aligned(64)
+    program.pack_workspace(p)
+    refs = {name: refs for name, refs in p.steps}
+    a2, b2 = refs["use a b"][0], refs["use a b"][1]
+    c2, d2 = refs["c to d"]
+    assert refs["reorder a"][1] == a2 and refs["write c"][1] == c2 and refs["d out"][0] == d2
+
+    def overlap(x, y):
+        return x[1] < y[1] + program.aligned(y[2]) and y[1] < x[1] + program.aligned(x[2])
+
+    assert not overlap(a2, b2) and not overlap(c2, d2)  # lives that meet keep apart
+    assert a2[1] == c2[1]  # a is dead when c is written: the same bytes
+    assert p.workspace_bytes == program.aligned(1000) + program.aligned(200)
+
+
+def test_the_workspace_pool_keeps_nothing_larger_than_the_kept_programs_need():
+    """After a first call's timing, WORKSPACES.fit(need of the kept programs): a buffer a losing candidate
+    borrowed goes, the next call gets one of the size the kept programs need, and steady calls reuse it."""
+    from mxkit_onednn import program
+
+    pool = program.WorkspacePool()
+    with pool.lend(10 << 20):  # a candidate that lost
+        pass
+    with pool.lend(1 << 20):
+        pass
+    assert pool.nbytes == 10 << 20
+    pool.fit(1 << 20)
+    assert pool.nbytes == 0
+    with pool.lend(1 << 20) as first:
+        pass
+    with pool.lend(1 << 20) as again:
+        assert again is first  # steady calls allocate nothing
+    assert pool.nbytes == 1 << 20

@@ -28,6 +28,7 @@ from mxkit_onednn.program import (
     Chunked,
     Prepared,
     Program,
+    pack_workspace,
     within_workspace,
     within_workspace_summed,
 )
@@ -288,11 +289,12 @@ def build_backward(g: ConvGeometry, want_data: bool, layout: str, accumulate: bo
     if g.bias is not None:
         bindings.append((dnnl.ARG_DIFF_BIAS, dnnl.plain_md(g.bias), targets[1]))
     b.step(weights_pd, bindings)
-    program = b.build()
+    program = b.build(pack=False)
     if accumulate:  # output += the chunk's part (oneDNN's sum may write over its first source)
         for (ref, md), part in zip(sums, targets):
             b.step(dnnl.sum_pd(md, [md, md]), [(dnnl.ARG_MULTIPLE_SRC, md, ref), (dnnl.ARG_MULTIPLE_SRC + 1, md, part),
                                                (dnnl.ARG_DST, md, ref)])
+    pack_workspace(program)
     return program
 
 

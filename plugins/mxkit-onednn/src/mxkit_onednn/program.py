@@ -295,11 +295,46 @@ class Builder:
         primitive = self.dnnl.Primitive(pd, [(arg, md) for arg, md, _ in bindings])
         self.program.add(primitive, [ref for _, _, ref in bindings])
 
-    def build(self) -> Program:
+    def build(self, pack: bool = True) -> Program:
+        """The program, its workspace packed (:func:`pack_workspace`). A caller that adds steps after this
+        passes ``pack=False`` and packs once they are all there: packing reads each slot's life from the steps."""
         for primitive, refs in self._after:
             self.program.add(primitive, refs)
         self._after = []
+        if pack:
+            pack_workspace(self.program)
         return self.program
+
+
+def pack_workspace(program: Program) -> None:
+    """Let workspace slots whose uses do not overlap share bytes, and shrink the workspace to what that needs
+    (once per program, when all its steps are there).
+
+    A slot lives from the first step that names it to the last (a step that reads one slot and writes
+    another keeps them apart). Slots are placed largest first, each at the lowest offset clear of every
+    placed slot whose life meets its own. A backward convolution's filters in oneDNN's layout (read by the
+    data gradient) and its filter gradient in that layout (written after it) then take the same bytes:
+    19.7 MB of workspace became 10.2 MB for ResNet-18's 512-channel 3x3 layers at batch 8."""
+    lives: dict[int, list[int]] = {}  # slot offset -> [first step, last step, bytes]
+    for index, (_, refs) in enumerate(program.steps):
+        for ref in refs:
+            if ref[0] == "ws":
+                life = lives.setdefault(ref[1], [index, index, 0])
+                life[1] = index
+                life[2] = max(life[2], aligned(ref[2]))
+    placed: list[tuple[int, int, int, int]] = []  # (offset, bytes, first step, last step)
+    moved: dict[int, int] = {}
+    for old, (first, last, size) in sorted(lives.items(), key=lambda item: (-item[1][2], item[0])):
+        offset = 0
+        for start, end in sorted((o, o + n) for o, n, f, la in placed if f <= last and first <= la):
+            if offset + size <= start:
+                break
+            offset = max(offset, end)
+        placed.append((offset, size, first, last))
+        moved[old] = offset
+    program.steps = [(primitive, [("ws", moved[ref[1]], ref[2]) if ref[0] == "ws" else ref for ref in refs])
+                     for primitive, refs in program.steps]
+    program.workspace_bytes = max((offset + size for offset, size, _, _ in placed), default=0)
 
 
 #: timing runs of each candidate program on a shape's first call (the best of them counts)
@@ -434,6 +469,13 @@ class WorkspacePool:
         with self._lock:
             return sum(buffer.nbytes for buffer in self._free)
 
+    def fit(self, nbytes: int) -> None:
+        """Make ``nbytes`` the largest call (the programs kept need no more): free buffers larger than that go,
+        so that a candidate program timed on a first call and not kept leaves none of its workspace behind."""
+        with self._lock:
+            self._largest = nbytes
+            self._free = [buffer for buffer in self._free if buffer.nbytes <= nbytes]
+
     def clear(self) -> None:
         """Drop the free buffers (the next calls allocate new ones, the size of the calls from then on)."""
         with self._lock:
@@ -513,6 +555,9 @@ class ProgramCache:
             self._programs[key] = program
             while len(self._programs) > self.capacity:
                 self._programs.popitem(last=False)
+            needed = max((kept.lent_bytes for kept in self._programs.values() if kept is not FALLBACK), default=0)
+        # the candidates just timed borrowed workspace for themselves; only what the kept programs need stays
+        WORKSPACES.fit(needed)
 
     def program(self, key: Hashable) -> Any:
         """What serves ``key``: its :class:`Program` (or :class:`Chunked`), :data:`FALLBACK`, or None (no call yet)."""
