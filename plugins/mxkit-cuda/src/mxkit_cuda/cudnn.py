@@ -1,4 +1,7 @@
-"""Convolution through cuDNN 9, called with ctypes (CuPy 14 no longer wraps cuDNN).
+"""cuDNN 9 called with ctypes (CuPy 14 no longer wraps cuDNN): the library, a handle per device,
+tensor descriptors, one workspace per device shared by every call, and the convolution's three
+directions (:mod:`mxkit_cuda.convolution` serves Convolution and FullyConnected with them;
+:mod:`mxkit_cuda.cudnn_batchnorm` and :mod:`mxkit_cuda.cudnn_pooling` use the rest).
 
 The library comes from the ``nvidia-cudnn-cu12``/``-cu13`` wheels (``pip install
 mxkit-cuda[cudnn]``) or the system. Without it, :func:`library` returns None and the
