@@ -83,6 +83,7 @@ class CUDABackend(Backend):
         self._single_device = cupy.cuda.runtime.getDeviceCount() == 1
         self._peak_bytes = 0
         self._recorder: graphs.Recorder | None = None
+        self._recorded = 0  # bytes the recordings' pool holds; it grows only while recording
         self._recorder_lock = threading.Lock()
         self._to_host_staging = _PinnedStaging()
         self._from_host_staging = _PinnedStaging()
@@ -96,26 +97,22 @@ class CUDABackend(Backend):
         else:
             with self._device:
                 array = self.xp.empty(shape, dtype)
-        used = self._pool.used_bytes() + self._recorded_bytes()
+        used = self._pool.used_bytes() + self._recorded
         if used > self._peak_bytes:
             self._peak_bytes = used
         return array
 
-    def _recorded_bytes(self) -> int:
-        return self._recorder.nbytes if self._recorder is not None else 0
-
     def memory_stats(self) -> dict[str, int]:
         """Bytes of CuPy's pool: ``in_use`` by live arrays and by recordings' temporaries
         (``recorded``, see :meth:`record`), ``pooled`` (held, free for reuse), ``peak`` in use."""
-        recorded = self._recorded_bytes()
-        used = self._pool.used_bytes() + recorded
+        used = self._pool.used_bytes() + self._recorded
         self._peak_bytes = max(self._peak_bytes, used)
         return {"in_use": used, "pooled": self._pool.total_bytes() - self._pool.used_bytes(),
-                "peak": self._peak_bytes, "recorded": recorded}
+                "peak": self._peak_bytes, "recorded": self._recorded}
 
     def reset_peak(self) -> None:
         """Start measuring the peak again from what is in use now."""
-        self._peak_bytes = self._pool.used_bytes() + self._recorded_bytes()
+        self._peak_bytes = self._pool.used_bytes() + self._recorded
 
     def release(self) -> None:
         """Give the pool's free blocks back to the driver (after the device's pending work)."""
@@ -158,8 +155,8 @@ class CUDABackend(Backend):
                 if self._recorder is None:
                     self._recorder = graphs.Recorder(self._device, self.compute_stream)
         recording = self._recorder.record(run)
-        if recording is not None:
-            self._peak_bytes = max(self._peak_bytes, self._pool.used_bytes() + self._recorded_bytes())
+        self._recorded = self._recorder.nbytes  # a refused capture may have grown the pool too
+        self._peak_bytes = max(self._peak_bytes, self._pool.used_bytes() + self._recorded)
         return recording
 
     # -- copies ---------------------------------------------------------------------------

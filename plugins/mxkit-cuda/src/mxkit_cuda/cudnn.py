@@ -25,6 +25,7 @@ import functools
 import glob
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from mxkit.core import config
@@ -38,7 +39,7 @@ _NCHW = 0
 _DEFAULT_MATH, _TENSOR_OP_MATH, _FMA_MATH = 0, 1, 3
 _WORKSPACE_LIMIT = 1 << 30
 _MAX_ALGOS = 16
-_lock = threading.RLock()  # a plan made under it makes the handle under it too
+_lock = threading.RLock()  # for cached(): a plan made under it makes the handle under it too
 
 
 class _Perf(ctypes.Structure):
@@ -119,16 +120,23 @@ class _Handle:
 _handles: dict[int, _Handle] = {}
 
 
+def cached(cache: dict, key: Any, make: Callable[[], Any]) -> Any:
+    """``cache[key]``, made by ``make()`` on its first use, once however many threads ask at that moment
+    (handles, plans, descriptors and workspaces are each made once per device and shape)."""
+    found = cache.get(key)
+    if found is None:
+        with _lock:
+            found = cache.get(key)
+            if found is None:
+                found = cache[key] = make()
+    return found
+
+
 def current_handle() -> _Handle:
     """The cuDNN handle of the current device (made on first use)."""
     import cupy
 
-    device = cupy.cuda.runtime.getDevice()
-    handle = _handles.get(device)
-    if handle is None:
-        with _lock:
-            handle = _handles.setdefault(device, _Handle())
-    return handle
+    return cached(_handles, cupy.cuda.runtime.getDevice(), _Handle)
 
 
 def tensor_descriptor(shape: tuple[int, ...], dtype: int) -> ctypes.c_void_p:
@@ -247,14 +255,8 @@ def conv_plan(x: Any, w: Any, y_shape: tuple[int, ...], pad: Any, stride: Any, d
     tf32 = bool(config.get("cuda_tf32")) if tf32 is None else tf32
     key = (cupy.cuda.runtime.getDevice(), x.shape, w.shape, y_shape, x.dtype.name, tuple(pad), tuple(stride),
            tuple(dilate), groups, tf32)
-    plan = _plans.get(key)
-    if plan is None:
-        with _lock:
-            plan = _plans.get(key)
-            if plan is None:
-                plan = _plans[key] = ConvPlan(tuple(x.shape), tuple(w.shape), tuple(y_shape), x.dtype.name,
-                                              tuple(pad), tuple(stride), tuple(dilate), groups, tf32)
-    return plan
+    return cached(_plans, key, lambda: ConvPlan(tuple(x.shape), tuple(w.shape), tuple(y_shape), x.dtype.name,
+                                                tuple(pad), tuple(stride), tuple(dilate), groups, tf32))
 
 
 def scalars(dtype: Any) -> tuple[Any, Any]:
@@ -304,12 +306,7 @@ _workspaces: dict[int, _Workspace] = {}
 def _workspace(nbytes: int) -> Any:
     import cupy
 
-    device = cupy.cuda.runtime.getDevice()
-    workspace = _workspaces.get(device)
-    if workspace is None:
-        with _lock:
-            workspace = _workspaces.setdefault(device, _Workspace())
-    return workspace.view(nbytes)
+    return cached(_workspaces, cupy.cuda.runtime.getDevice(), _Workspace).view(nbytes)
 
 
 def workspace_bytes(device: int) -> int:

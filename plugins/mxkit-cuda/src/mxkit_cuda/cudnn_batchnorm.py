@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import threading
 from typing import Any
 
 from mxkit.core import config
@@ -38,7 +37,6 @@ from mxkit_cuda import cudnn
 
 _SPATIAL = 1  # CUDNN_BATCHNORM_SPATIAL: one mean and variance per channel
 _MIN_EPSILON = 1e-5  # CUDNN_BN_MIN_EPSILON of cuDNN 7; later versions accept less, this is safe for all
-_lock = threading.Lock()
 
 
 def usable(params: dict, *arrays: Any) -> bool:
@@ -67,14 +65,7 @@ _descriptors: dict[tuple, _Descriptors] = {}
 
 
 def _describe(shape: tuple[int, int, int], dtype: str) -> _Descriptors:
-    key = (shape, dtype)
-    found = _descriptors.get(key)
-    if found is None:
-        with _lock:
-            found = _descriptors.get(key)
-            if found is None:
-                found = _descriptors[key] = _Descriptors(shape, dtype)
-    return found
+    return cudnn.cached(_descriptors, (shape, dtype), lambda: _Descriptors(shape, dtype))
 
 
 def _three_axes(shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:

@@ -17,7 +17,6 @@ the same); the generic kernel gives it to the first one.
 from __future__ import annotations
 
 import ctypes
-import threading
 from typing import Any
 
 from mxkit.ndarray.kernels import PoolGeometry
@@ -26,7 +25,6 @@ from mxkit_cuda import cudnn
 
 _MAX, _AVERAGE_WITH_PADDING, _AVERAGE_WITHOUT_PADDING = 0, 1, 2
 _PROPAGATE_NAN = 1
-_lock = threading.Lock()
 
 
 def _mode(params: dict) -> int | None:
@@ -80,13 +78,7 @@ _plans: dict[tuple, _Plan] = {}
 def _plan(g: PoolGeometry, params: dict, x: Any, y_shape: tuple[int, ...]) -> _Plan:
     mode = _mode(params)
     key = (mode, g.kernel, g.pad, g.stride, tuple(x.shape), tuple(y_shape), x.dtype.name)
-    plan = _plans.get(key)
-    if plan is None:
-        with _lock:
-            plan = _plans.get(key)
-            if plan is None:
-                plan = _plans[key] = _Plan(g, mode, tuple(x.shape), tuple(y_shape), x.dtype.name)
-    return plan
+    return cudnn.cached(_plans, key, lambda: _Plan(g, mode, tuple(x.shape), tuple(y_shape), x.dtype.name))
 
 
 def forward(xp: Any, g: PoolGeometry, params: dict, x: Any, y: Any) -> None:

@@ -29,6 +29,7 @@ from mxkit_onednn.eltwise import FORWARD as ELTWISE_FORWARD
 from mxkit_onednn.kernels import ANY, Unhandled, handles
 from mxkit_onednn.library import load
 from mxkit_onednn.norm import HANDLES as NORM_HANDLES
+from mxkit_onednn.norm import build_backward_program
 from mxkit_onednn.pool import HANDLES as POOL_HANDLES
 from mxkit_onednn.pool import PoolGeometry
 from mxkit_onednn.program import PROGRAMS, Builder, Program, refuse_over_workspace, within_workspace
@@ -387,25 +388,10 @@ def batchnorm(inputs: list, outputs: list, params: dict, replaced: Any = None) -
 def build_bn_backward(dims: tuple, eps: float, batch_stats: bool) -> Program:
     """Inputs (out_grad, x, scale[, mean, var]); outputs (dx, dgamma, dbeta): dx bfloat16, the others float32.
     With batch statistics the forward runs again for them, its normalised output into the data gradient's
-    buffer (the backward then overwrites it)."""
+    buffer (the backward then overwrites it): float32's builder on bfloat16 data."""
     dnnl = load()
-    data, channel = md(dnnl, dims), md(dnnl, (dims[1],), F32)
-    flags = _bn_flags(dnnl, batch_stats)
-    forward = dnnl.batch_norm_forward_pd(dnnl.FORWARD_TRAINING, data, data, eps, flags)
-    backward = dnnl.batch_norm_backward_pd(dnnl.BACKWARD, data, data, data, eps, flags, forward)
-    b = Builder(dnnl)
-    if batch_stats:
-        mean, var = b.scratch(channel), b.scratch(channel)
-        b.step(forward, [(dnnl.ARG_SRC, data, ("in", 1)), (dnnl.ARG_SCALE, channel, ("in", 2)),
-                         (dnnl.ARG_SHIFT, channel, ("in", 2)), (dnnl.ARG_MEAN, channel, mean),
-                         (dnnl.ARG_VARIANCE, channel, var), (dnnl.ARG_DST, data, ("out", 0))])
-    else:
-        mean, var = ("in", 3), ("in", 4)
-    b.step(backward, [(dnnl.ARG_SRC, data, ("in", 1)), (dnnl.ARG_MEAN, channel, mean),
-                      (dnnl.ARG_VARIANCE, channel, var), (dnnl.ARG_DIFF_DST, data, ("in", 0)),
-                      (dnnl.ARG_SCALE, channel, ("in", 2)), (dnnl.ARG_DIFF_SRC, data, ("out", 0)),
-                      (dnnl.ARG_DIFF_SCALE, channel, ("out", 1)), (dnnl.ARG_DIFF_SHIFT, channel, ("out", 2))])
-    return b.build()
+    return build_backward_program(md(dnnl, dims), md(dnnl, (dims[1],), F32), eps, batch_stats,
+                                  dst_in_diff_src=True)
 
 
 @handles(**NORM_HANDLES)

@@ -101,13 +101,22 @@ def _replaced_forward(replaced: Any, inputs: list, outs: list, eps: float) -> No
 
 
 def _build_backward(dims: tuple, eps: float, batch_stats: bool, dst_in_diff_src: bool) -> Program:
-    """Inputs (out_grad, x, scale[, mean, var]); outputs (dx, dgamma, dbeta).
+    """Inputs (out_grad, x, scale[, mean, var]); outputs (dx, dgamma, dbeta), all float32 (see
+    :func:`build_backward_program`)."""
+    dnnl = load()
+    return build_backward_program(dnnl.plain_md(dims), dnnl.plain_md((dims[1],)), eps, batch_stats,
+                                  dst_in_diff_src)
+
+
+def build_backward_program(data: Any, channel: Any, eps: float, batch_stats: bool, dst_in_diff_src: bool) -> Program:
+    """BatchNorm's backward on data of layout ``data`` with per-channel values of layout ``channel`` (float32
+    data here, bfloat16 data with float32 statistics in :mod:`mxkit_onednn.bf16_ops`). Inputs (out_grad, x,
+    scale[, mean, var]); outputs (dx, dgamma, dbeta).
 
     With batch statistics the forward runs again for them; its normalised output, which nothing reads,
     goes into the data gradient's buffer when ``dst_in_diff_src`` (the backward overwrites it
     afterwards), else into a workspace slot the size of the data."""
     dnnl = load()
-    data, channel = dnnl.plain_md(dims), dnnl.plain_md((dims[1],))
     flags = dnnl.USE_SCALE | dnnl.USE_SHIFT | (0 if batch_stats else dnnl.USE_GLOBAL_STATS)
     forward = dnnl.batch_norm_forward_pd(dnnl.FORWARD_TRAINING, data, data, eps, flags)
     backward = dnnl.batch_norm_backward_pd(dnnl.BACKWARD, data, data, data, eps, flags, forward)
