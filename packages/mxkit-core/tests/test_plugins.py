@@ -301,3 +301,28 @@ def test_info_renders_plugins_and_config_with_sources(monkeypatch):
     assert "shown-plugin" in text and "shown" in text
     assert "environment MXKIT_CPU_WORKERS" in text
     assert "engines:" in text and "configuration" in text
+
+
+def _workers_plugin(answer):
+    @hookimpl
+    def mxkit_cpu_workers():
+        return answer
+
+    return SimpleNamespace(mxkit_cpu_workers=mxkit_cpu_workers)
+
+
+def test_the_fewest_cpu_workers_a_plugin_asks_for_wins():
+    base = plugins.preferred_cpu_workers()  # what the installed plugins ask (mxkit-onednn: 1, or None)
+    plugins.register_plugin(_workers_plugin(None), name="no-preference")
+    assert plugins.preferred_cpu_workers() == base
+    plugins.register_plugin(_workers_plugin(3), name="three")
+    assert plugins.preferred_cpu_workers() == (3 if base is None else min(base, 3))
+    plugins.register_plugin(_workers_plugin(1), name="one")
+    assert plugins.preferred_cpu_workers() == 1
+
+
+@pytest.mark.parametrize("answer", [0, -1, 1.5, "2", True])
+def test_a_bad_cpu_workers_answer_names_the_hook(answer):
+    plugins.register_plugin(_workers_plugin(answer), name="bad-workers")
+    with pytest.raises(PluginError, match=r"mxkit_cpu_workers hook answered .*int >= 1 or None"):
+        plugins.preferred_cpu_workers()

@@ -1,6 +1,7 @@
 """Threaded engines: delete_var, concurrent pushers, priorities, pools, waits, misuse."""
 
 import _thread
+import os
 import threading
 import time
 
@@ -154,6 +155,33 @@ def test_cpu_workers_config_sets_the_pool_size(monkeypatch):
     eng = engine.create("threaded")
     try:
         assert eng.num_workers == 3
+    finally:
+        eng.shutdown()
+
+
+def test_automatic_cpu_workers_follow_the_plugins(monkeypatch):
+    from types import SimpleNamespace
+
+    from mxkit.core import hookimpl, plugins
+
+    @hookimpl
+    def mxkit_cpu_workers():
+        return 1
+
+    monkeypatch.setenv("MXKIT_CPU_WORKERS", "0")
+    plugins.register_plugin(SimpleNamespace(mxkit_cpu_workers=mxkit_cpu_workers), name="one-worker")
+    try:
+        eng = engine.create("threaded_per_device")
+        try:
+            assert eng.num_workers == 1
+        finally:
+            eng.shutdown()
+    finally:
+        plugins.unregister_plugin("one-worker")
+    monkeypatch.setattr(plugins, "preferred_cpu_workers", lambda: None)
+    eng = engine.create("threaded")
+    try:
+        assert eng.num_workers == len(os.sched_getaffinity(0))
     finally:
         eng.shutdown()
 

@@ -96,6 +96,18 @@ def load() -> ModuleType | None:
     return _state["module"]  # type: ignore[return-value]
 
 
+def openmp_spreads_work() -> bool:
+    """Whether oneDNN is in use with an OpenMP team of more than one thread (``OMP_NUM_THREADS``
+    unset, or above 1, on more than one core): then each of its primitives occupies every core."""
+    if load() is None:
+        return False
+    threads = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if threads.isdigit():
+        return int(threads) > 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return cores > 1
+
+
 def status() -> str:
     """``"loaded"``, or why oneDNN is not in use."""
     return "loaded" if load() is not None else str(_state["reason"])
@@ -106,4 +118,4 @@ def forget() -> None:
     _state.clear()
 
 
-__all__ = ["LOG", "OPENMP_DEFAULTS", "SONAME", "candidate_paths", "forget", "load", "status"]
+__all__ = ["LOG", "OPENMP_DEFAULTS", "SONAME", "candidate_paths", "forget", "load", "openmp_spreads_work", "status"]

@@ -23,3 +23,15 @@ def mxkit_kernels(registry):
     from mxkit_onednn.kernels import register
 
     register(registry)
+
+
+@hookimpl
+def mxkit_cpu_workers():
+    # oneDNN runs each primitive on an OpenMP team over every core. A second engine worker
+    # calling it makes a second team, and libgomp, seeing more threads than cores, then
+    # throttles every team's spin-wait (to 100 rounds) for the rest of the process: each
+    # small primitive waits for its helper threads to wake (an MLP's Module step measured
+    # 1.24 -> 0.92 ms with one worker). One team, on one worker, as MXNet's one CPU worker.
+    from mxkit_onednn.library import openmp_spreads_work
+
+    return 1 if openmp_spreads_work() else None

@@ -57,7 +57,8 @@ NON_CONFIG_VARIABLES: frozenset[str] = frozenset({
 CORE_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("engine", "str", "threaded_per_device", "execution engine (a name from mxkit_engines)",
                plugin_kind="engine"),
-    OptionSpec("cpu_workers", "int", 0, "worker threads per CPU device (0: one per core)", minimum=0),
+    OptionSpec("cpu_workers", "int", 0, "worker threads per CPU device (0: automatic: one when a kernel plugin, "
+               "such as mxkit-onednn, spreads each operation over the cores; else one per core)", minimum=0),
     OptionSpec("memplan", "str", "auto", "memory-planning strategy (a name from mxkit_memory_planners)",
                plugin_kind="planner"),
     OptionSpec("consistency", "str", "sequential",

@@ -7,7 +7,7 @@ group ``mxkit`` in its ``pyproject.toml``::
     [project.entry-points.mxkit]
     my_plugin = "my_package.mxkit_plugin"
 
-Every hook except :func:`mxkit_kernels` returns an iterable of spec dataclasses
+Every hook except :func:`mxkit_kernels` and :func:`mxkit_cpu_workers` returns an iterable of spec dataclasses
 (:mod:`mxkit.core.specs`); mxkit collects them into one registry per kind, keyed by the
 spec's normalised name. Hook bodies must be cheap: import heavy modules inside the
 factories they return, not at module import or hook time.
@@ -248,6 +248,32 @@ def mxkit_kernels(registry: Any) -> None:
     """
 
 
+@hookspec
+def mxkit_cpu_workers() -> int | None:
+    """How many engine worker threads per CPU device this plugin's kernels run best with,
+    or None for no preference. Asked when a threaded engine starts with config
+    ``cpu_workers`` at 0 (automatic); the smallest answer wins, and with none the engine
+    starts one worker per core.
+
+    A plugin whose kernels spread each operation over every core themselves (OpenMP, as
+    oneDNN does) answers 1, as MXNet's one CPU worker (``MXNET_CPU_WORKER_NTHREADS``):
+    two workers in such kernels at once ask for twice the cores, and libgomp then stops
+    its threads' spin-waiting for the whole process, so that each small operation waits
+    for its helper threads to wake. The answer must be cheap and must not depend on which
+    operators have run.
+
+    Example
+    -------
+    ::
+
+        from mxkit.core import hookimpl
+
+        @hookimpl
+        def mxkit_cpu_workers():
+            return 1 if my_library_uses_openmp() else None
+    """
+
+
 HOOK_NAMES = (
     "mxkit_backends",
     "mxkit_engines",
@@ -258,4 +284,5 @@ HOOK_NAMES = (
     "mxkit_optimizers",
     "mxkit_options",
     "mxkit_kernels",
+    "mxkit_cpu_workers",
 )

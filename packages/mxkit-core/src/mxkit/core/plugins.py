@@ -474,6 +474,16 @@ def call_kernel_hooks(kernel_registry: Any) -> None:
     get_plugin_manager().hook.mxkit_kernels(registry=kernel_registry)
 
 
+def preferred_cpu_workers() -> int | None:
+    """The fewest engine worker threads per CPU device that a plugin asks for through
+    :func:`~mxkit.core.hookspecs.mxkit_cpu_workers`, or None when none has a preference."""
+    answers = [value for value in get_plugin_manager().hook.mxkit_cpu_workers() if value is not None]
+    for value in answers:
+        if type(value) is not int or value < 1:
+            raise PluginError(f"a plugin's mxkit_cpu_workers hook answered {value!r}; it must be an int >= 1 or None")
+    return min(answers, default=None)
+
+
 __all__ = [
     "BUILTIN_PLUGIN_MODULES",
     "CORE_PLUGIN_MODULE",
@@ -494,6 +504,7 @@ __all__ = [
     "get_plugin_manager",
     "list_plugins",
     "plugin_info",
+    "preferred_cpu_workers",
     "register_plugin",
     "registry",
     "reset_plugin_manager",

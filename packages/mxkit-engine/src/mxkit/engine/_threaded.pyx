@@ -32,7 +32,7 @@ cdef class ThreadedEngine:
         (a pool per device, plus a pool for operations pushed with ``priority > 0``).
     num_workers : int, optional
         Worker threads of the shared pool (``threaded``) or of each CPU device's pool;
-        by default config ``cpu_workers`` (0: one per core).
+        by default config ``cpu_workers`` (0: automatic, see :func:`automatic_cpu_workers`).
     priority_workers : int
         Worker threads of the priority pool (``threaded_per_device`` only).
     gpu_workers : int
@@ -340,11 +340,22 @@ cdef int _positive_int(value, str what) except -1:
     return value
 
 
+def automatic_cpu_workers():
+    """Config ``cpu_workers`` at 0: what a plugin's kernels ask for (the ``mxkit_cpu_workers``
+    hook: one, where every kernel spreads itself over the cores), else one per core."""
+    from mxkit.core.plugins import preferred_cpu_workers
+
+    preferred = preferred_cpu_workers()
+    if preferred is not None:
+        return preferred
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 cdef int _resolve_workers(value) except -1:
     if value is None:
         from mxkit.core import config
 
         value = config.get("cpu_workers")
         if value == 0:
-            value = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+            value = automatic_cpu_workers()
     return _positive_int(value, "num_workers")
