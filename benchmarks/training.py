@@ -9,8 +9,8 @@ One step is what ``Module.fit`` does per batch: copy the batch in, forward, back
 (softmax cross-entropy), and an SGD update with momentum 0.9 and weight decay of every
 parameter. Rows:
 
-- **mxkit Module** in this process (``mx.mod.Module`` on ``cpu(0)`` with mxkit's defaults: BLAS on one
-  thread beside the engine's workers, config ``cpu_blas_threads``);
+- **mxkit Module** in a subprocess of this interpreter (``mx.mod.Module`` on ``cpu(0)`` with mxkit's
+  defaults: BLAS on one thread beside the engine's workers, config ``cpu_blas_threads``);
 - **PyTorch** CPU (``nn.Sequential``, ``torch.optim.SGD``), in a subprocess of the interpreter
   named by ``MXKIT_BENCH_TORCH_PYTHON`` (or ``--torch-python``; this interpreter when it imports torch);
 - **MXNet 1.9.1** ``mx.mod.Module`` in a subprocess of ``MXKIT_BENCH_MXNET_PYTHON`` (or ``--mxnet-python``).
@@ -32,7 +32,11 @@ includes the iterator, the accuracy metric ``fit`` keeps, and the end-of-epoch p
 sync). mxkit's ``fit`` replays a step prepared once (``module_step_program``); PyTorch runs
 its own loop with the accuracy count, as with ``--metric``.
 
-Each row is the best of ``--repeats`` timed blocks of ``--steps`` steps after a warm-up.
+Each row is the best of ``--repeats`` timed blocks of ``--steps`` steps after a warm-up, each
+row of each framework in a fresh process: a process that has run oneDNN on one thread (the
+engine's worker, for ``Module``) and then runs it on another (the caller, where the imperative
+row's small operations run) has two OpenMP teams, and libgomp then shortens every team's
+spin-wait for good, which cost the second row 20-35% when both shared a process.
 A missing anchor leaves its column empty. Nothing here asserts on time.
 
     MXKIT_BENCH_MXNET_PYTHON=... MXKIT_BENCH_TORCH_PYTHON=... python benchmarks/training.py
@@ -213,6 +217,9 @@ def _worker(kind: str, network: str, steps: int, repeats: int, threads: int | No
 
         print(json.dumps({"seconds": module_fit_seconds(mx, network, steps, repeats)}))
         return
+    if kind == "mxkit":
+        print(json.dumps({"seconds": mxkit_seconds(network, steps, repeats, metric, fit, autograd)}))
+        return
     if kind == "torch":
         if threads:
             import torch
@@ -267,6 +274,15 @@ def mxkit_seconds(network: str, steps: int, repeats: int, metric: bool, fit: boo
     return best_seconds_per_step(step, sync, steps, repeats, warmup=max(3, steps // 5))
 
 
+def _mxkit_in_subprocess(network: str, steps: int, repeats: int, metric: bool, fit: bool = False,
+                         autograd: bool = False) -> float:
+    """:func:`mxkit_seconds` in a fresh process of this interpreter (see the module's docstring)."""
+    seconds = _in_subprocess(sys.executable, "mxkit", network, steps, repeats, None, metric, fit, autograd)
+    if seconds is None:
+        raise SystemExit("the mxkit run failed (its error is above)")
+    return seconds
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=30, help="steps per timed block")
@@ -285,7 +301,7 @@ def main() -> int:
                         help="time Module.fit itself (mxkit, MXNet) over an NDArrayIter, with its accuracy metric")
     parser.add_argument("--autograd", action="store_true",
                         help="also time the step written with mx.nd and mx.autograd (mxkit and MXNet; a row each)")
-    parser.add_argument("--worker", choices=("torch", "mxnet"), help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=("mxkit", "torch", "mxnet"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     networks = args.network or list(NETWORKS)
     if args.worker:
@@ -303,7 +319,7 @@ def main() -> int:
     print(header)
     print("-" * len(header))
     for network in networks:
-        ours = BATCH / mxkit_seconds(network, args.steps, args.repeats, args.metric, args.fit)
+        ours = BATCH / _mxkit_in_subprocess(network, args.steps, args.repeats, args.metric, args.fit)
         anchors = []
         for kind, python in (("torch", torch_python), ("mxnet", args.mxnet_python)):
             seconds = _in_subprocess(python, kind, network, args.steps, args.repeats, args.threads,
@@ -313,7 +329,7 @@ def main() -> int:
         ratios = [f"{ours / v:>.2f}" if v else "-" for v in anchors]
         print(f"{network:<8} {ours:>13,.0f} {cells[0]} {cells[1]} {ratios[0]:>14} {ratios[1]:>12}")
         if args.autograd:  # the same PyTorch step; MXNet's column runs its own autograd step
-            ours = BATCH / mxkit_seconds(network, args.steps, args.repeats, False, autograd=True)
+            ours = BATCH / _mxkit_in_subprocess(network, args.steps, args.repeats, False, autograd=True)
             seconds = _in_subprocess(args.mxnet_python, "mxnet", network, args.steps, args.repeats, args.threads,
                                      False, autograd=True)
             anchors[1] = None if seconds is None else BATCH / seconds
