@@ -45,3 +45,40 @@ def test_a_failing_kernel_raises_at_the_sync_point_naming_the_node():
     exe.forward(x=np.ones(3, dtype="float32"))
     with pytest.raises(MXKitError, match=r"node 'breaks'.*deliberate failure"):
         exe.outputs[0].asnumpy()
+
+
+def test_a_kernel_that_binds_is_bound_once_per_step_and_mode():
+    """An executor binds each step's kernel to its arrays (the registry's optional ``kernel.bind``) at the
+    step's first run in training and in prediction, and later runs call what the bind returned."""
+    binds, calls = [], []
+
+    def scaled_sin(xp, inputs, outputs, params):
+        xp.sin(inputs[0], out=outputs[0])
+
+    def bind(xp, inputs, outputs, params):
+        binds.append(params.get("_is_train", False))
+
+        def bound():
+            calls.append(1)
+            scaled_sin(xp, inputs, outputs, params)
+
+        return bound
+
+    scaled_sin.bind = bind
+    x = sym.Variable("x")
+    out = sym.relu(sym.sin(x, name="bound"), name="after")
+    sin = get_registry().get("sin")
+    previous = sin.kernels.get("numpy")
+    get_registry().register_kernel("sin", backend="numpy", kernel=scaled_sin)
+    try:
+        exe = out.simple_bind(None, grad_req="null", x=(3,))
+    finally:
+        if previous is None:
+            del sin.kernels["numpy"]
+        else:
+            sin.kernels["numpy"] = previous
+    values = np.array([0.5, -1.0, 2.0], dtype="float32")
+    for is_train, scale in ((True, 1), (True, 2), (False, 3), (False, 4), (True, 5)):
+        result = exe.forward(is_train=is_train, x=values * scale)[0].asnumpy()
+        np.testing.assert_allclose(result, np.maximum(np.sin(values * scale), 0), rtol=1e-6)
+    assert binds == [True, False] and len(calls) == 5

@@ -127,8 +127,17 @@ def by_dtype(bfloat16_kernel: Callable[..., None], other: Callable[..., None]) -
         else:
             other(xp, inputs, outputs, params)
 
+    def bind(xp: Any, inputs: list, outputs: list, params: dict) -> Callable[[], None]:
+        """``serve`` bound to these arrays (the registry's ``kernel.bind``): the dtype decides once."""
+        from mxkit_onednn.kernels import bound_kernel
+
+        bfloat16 = any(is_bfloat16(a) for a in inputs) or any(is_bfloat16(a) for a in outputs)
+        return bound_kernel(bfloat16_kernel if bfloat16 else other, xp, inputs, outputs, params)
+
     serve.float32 = other  # type: ignore[attr-defined]
     serve.bfloat16 = bfloat16_kernel  # type: ignore[attr-defined]
+    # set after functools.wraps, which copied ``other``'s own bind (that one would skip the dtype check)
+    serve.bind = bind  # type: ignore[attr-defined]
     return serve
 
 

@@ -14,6 +14,7 @@ A forward run in chunks of samples reorders them once for all its chunks
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -114,6 +115,10 @@ class Outputs:
         for target, array in zip(self.targets, self.arrays):
             if array is not target:
                 np.copyto(target, array)
+
+    def finish_if_needed(self) -> Callable[[], None] | None:
+        """:meth:`finish`, or None when every output is written in place (nothing to copy back)."""
+        return self.finish if any(array is not target for target, array in zip(self.targets, self.arrays)) else None
 
 
 #: the two ways to run a convolution: activations in the layout oneDNN chooses (blocked channels, reordered

@@ -10,7 +10,7 @@ from mxkit_onednn import _mxkit
 from mxkit_onednn.conv import Outputs, float32_arrays
 from mxkit_onednn.kernels import ANY, handles
 from mxkit_onednn.library import load
-from mxkit_onednn.program import PROGRAMS, Builder, Program
+from mxkit_onednn.program import PROGRAMS, BoundCall, Builder, Program
 
 #: the parameters of ``FullyConnected`` the kernels implement (all of them)
 HANDLES = dict(num_hidden=ANY, no_bias=ANY, flatten=ANY)
@@ -33,20 +33,27 @@ def _build_forward(rows: int, hidden: int, features: int, bias: bool) -> Program
     return b.build()
 
 
-@handles(**HANDLES)
-def fully_connected(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
-    """Forward of ``FullyConnected``."""
+def _prepare_forward(inputs: list, outputs: list, params: dict, replaced: Any = None) -> BoundCall:
     bias = not params["no_bias"]
     arrays = float32_arrays([*inputs[:3 if bias else 2], outputs[0]])
     hidden, features = arrays[1].shape
     rows = arrays[0].size // features
     out = Outputs([outputs[0]])
-    PROGRAMS.run(("FullyConnected", rows, hidden, features, bias),
-                 {"plain": lambda: _build_forward(rows, hidden, features, bias)},
-                 [arrays[0].reshape(rows, features), *arrays[1:-1]], [a.reshape(rows, hidden) for a in out.arrays],
-                 None if replaced is None else
-                 lambda ins, outs: replaced([arrays[0], *arrays[1:-1]], [outs[0].reshape(outputs[0].shape)]))
-    out.finish()
+    return BoundCall(PROGRAMS, ("FullyConnected", rows, hidden, features, bias),
+                     {"plain": lambda: _build_forward(rows, hidden, features, bias)},
+                     [arrays[0].reshape(rows, features), *arrays[1:-1]], [a.reshape(rows, hidden) for a in out.arrays],
+                     None if replaced is None else
+                     lambda ins, outs: replaced([arrays[0], *arrays[1:-1]], [outs[0].reshape(outputs[0].shape)]),
+                     out.finish_if_needed())
+
+
+@handles(**HANDLES)
+def fully_connected(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
+    """Forward of ``FullyConnected``."""
+    _prepare_forward(inputs, outputs, params, replaced).once()
+
+
+fully_connected.prepare = _prepare_forward  # type: ignore[attr-defined]
 
 
 def _build_backward(rows: int, hidden: int, features: int, bias: bool, want_data: bool) -> Program:
@@ -68,9 +75,7 @@ def _build_backward(rows: int, hidden: int, features: int, bias: bool, want_data
     return b.build()
 
 
-@handles(**HANDLES)
-def fully_connected_backward(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
-    """``_backward_FullyConnected``: the data gradient (unless nothing reads it), the weight and bias gradients."""
+def _prepare_backward(inputs: list, outputs: list, params: dict, replaced: Any = None) -> BoundCall:
     bias = not params["no_bias"]
     arrays = float32_arrays(list(inputs) + list(outputs))
     out_grad, data, weight = arrays[:3]
@@ -79,12 +84,21 @@ def fully_connected_backward(inputs: list, outputs: list, params: dict, replaced
     want_data = _mxkit.wanted(params, 0)
     out = Outputs(list(outputs))
     views = [out.arrays[0].reshape(rows, features), out.arrays[1], *out.arrays[2:]]
-    PROGRAMS.run(("_backward_FullyConnected", rows, hidden, features, bias, want_data),
-                 {"plain": lambda: _build_backward(rows, hidden, features, bias, want_data)},
-                 [out_grad.reshape(rows, hidden), data.reshape(rows, features), weight], views,
-                 None if replaced is None else
-                 lambda ins, outs: replaced([out_grad, data, weight], [outs[0].reshape(data.shape), *outs[1:]]))
-    out.finish()
+    return BoundCall(PROGRAMS, ("_backward_FullyConnected", rows, hidden, features, bias, want_data),
+                     {"plain": lambda: _build_backward(rows, hidden, features, bias, want_data)},
+                     [out_grad.reshape(rows, hidden), data.reshape(rows, features), weight], views,
+                     None if replaced is None else
+                     lambda ins, outs: replaced([out_grad, data, weight], [outs[0].reshape(data.shape), *outs[1:]]),
+                     out.finish_if_needed())
+
+
+@handles(**HANDLES)
+def fully_connected_backward(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
+    """``_backward_FullyConnected``: the data gradient (unless nothing reads it), the weight and bias gradients."""
+    _prepare_backward(inputs, outputs, params, replaced).once()
+
+
+fully_connected_backward.prepare = _prepare_backward  # type: ignore[attr-defined]
 
 
 __all__ = ["HANDLES", "fully_connected", "fully_connected_backward"]

@@ -19,7 +19,7 @@ from typing import Any
 from mxkit_onednn.conv import Outputs, float32_arrays
 from mxkit_onednn.kernels import Unhandled, handles
 from mxkit_onednn.library import load
-from mxkit_onednn.program import PROGRAMS, Builder, Program
+from mxkit_onednn.program import PROGRAMS, BoundCall, Builder, Program
 
 #: act_type -> the name of its oneDNN algorithm (an attribute of the extension) and its alpha
 FORWARD = {
@@ -47,15 +47,21 @@ def _build_forward(act_type: str, size: int) -> Program:
     return b.build()
 
 
-@handles(act_type=tuple(FORWARD))
-def activation(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
-    """Forward of ``Activation``."""
+def _prepare_forward(inputs: list, outputs: list, params: dict, replaced: Any = None) -> BoundCall:
     act_type = params["act_type"]
     x, _ = float32_arrays([inputs[0], outputs[0]])
     out = Outputs([outputs[0]])
-    PROGRAMS.run(("Activation", act_type, x.size), {"plain": lambda: _build_forward(act_type, x.size)},
-                 [x.reshape(-1)], [a.reshape(-1) for a in out.arrays], replaced)
-    out.finish()
+    return BoundCall(PROGRAMS, ("Activation", act_type, x.size), {"plain": lambda: _build_forward(act_type, x.size)},
+                     [x.reshape(-1)], [a.reshape(-1) for a in out.arrays], replaced, out.finish_if_needed())
+
+
+@handles(act_type=tuple(FORWARD))
+def activation(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
+    """Forward of ``Activation``."""
+    _prepare_forward(inputs, outputs, params, replaced).once()
+
+
+activation.prepare = _prepare_forward  # type: ignore[attr-defined]
 
 
 def _build_backward(act_type: str, size: int) -> Program:
@@ -74,15 +80,19 @@ def _build_backward(act_type: str, size: int) -> Program:
 def _backward(name: str):
     act_type = BACKWARD[name]
 
-    def kernel(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
+    def prepare(inputs: list, outputs: list, params: dict, replaced: Any = None) -> BoundCall:
         out_grad, y, _ = float32_arrays([inputs[0], inputs[1], outputs[0]])
         if out_grad.shape != y.shape or y.shape != outputs[0].shape:
             raise Unhandled  # broadcasting is the generic kernel's business
         out = Outputs([outputs[0]])
-        PROGRAMS.run((name, y.size), {"plain": lambda: _build_backward(act_type, y.size)},
-                     [out_grad.reshape(-1), y.reshape(-1)], [a.reshape(-1) for a in out.arrays], replaced)
-        out.finish()
+        return BoundCall(PROGRAMS, (name, y.size), {"plain": lambda: _build_backward(act_type, y.size)},
+                         [out_grad.reshape(-1), y.reshape(-1)], [a.reshape(-1) for a in out.arrays], replaced,
+                         out.finish_if_needed())
 
+    def kernel(inputs: list, outputs: list, params: dict, replaced: Any = None) -> None:
+        prepare(inputs, outputs, params, replaced).once()
+
+    kernel.prepare = prepare  # type: ignore[attr-defined]
     kernel.__name__ = name.lstrip("_")
     kernel.__doc__ = f"``{name}`` from the activation's output."
     return handles()(kernel)  # the gradient operators have no parameters

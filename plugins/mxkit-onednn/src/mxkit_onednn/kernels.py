@@ -18,6 +18,8 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 BACKEND = "numpy"
 
 #: operator name -> the module attribute of its oneDNN kernel, ``(module, function)``
@@ -120,8 +122,36 @@ def with_fallback(kernel: Callable[..., None], fallback: Kernel, defaults: dict 
         except Unhandled:
             fallback(xp, inputs, outputs, params)
 
+    prepare = getattr(kernel, "prepare", None)
+
+    def bind(xp: Any, inputs: list, outputs: list, params: dict) -> Callable[[], None] | None:
+        """``serve`` bound to these arrays (the registry's ``kernel.bind``): what serves is decided here once,
+        and a kernel with a ``prepare`` (returning a :class:`mxkit_onednn.program.BoundCall`) works out its
+        views once. Inputs that are not C-contiguous float32 arrays would be copied by the preparation, and
+        a copy made once would not follow the arrays: those calls are left to ``serve``."""
+        if unhandled_params(declared, params, defaults):
+            return bound_kernel(fallback, xp, inputs, outputs, params)
+        if prepare is None or not all(isinstance(a, np.ndarray) and a.dtype == np.float32 and a.flags.c_contiguous
+                                      for a in inputs):
+            return None
+        try:
+            return prepare(inputs, outputs, params,
+                           lambda ins, outs, **changed: fallback(xp, ins, outs, {**params, **changed}))
+        except Unhandled:
+            return bound_kernel(fallback, xp, inputs, outputs, params)
+
     serve.replaced = fallback  # type: ignore[attr-defined]
+    serve.bind = bind  # type: ignore[attr-defined]
     return serve
+
+
+def bound_kernel(kernel: Kernel, xp: Any, inputs: list, outputs: list, params: dict) -> Callable[[], None]:
+    """``kernel`` bound to these arguments: its own ``bind`` where it has one, else a plain call of it."""
+    bind = getattr(kernel, "bind", None)
+    bound = bind(xp, inputs, outputs, params) if bind is not None else None
+    if bound is not None:
+        return bound
+    return functools.partial(kernel, xp, inputs, outputs, params)
 
 
 def operator_defaults(op: Any) -> dict:
@@ -151,5 +181,5 @@ def register(registry: Any) -> list[str]:
     return registered
 
 
-__all__ = ["ANY", "BACKEND", "accepts", "OVERRIDES", "Unhandled", "handles", "operator_defaults", "register",
-           "unhandled_params", "with_fallback"]
+__all__ = ["ANY", "BACKEND", "accepts", "OVERRIDES", "Unhandled", "bound_kernel", "handles", "operator_defaults",
+           "register", "unhandled_params", "with_fallback"]

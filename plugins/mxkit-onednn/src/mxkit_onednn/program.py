@@ -77,15 +77,22 @@ class Program:
         """Run every step on ``inputs`` and ``outputs`` (C-contiguous float32 arrays), in ``workspace`` (64-byte
         aligned, at least :attr:`lent_bytes`) or, without one, in a buffer borrowed from :data:`WORKSPACES`."""
         if workspace is None:
-            with WORKSPACES.lend(self.lent_bytes) as lent:
-                self.run(inputs, outputs, lent)
-            return
+            lent_bytes = self.lent_bytes
+            if lent_bytes:
+                with WORKSPACES.lend(lent_bytes) as lent:
+                    self.run(inputs, outputs, lent)
+                return
+            workspace = _NO_WORKSPACE  # nothing to borrow: skip the pool's lock (a small layer's call is microseconds)
         pad = self.scratchpad_bytes
         # slots are 64-byte aligned, so the scratchpad after them is too
         with self.lock:  # a primitive runs one call at a time
             scratchpad = workspace[self.workspace_bytes:self.workspace_bytes + pad] if pad else None
             for primitive, refs in self.steps:
                 primitive.run([_resolve(ref, inputs, outputs, workspace) for ref in refs], scratchpad)
+
+
+#: the workspace of a program that needs none
+_NO_WORKSPACE = np.empty(0, np.uint8)
 
 
 class _ChunkPrograms:
@@ -583,7 +590,45 @@ class ProgramCache:
 #: the process's programs
 PROGRAMS = ProgramCache()
 
-__all__ = ["FALLBACK", "MARGIN", "MAX_PROGRAMS", "PROGRAMS", "TRIALS", "WORKSPACES", "WORKSPACE_BYTES", "Builder",
-           "Chunked", "Prepared", "Program", "ProgramCache", "SummedChunks", "WorkspacePool", "aligned", "cost",
-           "fastest", "refuse_over_workspace", "release_replaced_scratch", "within_workspace",
+class BoundCall:
+    """A kernel call worked out from its arguments: the program cache's key and builders, the views
+    oneDNN reads and writes, the replaced kernel, and what copies results back into outputs that are
+    not C-contiguous. Called once (:meth:`once`), it runs through its program cache as any call does;
+    kept as a bound kernel (``kernel.bind``, for calls on these same arrays again and again), it looks
+    up what serves its key after its first call and then runs that directly."""
+
+    __slots__ = ("builders", "cache", "fallback", "finish", "inputs", "key", "outputs", "served")
+
+    def __init__(self, cache: ProgramCache, key: Hashable, builders: dict[str, Callable[[], Program]], inputs: list,
+                 outputs: list, fallback: Callable[[list, list], None] | None,
+                 finish: Callable[[], None] | None = None) -> None:
+        self.cache = cache
+        self.key = key
+        self.builders = builders
+        self.inputs = inputs
+        self.outputs = outputs
+        self.fallback = fallback
+        self.finish = finish
+        self.served: Any = None
+
+    def once(self) -> None:
+        """Run through the program cache (choosing what serves the key on its first call)."""
+        self.cache.run(self.key, self.builders, self.inputs, self.outputs, self.fallback)
+        if self.finish is not None:
+            self.finish()
+
+    def __call__(self) -> None:
+        served = self.served
+        if served is None:
+            self.once()
+            self.served = self.cache.program(self.key)
+            return
+        _run(served, self.inputs, self.outputs, self.fallback)
+        if self.finish is not None:
+            self.finish()
+
+
+__all__ = ["FALLBACK", "MARGIN", "MAX_PROGRAMS", "PROGRAMS", "TRIALS", "WORKSPACES", "WORKSPACE_BYTES", "BoundCall",
+           "Builder", "Chunked", "Prepared", "Program", "ProgramCache", "SummedChunks", "WorkspacePool", "aligned",
+           "cost", "fastest", "refuse_over_workspace", "release_replaced_scratch", "within_workspace",
            "within_workspace_summed"]

@@ -15,6 +15,12 @@ serves every backend; a backend overrides one through the ``mxkit_kernels`` hook
     def mxkit_kernels(registry):
         registry.register_kernel("relu", backend="numpy", kernel=fast_relu)
 
+A kernel may also offer ``kernel.bind(xp, inputs, outputs, params)``: a callable of no
+arguments that does what ``kernel(xp, inputs, outputs, params)`` does, for calls that pass
+these same arrays and parameters again and again (an executor's steps, bound once), or
+None where it has nothing to save. What a kernel decides from the arguments alone (which
+implementation serves, the views it needs) it decides once, at the bind or the first call.
+
 A gradient is ``gradient(F, params, inputs, outputs, out_grads) -> [input grads]``,
 written against an operator applier ``F`` (``F.elemwise_mul(a, b)``,
 ``F("sum", x, axis=(0,))``): NDArray's autograd passes one that runs the operators,

@@ -52,7 +52,7 @@ def _new_array(ctx: Any, shape: tuple, dtype: str, zero: bool = True) -> Any:
 class _Step:
     """One node compiled against fixed arrays."""
 
-    __slots__ = ("ctx", "inputs", "kernel", "name", "node", "outputs", "params", "predict_params")
+    __slots__ = ("bound", "ctx", "inputs", "kernel", "name", "node", "outputs", "params", "predict_params")
 
     def __init__(self, node: Node, kernel: Any, inputs: list, outputs: list, params: dict, predict: dict,
                  ctx: Any = None) -> None:
@@ -64,12 +64,31 @@ class _Step:
         self.outputs = outputs
         self.params = params
         self.predict_params = predict
+        #: (training, prediction): the kernel bound to this step's arrays (the registry's optional
+        #: ``kernel.bind``), made at the step's first run in that mode; a plain call where it has none
+        self.bound: list[Any] = [None, None]
+
+    def call(self, xp: Any, train: bool) -> None:
+        mode = 0 if train else 1
+        bound = self.bound[mode]
+        if bound is None:
+            params = self.params if train else self.predict_params
+            bind = getattr(self.kernel, "bind", None)
+            bound = bind(xp, self.inputs, self.outputs, params) if bind is not None else None
+            if bound is None:
+                kernel, inputs, outputs = self.kernel, self.inputs, self.outputs
+
+                def bound() -> None:
+                    kernel(xp, inputs, outputs, params)
+
+            self.bound[mode] = bound
+        bound()
 
 
 def _run_steps(steps: Sequence[_Step], xp: Any, train: bool) -> None:
     for step in steps:
         try:
-            step.kernel(xp, step.inputs, step.outputs, step.params if train else step.predict_params)
+            step.call(xp, train)
         except Exception as exc:
             call = step.node.op.describe_call(step.node.params, [tuple(a.shape) for a in step.inputs])
             raise ExecutorError(f"node {step.name!r}: {call} failed: {type(exc).__name__}: {exc}") from exc

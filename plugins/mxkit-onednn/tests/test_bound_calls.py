@@ -1,0 +1,93 @@
+"""Kernels bound to fixed arrays (the registry's ``kernel.bind``, which executors use): a bound call computes
+exactly what the plain call computes, again on every call as the arrays' contents change, through whatever
+serves its shape (a oneDNN program or the replaced kernel); calls it cannot bind are left to the plain kernel."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from mxkit.ndarray.registry import get_registry
+from onednn_harness import _outputs, needs_onednn
+
+pytestmark = needs_onednn
+
+CASES = [
+    ("FullyConnected", lambda rng: [rng.standard_normal((6, 2, 5)), rng.standard_normal((3, 10)),
+                                    rng.standard_normal(3)], dict(num_hidden=3)),
+    ("_backward_FullyConnected", lambda rng: [rng.standard_normal((6, 3)), rng.standard_normal((6, 10)),
+                                              rng.standard_normal((3, 10))], dict(num_hidden=3)),
+    ("Activation", lambda rng: [rng.standard_normal((4, 7))], dict(act_type="tanh")),
+    ("_backward_relu", lambda rng: [rng.standard_normal((4, 7)), np.maximum(rng.standard_normal((4, 7)), 0)], {}),
+]
+
+
+def _arrays(make, seed):
+    return [a.astype(np.float32) for a in make(np.random.default_rng(seed))]
+
+
+@pytest.mark.parametrize("which", ["plain", None])
+@pytest.mark.parametrize("name, make, params", CASES, ids=[case[0] for case in CASES])
+def test_a_bound_call_equals_the_plain_call_on_every_call(which, name, make, params):
+    from mxkit_onednn.program import PROGRAMS
+
+    PROGRAMS.clear()
+    PROGRAMS.only = which  # a oneDNN program alone, or the fastest of it and the replaced kernel
+    try:
+        op, typed, outputs = _outputs(name, _arrays(make, 0), params)
+        kernel = op.kernel_for("numpy")
+        inputs = _arrays(make, 0)
+        bound = kernel.bind(np, inputs, outputs, typed)
+        assert bound is not None
+        for seed in range(4):  # the first call chooses what serves; the later ones run it directly
+            for array, fresh in zip(inputs, _arrays(make, seed)):
+                array[...] = fresh
+            bound()
+            _, _, expected = _outputs(name, inputs, params)
+            kernel(np, inputs, expected, typed)
+            for got, want in zip(outputs, expected):
+                np.testing.assert_array_equal(got, want)
+    finally:
+        PROGRAMS.only = None
+        PROGRAMS.clear()
+
+
+def test_inputs_that_would_be_copied_are_read_afresh_on_every_call():
+    """A strided input would be copied by the preparation: such a call is bound as a plain call, which
+    reads the array's contents as they are on each call (a copy made at the bind would not)."""
+    op = get_registry().get("FullyConnected")
+    typed = op.parse_params(dict(num_hidden=3, no_bias=True))
+    storage = np.ones((10, 6), np.float32)
+    x, w = storage[:, ::2], np.ones((3, 3), np.float32)
+    out = np.empty((10, 3), np.float32)
+    bound = op.kernel_for("numpy").bind(np, [x, w], [out], typed)
+    bound()
+    np.testing.assert_array_equal(out, 3.0)
+    storage[...] = 2.0
+    bound()
+    np.testing.assert_array_equal(out, 6.0)
+
+
+def test_parameters_onednn_does_not_implement_bind_the_replaced_kernel():
+    op = get_registry().get("Activation")
+    kernel = op.kernel_for("numpy")
+    typed = op.parse_params(dict(act_type="softsign"))  # mxkit-cpu's: oneDNN's is not accurate enough
+    x = np.linspace(-3, 3, 12, dtype=np.float32)
+    out, expected = np.empty_like(x), np.empty_like(x)
+    bound = kernel.bind(np, [x], [out], typed)
+    bound()
+    kernel.replaced(np, [x], [expected], typed)
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_outputs_that_are_not_contiguous_get_their_results_copied_back_on_every_call():
+    op = get_registry().get("Activation")
+    typed = op.parse_params(dict(act_type="relu"))
+    x = np.linspace(-1, 1, 8, dtype=np.float32)
+    storage = np.zeros(16, np.float32)
+    out = storage[::2]
+    bound = op.kernel_for("numpy").bind(np, [x], [out], typed)
+    for scale in (1.0, -2.0):
+        x[...] = np.linspace(-1, 1, 8, dtype=np.float32) * scale
+        bound()
+        np.testing.assert_array_equal(out, np.maximum(x, 0))
+        assert not storage[1::2].any()
