@@ -273,9 +273,9 @@ def test_timing_the_candidates_of_an_in_place_call_computes_it_once(monkeypatch)
     np.testing.assert_allclose(x, expected, rtol=1e-5)
 
 
-def test_an_in_place_call_larger_than_the_workspace_budget_is_not_copied_to_time_its_candidates(monkeypatch):
-    """Timing an in-place call's candidates copies its input: past the workspace budget (VGG-16's first ReLU at
-    batch 32 held 392 MB) nothing is copied and oneDNN's program serves, run once."""
+def test_a_large_in_place_call_is_not_copied_to_time_its_candidates(monkeypatch):
+    """Timing an in-place call's candidates copies its input: past IN_PLACE_TIMING_BYTES (VGG-16's first ReLU
+    at batch 32 held 392 MB) nothing is copied and oneDNN's program serves, run once."""
     from mxkit.ndarray.registry import get_registry
     from mxkit_onednn import eltwise, program
     from mxkit_onednn.kernels import with_fallback
@@ -283,7 +283,7 @@ def test_an_in_place_call_larger_than_the_workspace_budget_is_not_copied_to_time
     cache = program.ProgramCache()
     monkeypatch.setattr(eltwise, "PROGRAMS", cache)
     x = np.linspace(-3, 3, 64, dtype=np.float32).reshape(8, 8)
-    monkeypatch.setattr(program, "WORKSPACE_BYTES", x.nbytes - 1)
+    monkeypatch.setattr(program, "IN_PLACE_TIMING_BYTES", x.nbytes - 1)
     copies = []
     real_array = np.array
     monkeypatch.setattr(program.np, "array", lambda *a, **k: copies.append(1) or real_array(*a, **k))

@@ -353,6 +353,10 @@ TRIALS = 2
 MARGIN = 0.8
 
 
+#: in-place calls whose inputs hold more than this are not timed (timing needs a copy of those inputs)
+IN_PLACE_TIMING_BYTES = 4 << 20
+
+
 #: the candidate that stands for the replaced kernel
 FALLBACK = "fallback"
 
@@ -386,16 +390,17 @@ def fastest(programs: list[Any], inputs: list, outputs: list,
     An operator computed in place (an output sharing memory with an input: mxkit's planner lets
     ``Activation`` and the activation gradients overwrite their input) would read its own result on
     the second run; those inputs are copied once and put back before every run after the first, unless they
-    hold more than :data:`WORKSPACE_BYTES`: then the first oneDNN candidate serves without timing."""
+    hold more than :data:`IN_PLACE_TIMING_BYTES`: then the first oneDNN candidate serves without timing."""
     if len(programs) == 1:
         _run(programs[0], inputs, outputs, fallback)
         return programs[0]
     in_place = [index for index, array in enumerate(inputs)
                 if any(np.may_share_memory(array, output) for output in outputs)]
-    if sum(inputs[index].nbytes for index in in_place) > WORKSPACE_BYTES:
-        # the copies would cost more memory than any workspace (VGG-16's first ReLU at batch 32: 392 MB beside
-        # a 2 GB process): the first oneDNN candidate serves untimed (the in-place kernels are elementwise,
-        # where oneDNN's vectorised loop is no slower than the replaced one's)
+    if sum(inputs[index].nbytes for index in in_place) > IN_PLACE_TIMING_BYTES:
+        # the copies would raise the first batch's peak (VGG-16's first ReLU at batch 32: 392 MB beside a
+        # 2 GB process; Inception-v3's prediction peaked 29 MB higher in its first batch than in the later
+        # ones): the first oneDNN candidate serves untimed (the in-place kernels are elementwise, where on
+        # arrays this large oneDNN's vectorised loop is no slower than the replaced one's)
         chosen = next((program for program in programs if program is not FALLBACK), programs[0])
         _run(chosen, inputs, outputs, fallback)
         return chosen
@@ -628,7 +633,7 @@ class BoundCall:
             self.finish()
 
 
-__all__ = ["FALLBACK", "MARGIN", "MAX_PROGRAMS", "PROGRAMS", "TRIALS", "WORKSPACES", "WORKSPACE_BYTES", "BoundCall",
-           "Builder", "Chunked", "Prepared", "Program", "ProgramCache", "SummedChunks", "WorkspacePool", "aligned",
-           "cost", "fastest", "refuse_over_workspace", "release_replaced_scratch", "within_workspace",
-           "within_workspace_summed"]
+__all__ = ["FALLBACK", "IN_PLACE_TIMING_BYTES", "MARGIN", "MAX_PROGRAMS", "PROGRAMS", "TRIALS", "WORKSPACES",
+           "WORKSPACE_BYTES", "BoundCall", "Builder", "Chunked", "Prepared", "Program", "ProgramCache",
+           "SummedChunks", "WorkspacePool", "aligned", "cost", "fastest", "refuse_over_workspace",
+           "release_replaced_scratch", "within_workspace", "within_workspace_summed"]
