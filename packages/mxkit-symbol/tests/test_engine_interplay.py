@@ -52,7 +52,7 @@ def test_a_kernel_that_binds_is_bound_once_per_step_and_mode():
     step's first run in training and in prediction, and later runs call what the bind returned."""
     binds, calls = [], []
 
-    def scaled_sin(xp, inputs, outputs, params):
+    def counted_sin(xp, inputs, outputs, params):
         xp.sin(inputs[0], out=outputs[0])
 
     def bind(xp, inputs, outputs, params):
@@ -60,16 +60,16 @@ def test_a_kernel_that_binds_is_bound_once_per_step_and_mode():
 
         def bound():
             calls.append(1)
-            scaled_sin(xp, inputs, outputs, params)
+            counted_sin(xp, inputs, outputs, params)
 
         return bound
 
-    scaled_sin.bind = bind
+    counted_sin.bind = bind
     x = sym.Variable("x")
     out = sym.relu(sym.sin(x, name="bound"), name="after")
     sin = get_registry().get("sin")
     previous = sin.kernels.get("numpy")
-    get_registry().register_kernel("sin", backend="numpy", kernel=scaled_sin)
+    get_registry().register_kernel("sin", backend="numpy", kernel=counted_sin)
     try:
         exe = out.simple_bind(None, grad_req="null", x=(3,))
     finally:
