@@ -130,3 +130,41 @@ def test_in_flight_limit_counts_fresh_outputs_not_updates_in_place(monkeypatch):
     fresh = weight + grad
     assert counted == [400_000]
     assert fresh.asnumpy()[0] == 3.0
+
+
+def test_a_thread_waits_only_for_its_own_outputs_in_flight(monkeypatch):
+    """Thread B's output waits on an event that thread A sets only after pushing many large outputs (as a
+    dist_sync pull completes only after every worker pushed): A's bound on outputs in flight must not make
+    it wait for B's output, or neither would ever go on."""
+    import threading
+
+    from mxkit.ndarray.invoke import engine, in_flight
+
+    monkeypatch.setattr(in_flight, "limit", 300_000)
+    eng = engine()
+    pushed, release = threading.Event(), threading.Event()
+    held = eng.new_var()
+
+    def other_thread():
+        eng.push(lambda: release.wait(30), writes=[held])  # completes once A is done
+        in_flight.add(eng, held, 400_000)  # B's large output, the oldest in flight
+        pushed.set()
+
+    b = threading.Thread(target=other_thread)
+    b.start()
+    assert pushed.wait(30)
+    a = mx.nd.array(np.arange(100_000, dtype=np.float32))
+    done = []
+
+    def this_thread_pushes():
+        results = [a * float(i) for i in range(10)]  # past the bound: A waits for its own oldest outputs
+        done.append(results[-1].asnumpy()[-1])
+        release.set()
+
+    runner = threading.Thread(target=this_thread_pushes)
+    runner.start()
+    runner.join(20)
+    release.set()
+    b.join(30)
+    eng.wait_for_var(held)
+    assert done == [99_999 * 9.0], "the pushing thread waited for another thread's output"

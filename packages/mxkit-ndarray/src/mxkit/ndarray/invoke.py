@@ -170,44 +170,56 @@ def _var_list(arrays: Sequence[Any], exclude: list[Any]) -> list[Any]:
 
 
 class _InFlight:
-    """Bounds the bytes of operator outputs pushed but maybe not yet computed.
+    """Bounds the bytes of operator outputs a thread pushed that may not be computed yet.
 
     A Python thread can push large operators far faster than they run; every pending one
     holds a fresh output buffer, so memory grows and buffers cannot be recycled. Past
     :attr:`limit` bytes (or three outputs of the current size, if more) the pushing thread
-    waits for the oldest outputs, which lets the backend recycle their buffers while they
+    waits for its own oldest outputs, which lets the backend recycle their buffers while they
     are warm (MXNet leaves this to its memory pool). Outputs under 64 KiB are not counted.
     An error met while waiting stays on its var and is raised at the user's next read of it.
+
+    Each thread counts and waits for its own outputs only: one thread must never wait for
+    another's, whose completion may hang on the first (two workers of a ``dist_sync`` job in
+    one process: a pull completes once every worker has pushed, and a worker that waited for
+    the other's pull before pushing would wait forever).
     """
 
     limit = 4 * 1024 * 1024
 
     def __init__(self) -> None:
-        self._queue: collections.deque[tuple[Any, Any, int]] = collections.deque()
-        self._bytes = 0
-        self._lock = threading.Lock()
-        self._exempt = threading.local()
+        self._threads = threading.local()
+
+    def _mine(self) -> Any:
+        """This thread's state: its queue of (engine, var, bytes) and their bytes."""
+        mine = self._threads
+        if not hasattr(mine, "queue"):
+            mine.queue, mine.bytes, mine.exempt = collections.deque(), 0, False
+        return mine
 
     def exempt_this_thread(self) -> None:
         """Never make the calling thread wait: a custom operator's thread pushes from inside an
         engine operation, and the oldest outputs may be that operation's own (it would wait for itself)."""
-        self._exempt.on = True
+        self._mine().exempt = True
 
     def add(self, eng: Any, var: Any, nbytes: int) -> None:
-        if nbytes < 65536 or getattr(self._exempt, "on", False):
+        if nbytes < 65536:
             return
-        with self._lock:
-            self._queue.append((eng, var, nbytes))
-            self._bytes += nbytes
-            # a few outputs may always be in flight, so that huge operators still overlap
-            bound = max(self.limit, 3 * nbytes)
-            if self._bytes <= bound:
-                return
-            oldest = []
-            while self._bytes > bound // 2 and self._queue:
-                entry = self._queue.popleft()
-                self._bytes -= entry[2]
-                oldest.append(entry)
+        mine = self._mine()
+        if mine.exempt:
+            return
+        queue = mine.queue
+        queue.append((eng, var, nbytes))
+        mine.bytes += nbytes
+        # a few outputs may always be in flight, so that huge operators still overlap
+        bound = max(self.limit, 3 * nbytes)
+        if mine.bytes <= bound:
+            return
+        oldest = []
+        while mine.bytes > bound // 2 and queue:
+            entry = queue.popleft()
+            mine.bytes -= entry[2]
+            oldest.append(entry)
         for old_engine, old_var, _ in oldest:
             try:
                 old_engine.wait_for_var(old_var)
@@ -215,13 +227,10 @@ class _InFlight:
                 # the error stays on the var: the user's own read of that array raises it
                 pass
 
-
     def forget_in_child(self) -> None:
         """After ``os.fork()``, in the child: the parent's pending outputs are not the child's
-        to wait for, and a parent thread may have held the lock at the fork."""
-        self._queue = collections.deque()
-        self._bytes = 0
-        self._lock = threading.Lock()
+        to wait for."""
+        self._threads = threading.local()
 
 
 in_flight = _InFlight()
