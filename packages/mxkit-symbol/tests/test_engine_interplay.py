@@ -1,5 +1,7 @@
 """Executors and NDArrays on one engine: ordering through vars, and kernel errors at sync points."""
 
+import contextlib
+
 import numpy as np
 import pytest
 from mxkit import ndarray as nd
@@ -28,20 +30,27 @@ def test_ndarray_work_before_and_after_a_forward_is_ordered():
         np.testing.assert_allclose(doubled.asnumpy(), 2 * (np.tanh(2 * xv) @ wv), rtol=1e-4, atol=1e-5)
 
 
-def test_a_failing_kernel_raises_at_the_sync_point_naming_the_node():
-    x = sym.Variable("x")
-    out = sym.relu(sym.sin(sym.tanh(x), name="breaks"), name="after")
-    # the numpy backend's sin fails while this executor is bound (kernels are chosen at bind)
+@contextlib.contextmanager
+def _sin_kernel(kernel):
+    """``kernel`` as the numpy backend's sin for the ``with`` block (an executor bound in it keeps it)."""
     sin = get_registry().get("sin")
     previous = sin.kernels.get("numpy")
-    get_registry().register_kernel("sin", backend="numpy", kernel=_failing_kernel)
+    get_registry().register_kernel("sin", backend="numpy", kernel=kernel)
     try:
-        exe = out.simple_bind(None, grad_req="null", x=(3,))
+        yield
     finally:
         if previous is None:
             del sin.kernels["numpy"]
         else:
             sin.kernels["numpy"] = previous
+
+
+def test_a_failing_kernel_raises_at_the_sync_point_naming_the_node():
+    x = sym.Variable("x")
+    out = sym.relu(sym.sin(sym.tanh(x), name="breaks"), name="after")
+    # the numpy backend's sin fails while this executor is bound (kernels are chosen at bind)
+    with _sin_kernel(_failing_kernel):
+        exe = out.simple_bind(None, grad_req="null", x=(3,))
     exe.forward(x=np.ones(3, dtype="float32"))
     with pytest.raises(MXKitError, match=r"node 'breaks'.*deliberate failure"):
         exe.outputs[0].asnumpy()
@@ -67,16 +76,8 @@ def test_a_kernel_that_binds_is_bound_once_per_step_and_mode():
     counted_sin.bind = bind
     x = sym.Variable("x")
     out = sym.relu(sym.sin(x, name="bound"), name="after")
-    sin = get_registry().get("sin")
-    previous = sin.kernels.get("numpy")
-    get_registry().register_kernel("sin", backend="numpy", kernel=counted_sin)
-    try:
+    with _sin_kernel(counted_sin):
         exe = out.simple_bind(None, grad_req="null", x=(3,))
-    finally:
-        if previous is None:
-            del sin.kernels["numpy"]
-        else:
-            sin.kernels["numpy"] = previous
     values = np.array([0.5, -1.0, 2.0], dtype="float32")
     for is_train, scale in ((True, 1), (True, 2), (False, 3), (False, 4), (True, 5)):
         result = exe.forward(is_train=is_train, x=values * scale)[0].asnumpy()
