@@ -96,14 +96,15 @@ OPENMP_CHECK = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("preset, at_load", [
-    ({}, [None, "30000"]),
+    ({}, ["ACTIVE", "30000"]),
     ({"OMP_WAIT_POLICY": "PASSIVE"}, ["PASSIVE", None]),
     ({"GOMP_SPINCOUNT": "0"}, [None, "0"]),
 ])
 def test_onednn_loads_with_a_short_openmp_spin_unless_the_environment_says_otherwise(preset, at_load):
     """libgomp's threads spin long between regions by default, taking the cores the engine's other threads need,
     and with no spin every small primitive waits for its helper thread to wake: the library loads with a short
-    spin (GOMP_SPINCOUNT=30000) where the environment sets neither variable, a user's setting of either wins,
+    spin (GOMP_SPINCOUNT=30000, OMP_WAIT_POLICY=ACTIVE: a longer spin where the threads outnumber the cores)
+    where the environment sets neither variable, a user's setting of either wins,
     and the environment is left as it was (child processes see what the user set)."""
     from mxkit_onednn.library import load
 

@@ -16,7 +16,11 @@ calls: libgomp's default spin (300,000 rounds) takes those cores from them, and 
 on a small one costs more than the helper saves. Unless the environment sets ``OMP_WAIT_POLICY``
 or ``GOMP_SPINCOUNT`` itself, the library is loaded with a short spin of 30,000 rounds
 (:data:`OPENMP_DEFAULTS`; libgomp reads it once, when it loads), and the process's environment
-is left as it was. Measured on two shared cores: an MLP training step (NDArray and autograd,
+is left as it was. The defaults also say ``OMP_WAIT_POLICY=ACTIVE``: with the spin count given, its
+one effect is the spin libgomp falls back to once the process has more OpenMP threads than cores
+(a second thread running oneDNN makes a second team: a process that trained through an executor,
+on the engine's worker, and then imperatively, on the caller): 1,000 rounds instead of 100, which
+took such an MLP step from 1,680-2,060 to 1,330-1,450 us, the same as before otherwise. Measured on two shared cores: an MLP training step (NDArray and autograd,
 batch 128) 82-84k samples/s passive, 107-108k with the short spin, 108-110k with libgomp's
 default; ResNet-50 v1 training at batch 16 the same within the noise (2.81-3.03 s per batch
 passive, 2.85-2.99 s with spins of 3,000 to 30,000). Passive had been chosen against libgomp's
@@ -52,7 +56,7 @@ def candidate_paths() -> list[Path]:
 
 
 #: OpenMP settings the library loads under where the environment sets none (see the module's docstring)
-OPENMP_DEFAULTS = {"GOMP_SPINCOUNT": "30000"}
+OPENMP_DEFAULTS = {"GOMP_SPINCOUNT": "30000", "OMP_WAIT_POLICY": "ACTIVE"}
 #: the variables by which a user sets libgomp's waiting; with any of them set, no default is added
 _WAIT_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 
