@@ -88,6 +88,9 @@ def test_defaults_of_a_subclass():
     np.testing.assert_array_equal(backend.from_dlpack(np.arange(3)), [0, 1, 2])
     backend.synchronize()
     assert backend.memory_stats() == {} and "hostmem(3)" in repr(backend)
+    ran: list[int] = []
+    assert backend.record(lambda: ran.append(1)) is None  # no recording unless the backend offers one (CUDA graphs)
+    assert ran == []
     assert set(REQUIRED_MEMBERS) == {"name", "device_type", "xp", "empty", "from_host", "to_host"}
     assert set(backend_module.__all__) >= {"Backend", "as_backend", "REQUIRED_MEMBERS"}
 

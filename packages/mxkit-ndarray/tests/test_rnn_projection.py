@@ -6,13 +6,19 @@ the errors."""
 from __future__ import annotations
 
 import json
+import os
 import pathlib
+import sys
 
 import numpy as np
 import pytest
 from mxkit.core.errors import ShapeError
 from mxkit.ndarray.ops import _rnn_math as rnn_math
 from mxkit.ndarray.ops.nn_rnn import rnn_param_size
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "fixtures", "nn"))
+
+import nn_harness as harness
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 
@@ -85,15 +91,10 @@ def test_lstmp_gradients_match_float64_finite_differences(nd, bidirectional):
         outs = nd.RNN(*[nd.array(v, dtype=np.float64) for v in values.values()], **params)
         return sum(float((o.asnumpy() * h).sum()) for o, h in zip(outs, heads))
 
-    eps = 1e-6
-    for name, value in args.items():
-        numeric = np.zeros_like(value)
-        for index in np.ndindex(value.shape):
-            shifted = {k: v.copy() for k, v in args.items()}
-            shifted[name][index] += eps
-            up = loss(shifted)
-            shifted[name][index] -= 2 * eps
-            numeric[index] = (up - loss(shifted)) / (2 * eps)
+    names = list(args)
+    for position, name in enumerate(names):
+        numeric = harness.numeric_gradient(lambda values: np.float64(loss(dict(zip(names, values)))),
+                                           list(args.values()), position, 1.0)
         # central differences of a smooth function: O(eps^2) truncation, O(1e-16/eps) rounding
         np.testing.assert_allclose(arrays[name].grad.asnumpy(), numeric, rtol=1e-5, atol=1e-8,
                                    err_msg=f"d/d{name}")

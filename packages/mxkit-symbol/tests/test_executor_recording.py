@@ -231,23 +231,3 @@ def test_config_off_never_asks_the_backend(recording_cpu):
         ex = _bind(_net())
     _train(ex, 3)
     assert recording_cpu == []
-
-
-def test_backends_do_not_record_by_default():
-    from mxkit.ndarray.backend import Backend
-
-    class Plain(Backend):
-        name, device_type, xp = "plain", "plain", np
-
-        def empty(self, shape, dtype):
-            return np.empty(shape, dtype)
-
-        def from_host(self, array):
-            return np.array(array)
-
-        def to_host(self, array):
-            return array
-
-    ran: list[int] = []
-    assert Plain(0).record(lambda: ran.append(1)) is None
-    assert ran == []
