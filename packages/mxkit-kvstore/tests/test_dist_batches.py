@@ -7,6 +7,8 @@ path (in-process servers fed the same pushes, and a job's stores with config
 is refused with an error that says what was wrong, and changes nothing.
 """
 
+import threading
+
 import mxkit.kvstore as kvstore
 import mxkit.ndarray as nd
 import numpy as np
@@ -16,6 +18,7 @@ from mxkit.core.errors import KVStoreError
 from mxkit.kvstore.dist import auth, batches, channel
 from mxkit.kvstore.dist.channel import Connection, handle_request
 from mxkit.kvstore.dist.frames import ChannelError
+from mxkit.kvstore.dist.rounds import Shard
 from mxkit.kvstore.dist.server import ParameterServer
 
 pytestmark = [pytest.mark.timeout(120)]
@@ -83,6 +86,60 @@ def test_a_batch_merges_bit_for_bit_as_the_per_key_path(num_workers, model, monk
     assert answer == {"ok": True, "batch": True}
     np.testing.assert_array_equal(flat, np.concatenate([value.reshape(-1) for value in values_of(serial)]))
     assert clocks.shape == (len(SHAPES), 2) and (clocks[:, 0] == 6).all()
+
+
+@pytest.mark.parametrize("num_workers", [2, 3])
+def test_workers_on_their_own_connections_share_a_batch_and_each_push_is_one_merge(num_workers, monkeypatch):
+    """Each worker defines the batch on its own connection: the definitions are one batch, so
+    the round a push begins is found by every later push of it (one merge each, no per-shard
+    path), and the values equal the per-key server's after every round."""
+    taken = []
+    in_step = batches._push_in_step
+    monkeypatch.setattr(batches, "_push_in_step", lambda *args: taken.append(in_step(*args)) or taken[-1])
+    rng = np.random.default_rng(3)
+    batched, serial = make_server(num_workers), make_server(num_workers)
+    sessions = [{} for _ in range(num_workers)]
+    for round_index in range(4):
+        for rank in map(int, rng.permutation(num_workers)):
+            values = [rng.standard_normal(shape).astype(np.float32) for shape in SHAPES.values()]
+            header, arrays = batch_request("push", rank, values, [round_index] * len(SHAPES),
+                                           define=not sessions[rank])
+            assert handle_request(batched, header, arrays, sessions[rank]) == ({"ok": True}, [])
+            per_key_push(serial, rank, values, round_index)
+        for got, expected in zip(values_of(batched), values_of(serial), strict=True):
+            np.testing.assert_array_equal(got, expected)
+    assert len({id(session[0]) for session in sessions}) == 1
+    assert taken == [True] * (4 * num_workers)
+    # a pull that waits for the round's last push is answered once it is in, as a whole
+    done = []
+    pull = batch_request("pull", 0, pulled=[5] * len(SHAPES), define=False)
+    waiting = threading.Thread(target=lambda: done.append(handle_request(batched, *pull, sessions[0])))
+    header, arrays = batch_request("push", 0, [np.ones(shape, np.float32) for shape in SHAPES.values()],
+                                   [4] * len(SHAPES), define=False)
+    handle_request(batched, header, arrays, sessions[0])
+    waiting.start()
+    for rank in range(1, num_workers):
+        waiting.join(0.05)
+        assert not done  # (a round is read only once every worker pushed it)
+        header, arrays = batch_request("push", rank, [np.ones(shape, np.float32) for shape in SHAPES.values()],
+                                       [4] * len(SHAPES), define=False)
+        handle_request(batched, header, arrays, sessions[rank])
+    waiting.join(10)
+    (answer, (flat, clocks)), = done
+    assert answer == {"ok": True, "batch": True}
+    expected = np.concatenate([value.reshape(-1) for value in values_of(batched)])
+    np.testing.assert_array_equal(flat, expected)
+    assert (flat == num_workers).all() and (clocks == 5).all()
+
+
+def test_a_batch_is_shared_only_while_its_shards_are_the_tables():
+    server = make_server(2)
+    first = server.define_batch([[key, 0] for key in SHAPES])
+    assert server.define_batch([[key, 0] for key in SHAPES]) is first
+    assert server.define_batch([[key, 0] for key in reversed(SHAPES)]) is not first  # another order
+    server.table.shards[(1, 0)] = Shard((1, 0), np.zeros(SHAPES[1], np.float32), 2)  # (as restored states are)
+    again = server.define_batch([[key, 0] for key in SHAPES])
+    assert again is not first and again.shards[0] is server.table.shards[(1, 0)]
 
 
 def test_rounds_out_of_step_take_the_per_shard_path_with_the_same_result():

@@ -19,6 +19,8 @@ values as views of it.
 
 from __future__ import annotations
 
+import operator
+import time
 from typing import Any
 
 import numpy as np
@@ -28,6 +30,8 @@ from mxkit.kvstore.dist.rounds import Shard, ShardTable, most_of_its_buffer
 
 #: batches one connection may have defined at once (numbers 0..MAX_BATCHES-1)
 MAX_BATCHES = 256
+#: distinct batches a server keeps for connections to share (see :func:`define`)
+MAX_SHARED_BATCHES = 1024
 #: rounds of a batch that may be in progress at once (older records are dropped: the
 #: per-shard entries stay authoritative, the record only speeds the next push up)
 MAX_OPEN_ROUNDS = 8
@@ -36,17 +40,19 @@ MAX_OPEN_ROUNDS = 8
 class Batch:
     """The shards of one batch on one server, and where each lies in its flat array."""
 
-    __slots__ = ("bounds", "dtype", "open", "served", "shapes", "shards", "total")
+    __slots__ = ("cuts", "dtype", "open", "served", "shards", "total")
 
     def __init__(self, shards: list[Shard]):
         self.shards = shards
         self.dtype = shards[0].value.dtype
-        self.shapes = [shard.value.shape for shard in shards]
-        self.bounds: list[tuple[int, int]] = []
+        #: per shard: its slice of the flat array, and its shape when the slice needs a reshape
+        #: (None for a 1-D shard: the slice is the view; a reshape costs as much again)
+        self.cuts: list[tuple[slice, tuple[int, ...] | None]] = []
         offset = 0
         for shard in shards:
-            self.bounds.append((offset, offset + shard.value.size))
-            offset += shard.value.size
+            size, shape = shard.value.size, shard.value.shape
+            self.cuts.append((slice(offset, offset + size), None if shape == (size,) else shape))
+            offset += size
         #: elements of the flat array
         self.total = offset
         #: rounds in progress: round -> (their flat sum, each shard's pending entry)
@@ -56,7 +62,7 @@ class Batch:
 
     def views(self, flat: np.ndarray) -> list[np.ndarray]:
         """Each shard's value in ``flat`` (views, in the shards' shapes)."""
-        return [flat[start:stop].reshape(shape) for (start, stop), shape in zip(self.bounds, self.shapes)]
+        return [flat[cut] if shape is None else flat[cut].reshape(shape) for cut, shape in self.cuts]
 
 
 def define(table: ShardTable, pairs: Any) -> Batch:
@@ -95,7 +101,24 @@ def define(table: ShardTable, pairs: Any) -> Batch:
         if shard.value.dtype != dtype:
             raise ChannelError(f"malformed request: a batch's key parts share one dtype; key {shard.key!r:.50} is "
                                f"{shard.value.dtype}, key {shards[0].key!r:.50} {dtype}")
-    return Batch(shards)
+    return _shared(table, shards)
+
+
+def _shared(table: ShardTable, shards: list[Shard]) -> Batch:
+    """The one :class:`Batch` of these shards, in this order, that every connection defining
+    them uses: a round's record (:attr:`Batch.open`) is begun by one worker's push and found
+    by the others', so each later push of the round is one merge too (a batch per connection
+    sent every push but the first down the per-shard path). A batch whose shards were
+    replaced since (a key initialised again, states restored) is made afresh."""
+    signature = tuple(shard.id for shard in shards)
+    with table.condition:  # (connections define batches from their own threads)
+        known = table.batches.get(signature)
+        if known is not None and all(mine is theirs for mine, theirs in zip(known.shards, shards)):
+            return known
+        if len(table.batches) >= MAX_SHARED_BATCHES:
+            table.batches.clear()  # (batches in use stay correct: a push just takes the per-shard path)
+        batch = table.batches[signature] = Batch(shards)
+        return batch
 
 
 def push(table: ShardTable, rank: int, epoch: int, batch: Batch, rounds: np.ndarray, flat: np.ndarray,
@@ -156,10 +179,19 @@ def _push_in_step(table: ShardTable, rank: int, batch: Batch, rounds: np.ndarray
     first = entries[0][1]
     if rank in first:
         return False  # (the per-shard path says what is wrong)
+    # whether the round, once complete, is each shard's next: nothing else pending on it and
+    # every contributor's earlier rounds applied (else the per-shard rules order the rounds)
+    in_order = True
     for shard, entry in zip(shards, entries):
-        if shard.pending.get(round_index) is not entry or entry[1] != first or shard.applied[rank] != round_index:
+        applied, pending = shard.applied, shard.pending
+        if pending.get(round_index) is not entry or entry[1] != first or applied[rank] != round_index:
             del batch.open[round_index]
             return False
+        if in_order and len(pending) != 1:
+            in_order = False
+        for earlier in first:
+            if applied[earlier] != round_index:
+                in_order = False
     np.add(merged, flat, out=merged, casting="unsafe")  # what the per-shard path adds, element for element
     for shard, entry in zip(shards, entries):
         entry[1].append(rank)
@@ -170,8 +202,7 @@ def _push_in_step(table: ShardTable, rank: int, batch: Batch, rounds: np.ndarray
     if not ready(len(contributors)):
         return True
     del batch.open[round_index]
-    if all(len(shard.pending) == 1 and all(shard.applied[r] == round_index for r in contributors)
-           for shard in shards):
+    if in_order:
         for shard in shards:
             del shard.pending[round_index]
         _apply(table, batch, merged, [entry[0] for entry in entries], [entry[1] for entry in entries])
@@ -209,26 +240,48 @@ def pull(table: ShardTable, rank: int, epoch: int, batch: Batch, pulled: np.ndar
     locals_ = pulled.tolist()
     with table.condition:
         table._advance(rank, epoch)
-        if not (table.replicating or table.restored or table.ended):
-            pull_ready = getattr(table.model, "pull_ready", None)
-            clocks = []
-            for shard, local in zip(shards, locals_):
-                worker_round = shard.base + local
-                applied = shard.applied
-                slowest = min(applied)
-                if applied[rank] < worker_round or not (pull_ready is None or pull_ready(worker_round, slowest)):
-                    break  # not readable yet: the per-shard path waits
-                clocks.append((worker_round, slowest))
-            else:
+        deadline = time.monotonic() + timeout
+        # the common case (no replication, restart or rank in a barrier): the batch is read
+        # at once or once the pushes it waits for are in, checked as a whole on each wake-up
+        while not (table.replicating or table.restored or table.ended):
+            clocks = _readable_clocks(table, rank, shards, locals_)
+            if clocks is not None:
                 return [shard.value for shard in shards], clocks  # never written in place: no copies
-        return table.pull_locked(rank, epoch, [(shard.id, local) for shard, local in zip(shards, locals_)], timeout)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or table.epoch != epoch:
+                break  # (the per-shard path names what it waited for)
+            table.condition.wait(remaining)
+        return table.pull_locked(rank, epoch, [(shard.id, local) for shard, local in zip(shards, locals_)], timeout,
+                                 deadline)
+
+
+def _readable_clocks(table: ShardTable, rank: int, shards: list[Shard], locals_: list[int]
+                     ) -> list[tuple[int, int]] | None:
+    """Per shard, ``(worker_round, slowest_round)`` when ``rank`` may read every shard now
+    (the rules of :meth:`ShardTable.pull_locked` without a rank in a barrier), else None."""
+    pull_ready = getattr(table.model, "pull_ready", None)
+    clocks: list[tuple[int, int]] = []
+    # shards of a batch mostly share their clocks: one equal to the shard before it has its answer
+    last_applied: list[int] | None = None
+    last_base = last_local = -1
+    clock = (0, 0)
+    for shard, local in zip(shards, locals_):
+        applied, base = shard.applied, shard.base
+        if not (local == last_local and base == last_base and applied == last_applied):
+            worker_round = base + local
+            slowest = min(applied)
+            if applied[rank] < worker_round or not (pull_ready is None or pull_ready(worker_round, slowest)):
+                return None
+            last_applied, last_base, last_local, clock = applied, base, local, (worker_round, slowest)
+        clocks.append(clock)
+    return clocks
 
 
 def flat_values(batch: Batch, values: list[np.ndarray]) -> np.ndarray:
     """The answer's flat array of :func:`pull`'s values: the array a round stored them in
     when they are its views, the one value itself, or else their concatenation."""
     served = batch.served
-    if served is not None and all(value is view for value, view in zip(values, served[1])):
+    if served is not None and all(map(operator.is_, values, served[1])):
         return served[0]
     if len(values) == 1 and values[0].flags.c_contiguous:
         return values[0].reshape(-1).astype(batch.dtype, copy=False)

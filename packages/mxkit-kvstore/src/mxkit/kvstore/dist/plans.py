@@ -28,7 +28,7 @@ from mxkit.kvstore.dist.frames import Gathered
 class ServerShare:
     """One server's part of a :class:`Plan`."""
 
-    __slots__ = ("count", "define", "dtype", "number", "server", "slots", "total")
+    __slots__ = ("count", "define", "dtype", "number", "scattered", "server", "slots", "total")
 
     def __init__(self, server: int, number: int, dtype: np.dtype):
         self.server, self.number, self.dtype = server, number, dtype
@@ -38,6 +38,8 @@ class ServerShare:
         self.define: list[list[Any]] = []
         self.total = 0
         self.count = 0
+        #: ``(targets, [(target piece, start, stop in the answer)])`` of the last :meth:`scatter`
+        self.scattered: tuple[list[np.ndarray], list[tuple[np.ndarray, int, int]]] | None = None
 
     def add(self, index: int, key: Any, part: int, start: int, stop: int) -> None:
         self.slots.append((index, start, stop, self.total))
@@ -58,9 +60,18 @@ class ServerShare:
         return Gathered(pieces, self.dtype)
 
     def scatter(self, flat: np.ndarray, targets: list[np.ndarray]) -> None:
-        """Copy this server's answer ``flat`` into the flat views ``targets`` of the out arrays."""
-        for index, start, stop, offset in self.slots:
-            np.copyto(targets[index][start:stop], flat[offset:offset + stop - start], casting="unsafe")
+        """Copy this server's answer ``flat`` into the flat views ``targets`` of the out arrays.
+
+        A loop pulls into the same arrays every step (its list of views is the same object,
+        see :meth:`Plan.seen`): their pieces are cut once, and each is filled by an assignment,
+        which costs a third of an ``np.copyto`` (same unsafe cast)."""
+        scattered = self.scattered
+        if scattered is None or scattered[0] is not targets:
+            pieces = [(targets[index][start:stop], offset, offset + stop - start)
+                      for index, start, stop, offset in self.slots]
+            self.scattered = scattered = (targets, pieces)
+        for piece, start, stop in scattered[1]:
+            piece[...] = flat[start:stop]
 
 
 class Plan:

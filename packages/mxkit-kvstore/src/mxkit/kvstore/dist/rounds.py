@@ -98,6 +98,8 @@ class ShardTable:
         self.replicating = False
         self.changed: set[ShardId] = set()  # shards whose new version the backup has not been sent
         self.restored = False  # rebuilt after a restart: pushes made before it may be lost
+        #: the batches connections defined, by their shards' ids (:func:`.batches.define` shares them)
+        self.batches: dict[tuple[ShardId, ...], Any] = {}
 
     # -- set-up -----------------------------------------------------------------------
 
@@ -355,10 +357,12 @@ class ShardTable:
             self._advance(rank, epoch)
             return self.pull_locked(rank, epoch, items, timeout)
 
-    def pull_locked(self, rank: int, epoch: int, items: list[tuple[ShardId, int]], timeout: float
-                    ) -> tuple[list[np.ndarray], list[tuple[int, int]]]:
-        """:meth:`pull` of a caller that holds the lock and began ``epoch`` (:meth:`advance`)."""
-        deadline = time.monotonic() + timeout
+    def pull_locked(self, rank: int, epoch: int, items: list[tuple[ShardId, int]], timeout: float,
+                    deadline: float | None = None) -> tuple[list[np.ndarray], list[tuple[int, int]]]:
+        """:meth:`pull` of a caller that holds the lock and began ``epoch`` (:meth:`advance`);
+        ``deadline`` (of :func:`time.monotonic`) when part of the ``timeout`` was spent waiting already."""
+        if deadline is None:
+            deadline = time.monotonic() + timeout
         values, clocks = [], []
         shards = self.shards
         pull_ready = getattr(self.model, "pull_ready", None)
