@@ -80,6 +80,49 @@ def test_frames_check_what_they_carry():
         assert arrays[1].shape == (2, 0) and arrays[2].shape == () and arrays[2] == 2.5
 
 
+def test_a_body_is_received_into_again_only_once_nothing_holds_it():
+    pool = frames.BodyPool(keep=2)
+    size = frames.POOLED_MIN_BYTES
+    view = pool.take(size)[16:].view(np.float32)  # an array of a frame: its body stays its own
+    first = id(pool.bodies[0])
+    assert id(pool.take(size)) != first  # (the body taken here is let go at once)
+    del view
+    assert id(pool.take(size)) == first  # nothing holds it now
+    held = [pool.take(size), pool.take(size)]  # both kept ones
+    third = pool.take(size)  # both held: a new one, and the oldest is let go
+    assert all(third is not body for body in held) and len(pool.bodies) == 2
+    assert id(held[0]) == first and all(body is not held[0] for body in pool.bodies)
+    assert pool.take(size + 16).nbytes == size + 16  # another size: a body of its own
+    small, huge = pool.take(size - 1), pool.take(frames.POOLED_MAX_BYTES + 1)
+    assert all(small is not body and huge is not body for body in pool.bodies)  # out of range: never kept
+
+
+def test_frames_received_through_a_pool_keep_the_values_of_earlier_frames():
+    left, right = socket.socketpair()
+    values = [np.full(frames.POOLED_MIN_BYTES // 4, index, np.float32) for index in range(4)]
+
+    def send_all():
+        for index, value in enumerate(values):
+            frames.send_frame(left, {"n": index}, [value])
+
+    sender = threading.Thread(target=send_all)
+    sender.start()
+    try:
+        pool = frames.BodyPool()
+        kept = []
+        for index in range(len(values)):
+            header, (array,) = frames.receive_frame(right, pool=pool)
+            assert header["n"] == index
+            if index % 2 == 0:
+                kept.append(array)  # held: later frames must not land in its body
+        for array, value in zip(kept, values[::2], strict=True):
+            np.testing.assert_array_equal(array, value)
+    finally:
+        sender.join(10)
+        left.close()
+        right.close()
+
+
 def raw_frame(head, declared_body=0, version=frames.VERSION, declared_head=None):
     """A frame's bytes with a prefix that may lie about its lengths."""
     size = len(head) if declared_head is None else declared_head

@@ -42,7 +42,7 @@ import numpy as np
 from mxkit.core import errors
 from mxkit.core.errors import KVStoreError, MXKitError
 from mxkit.kvstore.dist import auth, batches, wire
-from mxkit.kvstore.dist.frames import ChannelError, Outgoing, receive_frame, send_frame, send_together
+from mxkit.kvstore.dist.frames import BodyPool, ChannelError, Outgoing, receive_frame, send_frame, send_together
 from mxkit.kvstore.dist.remote import ActorLost
 from mxkit.kvstore.dist.rounds import ResendRequest
 
@@ -349,9 +349,11 @@ class ChannelServer:
 
     def _serve_frames(self, sock: socket.socket) -> None:
         session: dict[int, Any] = {}  # the batches this connection defined (at most batches.MAX_BATCHES)
+        pool = BodyPool()
         while True:
             try:
-                header, arrays = receive_frame(sock, within=self.frame_timeout, limits=self.server.frame_limits)
+                header, arrays = receive_frame(sock, within=self.frame_timeout, limits=self.server.frame_limits,
+                                               pool=pool)
             except (EOFError, OSError):
                 return
             except (ChannelError, MemoryError, RecursionError) as exc:  # the stream is lost: say why, close it
@@ -584,6 +586,8 @@ class Connection:
         #: held while reading an answer: the store's receiver thread and its caller's thread
         #: may both read answers (each answer goes to the oldest waiting request, whoever reads)
         self.reading = threading.Lock()
+        #: the answers' bodies, received into again once their values are copied out
+        self.bodies = BodyPool()
 
     def _connect(self) -> socket.socket:
         self.address = tuple(self.resolve())  # an ActorLost if the server is dead
@@ -706,7 +710,7 @@ class Connection:
     def _read_answer(self) -> None:
         pending = self.waiting[0]
         try:
-            header, arrays = receive_frame(self.sock)
+            header, arrays = receive_frame(self.sock, pool=self.bodies)
         except TimeoutError:
             raise self.no_answer(pending) from None
         except (EOFError, OSError, ChannelError) as exc:
