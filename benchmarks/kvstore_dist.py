@@ -18,6 +18,7 @@ better). Nothing here asserts on time.
 
     MXKIT_BENCH_MXNET_PYTHON=/path/to/mxnet/bin/python python benchmarks/kvstore_dist.py [--quick]
         [--skip-comm] [--skip-training] [--workers 2,4] [--servers 1,2] [--kinds dist_sync] [--repeat 3]
+        [--epochs 12]
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ def training_table(mxkit: MxkitJobs, mxnet: MXNetJobs | None, epochs: int, worke
     print(f"\nMLP training (Module, SGD momentum 0.9, batch 64 per worker, {epochs} epochs over 4096 samples), "
           f"best of {repeat} run(s) each, mxkit's and MXNet's alternating")
     print(f"{'kvstore':<16}{'workers':>8}{'servers':>8}{'mxkit samples/s':>17}{'MXNet samples/s':>17}"
-          f"{'mxkit/MXNet':>13}   mxkit validation accuracy after each epoch @ seconds")
+          f"{'mxkit/MXNet':>13}   mxkit validation accuracy after each epoch @ seconds  |  MXNet's")
     configs = [(kind, {}, n, s) for kind in kinds if kind != "dist_ssp" for s in server_counts for n in worker_counts]
     if "dist_ssp" in kinds:
         configs += [("dist_ssp", {"tau": tau}, max(worker_counts), 1) for tau in taus]
@@ -157,6 +158,8 @@ def training_table(mxkit: MxkitJobs, mxnet: MXNetJobs | None, epochs: int, worke
         label = kind + (f" tau={options['tau']}" if options else "")
         speed, other = ours.get("samples_per_s"), theirs.get("samples_per_s")
         curve = "  ".join(f"{acc:.3f}@{sec:.1f}" for sec, acc in ours.get("curve", []))
+        if theirs.get("curve"):  # (the same data, seeds and schedule: a curve that falls does so on both)
+            curve += "  |  " + " ".join(f"{acc:.3f}" for _, acc in theirs["curve"])
         print(f"{label:<16}{workers:>8}{servers:>8}{cell(speed, '{:,.0f}'):>17}{cell(other, '{:,.0f}'):>17}"
               f"{ratio(speed, other):>13}   {curve}", flush=True)
 
@@ -172,6 +175,7 @@ def main() -> None:
     parser.add_argument("--kinds", default="dist_sync,dist_async,dist_ssp",
                         help="comma-separated store types of the training rows")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each training row (the best is shown)")
+    parser.add_argument("--epochs", type=int, help="epochs of each training row (default 4; --quick: 2)")
     args = parser.parse_args()
     python = os.environ.get("MXKIT_BENCH_MXNET_PYTHON")
     mxnet = MXNetJobs(python) if python else None
@@ -182,7 +186,7 @@ def main() -> None:
             communication_table(mxkit, mxnet, iters=20 if args.quick else 100)
         if not args.skip_training:
             workers = args.workers or ("1,2" if args.quick else "1,2,4")
-            training_table(mxkit, mxnet, epochs=2 if args.quick else 4,
+            training_table(mxkit, mxnet, epochs=args.epochs or (2 if args.quick else 4),
                            worker_counts=tuple(int(n) for n in workers.split(",")),
                            taus=(1, 4) if args.quick else (1, 2, 4, 8), repeat=max(1, args.repeat),
                            server_counts=tuple(int(n) for n in args.servers.split(",")),

@@ -80,6 +80,28 @@ def test_frames_check_what_they_carry():
         assert arrays[1].shape == (2, 0) and arrays[2].shape == () and arrays[2] == 2.5
 
 
+def test_a_connection_opened_early_is_used_by_the_first_request_and_a_failed_one_is_left_to_it(plain_server):
+    connection = connect(plain_server)
+    connection.connect_early()
+    opened = connection.sock
+    assert opened is not None
+    connection.connect_early()  # (open: nothing to do)
+    assert connection.sock is opened
+    plain_server.init([(("w", 0), np.zeros(2, np.float32))])
+    assert connection.pull(0, 0, [(("w", 0), 0)], 5.0).result()[1] == [(0, 0)]
+    assert connection.sock is opened
+    connection.close()
+
+    def nowhere():
+        raise ChannelLost("server 0: gone")
+
+    unreachable = Connection(0, nowhere, 1.0, SECRET)
+    unreachable.connect_early()  # says nothing: the first request says what went wrong
+    assert unreachable.sock is None
+    with pytest.raises(ChannelLost, match="gone"):
+        unreachable.pull(0, 0, [(("w", 0), 0)], 5.0)
+
+
 def test_a_body_is_received_into_again_only_once_nothing_holds_it():
     pool = frames.BodyPool(keep=2)
     size = frames.POOLED_MIN_BYTES

@@ -614,6 +614,17 @@ class Connection:
         self.sock = sock
         return sock
 
+    def connect_early(self) -> None:
+        """Open the connection now if it is not open, or leave that to the first request when
+        it cannot be (that request then raises what went wrong): a store connects when its
+        keys are initialised, so a training loop's first step does not also ask Ray where the
+        server listens and prove that it belongs to the job."""
+        if self.sock is None:
+            try:
+                self._connect()
+            except KVStoreError:
+                pass
+
     def request(self, header: dict[str, Any], arrays: list[np.ndarray], what: str,
                 shapes: list[tuple[int, ...]] | None = None, outbox: Outbox | None = None) -> Pending:
         """Send a request, or queue it in ``outbox`` (sent with the outbox's other requests);

@@ -187,6 +187,12 @@ class ParameterServer:
             self._settings.pop("optimizer", None)
 
     def _set_update(self, updater: Any) -> None:
+        from mxkit.core.context import cpu
+        from mxkit.ndarray.backend import backend_of
+
+        # the updater runs on this process's CPU backend: made now (a workers' set-up call),
+        # not by the training loop's first round (finding the BLAS libraries takes ~10 ms)
+        backend_of(cpu())
         self._updater = updater
         self._weights.clear()
         self.table.apply = self._apply_updater

@@ -434,6 +434,8 @@ class DistKVStore(KVStoreBase):
                     batches.setdefault(part.server, []).append(((k, part.index), self._payload(part_value)))
         self._flush()
         self._wait_all([self._servers[server].init.remote(items) for server, items in batches.items()], "init")
+        for server in sorted({part.server for k, _ in pairs for part in self._keys[k].parts}):
+            self._channels[server].connect_early()
         self.barrier()
 
     # -- push -------------------------------------------------------------------------
