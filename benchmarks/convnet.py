@@ -4,7 +4,8 @@ In one run, for each network:
 
 - **mxkit**: the registry's operators (Convolution, Activation, Pooling, FullyConnected,
   SoftmaxOutput, BatchNorm) composed by calling their kernels on numpy, forward then backward
-  through the registered backward operators (what an executor runs, without engine overhead);
+  through the registered backward operators (what an executor runs, without engine overhead;
+  LeNet's first convolution, like PyTorch's, computes no gradient for the input images);
 - **PyTorch** CPU (``loss.backward()`` after the forward), in a subprocess of the interpreter named
   by ``MXKIT_BENCH_TORCH_PYTHON`` (or in this process when it imports ``torch``);
 - **MXNet 1.9.1** imperative with autograd, in a subprocess of the interpreter named by the
@@ -50,13 +51,18 @@ class Kernels:
 
         self.registry = get_registry()
 
-    def forward(self, name, inputs, train=True, aux=(), **params):
+    def forward(self, name, inputs, train=True, aux=(), req=None, **params):
+        """``req``: MXNet's OpReqType per output, "null" for one nothing reads (an executor
+        marks the data gradient of a first layer so, and the kernel skips computing it)."""
         op = self.registry.get(name)
         typed = op.parse_params(params)
         shapes = op.infer_shape(typed, [x.shape for x in inputs])
         dtypes = op.infer_dtype(typed, [x.dtype.name for x in inputs])
         outputs = [np.empty(s, dtype=d) for s, d in zip(shapes, dtypes)]
-        op.kernel_for("numpy")(np, list(inputs) + list(aux), outputs, dict(typed, _is_train=train))
+        run = dict(typed, _is_train=train)
+        if req is not None:
+            run["_req"] = tuple(req)
+        op.kernel_for("numpy")(np, list(inputs) + list(aux), outputs, run)
         return outputs
 
     def __call__(self, name, *inputs, **params):
@@ -103,7 +109,9 @@ def mxkit_lenet(batch: int, seed: int = 0):
         g, *_ = k.backward("Convolution", [p1[0], w2, b2], c2, [g], **conv2)
         g = k.backward("Pooling", a1, p1, [g], **pool)[0]
         g = k.backward("Activation", c1, a1, [g], act_type="relu")[0]
-        k.backward("Convolution", [x, w1, b1], c1, [g], **conv1)
+        # the first layer's data gradient is read by nothing (PyTorch's input has no requires_grad
+        # either): the weight and bias gradients only, as an executor asks for them
+        k.forward("_backward_Convolution", [g, x, w1], req=("null", "write", "write"), **conv1)
 
     return step
 
