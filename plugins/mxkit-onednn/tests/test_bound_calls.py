@@ -91,3 +91,50 @@ def test_outputs_that_are_not_contiguous_get_their_results_copied_back_on_every_
         bound()
         np.testing.assert_array_equal(out, np.maximum(x, 0))
         assert not storage[1::2].any()
+
+
+def test_a_call_the_replaced_kernel_serves_is_handed_to_it_without_preparing_again(monkeypatch):
+    """Once the program cache says the replaced kernel serves a call's shapes, later plain calls of the
+    same signature go to it directly (no views, no key worked out), with the same results; a call of
+    another signature, a cleared cache or a forced builder take the full path again."""
+    from mxkit_onednn import kernels
+    from mxkit_onednn.program import FALLBACK, ProgramCache
+
+    cache = ProgramCache()
+    prepared, served = [], []
+
+    def replaced(xp, inputs, outputs, params):
+        served.append(inputs[0].shape)
+        np.multiply(inputs[0], params["scale"], out=outputs[0])
+
+    def prepare(inputs, outputs, params, fallback):
+        from mxkit_onednn.program import BoundCall
+
+        prepared.append(inputs[0].shape)
+        # no builder: the replaced kernel is the one candidate, so it serves the key
+        return BoundCall(cache, ("scale", inputs[0].shape), {}, inputs, outputs, fallback)
+
+    def kernel(inputs, outputs, params, fallback):
+        prepare(inputs, outputs, params, fallback).once()
+
+    kernel.prepare = prepare
+    serve = kernels.with_fallback(kernels.handles(scale=kernels.ANY)(kernel), replaced)
+    x, out = np.arange(6, dtype=np.float32).reshape(2, 3), np.empty((2, 3), np.float32)
+    for _ in range(3):
+        serve(np, [x], [out], {"scale": 2.0})
+    np.testing.assert_array_equal(out, x * 2)
+    assert prepared == [(2, 3)] and served == [(2, 3)] * 3 and cache.program(("scale", (2, 3))) is FALLBACK
+    serve(np, [x], [out], {"scale": 3.0})  # other parameters: another signature
+    np.testing.assert_array_equal(out, x * 3)
+    assert len(prepared) == 2
+    serve(np, [x.T.copy()], [np.empty((3, 2), np.float32)], {"scale": 2.0})  # other shapes
+    assert len(prepared) == 3
+    serve(np, [x[:, ::2]], [np.empty((2, 2), np.float32)], {"scale": 2.0})  # strided: never remembered
+    serve(np, [x[:, ::2]], [np.empty((2, 2), np.float32)], {"scale": 2.0})
+    assert len(prepared) == 5
+    cache.clear()  # what served is forgotten: the next call finds out again
+    serve(np, [x], [out], {"scale": 2.0})
+    assert len(prepared) == 6
+    cache.only = "plain"  # a forced builder: every call takes the full path
+    serve(np, [x], [out], {"scale": 2.0})
+    assert len(prepared) == 7

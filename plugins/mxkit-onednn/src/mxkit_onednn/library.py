@@ -20,10 +20,11 @@ is left as it was. The defaults also say ``OMP_WAIT_POLICY=ACTIVE``: with the sp
 one effect is the spin libgomp falls back to once the process has more OpenMP threads than cores
 (a second thread running oneDNN makes a second team: a process that trained through an executor,
 on the engine's worker, and then imperatively, on the caller): 1,000 rounds instead of 100, which
-took such an MLP step from 1,680-2,060 to 1,330-1,450 us, the same as before otherwise. Measured on two shared cores: an MLP training step (NDArray and autograd,
-batch 128) 82-84k samples/s passive, 107-108k with the short spin, 108-110k with libgomp's
-default; ResNet-50 v1 training at batch 16 the same within the noise (2.81-3.03 s per batch
-passive, 2.85-2.99 s with spins of 3,000 to 30,000). Passive had been chosen against libgomp's
+took such an MLP step from 1,680-2,060 to 1,330-1,450 us, the same as before otherwise. Measured
+on two shared cores: an MLP training step (NDArray and autograd, batch 128) 82-84k samples/s
+passive, 107-108k with the short spin, 108-110k with libgomp's default; ResNet-50 v1 training at
+batch 16 the same within the noise (2.81-3.03 s per batch passive, 2.85-2.99 s with spins of 3,000
+to 30,000). Passive had been chosen against libgomp's
 default, on ResNet-50 v1 prediction: 10.9 s per batch against 14.8-16.9 s.
 """
 

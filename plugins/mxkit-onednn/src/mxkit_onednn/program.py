@@ -571,6 +571,12 @@ class ProgramCache:
         # the candidates just timed borrowed workspace for themselves; only what the kept programs need stays
         WORKSPACES.fit(needed)
 
+    def replaced_serves(self, key: Hashable) -> bool:
+        """Whether the replaced kernel serves ``key`` (its first call timed it fastest) while no builder is
+        forced (:attr:`only`): a caller that remembers this may call that kernel itself."""
+        with self._lock:
+            return self.only is None and self._programs.get(key) is FALLBACK
+
     def program(self, key: Hashable) -> Any:
         """What serves ``key``: its :class:`Program` (or :class:`Chunked`), :data:`FALLBACK`, or None (no call yet)."""
         with self._lock:
