@@ -273,6 +273,65 @@ def test_reshape_keeps_parameters_and_output_shapes_follow():
         np.testing.assert_array_equal(value.asnumpy(), params[name].asnumpy())
 
 
+def test_alternating_batch_sizes_reuse_the_reshaped_executors_and_train_as_rebinding_does(monkeypatch):
+    """Training at one batch size and scoring at another reshapes back and forth: after the first
+    round trip the executors made for each shape are taken again (nothing planned or compiled), and
+    the weights and scores equal those of a module whose group keeps none (every reshape anew)."""
+    from mxkit.train.module import executor_group
+
+    symbol = _mlp()
+    x, y = _data(48)
+    batches = [mx.io.DataBatch([mx.nd.array(x[i:i + 8])], [mx.nd.array(y[i:i + 8])]) for i in (0, 8, 16)]
+    scoring = mx.io.DataBatch([mx.nd.array(x[:24])], [mx.nd.array(y[:24])])
+
+    def run(keep):
+        monkeypatch.setattr(executor_group, "MAX_RESHAPED", keep)
+        module = mx.mod.Module(symbol, context=mx.cpu())
+        module.bind(data_shapes=[("data", (8, FEATURES))], label_shapes=[("softmax_label", (8,))])
+        module.init_params(arg_params=_initial_params(symbol, 8))
+        module.init_optimizer(optimizer="sgd", optimizer_params={"learning_rate": 0.1, "momentum": 0.9})
+        made, reshape = [], type(module._exec_group.execs[0]).reshape
+        monkeypatch.setattr(type(module._exec_group.execs[0]), "reshape",
+                            lambda self, **kw: made.append(1) or reshape(self, **kw))
+        scores, execs = [], []
+        for _ in range(4):  # epochs: train at 8, score at 24
+            for batch in batches:
+                module.forward(batch, is_train=True)
+                module.backward()
+                module.update()
+            execs.append(module._exec_group.execs)
+            module.forward(scoring, is_train=False)
+            scores.append(module.get_outputs()[0].asnumpy().copy())
+        monkeypatch.setattr(type(module._exec_group.execs[0]), "reshape", reshape)
+        return module.get_params()[0], scores, len(made), execs
+
+    kept_params, kept_scores, kept_made, kept_execs = run(executor_group.MAX_RESHAPED)
+    fresh_params, fresh_scores, fresh_made, _ = run(0)
+    assert kept_made == 2 and fresh_made == 7  # to 24 and back to 8 once, then taken again; vs every switch
+    assert kept_execs[1] is kept_execs[2] is kept_execs[3]
+    for got, want in zip(kept_scores, fresh_scores, strict=True):
+        np.testing.assert_array_equal(got, want)
+    for name, value in kept_params.items():
+        np.testing.assert_array_equal(value.asnumpy(), fresh_params[name].asnumpy(), err_msg=name)
+
+
+def test_a_monitor_installed_after_a_reshape_is_on_every_executor_used_later():
+    symbol = _mlp()
+    module = mx.mod.Module(symbol, context=mx.cpu())
+    module.bind(data_shapes=[("data", (8, FEATURES))], label_shapes=[("softmax_label", (8,))])
+    module.init_params()
+    x, _ = _data(24)
+    for size in (24, 8):  # both shapes reshaped to once: their executors are kept
+        module.forward(mx.io.DataBatch([mx.nd.array(x[:size])]), is_train=False)
+    monitor = mx.mon.Monitor(1)
+    module.install_monitor(monitor)
+    monitor.tic()
+    module.forward(mx.io.DataBatch([mx.nd.array(x[:24])]), is_train=False)
+    reported = [name for _, name, _ in monitor.toc()]
+    assert any(name.endswith("_output") for name in reported), \
+        f"the executor used after the monitor was installed reported no output: {reported}"
+
+
 def test_a_list_of_batches_is_refused_with_the_alternative():
     module = mx.mod.Module(_mlp(), context=[mx.cpu(0), mx.cpu(1)])
     module.bind(data_shapes=[("data", (4, FEATURES))], label_shapes=[("softmax_label", (4,))])

@@ -9,11 +9,15 @@ the updates), and outputs, input gradients and metrics are merged back in batch 
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from mxkit.core.errors import MXKitError, ShapeError
+
+#: input shapes whose reshaped executors a group keeps (least recently used first out)
+MAX_RESHAPED = 4
 
 
 class ModuleError(MXKitError, ValueError):
@@ -201,6 +205,9 @@ class DataParallelExecutorGroup:
         self.execs: list[Any] = []
         self.batch_size = 0
         self.slices: list[slice] = []
+        #: the executors each reshape made, by input shapes (see :meth:`bind_exec`)
+        self._reshaped: OrderedDict[tuple, list[Any]] = OrderedDict()
+        self._monitor: Any = None
         self.bind_exec(data_shapes, label_shapes, shared_group)
 
     def _grad_req_per_argument(self, grad_req: Any) -> dict[str, str]:
@@ -259,13 +266,33 @@ class DataParallelExecutorGroup:
         inputs = list(data_shapes) + list(label_shapes or [])
         axes = self.data_layouts + self.label_layouts
         types = {desc.name: _dtype_name(getattr(desc, "dtype", np.float32)) for desc in inputs}
-        new_execs = []
-        for i, ctx in enumerate(self.contexts):
-            shapes = dict(self._sliced_shapes(inputs, self.slices[i], axes))
+        shapes_key = tuple((desc.name, tuple(desc.shape)) for desc in inputs)
+        # A loop that alternates two batch sizes (training, then scoring with the validation
+        # iterator's) reshapes back and forth every epoch: the executors a reshape made are
+        # kept, by input shapes, and taken again instead of planning and compiling anew. Made
+        # from one another, they share their memory pools (a smaller plan reuses a larger
+        # one's), their parameters and gradients, and the engine var that orders their runs.
+        # Those of the first bind are not kept: up-sized from, they would hold pools of their own.
+        new_execs = self._reshaped.get(shapes_key) if reshape else None
+        if new_execs is not None:
+            self._reshaped.move_to_end(shapes_key)
+        else:
+            new_execs = []
+            for i, ctx in enumerate(self.contexts):
+                shapes = dict(self._sliced_shapes(inputs, self.slices[i], axes))
+                if reshape:
+                    new_execs.append(self.execs[i].reshape(allow_up_sizing=True, **shapes))
+                else:
+                    new_execs.append(self._bind_ith_exec(i, ctx, shapes, types, shared_group))
             if reshape:
-                new_execs.append(self.execs[i].reshape(allow_up_sizing=True, **shapes))
+                self._reshaped[shapes_key] = new_execs
+                while len(self._reshaped) > MAX_RESHAPED:
+                    self._reshaped.popitem(last=False)
             else:
-                new_execs.append(self._bind_ith_exec(i, ctx, shapes, types, shared_group))
+                self._reshaped.clear()  # (a new bind: earlier executors share nothing with these)
+            if self._monitor is not None:  # (executors made since it was installed report to it too)
+                for executor in new_execs:
+                    self._monitor.install(executor)
         self.execs = new_execs
         self._collect_arrays()
 
@@ -443,7 +470,10 @@ class DataParallelExecutorGroup:
                 eval_metric.update(list(labels_slice), list(executor.outputs))
 
     def install_monitor(self, monitor: Any) -> None:
-        """Install ``monitor`` (anything with ``install(executor)``) on every executor."""
+        """Install ``monitor`` (anything with ``install(executor)``) on every executor, and on
+        those a reshape makes later."""
+        self._monitor = monitor
+        self._reshaped.clear()  # (executors kept for other shapes would run without it)
         for executor in self.execs:
             monitor.install(executor)
 
