@@ -41,6 +41,13 @@ def test_allocation_is_aligned_writable_and_independent(shape, dtype):
         assert [int(np.asarray(a).reshape(-1)[0]) for a in arrays] == [0, 1, 2]
 
 
+def test_the_compiled_address_is_numpys():
+    from mxkit_cpu import backend
+
+    for array in (np.empty(5000, np.uint8), np.empty((7, 9), np.float32)[1:, 2:], np.empty(0)):
+        assert backend._address(array) == backend._address_by_ctypes(array) == array.ctypes.data
+
+
 def test_from_host_copies():
     host = np.arange(5.0)
     device = CPUBackend(0).from_host(host)

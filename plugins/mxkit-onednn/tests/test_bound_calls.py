@@ -138,3 +138,50 @@ def test_a_call_the_replaced_kernel_serves_is_handed_to_it_without_preparing_aga
     cache.only = "plain"  # a forced builder: every call takes the full path
     serve(np, [x], [out], {"scale": 2.0})
     assert len(prepared) == 7
+
+
+@pytest.mark.parametrize("views", ["as given", "reshaped", "copied"])
+def test_a_call_a_program_serves_runs_it_without_preparing_again_when_its_views_are_the_arrays(views):
+    """Once a program serves a signature and the call's views were its own arrays (reshaped or not), later
+    calls of that signature run the program on their own arrays directly; views that were copies are
+    worked out again on every call. Each call's result is its own input's."""
+    from mxkit_onednn import kernels
+    from mxkit_onednn.program import BoundCall, Program, ProgramCache
+
+    cache = ProgramCache()
+    cache.only = "plain"  # the program serves (no timing against the replaced kernel)
+    prepared, ran = [], []
+
+    class Doubling:  # a program step: reads and writes by address, as a primitive does
+        scratchpad_bytes = 0
+
+        def run(self, arrays, scratchpad=None):
+            ran.append(arrays[0].shape)
+            np.multiply(arrays[0].reshape(-1), 2, out=arrays[1].reshape(-1))
+
+    def build():
+        program = Program()
+        program.add(Doubling(), [("in", 0), ("out", 0)])
+        return program
+
+    def prepare(inputs, outputs, params, fallback):
+        prepared.append(inputs[0].shape)
+        x, out = inputs[0], outputs[0]
+        if views == "reshaped":
+            x, out = x.reshape(-1), out.reshape(-1)
+        elif views == "copied":
+            x = x.copy()
+        return BoundCall(cache, ("double", inputs[0].shape), {"plain": build}, [x], [out], fallback)
+
+    def kernel(inputs, outputs, params, fallback):
+        prepare(inputs, outputs, params, fallback).once()
+
+    kernel.prepare = prepare
+    serve = kernels.with_fallback(kernel, lambda xp, inputs, outputs, params: pytest.fail("the program serves"))
+    for step in range(4):
+        x = np.arange(6, dtype=np.float32).reshape(2, 3) + step  # new arrays every call, as a training step's
+        out = np.empty((2, 3), np.float32)
+        serve(np, [x], [out], {})
+        np.testing.assert_array_equal(out, x * 2)
+    assert len(prepared) == (4 if views == "copied" else 1)
+    assert len(ran) == 4

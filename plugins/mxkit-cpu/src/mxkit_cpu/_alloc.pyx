@@ -88,3 +88,8 @@ def small_empty(tuple shape, cnp.dtype dtype, Py_ssize_t count):
                                  cnp.NPY_ARRAY_CARRAY, NULL)
     cnp.set_array_base(array, owner)
     return array
+
+
+def address(cnp.ndarray array):
+    """The address of ``array``'s data (``array.ctypes.data`` makes a ctypes object: ~1 µs, this ~0.05)."""
+    return <size_t>cnp.PyArray_DATA(array)

@@ -1,5 +1,5 @@
 # cython: boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""float32 tanh and sigmoid in one vectorized pass, and the elementwise part of an LSTM step.
+"""float32 tanh, sigmoid and softmax in vectorized passes, and the elementwise part of an LSTM step.
 
 The math and the loops are in ``_fastmath.h`` (branch-free, so the loops compile to SIMD
 code); here the arguments are checked (shapes, and that the LSTM step's arrays do not
@@ -17,6 +17,7 @@ cdef extern from "_fastmath.h" nogil:
     void mxk_sigmoid_array_v3(const float *x, float *out, Py_ssize_t size)
     int mxk_can_run_variant(int variant)
     int mxk_dispatched_variant()
+    void mxk_softmax_rows(const float *x, float *out, Py_ssize_t rows, Py_ssize_t cols)
     void mxk_lstm_forward(const float *pre, const float *c_prev, float *gates, float *cells, float *tanh_cells,
                           float *h, Py_ssize_t batch, Py_ssize_t hidden)
     void mxk_lstm_backward(const float *d_h, float *d_c, const float *gates, const float *tanh_cells,
@@ -93,6 +94,16 @@ def sigmoid(const float[::1] x, float[::1] out):
     if out.shape[0]:
         with nogil:
             mxk_sigmoid_array(&x[0], &out[0], out.shape[0])
+
+
+def softmax_rows(const float[:, ::1] x, float[:, ::1] out):
+    """``out`` = the softmax of each row of ``x`` (``out`` may be ``x``)."""
+    if x.shape[0] != out.shape[0] or x.shape[1] != out.shape[1]:
+        raise ValueError(f"softmax_rows: input of shape {(x.shape[0], x.shape[1])}, output of shape "
+                         f"{(out.shape[0], out.shape[1])}")
+    if x.shape[0] and x.shape[1]:
+        with nogil:
+            mxk_softmax_rows(&x[0, 0], &out[0, 0], x.shape[0], x.shape[1])
 
 
 def _check_step(str what, Py_ssize_t batch, Py_ssize_t hidden, dict gate_arrays, dict state_arrays):

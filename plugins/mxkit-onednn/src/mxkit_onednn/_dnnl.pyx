@@ -775,6 +775,21 @@ def inner_product_backward_weights_pd(MemoryDesc src, MemoryDesc diff_weights, d
     return result
 
 
+cdef void* _contiguous_data(object array, Py_ssize_t nbytes, int position) except NULL:
+    """The data of ``array``, a C-contiguous numpy array of at least ``nbytes`` bytes (argument ``position``
+    of a run, -1 for the scratchpad), read through numpy's C API: ``array.ctypes.data`` makes a ctypes
+    object per call, about a microsecond for each argument of a call that may take a few in all."""
+    cdef cnp.ndarray checked
+    if isinstance(array, np.ndarray):
+        checked = <cnp.ndarray>array
+        if cnp.PyArray_IS_C_CONTIGUOUS(checked) and cnp.PyArray_NBYTES(checked) >= nbytes:
+            return cnp.PyArray_DATA(checked)
+    what = "the scratchpad" if position < 0 else f"argument {position}"
+    raise ValueError(f"{what}: needs a C-contiguous array of at least {nbytes} bytes, got "
+                     f"{getattr(array, 'nbytes', type(array).__name__)} bytes, "
+                     f"contiguous={getattr(getattr(array, 'flags', None), 'c_contiguous', False)}")
+
+
 cdef class Primitive:
     """A primitive with its argument slots.
 
@@ -847,18 +862,15 @@ cdef class Primitive:
         if len(arrays) != self.nslots:
             raise ValueError(f"primitive takes {self.nslots} arrays, got {len(arrays)}")
         for i in range(self.nslots):
-            array = arrays[i]
-            if not array.flags.c_contiguous or array.nbytes < self.sizes[i]:
-                raise ValueError(f"argument {i}: needs a C-contiguous array of at least {self.sizes[i]} bytes, "
-                                 f"got {array.nbytes} bytes, contiguous={array.flags.c_contiguous}")
-            check(dnnl_memory_set_data_handle(self.memories[i], <void*><uintptr_t>array.ctypes.data),
+            check(dnnl_memory_set_data_handle(self.memories[i], _contiguous_data(arrays[i], self.sizes[i], i)),
                   "data handle")
         if self.scratchpad_bytes:
-            if scratchpad is None or not scratchpad.flags.c_contiguous or scratchpad.nbytes < self.scratchpad_bytes:
+            if scratchpad is None:
                 raise ValueError(f"the scratchpad must be a C-contiguous array of at least {self.scratchpad_bytes} "
-                                 f"bytes, got {None if scratchpad is None else scratchpad.nbytes}")
+                                 "bytes, got None")
             check(dnnl_memory_set_data_handle(self.memories[self.nslots],
-                                              <void*><uintptr_t>scratchpad.ctypes.data), "scratchpad handle")
+                                              _contiguous_data(scratchpad, self.scratchpad_bytes, -1)),
+                  "scratchpad handle")
         with nogil:
             status = dnnl_primitive_execute(self.primitive, stream.stream, self.nargs, self.args)
             if status == dnnl_success:

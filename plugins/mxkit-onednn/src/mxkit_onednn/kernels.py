@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from mxkit_onednn.program import FALLBACK, Program
+
 BACKEND = "numpy"
 
 #: operator name -> the module attribute of its oneDNN kernel, ``(module, function)``
@@ -112,20 +114,29 @@ def with_fallback(kernel: Callable[..., None], fallback: Kernel, defaults: dict 
     declared: Declared = getattr(kernel, "handles", None) or {}
     defaults = {} if defaults is None else defaults
     prepare = getattr(kernel, "prepare", None)
-    # calls the replaced kernel serves, by signature (see call_signature): ``(program cache, key)`` of the
+    # calls already prepared once, by signature (see call_signature): ``(program cache, key, direct)`` of the
     # call that found out. A kernel with a ``prepare`` works out a call's views and key before its program
     # cache says who serves it, several microseconds: more than the replaced kernel's whole call on the
-    # small arrays it wins on (an MLP's activations, a 10-way output layer)
-    served_by_replaced: dict[tuple, tuple[Any, Any]] = {}
+    # small arrays it wins on (an MLP's activations, a 10-way output layer), and a fifth of a small oneDNN
+    # call's. Where the replaced kernel serves, a later call goes to it; where a program serves and the
+    # views were the arrays themselves, to the program (see _as_given)
+    known_calls: dict[tuple, tuple[Any, Any, int]] = {}
 
     @functools.wraps(kernel)
     def serve(xp: Any, inputs: list, outputs: list, params: dict) -> None:
         signature = call_signature(inputs, outputs, params) if prepare is not None else None
         if signature is not None:
-            known = served_by_replaced.get(signature)
-            if known is not None and known[0].replaced_serves(known[1]):
-                fallback(xp, inputs, outputs, params)  # (what the program would call, on these same arrays)
-                return
+            known = known_calls.get(signature)
+            if known is not None:
+                cache, key, given = known
+                served = cache.serving(key)
+                if served is FALLBACK:
+                    if cache.only is None:
+                        fallback(xp, inputs, outputs, params)  # (what the program would call, on these same arrays)
+                        return
+                elif served is not None and (given == AS_GIVEN or (given == SAME_MEMORY and type(served) is Program)):
+                    served.run(inputs, outputs)
+                    return
         if unhandled_params(declared, params, defaults):
             fallback(xp, inputs, outputs, params)
             return
@@ -139,10 +150,10 @@ def with_fallback(kernel: Callable[..., None], fallback: Kernel, defaults: dict 
         except Unhandled:
             fallback(xp, inputs, outputs, params)
             return
-        if signature is not None and bound.cache.replaced_serves(bound.key):
-            if len(served_by_replaced) >= MAX_REMEMBERED_CALLS:
-                served_by_replaced.clear()
-            served_by_replaced[signature] = (bound.cache, bound.key)
+        if signature is not None and bound.cache.program(bound.key) is not None:
+            if len(known_calls) >= MAX_REMEMBERED_CALLS:
+                known_calls.clear()
+            known_calls[signature] = (bound.cache, bound.key, _as_given(bound, inputs, outputs))
 
     def bind(xp: Any, inputs: list, outputs: list, params: dict) -> Callable[[], None] | None:
         """``serve`` bound to these arrays (the registry's ``kernel.bind``): what serves is decided here once,
@@ -165,8 +176,39 @@ def with_fallback(kernel: Callable[..., None], fallback: Kernel, defaults: dict 
     return serve
 
 
-#: call signatures a kernel remembers as served by the kernel it replaced (emptied when full)
+#: call signatures a kernel remembers with what serves them (emptied when full)
 MAX_REMEMBERED_CALLS = 4096
+
+
+#: what a prepared call's views are (:func:`_as_given`): other arrays (copies, views of other memory), the call's
+#: arrays reshaped, or the call's arrays themselves
+OTHER, SAME_MEMORY, AS_GIVEN = 0, 1, 2
+
+
+def _as_given(bound: Any, inputs: list, outputs: list) -> int:
+    """How a prepared call's views relate to the call's own arrays (C-contiguous, as its signature says).
+
+    :data:`AS_GIVEN`: they are the arrays (the same memory, shapes and strides, in the same order) and nothing
+    is copied back: the program runs on the arrays of any later call of the same signature as they are.
+    :data:`SAME_MEMORY`: the same memory of the same dtype, reshaped: a plain :class:`Program` runs on them as
+    they are too (its primitives read addresses and sizes), a chunked one does not (it slices the first axis).
+    """
+
+    def relation(views: list, arrays: list) -> int:
+        if len(views) != len(arrays):
+            return OTHER
+        found = AS_GIVEN
+        for view, array in zip(views, arrays):
+            if type(view) is not np.ndarray or view.dtype != array.dtype or view.nbytes != array.nbytes \
+                    or not view.flags.c_contiguous or view.ctypes.data != array.ctypes.data:
+                return OTHER
+            if view.shape != array.shape:
+                found = SAME_MEMORY
+        return found
+
+    if bound.finish is not None:
+        return OTHER
+    return min(relation(bound.inputs, inputs), relation(bound.outputs, outputs))
 
 
 def call_signature(inputs: list, outputs: list, params: dict) -> tuple | None:

@@ -53,15 +53,20 @@ class Program:
     steps: list[tuple[Any, list[Ref]]] = field(default_factory=list)
     workspace_bytes: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: ``(steps, workspace bytes, scratchpad bytes)`` as :meth:`run` last worked them out (None after a change):
+    #: summing the steps' scratchpads on every call cost a small layer's call more than its arithmetic
+    _sizes: Any = field(default=None, repr=False, compare=False)
 
     def slot(self, nbytes: int) -> Ref:
         """A new workspace slot of ``nbytes`` (64-byte aligned)."""
+        self._sizes = None
         offset = self.workspace_bytes
         self.workspace_bytes += aligned(nbytes)
         return ("ws", offset, nbytes)
 
     def add(self, primitive: Any, refs: list[Ref]) -> None:
         self.steps.append((primitive, refs))
+        self._sizes = None
 
     @property
     def scratchpad_bytes(self) -> int:
@@ -76,17 +81,19 @@ class Program:
     def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray], workspace: np.ndarray | None = None) -> None:
         """Run every step on ``inputs`` and ``outputs`` (C-contiguous float32 arrays), in ``workspace`` (64-byte
         aligned, at least :attr:`lent_bytes`) or, without one, in a buffer borrowed from :data:`WORKSPACES`."""
+        sizes = self._sizes
+        if sizes is None or sizes[0] is not self.steps:  # (pack_workspace replaces the list)
+            sizes = self._sizes = (self.steps, self.workspace_bytes, self.scratchpad_bytes)
+        _, workspace_bytes, pad = sizes
         if workspace is None:
-            lent_bytes = self.lent_bytes
-            if lent_bytes:
-                with WORKSPACES.lend(lent_bytes) as lent:
+            if workspace_bytes + pad:
+                with WORKSPACES.lend(workspace_bytes + pad) as lent:
                     self.run(inputs, outputs, lent)
                 return
             workspace = _NO_WORKSPACE  # nothing to borrow: skip the pool's lock (a small layer's call is microseconds)
-        pad = self.scratchpad_bytes
         # slots are 64-byte aligned, so the scratchpad after them is too
         with self.lock:  # a primitive runs one call at a time
-            scratchpad = workspace[self.workspace_bytes:self.workspace_bytes + pad] if pad else None
+            scratchpad = workspace[workspace_bytes:workspace_bytes + pad] if pad else None
             for primitive, refs in self.steps:
                 primitive.run([_resolve(ref, inputs, outputs, workspace) for ref in refs], scratchpad)
 
@@ -342,6 +349,7 @@ def pack_workspace(program: Program) -> None:
     program.steps = [(primitive, [("ws", moved[ref[1]], ref[2]) if ref[0] == "ws" else ref for ref in refs])
                      for primitive, refs in program.steps]
     program.workspace_bytes = max((offset + size for offset, size, _, _ in placed), default=0)
+    program._sizes = None
 
 
 #: timing runs of each candidate program on a shape's first call (the best of them counts)
@@ -576,6 +584,15 @@ class ProgramCache:
         forced (:attr:`only`): a caller that remembers this may call that kernel itself."""
         with self._lock:
             return self.only is None and self._programs.get(key) is FALLBACK
+
+    def serving(self, key: Hashable) -> Any:
+        """What serves ``key`` (as :meth:`program`), counted as a use: a caller that runs it itself keeps it
+        as recently used as a call through :meth:`run` would."""
+        with self._lock:
+            program = self._programs.get(key)
+            if program is not None:
+                self._programs.move_to_end(key)
+            return program
 
     def program(self, key: Hashable) -> Any:
         """What serves ``key``: its :class:`Program` (or :class:`Chunked`), :data:`FALLBACK`, or None (no call yet)."""
