@@ -63,6 +63,32 @@ def test_fully_connected_and_its_gradients(onednn_only, rows, features, hidden, 
 
 
 @SETTINGS
+@given(rows=st.integers(1, 6), features=st.integers(1, 40), hidden=st.integers(1, 12), no_bias=st.booleans(),
+       flatten=st.booleans(), seed=st.integers(0, 2**16))
+def test_fully_connected_as_onednns_matmul(rows, features, hidden, no_bias, flatten, seed):
+    from mxkit_onednn.program import PROGRAMS
+
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, 2, features) if not flatten else (rows, features)).astype(np.float32)
+    w = rng.standard_normal((hidden, features)).astype(np.float32)
+    b = rng.standard_normal(hidden).astype(np.float32)
+    params = dict(num_hidden=hidden, no_bias=no_bias, flatten=flatten)
+    inputs = [x, w] if no_bias else [x, w, b]
+    PROGRAMS.clear()
+    PROGRAMS.only = "matmul"
+    try:
+        y = run("FullyConnected", inputs, **params)[0]
+        assert_served_by_onednn("FullyConnected")  # (by the matmul: the only candidate)
+    finally:
+        PROGRAMS.only = None
+        PROGRAMS.clear()
+    magnitude = run("FullyConnected", [np.abs(x), np.abs(w)] + ([] if no_bias else [np.abs(b)]), "reference",
+                    **params)[0]
+    assert_within(y, run("FullyConnected", inputs, "reference", **params)[0], sum_bound(features + 1, magnitude),
+                  "forward")
+
+
+@SETTINGS
 @given(shape=st.lists(st.integers(1, 7), min_size=1, max_size=4), act_type=st.sampled_from(
     ["relu", "sigmoid", "tanh"]), seed=st.integers(0, 2**16))
 def test_activations_and_their_gradients(onednn_only, shape, act_type, seed):

@@ -66,7 +66,7 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
     int dnnl_f32
     int dnnl_format_tag_any
     int dnnl_a, dnnl_ab, dnnl_abc, dnnl_abcd, dnnl_abcde
-    int dnnl_bac, dnnl_bacd, dnnl_acbd, dnnl_acbde, dnnl_acdb, dnnl_aBcd8b, dnnl_aBcd16b
+    int dnnl_ba, dnnl_bac, dnnl_bacd, dnnl_acbd, dnnl_acbde, dnnl_acdb, dnnl_aBcd8b, dnnl_aBcd16b
     int dnnl_cpu
     int dnnl_stream_default_flags
     int dnnl_scratchpad_mode_user
@@ -215,6 +215,10 @@ cdef extern from "oneapi/dnnl/dnnl.h" nogil:
         dnnl_primitive_desc_t* pd, dnnl_engine_t engine, const_dnnl_memory_desc_t src_desc,
         const_dnnl_memory_desc_t diff_weights_desc, const_dnnl_memory_desc_t diff_bias_desc,
         const_dnnl_memory_desc_t diff_dst_desc, const_dnnl_primitive_desc_t hint_fwd_pd,
+        const_dnnl_primitive_attr_t attr)
+    dnnl_status_t dnnl_matmul_primitive_desc_create(
+        dnnl_primitive_desc_t* pd, dnnl_engine_t engine, const_dnnl_memory_desc_t src_desc,
+        const_dnnl_memory_desc_t weights_desc, const_dnnl_memory_desc_t bias_desc, const_dnnl_memory_desc_t dst_desc,
         const_dnnl_primitive_attr_t attr)
     dnnl_status_t dnnl_inner_product_forward_primitive_desc_create(
         dnnl_primitive_desc_t* pd, dnnl_engine_t engine, dnnl_prop_kind_t prop_kind,
@@ -367,9 +371,9 @@ def plain_md(dims):
 
 #: the layouts :func:`tagged_md` knows, by oneDNN's format tag names (letters: the dims in memory order;
 #: a capital one blocked by the number after the last: ``aBcd8b`` is nChw8c)
-_TAGS = {"bac": dnnl_bac, "bacd": dnnl_bacd, "acbd": dnnl_acbd, "acbde": dnnl_acbde, "acdb": dnnl_acdb,
-         "aBcd8b": dnnl_aBcd8b, "aBcd16b": dnnl_aBcd16b}
-_TAG_DIMS = {"bac": 3, "bacd": 4, "acbd": 4, "acbde": 5, "acdb": 4, "aBcd8b": 4, "aBcd16b": 4}
+_TAGS = {"ba": dnnl_ba, "bac": dnnl_bac, "bacd": dnnl_bacd, "acbd": dnnl_acbd, "acbde": dnnl_acbde,
+         "acdb": dnnl_acdb, "aBcd8b": dnnl_aBcd8b, "aBcd16b": dnnl_aBcd16b}
+_TAG_DIMS = {"ba": 2, "bac": 3, "bacd": 4, "acbd": 4, "acbde": 5, "acdb": 4, "aBcd8b": 4, "aBcd16b": 4}
 
 
 def tagged_md(dims, tag):
@@ -709,6 +713,15 @@ def inner_product_forward_pd(int prop_kind, MemoryDesc src, MemoryDesc weights, 
     check(dnnl_inner_product_forward_primitive_desc_create(
         &result.pd, _engine, <dnnl_prop_kind_t>prop_kind, src.md, weights.md, _md_or_null(bias), dst.md,
         attr.attr), "inner product forward")
+    return result
+
+
+def matmul_pd(MemoryDesc src, MemoryDesc weights, bias, MemoryDesc dst):
+    """A matrix product ``dst = src @ weights (+ bias)``: (M x K) by (K x N), a bias of (1 x N)."""
+    cdef _Attr attr = _Attr()
+    cdef PrimitiveDesc result = PrimitiveDesc()
+    check(dnnl_matmul_primitive_desc_create(&result.pd, _engine, src.md, weights.md, _md_or_null(bias), dst.md,
+                                            attr.attr), "matmul")
     return result
 
 

@@ -33,6 +33,23 @@ def _build_forward(rows: int, hidden: int, features: int, bias: bool) -> Program
     return b.build()
 
 
+def _build_forward_matmul(rows: int, hidden: int, features: int, bias: bool) -> Program:
+    """The forward as oneDNN's matmul primitive: the data (rows x features) by the weight read as its transpose
+    (features x hidden: the same bytes in layout ``ba``), the bias as a row. oneDNN 3.2 runs it on its brgemm
+    kernels where its inner product takes gemm:jit: an MLP's first layer (128x784 by 784x128, 2 cores) took
+    127-132 us against 158-170."""
+    dnnl = load()
+    b = Builder(dnnl)
+    src, dst = dnnl.plain_md((rows, features)), dnnl.plain_md((rows, hidden))
+    weights = dnnl.tagged_md((features, hidden), "ba")
+    bindings = [(dnnl.ARG_SRC, src, ("in", 0)), (dnnl.ARG_WEIGHTS, weights, ("in", 1))]
+    bias_md = dnnl.plain_md((1, hidden)) if bias else None
+    if bias:
+        bindings.append((dnnl.ARG_BIAS, bias_md, ("in", 2)))
+    b.step(dnnl.matmul_pd(src, weights, bias_md, dst), [*bindings, (dnnl.ARG_DST, dst, ("out", 0))])
+    return b.build()
+
+
 def _prepare_forward(inputs: list, outputs: list, params: dict, replaced: Any = None) -> BoundCall:
     bias = not params["no_bias"]
     arrays = float32_arrays([*inputs[:3 if bias else 2], outputs[0]])
@@ -40,7 +57,9 @@ def _prepare_forward(inputs: list, outputs: list, params: dict, replaced: Any = 
     rows = arrays[0].size // features
     out = Outputs([outputs[0]])
     return BoundCall(PROGRAMS, ("FullyConnected", rows, hidden, features, bias),
-                     {"plain": lambda: _build_forward(rows, hidden, features, bias)},
+                     # matmul first: the inner product replaces it only where it is clearly faster (MARGIN)
+                     {"matmul": lambda: _build_forward_matmul(rows, hidden, features, bias),
+                      "plain": lambda: _build_forward(rows, hidden, features, bias)},
                      [arrays[0].reshape(rows, features), *arrays[1:-1]], [a.reshape(rows, hidden) for a in out.arrays],
                      None if replaced is None else
                      lambda ins, outs: replaced([arrays[0], *arrays[1:-1]], [outs[0].reshape(outputs[0].shape)]),
