@@ -151,3 +151,49 @@ def test_protocol_errors_are_named():
         t.push(0, 0, [(SID, 0, np.ones(3, np.float32))])
     with pytest.raises(KVStoreError, match="duplicate init of key 'w'"):
         t.init([(SID, np.zeros(3))])
+
+
+class _CountingCondition(threading.Condition):
+    def __init__(self):
+        super().__init__()
+        self.notified = 0
+
+    def notify_all(self):
+        self.notified += 1
+        super().notify_all()
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_only_a_push_that_changes_what_pulls_read_wakes_them(batched):
+    """In a synchronous round the early pushes are merged and wait for the others: they change nothing a
+    waiting pull reads, so they wake no one; the push that completes the round wakes the waiting pulls,
+    which then read it (per-key pushes and a batch's merged push alike)."""
+    from mxkit.kvstore.dist import batches
+
+    workers = 4
+    t = table("sequential", workers)
+    t.condition = _CountingCondition()
+    batch = batches.define(t, [list(SID)]) if batched else None
+
+    def push(rank, round_index):
+        value = np.full(3, rank + 1, np.float32)
+        if batched:
+            batches.push(t, rank, 0, batch, np.array([round_index]), value, False)
+        else:
+            t.push(rank, 0, [(SID, round_index, value)])
+
+    answers = {}
+    waiting = []
+    for rank in range(workers - 1):
+        push(rank, 0)
+        thread = threading.Thread(target=lambda r=rank: answers.setdefault(r, t.pull(r, 0, [(SID, 1)], timeout=10)))
+        thread.start()
+        waiting.append(thread)
+    time.sleep(0.05)
+    assert t.condition.notified == 0 and not answers  # three merges, no futile wake-ups
+    push(workers - 1, 0)
+    for thread in waiting:
+        thread.join(10)
+    assert t.condition.notified == 1
+    for rank in range(workers - 1):
+        np.testing.assert_array_equal(answers[rank][0][0], np.full(3, 1 + 2 + 3 + 4))

@@ -126,14 +126,16 @@ def push(table: ShardTable, rank: int, epoch: int, batch: Batch, rounds: np.ndar
     """``rank``'s push of ``flat`` (the batch's values) as rounds ``rounds`` (one per shard)."""
     table._check_rank(rank)
     with table.condition:
-        table.begin_push(rank, epoch)
+        changes = table.changes
         try:
+            table.begin_push(rank, epoch)
             if not _push_in_step(table, rank, batch, rounds, flat, owned):
                 items = [(shard.id, round_index, value)
                          for shard, round_index, value in zip(batch.shards, rounds.tolist(), batch.views(flat))]
                 table.push_locked(rank, epoch, items, False, owned)
         finally:
-            table.condition.notify_all()
+            if table.changes != changes:  # (see ShardTable.changes: a merge that applied nothing wakes no one)
+                table.condition.notify_all()
 
 
 def _push_in_step(table: ShardTable, rank: int, batch: Batch, rounds: np.ndarray, flat: np.ndarray,
@@ -228,6 +230,7 @@ def _apply(table: ShardTable, batch: Batch, merged: np.ndarray, views: list[np.n
         for rank in ranks:
             applied[rank] += 1
         shard.version += 1  # (ShardTable._changed without replication, which this path excludes)
+    table.changes += 1
     batch.served = None if apply is not None else (merged, views)
 
 

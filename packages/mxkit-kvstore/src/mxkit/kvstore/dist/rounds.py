@@ -94,6 +94,10 @@ class ShardTable:
         self.epoch = 0
         self.ended: dict[int, dict[Any, int]] = {}  # rank -> rounds per key, for ranks done with the epoch
         self.condition = threading.Condition()
+        #: how often what a waiting pull reads changed (a shard applied a round, an epoch began): a push
+        #: that changed nothing (a sync round's early part, merged and waiting for the others) leaves every
+        #: waiter as it was, so it wakes none; with 4 workers that was 3 futile wake-ups in 6 per round
+        self.changes = 0
         #: chain replication: a pull waits until the value it reads is on the backup
         self.replicating = False
         self.changed: set[ShardId] = set()  # shards whose new version the backup has not been sent
@@ -162,6 +166,7 @@ class ShardTable:
                 self._changed(shard)
             self.ended = {}
             self.epoch += 1
+            self.changes += 1
 
     def advance(self, rank: int, epoch: int) -> None:
         """Begin ``epoch`` if ``rank``'s request is the first of it (see :meth:`end_epoch`)."""
@@ -196,11 +201,13 @@ class ShardTable:
         """
         self._check_rank(rank)
         with self.condition:
-            self.begin_push(rank, epoch)
+            changes = self.changes
             try:
+                self.begin_push(rank, epoch)
                 self.push_locked(rank, epoch, items, resend, owned)
             finally:
-                self.condition.notify_all()
+                if self.changes != changes:
+                    self.condition.notify_all()
 
     def begin_push(self, rank: int, epoch: int) -> None:
         """Begin ``epoch`` if need be and check that ``rank`` may push in it (under the lock)."""
@@ -319,6 +326,7 @@ class ShardTable:
 
     def _changed(self, shard: Shard) -> None:
         shard.version += 1
+        self.changes += 1
         if self.replicating:
             self.changed.add(shard.id)
 
