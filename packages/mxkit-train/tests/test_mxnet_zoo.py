@@ -85,6 +85,21 @@ def _channel_summary(array):
     return np.stack([rows.sum(axis=1), (rows ** 2).sum(axis=1)])
 
 
+def _assert_summary_matches(array, expected, err_msg=""):
+    """``_channel_summary(array)`` against MXNet's: each channel's sum of squares within 1e-4 relative, and
+    its sum within 1e-4 of the channel's sum of magnitudes. A float32 gradient's rounding follows the
+    magnitude of the terms it adds, not of what they cancel to: the kernels that compute it (oneDNN's or
+    mxkit-cpu's, chosen per shape by timing, and MXNet's) add in different orders, and a channel whose
+    elements cancel to -0.56 from magnitudes of tens differed by 1.8e-4 between two such choices."""
+    rows = np.asarray(array, dtype=np.float64).reshape(array.shape[0], -1)
+    got = _channel_summary(array)
+    np.testing.assert_allclose(got[1], expected[1], rtol=1e-4, atol=1e-4, err_msg=err_msg)
+    allowed = 1e-4 * (1 + np.abs(rows).sum(axis=1))
+    off = np.abs(got[0] - expected[0]) > allowed
+    assert not off.any(), (f"{err_msg}: channel sums {got[0][off]} against MXNet's {expected[0][off]}, "
+                           f"{allowed[off]} allowed")
+
+
 @pytest.mark.parametrize("name", TRAINED)
 def test_a_training_step_gives_mxnets_gradients_and_moving_statistics(name):
     data, _ = _io(name)
@@ -101,17 +116,15 @@ def test_a_training_step_gives_mxnets_gradients_and_moving_statistics(name):
 
     np.testing.assert_allclose(output, reference["train_output"], rtol=1e-4, atol=1e-4)
     data_grad = executor.grad_dict["data"].asnumpy()
-    np.testing.assert_allclose(_channel_summary(data_grad.reshape(-1, data.shape[-1])), reference["grad_data_summary"],
-                               rtol=1e-4, atol=1e-4)
+    _assert_summary_matches(data_grad.reshape(-1, data.shape[-1]), reference["grad_data_summary"], "data")
     grad_names = [raw.decode() for raw in reference["grad_names"]]
     assert grad_names == [n for n in symbol.list_arguments() if n != "data"]
-    summaries = np.concatenate([_channel_summary(executor.grad_dict[n].asnumpy()) for n in grad_names], axis=1)
     expected = reference["grad_summaries"]
     offset = 0
     for param_name in grad_names:  # compared per parameter so that a failure names it
-        width = executor.grad_dict[param_name].shape[0]
-        np.testing.assert_allclose(summaries[:, offset:offset + width], expected[:, offset:offset + width],
-                                   rtol=1e-4, atol=1e-4, err_msg=param_name)
+        grad = executor.grad_dict[param_name].asnumpy()
+        width = grad.shape[0]
+        _assert_summary_matches(grad, expected[:, offset:offset + width], param_name)
         offset += width
     assert offset == expected.shape[1]
     aux_names = [raw.decode() for raw in reference["aux_names"]]
