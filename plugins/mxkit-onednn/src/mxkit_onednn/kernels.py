@@ -114,12 +114,12 @@ def with_fallback(kernel: Callable[..., None], fallback: Kernel, defaults: dict 
     declared: Declared = getattr(kernel, "handles", None) or {}
     defaults = {} if defaults is None else defaults
     prepare = getattr(kernel, "prepare", None)
-    # calls already prepared once, by signature (see call_signature): ``(program cache, key, direct)`` of the
-    # call that found out. A kernel with a ``prepare`` works out a call's views and key before its program
-    # cache says who serves it, several microseconds: more than the replaced kernel's whole call on the
-    # small arrays it wins on (an MLP's activations, a 10-way output layer), and a fifth of a small oneDNN
-    # call's. Where the replaced kernel serves, a later call goes to it; where a program serves and the
-    # views were the arrays themselves, to the program (see _as_given)
+    # calls already prepared once, by signature (see call_signature): ``(program cache, key, views)`` of the
+    # call that found out (``views``: what _as_given said of them). A kernel with a ``prepare`` works out a
+    # call's views and key before its program cache says who serves it, several microseconds: more than the
+    # replaced kernel's whole call on the small arrays it wins on (an MLP's activations, a 10-way output
+    # layer), and a fifth of a small oneDNN call's. Where the replaced kernel serves, a later call goes to
+    # it; where a program serves and the views were the arrays themselves, to the program
     known_calls: dict[tuple, tuple[Any, Any, int]] = {}
 
     @functools.wraps(kernel)

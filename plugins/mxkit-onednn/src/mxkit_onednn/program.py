@@ -579,12 +579,6 @@ class ProgramCache:
         # the candidates just timed borrowed workspace for themselves; only what the kept programs need stays
         WORKSPACES.fit(needed)
 
-    def replaced_serves(self, key: Hashable) -> bool:
-        """Whether the replaced kernel serves ``key`` (its first call timed it fastest) while no builder is
-        forced (:attr:`only`): a caller that remembers this may call that kernel itself."""
-        with self._lock:
-            return self.only is None and self._programs.get(key) is FALLBACK
-
     def serving(self, key: Hashable) -> Any:
         """What serves ``key`` (as :meth:`program`), counted as a use: a caller that runs it itself keeps it
         as recently used as a call through :meth:`run` would."""
