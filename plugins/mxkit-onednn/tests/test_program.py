@@ -103,6 +103,30 @@ def test_a_later_candidate_must_win_by_the_margin(monkeypatch):
     assert fastest([first, close, clearly], [], []) is clearly
 
 
+def test_candidates_are_timed_after_their_first_runs(monkeypatch):
+    """A primitive's first runs pay for what it sets up once: a candidate slow in as many runs as are timed,
+    and faster than the others after, is chosen (timed cold, it lost every time)."""
+    from mxkit_onednn import program
+    from mxkit_onednn.program import TRIALS, WARMUP_RUNS, Program, fastest
+
+    assert WARMUP_RUNS >= 1
+    clock = [0.0]
+    monkeypatch.setattr(program.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(program.time, "process_time", lambda: clock[0])
+
+    def taking(*seconds):  # each run's time in turn, the last one from then on
+        runs = []
+
+        class Timed(Program):
+            def run(self, inputs, outputs):
+                clock[0] += seconds[min(len(runs), len(seconds) - 1)]
+                runs.append(1)
+        return Timed()
+
+    steady, warming = taking(1.0), taking(*[5.0] * TRIALS, 0.5)
+    assert fastest([steady, warming], [], []) is warming
+
+
 def test_a_candidate_counts_the_lesser_of_its_wall_and_cpu_time(monkeypatch):
     # a run kept off the cores by other load takes long on the wall clock and little CPU time; a run on several
     # idle cores takes more CPU time than wall time: each counts its lesser time

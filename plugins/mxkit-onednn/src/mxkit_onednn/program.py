@@ -355,6 +355,12 @@ def pack_workspace(program: Program) -> None:
 #: timing runs of each candidate program on a shape's first call (the best of them counts)
 TRIALS = 2
 
+#: untimed runs of each candidate before its timed ones: a primitive's first runs pay for what it sets up
+#: once (oneDNN's brgemm matmul took 250-500 us in its first two runs on an MLP's 128x784 layer, against
+#: 140-160 after, while the inner product's gemm took 180-215 then 165), and candidates timed cold were
+#: chosen by which one warmed up faster
+WARMUP_RUNS = 1
+
 #: a candidate replaces an earlier one (the replaced kernel first, then the builders in order) only when it
 #: takes at most this fraction of its time: on a loaded machine two timings of one kernel differ by tens
 #: of percent, and a coin toss between near-equal candidates is not worth the memory of the loser's habits
@@ -419,6 +425,9 @@ def fastest(programs: list[Any], inputs: list, outputs: list,
             np.copyto(inputs[index], copy)
         _run(program, inputs, outputs, fallback)
 
+    for _ in range(WARMUP_RUNS):
+        for program in programs:
+            run_fresh(program)
     best = [float("inf")] * len(programs)
     for _ in range(TRIALS):
         for index, program in enumerate(programs):
@@ -650,7 +659,7 @@ class BoundCall:
             self.finish()
 
 
-__all__ = ["FALLBACK", "IN_PLACE_TIMING_BYTES", "MARGIN", "MAX_PROGRAMS", "PROGRAMS", "TRIALS", "WORKSPACES",
-           "WORKSPACE_BYTES", "BoundCall", "Builder", "Chunked", "Prepared", "Program", "ProgramCache",
+__all__ = ["FALLBACK", "IN_PLACE_TIMING_BYTES", "MARGIN", "MAX_PROGRAMS", "PROGRAMS", "TRIALS", "WARMUP_RUNS",
+           "WORKSPACES", "WORKSPACE_BYTES", "BoundCall", "Builder", "Chunked", "Prepared", "Program", "ProgramCache",
            "SummedChunks", "WorkspacePool", "aligned", "cost", "fastest", "refuse_over_workspace",
            "release_replaced_scratch", "within_workspace", "within_workspace_summed"]
