@@ -33,22 +33,33 @@ def test_the_plugin_replaces_mxkit_cpus_kernels_of_these_operators():
         assert get_registry().get(name).kernel_for("numpy").__module__ == "mxkit_onednn.softmax", name
 
 
+def _dense_case(rng, rows, features, hidden, no_bias, flatten):
+    """A FullyConnected call's inputs and parameters; flatten=False keeps the leading axes and multiplies along
+    the last: the same rows either way."""
+    x = rng.standard_normal((rows, 2, features) if not flatten else (rows, features)).astype(np.float32)
+    w = rng.standard_normal((hidden, features)).astype(np.float32)
+    b = rng.standard_normal(hidden).astype(np.float32)
+    return [x, w] if no_bias else [x, w, b], dict(num_hidden=hidden, no_bias=no_bias, flatten=flatten)
+
+
+def _assert_forward_within_bound(y, inputs, params):
+    """``y`` within the float32 bound of a sum of ``features + 1`` products of the reference's magnitudes."""
+    features = inputs[1].shape[1]
+    magnitude = run("FullyConnected", [np.abs(a) for a in inputs], "reference", **params)[0]
+    assert_within(y, run("FullyConnected", inputs, "reference", **params)[0], sum_bound(features + 1, magnitude),
+                  "forward")
+    return magnitude
+
+
 @SETTINGS
 @given(rows=st.integers(1, 6), features=st.integers(1, 40), hidden=st.integers(1, 12), no_bias=st.booleans(),
        flatten=st.booleans(), seed=st.integers(0, 2**16))
 def test_fully_connected_and_its_gradients(onednn_only, rows, features, hidden, no_bias, flatten, seed):
     rng = np.random.default_rng(seed)
-    # flatten=False keeps the leading axes and multiplies along the last: the same rows either way
-    x = rng.standard_normal((rows, 2, features) if not flatten else (rows, features)).astype(np.float32)
-    w = rng.standard_normal((hidden, features)).astype(np.float32)
-    b = rng.standard_normal(hidden).astype(np.float32)
-    params = dict(num_hidden=hidden, no_bias=no_bias, flatten=flatten)
-    inputs = [x, w] if no_bias else [x, w, b]
+    inputs, params = _dense_case(rng, rows, features, hidden, no_bias, flatten)
+    x, w = inputs[:2]
     y = run("FullyConnected", inputs, **params)[0]
-    magnitude = run("FullyConnected", [np.abs(x), np.abs(w)] + ([] if no_bias else [np.abs(b)]), "reference",
-                    **params)[0]
-    assert_within(y, run("FullyConnected", inputs, "reference", **params)[0], sum_bound(features + 1, magnitude),
-                  "forward")
+    magnitude = _assert_forward_within_bound(y, inputs, params)
     assert_within(y, run("FullyConnected", inputs, "cpu", **params)[0], 2 * sum_bound(features + 1, magnitude),
                   "forward vs mxkit-cpu")
     g = rng.standard_normal(y.shape).astype(np.float32)
@@ -68,12 +79,7 @@ def test_fully_connected_and_its_gradients(onednn_only, rows, features, hidden, 
 def test_fully_connected_as_onednns_matmul(rows, features, hidden, no_bias, flatten, seed):
     from mxkit_onednn.program import PROGRAMS
 
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal((rows, 2, features) if not flatten else (rows, features)).astype(np.float32)
-    w = rng.standard_normal((hidden, features)).astype(np.float32)
-    b = rng.standard_normal(hidden).astype(np.float32)
-    params = dict(num_hidden=hidden, no_bias=no_bias, flatten=flatten)
-    inputs = [x, w] if no_bias else [x, w, b]
+    inputs, params = _dense_case(np.random.default_rng(seed), rows, features, hidden, no_bias, flatten)
     PROGRAMS.clear()
     PROGRAMS.only = "matmul"
     try:
@@ -82,10 +88,7 @@ def test_fully_connected_as_onednns_matmul(rows, features, hidden, no_bias, flat
     finally:
         PROGRAMS.only = None
         PROGRAMS.clear()
-    magnitude = run("FullyConnected", [np.abs(x), np.abs(w)] + ([] if no_bias else [np.abs(b)]), "reference",
-                    **params)[0]
-    assert_within(y, run("FullyConnected", inputs, "reference", **params)[0], sum_bound(features + 1, magnitude),
-                  "forward")
+    _assert_forward_within_bound(y, inputs, params)
 
 
 @SETTINGS
