@@ -31,12 +31,11 @@ except ImportError:  # built without the extensions: numpy's maximum serves
 
 
 def relu(xp: Any, inputs: list, outputs: list, params: dict) -> None:
-    x, out = inputs[0], outputs[0]
-    if _compiled_relu is not None and type(x) is np.ndarray and x.dtype == out.dtype and x.dtype in REAL_DTYPES \
-            and x.flags.c_contiguous and out.flags.c_contiguous and x.size == out.size:
-        _compiled_relu(x.reshape(-1), out.reshape(-1))  # (the same values as the maximum below, a few times faster)
+    flat = flat_real_views([inputs[0], outputs[0]]) if _compiled_relu is not None else None
+    if flat is not None and flat[0].size == flat[1].size:
+        _compiled_relu(*flat)  # (the same values as the maximum below, a few times faster)
         return
-    np.maximum(x, 0, out=out, casting="unsafe")
+    np.maximum(inputs[0], 0, out=outputs[0], casting="unsafe")
 
 
 def sigmoid(xp: Any, inputs: list, outputs: list, params: dict) -> None:

@@ -18,7 +18,7 @@ import numpy as np
 
 from mxkit_cpu import _elementwise, _fastmath
 from mxkit_cpu.conv import generic_kernel
-from mxkit_cpu.kernels import REAL_DTYPES
+from mxkit_cpu.kernels import flat_real_views
 from mxkit_cpu.kernels import softmax as numpy_softmax
 
 
@@ -61,10 +61,8 @@ def softmax_output_backward(xp: Any, inputs: list, outputs: list, params: dict) 
     grad, label_grad = outputs
     if params["multi_output"] or params["preserve_shape"] or params["use_ignore"] or params["smooth_alpha"] \
             or params["out_grad"] or params["normalization"] not in ("null", "batch") or output.ndim == 0 \
-            or output.size == 0 or label.shape == output.shape or output.dtype not in REAL_DTYPES \
-            or label.dtype != output.dtype or label.size != output.shape[0] \
-            or not all(type(a) is np.ndarray and a.flags.c_contiguous for a in (output, label, grad)) \
-            or grad.dtype != output.dtype:
+            or output.size == 0 or label.shape == output.shape or label.size != output.shape[0] \
+            or flat_real_views([output, label, grad]) is None:  # (one real dtype, C-contiguous)
         generic_kernel("_backward_SoftmaxOutput", xp, inputs, outputs, params)
         return
     prob = _rows(output, False)

@@ -53,25 +53,26 @@ class Program:
     steps: list[tuple[Any, list[Ref]]] = field(default_factory=list)
     workspace_bytes: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
-    #: ``(steps, workspace bytes, scratchpad bytes)`` as :meth:`run` last worked them out (None after a change):
-    #: summing the steps' scratchpads on every call cost a small layer's call more than its arithmetic
-    _sizes: Any = field(default=None, repr=False, compare=False)
+    #: :attr:`scratchpad_bytes` once worked out (None until then, and after a step is added): summing the
+    #: steps' scratchpads on every call cost a small layer's call more than its arithmetic
+    _scratchpad: int | None = field(default=None, repr=False, compare=False)
 
     def slot(self, nbytes: int) -> Ref:
         """A new workspace slot of ``nbytes`` (64-byte aligned)."""
-        self._sizes = None
         offset = self.workspace_bytes
         self.workspace_bytes += aligned(nbytes)
         return ("ws", offset, nbytes)
 
     def add(self, primitive: Any, refs: list[Ref]) -> None:
         self.steps.append((primitive, refs))
-        self._sizes = None
+        self._scratchpad = None
 
     @property
     def scratchpad_bytes(self) -> int:
         """The scratchpad the steps need: the largest of theirs (they run one at a time)."""
-        return max((primitive.scratchpad_bytes for primitive, _ in self.steps), default=0)
+        if self._scratchpad is None:
+            self._scratchpad = max((primitive.scratchpad_bytes for primitive, _ in self.steps), default=0)
+        return self._scratchpad
 
     @property
     def lent_bytes(self) -> int:
@@ -81,10 +82,7 @@ class Program:
     def run(self, inputs: list[np.ndarray], outputs: list[np.ndarray], workspace: np.ndarray | None = None) -> None:
         """Run every step on ``inputs`` and ``outputs`` (C-contiguous float32 arrays), in ``workspace`` (64-byte
         aligned, at least :attr:`lent_bytes`) or, without one, in a buffer borrowed from :data:`WORKSPACES`."""
-        sizes = self._sizes
-        if sizes is None or sizes[0] is not self.steps:  # (pack_workspace replaces the list)
-            sizes = self._sizes = (self.steps, self.workspace_bytes, self.scratchpad_bytes)
-        _, workspace_bytes, pad = sizes
+        workspace_bytes, pad = self.workspace_bytes, self.scratchpad_bytes
         if workspace is None:
             if workspace_bytes + pad:
                 with WORKSPACES.lend(workspace_bytes + pad) as lent:
@@ -349,7 +347,6 @@ def pack_workspace(program: Program) -> None:
     program.steps = [(primitive, [("ws", moved[ref[1]], ref[2]) if ref[0] == "ws" else ref for ref in refs])
                      for primitive, refs in program.steps]
     program.workspace_bytes = max((offset + size for offset, size, _, _ in placed), default=0)
-    program._sizes = None
 
 
 #: timing runs of each candidate program on a shape's first call (the best of them counts)
