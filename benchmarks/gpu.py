@@ -73,14 +73,19 @@ def matmul_rows(sizes, dtypes, iterations):
     return rows
 
 
-def best_alternated(*runs, rounds=5):
-    """The best time of each run over ``rounds`` rounds that take them in turn (the GPU's clock
-    drifts with its temperature: alternating gives each run the same conditions)."""
+def best_alternated(*runs, rounds=6):
+    """The best time of each run over ``rounds`` rounds that take them in turn, in the opposite
+    order every other round (the GPU's clock drifts with its temperature and drops under a
+    sustained load: alternating gives each run the same conditions, and reversing the order
+    keeps one run from always following the others' heat)."""
     for run in runs:
         run()  # warm-up: kernels compiled, pools filled
     best = [float("inf")] * len(runs)
-    for _ in range(rounds):
-        for i, run in enumerate(runs):
+    for round_number in range(rounds):
+        order = list(enumerate(runs))
+        if round_number % 2:
+            order.reverse()
+        for i, run in order:
             start = time.perf_counter()
             run()
             best[i] = min(best[i], time.perf_counter() - start)

@@ -8,6 +8,12 @@ the Python thread runs ahead of the device. Work that a caller does outside the 
 (an executor zeroing a fresh array, say) also lands on the legacy stream of its thread, so
 it is ordered with the engine's kernels too.
 
+An operation that can start when it is pushed runs on the pushing thread
+(``launches_asynchronously``): it only queues kernels, and a worker would first have to
+win the GIL from the thread still pushing, which leaves the GPU idle meanwhile. Such a
+thread may have made another stream current (``with cupy.cuda.Stream():``); the operation's
+kernels still go to the compute stream (:meth:`CUDABackend.bind_to_device`).
+
 Copies between the host and the device run on a second, non-blocking *copy stream*, so
 they overlap with kernels launched after them. A copy first makes the copy stream wait for
 an event recorded on the compute stream (everything launched before the copy, which
@@ -68,6 +74,7 @@ class CUDABackend(Backend):
 
     name = "cupy"
     device_type = "gpu"
+    launches_asynchronously = True
 
     def __init__(self, device_id: int):
         require_gpu(device_id)
@@ -130,17 +137,28 @@ class CUDABackend(Backend):
     # -- running on the device ------------------------------------------------------------
 
     def bind_to_device(self, fn: Callable[[], Any]) -> Callable[[], Any]:
-        """``fn`` made to run with this device current (CuPy launches on the current device).
+        """``fn`` made to run with this device current (CuPy launches on the current device) and
+        the compute stream current (a pushing thread that runs it may have chosen another).
 
-        On a one-GPU machine every thread's current device is this one, so ``fn`` is returned
-        as it is and costs nothing.
+        On a one-GPU machine every thread's current device is this one, so only the stream is
+        checked (well under a microsecond).
         """
+        import cupy
+
+        current_stream = cupy.cuda.get_current_stream
+        compute_stream = self.compute_stream
         if self._single_device:
-            return fn
+            def on_compute_stream() -> Any:
+                if current_stream().ptr == 0:
+                    return fn()
+                with compute_stream:
+                    return fn()
+
+            return on_compute_stream
         device = self._device
 
         def on_device() -> Any:
-            with device:
+            with device, compute_stream:
                 return fn()
 
         return on_device
@@ -214,6 +232,37 @@ class CUDABackend(Backend):
                 with stream:
                     target[...] = destination
                 stream.synchronize()
+
+    def copy_to(self, source: Any, target: Any, target_backend: Any) -> None:
+        """Copy ``source`` (an array of this GPU, broadcast to ``target``'s shape) into ``target``.
+
+        Into another GPU the bytes go device to device (``cudaMemcpyPeerAsync``: over NVLink or
+        PCIe where the GPUs can reach each other, staged by the driver otherwise), on the target's
+        copy stream, after every kernel launched before on either device (they may write
+        ``source`` or still read ``target``), and finished when this returns. Into any other
+        device, through host memory (the default).
+        """
+        if not isinstance(target_backend, CUDABackend):
+            super().copy_to(source, target, target_backend)
+            return
+        xp = self.xp
+        with self._device:
+            if source.shape != target.shape or source.dtype != target.dtype or not source.flags.c_contiguous:
+                # made on this GPU's compute stream, so the event below covers it too
+                source = xp.ascontiguousarray(xp.broadcast_to(source, target.shape), dtype=target.dtype)
+            written = self.compute_stream.record()
+        with target_backend._device:
+            stream = target_backend._copy_stream
+            stream.wait_event(written)
+            stream.wait_event(target_backend.compute_stream.record())
+            contiguous = target.flags.c_contiguous
+            destination = target if contiguous else xp.empty(target.shape, target.dtype)
+            xp.cuda.runtime.memcpyPeerAsync(destination.data.ptr, target_backend.device_id, source.data.ptr,
+                                            self.device_id, target.nbytes, stream.ptr)
+            if not contiguous:
+                with stream:
+                    target[...] = destination
+            stream.synchronize()
 
     # -- random numbers -------------------------------------------------------------------
 

@@ -16,7 +16,8 @@ Required
 
 With defaults
     ``zeros``, ``full``, ``copy_from_host``, ``copy_to``, ``bind_to_device``, ``record``,
-    ``make_rng``, ``from_dlpack``, ``synchronize``, ``memory_stats``, ``release_scratch``.
+    ``make_rng``, ``from_dlpack``, ``synchronize``, ``memory_stats``, ``release_scratch``,
+    ``launches_asynchronously``.
 
 Code outside mxkit-ndarray that needs the backend of a device (to allocate, or to copy
 between devices inside an engine operation) asks :func:`backend_of`.
@@ -84,6 +85,14 @@ class Backend:
     name: str
     device_type: str
     xp: Any
+
+    #: True when a kernel returns as soon as its work is queued on the device (a GPU stream):
+    #: an operation then costs the thread that runs it its launch, whatever its size, so an
+    #: engine may run one that can start at once on the thread that pushes it. Handing it to a
+    #: worker instead leaves the device idle until that worker gets the GIL, which a Python
+    #: thread still pushing holds (for up to the interpreter's 5 ms switch interval). False:
+    #: kernels compute before they return (the CPU), and only small ones run on the pusher.
+    launches_asynchronously: bool = False
 
     def __init__(self, device_id: int) -> None:
         self.device_id = device_id
@@ -237,6 +246,7 @@ class _CompletedBackend(Backend):
         self.device_id = getattr(wrapped, "device_id", 0)
         for member in _REQUIRED_ATTRIBUTES + _REQUIRED_METHODS:
             setattr(self, member, getattr(wrapped, member))
+        self.launches_asynchronously = bool(getattr(wrapped, "launches_asynchronously", False))
         for member in ("zeros", "full", "copy_from_host", "copy_to", "bind_to_device", "synchronize",
                        "make_rng", "from_dlpack", "memory_stats", "release_scratch"):
             own = getattr(wrapped, member, None)

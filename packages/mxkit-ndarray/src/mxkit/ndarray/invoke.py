@@ -247,12 +247,16 @@ if hasattr(os, "register_at_fork"):
 SMALL_OP_BYTES = 2 * 1024 * 1024
 
 
-def push_kernel(eng: Any, fn: Any, reads: list, writes: list, ctx: Context, name: str, nbytes: int) -> None:
-    """Push a synchronous kernel touching ``nbytes`` bytes: as ``small`` when it is a small
-    CPU op and the engine's type says its push takes the flag (class attribute
-    ``inline_small_ops``: read on the type, so that a wrapper forwarding attributes to such
-    an engine is pushed to without it), as a plain push otherwise."""
-    if nbytes < SMALL_OP_BYTES and ctx.device_type == "cpu" and getattr(type(eng), "inline_small_ops", False):
+def push_kernel(eng: Any, fn: Any, reads: list, writes: list, ctx: Context, name: str, nbytes: int | None) -> None:
+    """Push a synchronous kernel touching ``nbytes`` bytes (None: more than a small one, such as
+    a whole phase of an executor): as ``small`` when the engine's type says its push takes the
+    flag (class attribute ``inline_small_ops``: read on the type, so that a wrapper forwarding
+    attributes to such an engine is pushed to without it) and the kernel is short for the
+    thread that runs it: a small CPU kernel, or any kernel of a device whose backend only
+    queues work (:attr:`Backend.launches_asynchronously`, a GPU). A plain push otherwise."""
+    if getattr(type(eng), "inline_small_ops", False) and (
+            (ctx.device_type == "cpu" and nbytes is not None and nbytes < SMALL_OP_BYTES)
+            or (ctx.device_type != "cpu" and fast_backend(ctx).launches_asynchronously)):
         eng.push(fn, reads, writes, ctx, 0, name, False, True)
     else:
         eng.push(fn, reads, writes, ctx, 0, name)

@@ -343,8 +343,9 @@ class Executor:
                 _run_steps(segment, xp, train)
 
             backend = self._backend if ctx == self._ctx else invoke.backend_of(ctx)
-            self._engine.push(invoke.on_device(ctx, backend, run), reads, writes, ctx, 0,
-                              f"{what}[{segment[0].name}..{segment[-1].name}]")
+            # (a GPU's phase only queues kernels: it may run on this thread when it can start)
+            invoke.push_kernel(self._engine, invoke.on_device(ctx, backend, run), reads, writes, ctx,
+                               f"{what}[{segment[0].name}..{segment[-1].name}]", None)
 
     def _push_recorded(self, recording: PhaseRecording, segments: list[Sequence[_Step]], train: bool, reads: list,
                        writes: list, what: str) -> None:
@@ -361,8 +362,8 @@ class Executor:
         def run() -> None:
             recording.run(backend.record, steps, run_steps)
 
-        self._engine.push(invoke.on_device(self._ctx, backend, run), reads, writes, self._ctx, 0,
-                          f"{what}[recorded {len(steps)} nodes]")
+        invoke.push_kernel(self._engine, invoke.on_device(self._ctx, backend, run), reads, writes, self._ctx,
+                           f"{what}[recorded {len(steps)} nodes]", None)
 
     @property
     def recorded_phases(self) -> list[str]:
