@@ -314,3 +314,89 @@ def test_an_operator_outside_the_registry_is_refused_without_asking_the_registry
     assert not backward_replay._op_replayable(outsider)
     assert asked == []
     assert backward_replay._op_replayable(registry.get("relu"))
+
+
+# -- constants made once: the head gradient's ones ---------------------------------------------
+
+def test_replays_reuse_the_head_gradients_ones_and_keep_the_walks_bits(replays, monkeypatch):
+    from mxkit.ndarray import invoke as invoke_module
+
+    real_invoke = invoke_module.invoke
+    results, made = {}, {}
+    for replay in (False, True):
+        calls = made[replay] = []
+
+        def counting(op, *args, calls=calls, **kwargs):
+            calls.append(op.name)
+            return real_invoke(op, *args, **kwargs)
+
+        autograd.replay_backward = replay
+        try:
+            weights, data, label = _mlp(np.random.default_rng(3))
+            grads = []
+            for step in range(5):
+                if step == 3:  # steps 4 and 5: the walk makes ones again, the replay reuses them
+                    monkeypatch.setattr(invoke_module, "invoke", counting)
+                _mlp_step(weights, data, label)
+                grads.append([w.grad.asnumpy() for w in weights])
+                for weight in weights:
+                    weight -= weight.grad * 0.1
+            results[replay] = grads
+        finally:
+            autograd.replay_backward = True
+            monkeypatch.setattr(invoke_module, "invoke", real_invoke)
+    for walked, replayed in zip(results[False], results[True]):
+        for a, b in zip(walked, replayed):
+            np.testing.assert_array_equal(a, b)
+    assert len(replays) == 4
+    assert made[False].count("_ones") == 2 and "_ones" not in made[True]
+
+
+def test_tapes_of_one_signature_on_two_devices_each_get_their_own_constants(replays):
+    """Two devices' tapes of the same shapes share a plan; the ones each replay reuses are its own
+    device's (one device's array would make the other's backward operators fail)."""
+    results = {}
+    for replay in (False, True):
+        autograd.replay_backward = replay
+        try:
+            models = [(_mlp(np.random.default_rng(5)), ctx) for ctx in (mx.cpu(0), mx.cpu(1))]
+            placed = []
+            for (weights, data, label), ctx in models:
+                weights = [w.as_in_context(ctx) for w in weights]
+                for weight in weights:
+                    weight.attach_grad()
+                placed.append((weights, data.as_in_context(ctx), label.as_in_context(ctx)))
+            grads = []
+            for _ in range(4):
+                for weights, data, label in placed:
+                    _mlp_step(weights, data, label)
+                    grads.append([w.grad.asnumpy() for w in weights])
+            results[replay] = grads
+        finally:
+            autograd.replay_backward = True
+    for walked, replayed in zip(results[False], results[True]):
+        for a, b in zip(walked, replayed):
+            np.testing.assert_array_equal(a, b)
+    assert len(replays) >= 6
+
+
+def _step(name, inputs=(), outs=None, results=(0,), aux=False):
+    op = SimpleNamespace(name=name, aux_names=("moving_mean",) if aux else ())
+    return (op, {}, tuple(inputs), outs, tuple(results))
+
+
+def test_only_steps_nothing_can_change_afterwards_count_as_constants():
+    constant = _step("_ones", results=(10,))
+    cases = [
+        ([constant, _step("mul", (10, 1), results=(11,))], [], {0}),
+        # a later step writes into the constant's array
+        ([constant, _step("_plus", (1, 2), outs=(10,), results=(10,))], [], set()),
+        # the constant is a gradient the caller receives
+        ([constant], [(1, 10)], set()),
+        # an operator that updates auxiliary states in place reads it
+        ([constant, _step("BatchNorm", (10, 1), results=(11,), aux=True)], [], set()),
+        # steps that read arrays, or write into given ones, are not constants
+        ([_step("_copy", (1,), results=(11,)), _step("_ones", outs=(3,), results=(3,))], [], set()),
+    ]
+    for steps, leaves, expected in cases:
+        assert set(backward_replay._constant_steps(steps, leaves)) == expected, (steps, leaves)

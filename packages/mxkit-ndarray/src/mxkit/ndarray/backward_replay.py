@@ -12,7 +12,9 @@ gradient, a variable's grad buffer) or the call that made it. Later passes over 
 same :func:`signature` replay the captured calls through ``invoke`` on the new tape's arrays,
 which skips the gradient functions, the operator applier, parameter parsing and the walk's
 bookkeeping; the operators, kernels, parameters and order are the captured ones, so the
-gradients are the same bits.
+gradients are the same bits. A captured call that reads no array (the ones of a head given no
+gradient) makes the same values every pass: the plan keeps the first replay's arrays and hands
+them to the later ones, when nothing in the pass can change them (``_constant_steps``).
 
 A tape's signature holds everything the walk's calls depend on: each node's operator, gradient
 function and parameters, each array's shape, dtype and role (a constant, a variable with its ``grad_req``
@@ -40,7 +42,7 @@ _VARIABLE: Any = None
 class _Plan:
     """The captured calls of one tape's backward pass."""
 
-    __slots__ = ("drops", "leaves", "releases", "size", "steps")
+    __slots__ = ("constant_steps", "constants", "drops", "leaves", "releases", "size", "steps")
 
     def __init__(self, steps: list, size: int, leaves: list, step_nodes: list, order: list) -> None:
         #: (op, params, input slots, out slots or None, result slots)
@@ -48,6 +50,11 @@ class _Plan:
         self.size = size
         #: (variable slot, gradient slot), in the order the general walk found them
         self.leaves = leaves
+        #: steps that make the same constant every pass (the head gradient's ones), and their
+        #: arrays once made, per device (tapes of one signature may run on several): see
+        #: _constant_steps
+        self.constant_steps = _constant_steps(steps, leaves)
+        self.constants: dict[Any, dict[int, list]] = {}
         # after each step, the slots nothing later reads: a spent activation or gradient goes as
         # the walk drops it, not when the pass ends
         last_use: dict[int, int] = {}
@@ -68,6 +75,23 @@ class _Plan:
         for position in order:
             done_after = max(done_after, last_step.get(position, -1))
             self.releases[done_after + 1] += (position,)
+
+
+def _constant_steps(steps: list, leaves: list) -> frozenset[int]:
+    """The steps whose arrays one replay may hand to the next instead of making them again.
+
+    Such a step reads no array (its output depends on its parameters alone: ``ones`` for a head
+    given no gradient; random operators are never captured) and makes fresh outputs, and nothing
+    can change them afterwards: no later step writes into them (``out=``) or reads them as an
+    operator that updates auxiliary states in place, and none is a gradient handed to the caller.
+    """
+    written = {slot for _, _, _, outs, _ in steps for slot in outs or () if slot is not None}
+    written.update(grad_slot for _, grad_slot in leaves)
+    for op, _, inputs, _, _ in steps:
+        if inputs and (callable(op.aux_names) or op.aux_names):
+            written.update(inputs)
+    return frozenset(index for index, (_, _, inputs, outs, results) in enumerate(steps)
+                     if not inputs and outs is None and not written.intersection(results))
 
 
 class Capture:
@@ -282,13 +306,21 @@ def replay(plan: _Plan, slots: list, ctx: Any, nodes: list | None, invoke: Any, 
     leaves = [(slots[var_slot], grad_slot) for var_slot, grad_slot in plan.leaves]
     slots.extend([None] * (plan.size - len(slots)))
     releases = plan.releases
+    constant_steps = plan.constant_steps
+    constants = plan.constants.get(ctx) if constant_steps else None
+    if constant_steps and constants is None:
+        constants = plan.constants.setdefault(ctx, {})
     for index, (op, params, inputs, outs, results) in enumerate(plan.steps):
         if nodes is not None:
             for position in releases[index]:
                 release(nodes[position])
-        args = [slots[slot] for slot in inputs]
-        out = None if outs is None else [None if slot is None else slots[slot] for slot in outs]
-        outputs = invoke(op, args, params, out, None if args else ctx)
+        outputs = constants.get(index) if constants is not None and index in constant_steps else None
+        if outputs is None:
+            args = [slots[slot] for slot in inputs]
+            out = None if outs is None else [None if slot is None else slots[slot] for slot in outs]
+            outputs = invoke(op, args, params, out, None if args else ctx)
+            if constants is not None and index in constant_steps:
+                constants[index] = outputs
         for slot, array in zip(results, outputs):
             slots[slot] = array
         for slot in plan.drops[index]:
