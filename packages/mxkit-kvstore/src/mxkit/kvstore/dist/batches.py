@@ -124,18 +124,11 @@ def _shared(table: ShardTable, shards: list[Shard]) -> Batch:
 def push(table: ShardTable, rank: int, epoch: int, batch: Batch, rounds: np.ndarray, flat: np.ndarray,
          owned: bool) -> None:
     """``rank``'s push of ``flat`` (the batch's values) as rounds ``rounds`` (one per shard)."""
-    table._check_rank(rank)
-    with table.condition:
-        changes = table.changes
-        try:
-            table.begin_push(rank, epoch)
-            if not _push_in_step(table, rank, batch, rounds, flat, owned):
-                items = [(shard.id, round_index, value)
-                         for shard, round_index, value in zip(batch.shards, rounds.tolist(), batch.views(flat))]
-                table.push_locked(rank, epoch, items, False, owned)
-        finally:
-            if table.changes != changes:  # (see ShardTable.changes: a merge that applied nothing wakes no one)
-                table.condition.notify_all()
+    with table.pushing(rank, epoch):
+        if not _push_in_step(table, rank, batch, rounds, flat, owned):
+            items = [(shard.id, round_index, value)
+                     for shard, round_index, value in zip(batch.shards, rounds.tolist(), batch.views(flat))]
+            table.push_locked(rank, epoch, items, False, owned)
 
 
 def _push_in_step(table: ShardTable, rank: int, batch: Batch, rounds: np.ndarray, flat: np.ndarray,

@@ -29,9 +29,10 @@ Ray serialises it after the lock is released, with no copy here.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -199,12 +200,19 @@ class ShardTable:
         says that nothing else holds the values (a data-channel frame's fresh buffer): the
         first push of a round then becomes the round's sum without a copy.
         """
+        with self.pushing(rank, epoch):
+            self.push_locked(rank, epoch, items, resend, owned)
+
+    @contextlib.contextmanager
+    def pushing(self, rank: int, epoch: int) -> Iterator[None]:
+        """The lock held for a push of ``rank`` in ``epoch`` (checked and begun: :meth:`begin_push`); on
+        leaving, waiting pulls are woken if the push changed what they read (:attr:`changes`)."""
         self._check_rank(rank)
         with self.condition:
             changes = self.changes
             try:
                 self.begin_push(rank, epoch)
-                self.push_locked(rank, epoch, items, resend, owned)
+                yield
             finally:
                 if self.changes != changes:
                     self.condition.notify_all()
