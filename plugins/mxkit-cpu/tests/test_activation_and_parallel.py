@@ -42,6 +42,19 @@ def test_the_activation_kernels_are_registered():
         assert is_plugin_kernel(name), name
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("size", [1, 7, 33, 16384 + 5])
+def test_relu_loop_equals_numpys_maximum_to_the_bit(dtype, size):
+    # the loop is one compare and a select, compiled to SIMD code with a scalar tail: every lane
+    # and the tail must give maximum(x, 0)'s bits (NaN kept, -0.0 and negatives to +0.0)
+    special = np.array([np.nan, -0.0, 0.0, -1.5, 2.5, np.inf, -np.inf, np.finfo(dtype).tiny / 2], dtype)
+    x = np.resize(special, size)
+    x[len(special):] = np.random.default_rng(size).standard_normal(size - min(size, len(special)))
+    out = np.empty_like(x)
+    _elementwise.relu(x, out)
+    assert out.tobytes() == np.maximum(x, 0).tobytes()
+
+
 def test_relu_gradient_keeps_nan_like_the_product():
     out_grad = np.array([np.nan, np.nan, np.inf, 2.0], np.float32)
     y = np.array([1.0, 0.0, 0.0, 3.0], np.float32)

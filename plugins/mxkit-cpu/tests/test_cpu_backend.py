@@ -9,7 +9,7 @@ import pytest
 from mxkit.core.plugins import get_backend, plugin_info, registry
 from mxkit.ndarray.registry import get_op
 from mxkit_cpu import kernels
-from mxkit_cpu.backend import ALIGNMENT, SMALL_LIMIT, CPUBackend
+from mxkit_cpu.backend import ALIGNMENT, POOL_MIN_BYTES, SMALL_LIMIT, CPUBackend
 
 # MXNet's short names without the facade package (these tests run with mxkit-ndarray and
 # mxkit-cpu installed alone)
@@ -28,7 +28,10 @@ def test_registered_as_an_entry_point_plugin():
 
 
 @pytest.mark.parametrize("shape, dtype", [((3,), "float32"), ((7, 5), "float64"), ((0,), "int8"),
-                                          ((1000, 3), "float16"), ((SMALL_LIMIT,), "uint8"), ((), "int64")])
+                                          ((1000, 3), "float16"), ((SMALL_LIMIT,), "uint8"), ((), "int64"),
+                                          ((SMALL_LIMIT + 1,), "uint8"), ((128, 10), "float32"),
+                                          ((POOL_MIN_BYTES - 8,), "float64"), ((128, 128), "float32"),
+                                          ((3, 1, 28, 28), "float32")])
 def test_allocation_is_aligned_writable_and_independent(shape, dtype):
     backend = CPUBackend(0)
     arrays = [backend.empty(shape, np.dtype(dtype)) for _ in range(3)]
@@ -39,6 +42,38 @@ def test_allocation_is_aligned_writable_and_independent(shape, dtype):
         for i, array in enumerate(arrays):
             array[...] = i
         assert [int(np.asarray(a).reshape(-1)[0]) for a in arrays] == [0, 1, 2]
+
+
+def test_each_allocation_route_keeps_its_memory_alive_and_apart():
+    # the slab (small), a buffer of its own (mid-sized) and the pool (large) each give arrays whose
+    # memory lives as long as they do, and never the memory of an array still in use
+    import gc
+
+    backend = CPUBackend(0)
+    for count in (SMALL_LIMIT // 8, SMALL_LIMIT, 20_000, POOL_MIN_BYTES):
+        kept = [backend.empty((count,), np.dtype("float32")) for _ in range(4)]
+        for index, array in enumerate(kept):
+            array[...] = index
+        for _ in range(50):
+            backend.empty((count,), np.dtype("float32"))[...] = -1  # dropped at once: may be reused
+        gc.collect()
+        assert [float(array[0]) for array in kept] == [0, 1, 2, 3] and all((a == a[0]).all() for a in kept)
+        assert len({array.ctypes.data for array in kept}) == 4
+
+
+def test_the_compiled_headers_check_the_memory_they_describe():
+    from mxkit_cpu import _alloc
+
+    with pytest.raises(ValueError, match="needs 16 bytes, 10 are there"):
+        _alloc.shaped(np.empty(10, np.uint8), (4,), np.dtype(np.float32))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        _alloc.shaped(np.empty((4, 4), np.float32)[:, ::2], (8,), np.dtype(np.float32))
+    with pytest.raises(ValueError, match="negative dimensions"):
+        _alloc.aligned_empty((-1, 4), np.dtype(np.float32), 4)
+    buffer = np.arange(12, dtype=np.float32)
+    view = _alloc.shaped(buffer, (3, 2), np.dtype(np.float64))
+    np.testing.assert_array_equal(view, buffer.view(np.float64).reshape(3, 2))
+    assert view.base is buffer and view.flags.c_contiguous and view.flags.writeable
 
 
 def test_the_compiled_address_is_numpys():

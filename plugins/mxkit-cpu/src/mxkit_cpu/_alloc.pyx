@@ -56,22 +56,40 @@ cdef inline void _install(cnp.ndarray slab):
     _offset = 0
 
 
+cdef object _array_over(object owner, char* data, Py_ssize_t available, tuple shape, cnp.dtype dtype):
+    """A C-contiguous array of ``shape`` and ``dtype`` over the ``available`` bytes at ``data``,
+    kept alive by ``owner``."""
+    cdef cnp.npy_intp dims[MAX_DIMS]
+    cdef int ndim = len(shape)
+    cdef int i
+    cdef Py_ssize_t needed = dtype.itemsize
+    if ndim > MAX_DIMS:
+        raise ValueError(f"at most {MAX_DIMS} dimensions are supported, got {ndim}")
+    for i in range(ndim):
+        dims[i] = shape[i]
+        if dims[i] < 0:
+            raise ValueError(f"negative dimensions are not allowed, got shape {shape}")
+        needed *= dims[i]
+    if needed > available:  # the callers size the memory from the shape: this guards the C pointer
+        raise ValueError(f"shape {shape} of {dtype} needs {needed} bytes, {available} are there")
+    Py_INCREF(dtype)  # PyArray_NewFromDescr steals a reference to the descriptor
+    array = PyArray_NewFromDescr(&PyArray_Type, <PyObject*> dtype, ndim, dims, NULL, data,
+                                 cnp.NPY_ARRAY_CARRAY, NULL)
+    cnp.set_array_base(array, owner)
+    return array
+
+
 def small_empty(tuple shape, cnp.dtype dtype, Py_ssize_t count):
     """An uninitialised C-contiguous array of ``shape`` (``count`` elements) and ``dtype``
     carved from the current slab; the caller keeps it to arrays of at most a slab."""
     global _offset
-    cdef cnp.npy_intp dims[MAX_DIMS]
-    cdef int ndim = len(shape)
-    cdef int i
     cdef Py_ssize_t nbytes = count * dtype.itemsize
     cdef Py_ssize_t rounded = (nbytes if nbytes > 0 else 1)
     cdef Py_ssize_t start
     cdef object owner
     cdef char* data
-    if ndim > MAX_DIMS:
-        raise ValueError(f"at most {MAX_DIMS} dimensions are supported, got {ndim}")
-    for i in range(ndim):
-        dims[i] = shape[i]
+    if len(shape) > MAX_DIMS:  # (checked before the slab is bumped)
+        raise ValueError(f"at most {MAX_DIMS} dimensions are supported, got {len(shape)}")
     rounded = (rounded + _alignment - 1) & ~(_alignment - 1)
     while True:
         start = _offset
@@ -83,11 +101,28 @@ def small_empty(tuple shape, cnp.dtype dtype, Py_ssize_t count):
         _install(_new_slab())
         if rounded > _slab_bytes:
             raise ValueError(f"{nbytes} bytes do not fit in a slab of {_slab_bytes} bytes")
-    Py_INCREF(dtype)  # PyArray_NewFromDescr steals a reference to the descriptor
-    array = PyArray_NewFromDescr(&PyArray_Type, <PyObject*> dtype, ndim, dims, NULL, data,
-                                 cnp.NPY_ARRAY_CARRAY, NULL)
-    cnp.set_array_base(array, owner)
-    return array
+    return _array_over(owner, data, rounded, shape, dtype)
+
+
+def aligned_empty(tuple shape, cnp.dtype dtype, Py_ssize_t count):
+    """An uninitialised C-contiguous array of ``shape`` (``count`` elements) and ``dtype`` whose
+    data starts on an alignment boundary, in a buffer of its own (freed with the last array
+    using it). numpy's Python-level route (an over-sized buffer, its address through ctypes, a
+    slice, a view and a reshape) takes ~1.5 µs; this ~0.3."""
+    cdef cnp.npy_intp nbytes = count * dtype.itemsize + _alignment
+    raw = cnp.PyArray_EMPTY(1, &nbytes, cnp.NPY_UINT8, 0)
+    cdef size_t start = <size_t> cnp.PyArray_DATA(raw)
+    cdef size_t skip = (_alignment - (start & (_alignment - 1))) & (_alignment - 1)
+    return _array_over(raw, <char*> cnp.PyArray_DATA(raw) + skip, nbytes - _alignment, shape, dtype)
+
+
+def shaped(cnp.ndarray buffer, tuple shape, cnp.dtype dtype):
+    """The memory of ``buffer`` (a C-contiguous array of at least the bytes needed) as an array of
+    ``shape`` and ``dtype``: ``buffer.view(dtype).reshape(shape)`` without its two Python calls.
+    Its base is ``buffer``'s owner, as numpy's views have it."""
+    if not cnp.PyArray_IS_C_CONTIGUOUS(buffer):
+        raise ValueError("the buffer must be C-contiguous")
+    return _array_over(buffer, <char*> cnp.PyArray_DATA(buffer), cnp.PyArray_NBYTES(buffer), shape, dtype)
 
 
 def address(cnp.ndarray array):
