@@ -13,9 +13,10 @@ STRIP = ["-s"] if sys.platform.startswith("linux") else []
 
 HERE = Path(__file__).parent
 SOURCES = sorted((HERE / "src" / "mxkit_cpu").glob("*.pyx"))
-# _fastmath's and _elementwise's loops select between branch-free results; the compiler turns such selects into
-# SIMD code only when it may assume that floating-point operations do not trap. _update's
-# Adam loop vectorizes its sqrt only when sqrt need not set errno
+# _fastmath's and _elementwise's loops select between branch-free results; the compiler turns
+# such selects into SIMD code only when it may assume that floating-point operations do not trap
+# (relu on random signs otherwise branches, at twice the time). _update's Adam loop vectorizes
+# its sqrt only when sqrt need not set errno
 EXTRA_FLAGS = {"_fastmath": ("-fno-trapping-math",), "_elementwise": ("-fno-trapping-math",),
                "_update": ("-fno-trapping-math", "-fno-math-errno")}
 

@@ -64,12 +64,16 @@ def test_each_allocation_route_keeps_its_memory_alive_and_apart():
 def test_the_compiled_headers_check_the_memory_they_describe():
     from mxkit_cpu import _alloc
 
-    with pytest.raises(ValueError, match="needs 16 bytes, 10 are there"):
+    with pytest.raises(ValueError, match="needs more than the 10 bytes"):
         _alloc.shaped(np.empty(10, np.uint8), (4,), np.dtype(np.float32))
     with pytest.raises(ValueError, match="C-contiguous"):
         _alloc.shaped(np.empty((4, 4), np.float32)[:, ::2], (8,), np.dtype(np.float32))
     with pytest.raises(ValueError, match="negative dimensions"):
         _alloc.aligned_empty((-1, 4), np.dtype(np.float32), 4)
+    with pytest.raises(ValueError, match="needs more than the 16 bytes"):  # a product that would overflow
+        _alloc.shaped(np.empty(16, np.uint8), (2**40, 2**40, 2**40), np.dtype(np.float32))
+    assert _alloc.shaped(np.empty(16, np.uint8), (2**40, 0), np.dtype(np.float32)).shape == (2**40, 0)
+    assert _alloc.shaped(np.empty(4, np.uint8), (), np.dtype(np.float32)).shape == ()
     buffer = np.arange(12, dtype=np.float32)
     view = _alloc.shaped(buffer, (3, 2), np.dtype(np.float64))
     np.testing.assert_array_equal(view, buffer.view(np.float64).reshape(3, 2))

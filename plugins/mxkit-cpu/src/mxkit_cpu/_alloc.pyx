@@ -63,14 +63,23 @@ cdef object _array_over(object owner, char* data, Py_ssize_t available, tuple sh
     cdef int ndim = len(shape)
     cdef int i
     cdef Py_ssize_t needed = dtype.itemsize
+    cdef bint empty = False
     if ndim > MAX_DIMS:
         raise ValueError(f"at most {MAX_DIMS} dimensions are supported, got {ndim}")
     for i in range(ndim):
         dims[i] = shape[i]
         if dims[i] < 0:
             raise ValueError(f"negative dimensions are not allowed, got shape {shape}")
+        empty = empty or dims[i] == 0
+    # the callers size the memory from the shape; this guards the pointer handed to numpy (each
+    # factor is checked against what is left, so the product cannot overflow on the way)
+    for i in range(ndim):
+        if empty:
+            break
+        if needed > available // dims[i]:
+            raise ValueError(f"shape {shape} of {dtype} needs more than the {available} bytes there are")
         needed *= dims[i]
-    if needed > available:  # the callers size the memory from the shape: this guards the C pointer
+    if not empty and needed > available:  # (a 0-d array: one element)
         raise ValueError(f"shape {shape} of {dtype} needs {needed} bytes, {available} are there")
     Py_INCREF(dtype)  # PyArray_NewFromDescr steals a reference to the descriptor
     array = PyArray_NewFromDescr(&PyArray_Type, <PyObject*> dtype, ndim, dims, NULL, data,
