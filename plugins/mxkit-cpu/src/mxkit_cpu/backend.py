@@ -116,10 +116,6 @@ else:
     _small_empty = _small_empty_unbuilt
 
 
-def _aligned_empty_unbuilt(shape: tuple[int, ...], dtype: numpy.dtype, count: int) -> numpy.ndarray:
-    return _aligned_buffer(count * dtype.itemsize).view(dtype).reshape(shape)
-
-
 def _shaped_unbuilt(buffer: numpy.ndarray, shape: tuple[int, ...], dtype: numpy.dtype) -> numpy.ndarray:
     return buffer.view(dtype).reshape(shape)
 
@@ -127,7 +123,7 @@ def _shaped_unbuilt(buffer: numpy.ndarray, shape: tuple[int, ...], dtype: numpy.
 # Arrays above a slab's share get buffers of their own, and the largest are recycled: either way
 # the array header is made in C when the extension is built (numpy's view and reshape took ~1.5 µs
 # of every mid-sized output's call, more than an MLP's bias gradient takes to compute)
-_aligned_empty = _alloc.aligned_empty if _alloc is not None else _aligned_empty_unbuilt
+_aligned_empty = _alloc.aligned_empty if _alloc is not None else _small_empty_unbuilt  # (a buffer of its own)
 _shaped = _alloc.shaped if _alloc is not None else _shaped_unbuilt
 
 # numpy dtype instances have one class per dtype (numpy.dtypes.Float32DType...): remember them
