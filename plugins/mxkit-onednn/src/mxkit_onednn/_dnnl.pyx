@@ -870,13 +870,17 @@ cdef class Primitive:
         slot's size in bytes) with ``scratchpad`` (a C-contiguous array of at least
         :attr:`scratchpad_bytes`; ``None`` when that is 0), without the GIL, and wait for it."""
         cdef int i
-        cdef Stream stream = thread_stream()
-        cdef dnnl_status_t status
         if len(arrays) != self.nslots:
             raise ValueError(f"primitive takes {self.nslots} arrays, got {len(arrays)}")
         for i in range(self.nslots):
             check(dnnl_memory_set_data_handle(self.memories[i], _contiguous_data(arrays[i], self.sizes[i], i)),
                   "data handle")
+        self._execute(scratchpad)
+
+    cdef int _execute(self, scratchpad) except -1:
+        """Bind ``scratchpad`` and execute on the memory the slots hold now, without the GIL, and wait for it."""
+        cdef Stream stream = thread_stream()
+        cdef dnnl_status_t status
         if self.scratchpad_bytes:
             if scratchpad is None:
                 raise ValueError(f"the scratchpad must be a C-contiguous array of at least {self.scratchpad_bytes} "
@@ -889,6 +893,74 @@ cdef class Primitive:
             if status == dnnl_success:
                 status = dnnl_stream_wait(stream.stream)
         check(status, "execution")
+        return 0
+
+
+cdef void* _ref_data(Primitive primitive, int slot, ref, inputs, outputs, workspace) except NULL:
+    """The data of slot ``slot`` of ``primitive`` named by a program's ``ref``: ``("in", i)``, ``("out", i)`` or
+    ``("ws", offset, nbytes)`` (a part of ``workspace``), checked as :meth:`Primitive.run` checks its arrays."""
+    cdef cnp.ndarray space
+    cdef Py_ssize_t offset, nbytes
+    kind = ref[0]
+    if kind == "in":
+        return _contiguous_data(inputs[ref[1]], primitive.sizes[slot], slot)
+    if kind == "out":
+        return _contiguous_data(outputs[ref[1]], primitive.sizes[slot], slot)
+    offset, nbytes = ref[1], ref[2]
+    if not isinstance(workspace, np.ndarray) or not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>workspace) \
+            or offset < 0 or nbytes < primitive.sizes[slot] \
+            or offset + nbytes > cnp.PyArray_NBYTES(<cnp.ndarray>workspace):
+        raise ValueError(f"argument {slot}: workspace slot {ref!r} does not fit a workspace of "
+                         f"{getattr(workspace, 'nbytes', None)} bytes or the primitive's {primitive.sizes[slot]} bytes")
+    space = <cnp.ndarray>workspace
+    return <char*>cnp.PyArray_DATA(space) + offset
+
+
+def run_steps(steps, inputs, outputs, workspace, scratchpad, resolve):
+    """Run a program's ``steps`` (``(primitive, refs)`` pairs, as :class:`mxkit_onednn.program.Program` keeps
+    them) on ``inputs``, ``outputs`` and ``workspace``. A :class:`Primitive`'s refs are bound to their memory
+    here: what ``primitive.run([resolve(ref, inputs, outputs, workspace) for ref in refs], scratchpad)`` does,
+    without the list, a slice of the workspace per workspace slot, or a Python call per ref (a small layer's
+    call spent more on those than on its arithmetic). Any other step object gets exactly that call."""
+    cdef Primitive primitive
+    cdef int i
+    for step, refs in steps:
+        if not isinstance(step, Primitive):
+            step.run([resolve(ref, inputs, outputs, workspace) for ref in refs], scratchpad)
+            continue
+        primitive = <Primitive>step
+        if len(refs) != primitive.nslots:
+            raise ValueError(f"primitive takes {primitive.nslots} arrays, got {len(refs)}")
+        for i in range(primitive.nslots):
+            check(dnnl_memory_set_data_handle(primitive.memories[i],
+                                              _ref_data(primitive, i, refs[i], inputs, outputs, workspace)),
+                  "data handle")
+        primitive._execute(scratchpad)
+
+
+def float32_call_signature(inputs, outputs, params):
+    """:func:`mxkit_onednn.kernels.call_signature` in C: ``((shape, ..., len(inputs)), tuple(params.items()))``
+    when every array is a C-contiguous float32 numpy array (native byte order) and the parameters hash, else
+    None. It runs on every call of a oneDNN kernel, where the Python loop over the arrays (a flags object per
+    array) took more than the rest of the lookup."""
+    cdef list shapes = []
+    cdef cnp.ndarray checked
+    for group in (inputs, outputs):
+        for array in group:
+            if type(array) is not np.ndarray:
+                return None
+            checked = <cnp.ndarray>array
+            if cnp.PyArray_TYPE(checked) != cnp.NPY_FLOAT32 or not cnp.PyArray_ISNOTSWAPPED(checked) \
+                    or not cnp.PyArray_IS_C_CONTIGUOUS(checked):
+                return None
+            shapes.append(array.shape)
+    shapes.append(len(inputs))
+    signature = (tuple(shapes), tuple(params.items()))
+    try:
+        hash(signature)
+    except TypeError:
+        return None
+    return signature
 
 
 # ---- memory descriptors of other data types (bfloat16), and the CPU's instruction set as oneDNN sees it ----

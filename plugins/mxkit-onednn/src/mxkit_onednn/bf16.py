@@ -120,8 +120,14 @@ def by_dtype(bfloat16_kernel: Callable[..., None], other: Callable[..., None]) -
     others to ``other`` (kept as its ``float32`` attribute; it takes ``other``'s name and attributes, so the kernel
     a oneDNN kernel replaced is still its ``replaced``)."""
 
+    # a call ``other`` already knows (a float32 signature met before: see with_fallback) is served before the dtype
+    # checks, which cost a small layer's call more than that lookup
+    serve_known = getattr(other, "serve_known", None)
+
     @functools.wraps(other)  # its name, module and attributes (``replaced``: the kernel it replaced) stay visible
     def serve(xp: Any, inputs: list, outputs: list, params: dict) -> None:
+        if serve_known is not None and serve_known(xp, inputs, outputs, params):
+            return
         if any(is_bfloat16(a) for a in inputs) or any(is_bfloat16(a) for a in outputs):
             bfloat16_kernel(xp, inputs, outputs, params)
         else:

@@ -121,22 +121,37 @@ def with_fallback(kernel: Callable[..., None], fallback: Kernel, defaults: dict 
     # layer), and a fifth of a small oneDNN call's. Where the replaced kernel serves, a later call goes to
     # it; where a program serves and the views were the arrays themselves, to the program
     known_calls: dict[tuple, tuple[Any, Any, int]] = {}
+    signature_of = _signature_function()
+
+    def served_as_known(signature: tuple, xp: Any, inputs: list, outputs: list, params: dict) -> bool:
+        known = known_calls.get(signature)
+        if known is None:
+            return False
+        cache, key, given = known
+        served = cache.serving(key)
+        if served is FALLBACK:
+            if cache.only is None:
+                fallback(xp, inputs, outputs, params)  # (what the program would call, on these same arrays)
+                return True
+        elif served is not None and (given == AS_GIVEN or (given == SAME_MEMORY and type(served) is Program)):
+            served.run(inputs, outputs)
+            return True
+        return False
+
+    def serve_known(xp: Any, inputs: list, outputs: list, params: dict) -> bool:
+        """Serve a call whose signature was met before, straight from what serves it; False (nothing done)
+        for any other call. Wrappers (:func:`mxkit_onednn.bf16.by_dtype`) ask this first: a known signature is
+        a float32 one, so their own dtype checks can wait for the calls it leaves."""
+        if prepare is None:
+            return False
+        signature = signature_of(inputs, outputs, params)
+        return signature is not None and served_as_known(signature, xp, inputs, outputs, params)
 
     @functools.wraps(kernel)
     def serve(xp: Any, inputs: list, outputs: list, params: dict) -> None:
-        signature = call_signature(inputs, outputs, params) if prepare is not None else None
-        if signature is not None:
-            known = known_calls.get(signature)
-            if known is not None:
-                cache, key, given = known
-                served = cache.serving(key)
-                if served is FALLBACK:
-                    if cache.only is None:
-                        fallback(xp, inputs, outputs, params)  # (what the program would call, on these same arrays)
-                        return
-                elif served is not None and (given == AS_GIVEN or (given == SAME_MEMORY and type(served) is Program)):
-                    served.run(inputs, outputs)
-                    return
+        signature = signature_of(inputs, outputs, params) if prepare is not None else None
+        if signature is not None and served_as_known(signature, xp, inputs, outputs, params):
+            return
         if unhandled_params(declared, params, defaults):
             fallback(xp, inputs, outputs, params)
             return
@@ -173,6 +188,7 @@ def with_fallback(kernel: Callable[..., None], fallback: Kernel, defaults: dict 
 
     serve.replaced = fallback  # type: ignore[attr-defined]
     serve.bind = bind  # type: ignore[attr-defined]
+    serve.serve_known = serve_known  # type: ignore[attr-defined]
     return serve
 
 
@@ -227,6 +243,14 @@ def call_signature(inputs: list, outputs: list, params: dict) -> tuple | None:
     except TypeError:
         return None
     return signature
+
+
+def _signature_function() -> Callable[[list, list, dict], tuple | None]:
+    """:func:`call_signature`, in C where the extension is loaded (the same tuples; see
+    ``_dnnl.float32_call_signature``)."""
+    from mxkit_onednn.library import load
+
+    return getattr(load(), "float32_call_signature", None) or call_signature
 
 
 def bound_kernel(kernel: Kernel, xp: Any, inputs: list, outputs: list, params: dict) -> Callable[[], None]:

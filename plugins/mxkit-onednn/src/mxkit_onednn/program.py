@@ -92,8 +92,17 @@ class Program:
         # slots are 64-byte aligned, so the scratchpad after them is too
         with self.lock:  # a primitive runs one call at a time
             scratchpad = workspace[workspace_bytes:workspace_bytes + pad] if pad else None
+            run_steps = _compiled["run_steps"]
+            if run_steps is not None:
+                run_steps(self.steps, inputs, outputs, workspace, scratchpad, _resolve)
+                return
             for primitive, refs in self.steps:
                 primitive.run([_resolve(ref, inputs, outputs, workspace) for ref in refs], scratchpad)
+
+
+#: the extension's ``run_steps`` once a :class:`Builder` has loaded it (its loop binds each primitive's memory in
+#: C); None until then
+_compiled: dict[str, Any] = {"run_steps": None}
 
 
 #: the workspace of a program that needs none
@@ -274,6 +283,7 @@ class Builder:
 
     def __init__(self, dnnl: Any) -> None:
         self.dnnl = dnnl
+        _compiled["run_steps"] = getattr(dnnl, "run_steps", None)
         self.program = Program()
         self._after: list[tuple[Any, list[Ref]]] = []
 

@@ -56,17 +56,21 @@ def _binary_ops(kind: str) -> tuple[Any, Any, Any]:
     return ops
 
 
-def _same_shape_elementwise(op: Any, inputs: list, params: dict) -> NDArray:
-    """The hot path of ``a + b`` and ``a + 1``: inputs of one shape, dtype and device give an
+def _same_shape_elementwise(op: Any, inputs: list, params: dict, into: NDArray | None = None) -> NDArray:
+    """The hot path of ``a + b``, ``a + 1`` and ``a -= b``: inputs of one shape, dtype and device give an
     output of that shape and dtype, so inference is skipped; everything else is as in
-    :func:`~mxkit.ndarray.invoke.invoke` (the registry's kernel, pushed to the engine)."""
+    :func:`~mxkit.ndarray.invoke.invoke` (the registry's kernel, pushed to the engine). ``into``: the first
+    input, written in place (the callers check that it is, and that autograd is not recording), else a new array."""
     first = inputs[0]
     data = first._data
     ctx = first._ctx
     backend = _invoke_module.fast_backend(ctx)
     eng = _invoke_module._engine_get()
-    out_data = backend.empty(data.shape, data.dtype)
-    result = NDArray._from_data(out_data, ctx, eng.new_var())
+    if into is None:
+        out_data = backend.empty(data.shape, data.dtype)
+        result = NDArray._from_data(out_data, ctx, eng.new_var())
+    else:  # (its var is the first input's: read and written, so an error before it carries over, as in invoke)
+        out_data, result = data, into
     kernel = op.kernels.get(backend.name) or op.kernel or op.kernel_for(backend.name)
     xp = backend.xp
     in_data = [array._data for array in inputs]
@@ -85,6 +89,8 @@ def _same_shape_elementwise(op: Any, inputs: list, params: dict) -> NDArray:
         reads.append(inputs[1]._var)
     _invoke_module.push_kernel(eng, run if ctx.device_type == "cpu" else backend.bind_to_device(run), reads,
                                [result._var], ctx, op.name, out_data.nbytes * (1 + len(inputs)))
+    if into is not None:  # an update in place holds no new memory (see invoke)
+        return result
     if out_data.nbytes >= 65536:
         _invoke_module.in_flight.add(eng, result._var, out_data.nbytes)
     capture = _autograd_state.capture
@@ -441,22 +447,27 @@ class NDArray:
         ops = _BINARY_OPS.get(kind) or _binary_ops(kind)
         if isinstance(other, NDArray):
             args = [other, self] if reverse else [self, other]
-            if out is None and self._data.shape == other._data.shape and self._data.dtype == other._data.dtype \
+            if self._data.shape == other._data.shape and self._data.dtype == other._data.dtype \
                     and self._ctx is other._ctx:
-                result = _same_shape_elementwise(ops[0], args, _NO_PARAMS)
-                if _autograd_state.recording:  # (the elementwise kernels ignore training mode)
-                    _record_op(ops[0], _NO_PARAMS, args, [result])
-                return result
+                if out is None:
+                    result = _same_shape_elementwise(ops[0], args, _NO_PARAMS)
+                    if _autograd_state.recording:  # (the elementwise kernels ignore training mode)
+                        _record_op(ops[0], _NO_PARAMS, args, [result])
+                    return result
+                if out is self and not reverse and not _autograd_state.recording and _autograd_state.capture is None:
+                    return _same_shape_elementwise(ops[0], args, _NO_PARAMS, into=self)  # a -= b
             return invoke(ops[0], args, _NO_PARAMS, out)[0]
         if _is_scalar(other):
             params = {"scalar": float(other)}
+            op = ops[2] if reverse else ops[1]
             if out is None:
-                op = ops[2] if reverse else ops[1]
                 result = _same_shape_elementwise(op, [self], params)
                 if _autograd_state.recording:
                     _record_op(op, params, [self], [result])
                 return result
-            return invoke(ops[2] if reverse else ops[1], [self], params, out)[0]
+            if out is self and not _autograd_state.recording and _autograd_state.capture is None:
+                return _same_shape_elementwise(op, [self], params, into=self)  # a *= 2
+            return invoke(op, [self], params, out)[0]
         if isinstance(other, (np.ndarray, list, tuple)):
             from mxkit.ndarray.creation import array
 
