@@ -32,9 +32,10 @@ def test_registered_as_an_entry_point_plugin():
                                           ((SMALL_LIMIT + 1,), "uint8"), ((128, 10), "float32"),
                                           ((POOL_MIN_BYTES - 8,), "float64"), ((128, 128), "float32"),
                                           ((3, 1, 28, 28), "float32")])
-def test_allocation_is_aligned_writable_and_independent(shape, dtype):
-    backend = CPUBackend(0)
-    arrays = [backend.empty(shape, np.dtype(dtype)) for _ in range(3)]
+@pytest.mark.parametrize("route", ["empty", "_empty_in_python"])  # (compiled when built, and the Python one)
+def test_allocation_is_aligned_writable_and_independent(shape, dtype, route):
+    empty = getattr(CPUBackend(0), route)
+    arrays = [empty(shape, np.dtype(dtype) if route == "empty" else dtype) for _ in range(3)]
     for array in arrays:
         assert array.shape == shape and array.dtype == np.dtype(dtype)
         assert array.ctypes.data % ALIGNMENT == 0 and array.flags.writeable and array.flags.c_contiguous
@@ -221,9 +222,26 @@ def test_a_small_array_keeps_its_slab_alive():
     assert kept.tolist() == [1, 2, 3, 4] and kept.base is not None and kept.flags.owndata is False
 
 
-def test_small_allocation_takes_any_sequence_shape():
-    array = CPUBackend(0).empty([2, 3], np.dtype("int16"))
-    assert array.shape == (2, 3) and array.ctypes.data % ALIGNMENT == 0
+@pytest.mark.parametrize("route", ["empty", "_empty_in_python"])
+def test_allocation_takes_any_sequence_shape_and_dtype_spelling(route):
+    empty = getattr(CPUBackend(0), route)
+    for shape in ([2, 3], (np.int64(40), 30), range(1, 4)):
+        for dtype in ("int16", np.float32, np.dtype("float64")):
+            array = empty(shape, dtype)
+            assert array.shape == tuple(int(d) for d in shape) and array.dtype == np.dtype(dtype)
+            assert array.ctypes.data % ALIGNMENT == 0
+
+
+@pytest.mark.parametrize("route", ["empty", "_empty_in_python"])
+def test_allocation_refuses_negative_and_unaddressable_shapes(route):
+    empty = getattr(CPUBackend(0), route)
+    with pytest.raises(ValueError, match="negative"):
+        empty((4, -1), np.dtype("float32"))
+    with pytest.raises((ValueError, MemoryError, OverflowError)):
+        empty((2**40, 2**40), np.dtype("float32"))
+    with pytest.raises((ValueError, MemoryError, OverflowError)):
+        empty((2**62,), np.dtype("float64"))  # the elements fit a Py_ssize_t, their bytes do not
+    assert empty((2**20, 0), np.dtype("float32")).shape == (2**20, 0)
 
 
 def test_the_scratch_of_every_thread_is_reported_and_released():

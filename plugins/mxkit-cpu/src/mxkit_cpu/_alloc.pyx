@@ -1,4 +1,4 @@
-# cython: boundscheck=False, wraparound=False, cdivision=True, language_level=3
+# cython: boundscheck=False, wraparound=False, cdivision=True, language_level=3, binding=True
 """Bump allocation of small aligned arrays from shared slabs, in C.
 
 A small operator's output costs more to allocate through numpy's Python-level
@@ -15,6 +15,9 @@ thread in); the loop then simply looks at the slab again.
 cimport numpy as cnp
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
+from cpython.pyport cimport PY_SSIZE_T_MAX
+
+import numpy as np
 
 cdef extern from "numpy/arrayobject.h":
     PyTypeObject PyArray_Type
@@ -137,3 +140,48 @@ def shaped(cnp.ndarray buffer, tuple shape, cnp.dtype dtype):
 def address(cnp.ndarray array):
     """The address of ``array``'s data (``array.ctypes.data`` makes a ctypes object: ~1 µs, this ~0.05)."""
     return <size_t>cnp.PyArray_DATA(array)
+
+
+cdef Py_ssize_t _small_limit = 0  # arrays of up to this many bytes: carved from the slab (0: not configured)
+cdef Py_ssize_t _pool_min = 0  # arrays of at least this many bytes: a recycled buffer of _pool_empty
+cdef object _pool_empty = None  # Python callable: (nbytes) -> aligned, C-contiguous uint8 buffer
+
+
+def configure_routes(Py_ssize_t small_limit, Py_ssize_t pool_min, pool_empty):
+    """Set the limits of :func:`backend_empty`'s routes and the pool's allocator."""
+    global _small_limit, _pool_min, _pool_empty
+    if small_limit < 0 or pool_min <= small_limit:
+        raise ValueError(f"the limits must satisfy 0 <= small_limit < pool_min, got {small_limit} and {pool_min}")
+    _small_limit, _pool_min, _pool_empty = small_limit, pool_min, pool_empty
+
+
+def backend_empty(self, shape, dtype):
+    """An uninitialised C-contiguous array of ``shape`` and ``dtype`` whose data starts on an alignment
+    boundary: carved from the slab (:func:`small_empty`) up to the small limit, a recycled buffer of the pool
+    from the pool's limit on (:func:`shaped`), a buffer of its own between (:func:`aligned_empty`).
+
+    ``CPUBackend.empty`` itself (``self`` is the backend, unused), so that the route is chosen in C: in Python
+    the dtype check, the product of the shape and the choice took more than the allocation. A negative
+    dimension, or a size past ``Py_ssize_t``, raises ValueError."""
+    cdef Py_ssize_t count = 1, dim, nbytes
+    cdef cnp.dtype descr
+    if _pool_empty is None:
+        raise RuntimeError("mxkit_cpu._alloc.configure_routes was not called")
+    descr = dtype if isinstance(dtype, cnp.dtype) else np.dtype(dtype)
+    if type(shape) is not tuple:
+        shape = tuple(shape)
+    for extent in <tuple>shape:
+        dim = extent
+        if dim < 0:
+            raise ValueError(f"negative dimensions are not allowed, got shape {shape}")
+        if dim and count > PY_SSIZE_T_MAX // dim:
+            raise ValueError(f"shape {shape} has more elements than this machine can address")
+        count *= dim
+    if descr.itemsize and count > PY_SSIZE_T_MAX // descr.itemsize:
+        raise ValueError(f"shape {shape} of {descr} needs more bytes than this machine can address")
+    nbytes = count * descr.itemsize
+    if nbytes <= _small_limit:
+        return small_empty(shape, descr, count)
+    if nbytes >= _pool_min:
+        return shaped(_pool_empty(nbytes), shape, descr)
+    return aligned_empty(shape, descr, count)

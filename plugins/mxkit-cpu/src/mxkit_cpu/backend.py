@@ -140,7 +140,7 @@ class CPUBackend(Backend):
     device_type = "cpu"
     xp = numpy
 
-    def empty(self, shape: tuple[int, ...], dtype: Any) -> numpy.ndarray:
+    def _empty_in_python(self, shape: tuple[int, ...], dtype: Any) -> numpy.ndarray:
         """An uninitialised C-contiguous array whose data starts on a 64-byte boundary."""
         if type(dtype) is not _DTYPE_TYPES.get(type(dtype)):
             dtype = numpy.dtype(dtype)
@@ -154,6 +154,12 @@ class CPUBackend(Backend):
         if nbytes >= POOL_MIN_BYTES:
             return _shaped(_pool.empty(nbytes), shape, dtype)
         return _aligned_empty(shape, dtype, count)
+
+    if _alloc is not None:  # the same routes, chosen in C (see _alloc.backend_empty)
+        _alloc.configure_routes(SMALL_LIMIT, POOL_MIN_BYTES, _pool.empty)
+        empty = _alloc.backend_empty
+    else:
+        empty = _empty_in_python
 
     def from_host(self, array: numpy.ndarray) -> numpy.ndarray:
         """A device copy of a host array (an aligned copy on CPU)."""

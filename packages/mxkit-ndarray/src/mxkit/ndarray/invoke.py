@@ -342,6 +342,12 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
     DeviceError
         When the inputs live on different devices.
     """
+    # one pass over the inputs: their device, data, shapes and engine vars (each var once: an input also
+    # written is an in-place update, so it inherits errors)
+    in_data: list = []
+    in_shapes: list = []
+    reads: list = []
+    in_bytes = 0
     if inputs:
         ctx = inputs[0]._ctx
         for array in inputs:
@@ -349,11 +355,16 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
                 raise DeviceError(f"{op.describe_call(params, [a.shape for a in inputs])}: inputs are on "
                                   f"different devices ({', '.join(str(a._ctx) for a in inputs)}); move them "
                                   f"to one with as_in_context()")
+            data = array._data
+            in_data.append(data)
+            in_shapes.append(data.shape)
+            in_bytes += data.nbytes
+            var = array._var
+            if var not in reads:
+                reads.append(var)
     elif ctx is None:
         ctx = current_context()
-    in_data = [array._data for array in inputs]
-    in_shapes = [data.shape for data in in_data]
-    num_aux = len(op.list_aux(params))
+    num_aux = len(op.list_aux(params)) if op.aux_names else 0
     out_shapes, out_dtypes = _inferred_outputs(op, params, in_data, in_shapes, num_aux)
     backend = fast_backend(ctx)
     eng = _engine_get()
@@ -384,15 +395,14 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
             if target._ctx is not ctx and target._ctx != ctx:
                 raise DeviceError(f"{op.describe_call(params, in_shapes)}: out is on {target._ctx}, the "
                                   f"inputs on {ctx}")
-    out_data = [array._data for array in outputs]
-    writes = [outputs[0]._var] if len(outputs) == 1 else _var_list(outputs, [])
+    if len(outputs) == 1:
+        out_data = [outputs[0]._data]
+        writes = [outputs[0]._var]
+    else:
+        out_data = [array._data for array in outputs]
+        writes = _var_list(outputs, [])
     if num_aux:
         writes = _var_list(list(outputs) + list(inputs[len(inputs) - num_aux:]), [])
-    reads = []
-    for array in inputs:
-        var = array._var
-        if var not in reads:
-            reads.append(var)  # an input also written is an in-place update: it inherits errors
     for target in outputs if out is not None else ():  # (one allocated here covers its var)
         if target._var not in reads and not covers_its_var(target):
             reads.append(target._var)  # writes part of its var: the rest keeps any error
@@ -425,12 +435,11 @@ def invoke(op: OpDef, inputs: Sequence[Any], params: dict[str, Any], out: Any = 
 
         eng.push_async(run_async, reads, writes, ctx, 0, op.name)
     else:
-        nbytes = 0
-        for data in in_data:
-            nbytes += data.nbytes
+        nbytes = in_bytes
         for data in out_data:
             nbytes += data.nbytes
-        push_kernel(eng, on_device(ctx, backend, run), reads, writes, ctx, op.name, nbytes)
+        push_kernel(eng, run if ctx.device_type == "cpu" else backend.bind_to_device(run), reads, writes, ctx,
+                    op.name, nbytes)
     if out is None and out_data and out_data[0].nbytes >= 65536:
         # only fresh buffers count: an update written in place (out=weight) holds no new memory, and
         # waiting on it would stall every per-key update of a multi-device store behind the previous ones
