@@ -10,6 +10,9 @@ SGD update of the six parameters, so every row does the same arithmetic:
   MXNet's ``multi_sgd_update``);
 - **mxkit NDArray+autograd**: the same layers as imperative ``mx.nd`` calls recorded by
   ``autograd.record()`` and differentiated by ``out.backward()``, updated with ``w -= lr * w.grad``;
+  timed beside the other rows, and again **alone** in a fresh process (a program of only imperative
+  calls runs its oneDNN calls on one thread; beside the executor row they are on two, whose OpenMP
+  teams libgomp throttles);
 - **numpy by hand**: the forward and the hand-derived backward in numpy, with preallocated
   buffers (the limit for this backend: the executor runs these same BLAS calls);
 - **PyTorch** CPU when ``torch`` is importable, else in a subprocess of the interpreter named by
@@ -38,6 +41,7 @@ import numpy as np
 from _timing import time_interleaved
 
 BATCH, SIZES, LR = 128, (784, 128, 64, 10), 0.01
+AUTOGRAD_ALONE = "mxkit NDArray+autograd, alone"
 
 
 def _data(seed: int = 0):
@@ -218,11 +222,16 @@ print(json.dumps({"seconds": min(blocks)}))
 """
 
 
-def torch_in_subprocess(steps: int, repeats: int, interpreter: str | None) -> float | None:
-    """Seconds per PyTorch step, timed by this file under ``interpreter`` (``--torch-worker``)."""
+#: the rows a fresh process of this file can time alone (``--worker``)
+ALONE = {"torch": ("PyTorch CPU", torch_cpu), "autograd": ("mxkit NDArray+autograd", mxkit_autograd)}
+
+
+def row_in_subprocess(kind: str, steps: int, repeats: int, interpreter: str | None) -> float | None:
+    """Seconds per step of row ``kind`` (a key of :data:`ALONE`), timed alone by this file under
+    ``interpreter`` (``--worker``)."""
     if not interpreter:
         return None
-    result = subprocess.run([interpreter, os.path.abspath(__file__), "--torch-worker", "--steps", str(steps),
+    result = subprocess.run([interpreter, os.path.abspath(__file__), "--worker", kind, "--steps", str(steps),
                              "--repeats", str(repeats)], capture_output=True, text=True, check=True)
     return json.loads(result.stdout.strip().splitlines()[-1])["seconds"]
 
@@ -243,11 +252,11 @@ def main() -> None:
                         help="interpreter of an MXNet 1.9.1 environment")
     parser.add_argument("--torch-python", default=os.environ.get("MXKIT_BENCH_TORCH_PYTHON"),
                         help="interpreter of a PyTorch environment (when torch is not importable here)")
-    parser.add_argument("--torch-worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--worker", choices=sorted(ALONE), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.torch_worker:
-        print(json.dumps({"seconds": time_interleaved({"PyTorch CPU": torch_cpu()}, args.steps,
-                                                      args.repeats)["PyTorch CPU"]}))
+    if args.worker:
+        name, setup = ALONE[args.worker]
+        print(json.dumps({"seconds": time_interleaved({name: setup()}, args.steps, args.repeats)[name]}))
         return
     setups = {"mxkit executor": mxkit_executor(), "mxkit NDArray+autograd": mxkit_autograd(),
               "numpy by hand": numpy_by_hand()}
@@ -256,22 +265,28 @@ def main() -> None:
         setups["PyTorch CPU"] = torch_setup
     seconds = time_interleaved(setups, args.steps, args.repeats)
     if torch_setup is None:
-        seconds["PyTorch CPU"] = torch_in_subprocess(args.steps, args.repeats, args.torch_python)
-    rows = [(name, seconds.get(name)) for name in ("mxkit executor", "mxkit NDArray+autograd", "numpy by hand",
-                                                   "PyTorch CPU")]
+        seconds["PyTorch CPU"] = row_in_subprocess("torch", args.steps, args.repeats, args.torch_python)
+    # the autograd row again in a process of its own: beside the executor row, oneDNN runs on two threads
+    # (the executor's on the engine worker, the imperative calls inline on this one), two OpenMP teams that
+    # libgomp then throttles for the rest of the process (docs/architecture.md)
+    seconds[AUTOGRAD_ALONE] = row_in_subprocess("autograd", args.steps, args.repeats, sys.executable)
+    rows = [(name, seconds.get(name)) for name in ("mxkit executor", "mxkit NDArray+autograd", AUTOGRAD_ALONE,
+                                                   "numpy by hand", "PyTorch CPU")]
     rows.append(("MXNet 1.9.1 executor", mxnet_executor(args.steps, args.repeats, args.mxnet_python)))
-    executor, by_hand = rows[0][1], rows[2][1]
+    executor, by_hand = rows[0][1], rows[3][1]
     print(f"MLP {'-'.join(map(str, SIZES))}, batch {BATCH}: forward + backward + SGD update per step")
-    header = f"{'implementation':<24} {'ms/step':>9} {'samples/s':>11} {'vs executor':>12} {'vs numpy':>9}"
+    header = f"{'implementation':<32} {'ms/step':>9} {'samples/s':>11} {'vs executor':>12} {'vs numpy':>9}"
     print(header)
     print("-" * len(header))
     for name, seconds in rows:
         if seconds is None:
-            print(f"{name:<24} {'not installed':>9}")
+            print(f"{name:<32} {'not installed':>9}")
             continue
-        print(f"{name:<24} {seconds * 1e3:>9.3f} {BATCH / seconds:>11,.0f} {seconds / executor:>12.2f} "
+        print(f"{name:<32} {seconds * 1e3:>9.3f} {BATCH / seconds:>11,.0f} {seconds / executor:>12.2f} "
               f"{seconds / by_hand:>9.2f}")
     print("\nratios are time over the other row's time: above 1 is slower than the mxkit executor / numpy.")
+    print(f"'{AUTOGRAD_ALONE}': the autograd row timed alone, as a program of only imperative calls runs; beside\n"
+          "the executor row its oneDNN calls share the process with the engine worker's (two OpenMP teams).")
 
 
 if __name__ == "__main__":
