@@ -229,28 +229,24 @@ def _as_given(bound: Any, inputs: list, outputs: list) -> int:
 
 def call_signature(inputs: list, outputs: list, params: dict) -> tuple | None:
     """What a kernel's program key and views follow from: the arrays' shapes when every one is a
-    C-contiguous float32 numpy array (the views are then the arrays themselves), and the parameters;
-    None for any other call, or one whose parameters do not hash."""
-    shapes = []
-    for array in (*inputs, *outputs):
-        if type(array) is not np.ndarray or array.dtype != np.float32 or not array.flags.c_contiguous:
-            return None
-        shapes.append(array.shape)
-    shapes.append(len(inputs))
-    signature = (tuple(shapes), tuple(params.items()))
-    try:
-        hash(signature)
-    except TypeError:
-        return None
-    return signature
+    C-contiguous float32 numpy array of native byte order (the views are then the arrays themselves), then
+    the number of inputs and the parameters; None for any other call, or one whose parameters do not hash.
+
+    Computed in C by the extension (``_dnnl.float32_call_signature``), which every oneDNN kernel needs: it
+    runs on each call, where a Python loop over the arrays (a flags object per array) took more than the rest
+    of a known call's lookup."""
+    return _signature_function()(inputs, outputs, params)
 
 
 def _signature_function() -> Callable[[list, list, dict], tuple | None]:
-    """:func:`call_signature`, in C where the extension is loaded (the same tuples; see
-    ``_dnnl.float32_call_signature``)."""
-    from mxkit_onednn.library import load
+    from mxkit_onednn.library import load, status
 
-    return getattr(load(), "float32_call_signature", None) or call_signature
+    dnnl = load()
+    if dnnl is None:
+        from mxkit.core.errors import MissingComponentError
+
+        raise MissingComponentError(f"mxkit-onednn's kernels need its extension, which is not loaded: {status()}")
+    return dnnl.float32_call_signature
 
 
 def bound_kernel(kernel: Kernel, xp: Any, inputs: list, outputs: list, params: dict) -> Callable[[], None]:
