@@ -36,15 +36,23 @@ cdef Py_ssize_t _slab_bytes = 0
 cdef Py_ssize_t _offset = 0
 cdef Py_ssize_t _alignment = 64
 cdef object _new_slab = None  # Python callable: () -> aligned uint8 ndarray
+cdef Py_ssize_t _small_limit = 0  # arrays of up to this many bytes: carved from the slab
+cdef Py_ssize_t _pool_min = 0  # arrays of at least this many bytes: a recycled buffer of _pool_empty
+cdef object _pool_empty = None  # Python callable: (nbytes) -> aligned, C-contiguous uint8 buffer (None: not configured)
 
 
-def configure(Py_ssize_t alignment, new_slab):
-    """Set the alignment (a power of two) and the factory of new slabs."""
-    global _alignment, _new_slab, _slab, _slab_data, _slab_bytes, _offset
+def configure(Py_ssize_t alignment, new_slab, Py_ssize_t small_limit, Py_ssize_t pool_min, pool_empty):
+    """Set the alignment (a power of two), the factory of new slabs, and :func:`backend_empty`'s routes:
+    arrays of up to ``small_limit`` bytes come from the slab, arrays of at least ``pool_min`` bytes from
+    ``pool_empty(nbytes)`` (an aligned, C-contiguous uint8 buffer)."""
+    global _alignment, _new_slab, _slab, _slab_data, _slab_bytes, _offset, _small_limit, _pool_min, _pool_empty
     if alignment <= 0 or alignment & (alignment - 1):
         raise ValueError(f"alignment must be a power of two, got {alignment}")
+    if small_limit < 0 or pool_min <= small_limit:
+        raise ValueError(f"the limits must satisfy 0 <= small_limit < pool_min, got {small_limit} and {pool_min}")
     _alignment = alignment
     _new_slab = new_slab
+    _small_limit, _pool_min, _pool_empty = small_limit, pool_min, pool_empty
     _slab = None
     _slab_data = NULL
     _slab_bytes = 0
@@ -142,19 +150,6 @@ def address(cnp.ndarray array):
     return <size_t>cnp.PyArray_DATA(array)
 
 
-cdef Py_ssize_t _small_limit = 0  # arrays of up to this many bytes: carved from the slab (0: not configured)
-cdef Py_ssize_t _pool_min = 0  # arrays of at least this many bytes: a recycled buffer of _pool_empty
-cdef object _pool_empty = None  # Python callable: (nbytes) -> aligned, C-contiguous uint8 buffer
-
-
-def configure_routes(Py_ssize_t small_limit, Py_ssize_t pool_min, pool_empty):
-    """Set the limits of :func:`backend_empty`'s routes and the pool's allocator."""
-    global _small_limit, _pool_min, _pool_empty
-    if small_limit < 0 or pool_min <= small_limit:
-        raise ValueError(f"the limits must satisfy 0 <= small_limit < pool_min, got {small_limit} and {pool_min}")
-    _small_limit, _pool_min, _pool_empty = small_limit, pool_min, pool_empty
-
-
 def backend_empty(self, shape, dtype):
     """An uninitialised C-contiguous array of ``shape`` and ``dtype`` whose data starts on an alignment
     boundary: carved from the slab (:func:`small_empty`) up to the small limit, a recycled buffer of the pool
@@ -166,7 +161,7 @@ def backend_empty(self, shape, dtype):
     cdef Py_ssize_t count = 1, dim, nbytes
     cdef cnp.dtype descr
     if _pool_empty is None:
-        raise RuntimeError("mxkit_cpu._alloc.configure_routes was not called")
+        raise RuntimeError("mxkit_cpu._alloc.configure was not called")
     descr = dtype if isinstance(dtype, cnp.dtype) else np.dtype(dtype)
     if type(shape) is not tuple:
         shape = tuple(shape)

@@ -99,32 +99,16 @@ def _new_slab() -> numpy.ndarray:
     return _aligned_buffer(SLAB_BYTES)
 
 
-def _small_empty_unbuilt(shape: tuple[int, ...], dtype: numpy.dtype, count: int) -> numpy.ndarray:
-    """A small aligned array of its own buffer (without the compiled slab allocator)."""
+def _array_of_own_buffer(shape: tuple[int, ...], dtype: numpy.dtype, count: int) -> numpy.ndarray:
+    """An aligned array of ``shape`` (``count`` elements) in a buffer of its own."""
     nbytes = count * dtype.itemsize
-    return _aligned_buffer(nbytes)[:nbytes].view(dtype).reshape(shape)
+    # (at least one byte: numpy does not move the data pointer of an empty slice, which would stay unaligned)
+    return _aligned_buffer(max(nbytes, 1))[:nbytes].view(dtype).reshape(shape)
 
 
-# Small arrays are bump-allocated from 64 KiB aligned slabs (in C: see _alloc.pyx). Finding
-# an aligned address costs numpy a ctypes round trip (over 1 µs), several times a small
-# operator's arithmetic; a slab pays it once per 64 KiB. A slab is freed when the last array
-# carved from it is, so a long-lived small array keeps at most one slab (64 KiB) alive.
-if _alloc is not None:
-    _alloc.configure(ALIGNMENT, _new_slab)
-    _small_empty = _alloc.small_empty
-else:
-    _small_empty = _small_empty_unbuilt
-
-
-def _shaped_unbuilt(buffer: numpy.ndarray, shape: tuple[int, ...], dtype: numpy.dtype) -> numpy.ndarray:
+def _as_shape(buffer: numpy.ndarray, shape: tuple[int, ...], dtype: numpy.dtype) -> numpy.ndarray:
     return buffer.view(dtype).reshape(shape)
 
-
-# Arrays above a slab's share get buffers of their own, and the largest are recycled: either way
-# the array header is made in C when the extension is built (numpy's view and reshape took ~1.5 µs
-# of every mid-sized output's call, more than an MLP's bias gradient takes to compute)
-_aligned_empty = _alloc.aligned_empty if _alloc is not None else _small_empty_unbuilt  # (a buffer of its own)
-_shaped = _alloc.shaped if _alloc is not None else _shaped_unbuilt
 
 # numpy dtype instances have one class per dtype (numpy.dtypes.Float32DType...): remember them
 _DTYPE_TYPES = {type(numpy.dtype(name)): type(numpy.dtype(name)) for name in
@@ -144,19 +128,25 @@ class CPUBackend(Backend):
         """An uninitialised C-contiguous array whose data starts on a 64-byte boundary."""
         if type(dtype) is not _DTYPE_TYPES.get(type(dtype)):
             dtype = numpy.dtype(dtype)
+        shape = shape if type(shape) is tuple else tuple(shape)
         count = 1
         for dim in shape:
+            if dim < 0:  # (a product of them could still look like a size)
+                raise ValueError(f"negative dimensions are not allowed, got shape {shape}")
             count *= dim
-        shape = shape if type(shape) is tuple else tuple(shape)
         nbytes = count * dtype.itemsize
-        if nbytes <= SMALL_LIMIT:
-            return _small_empty(shape, dtype, count)
         if nbytes >= POOL_MIN_BYTES:
-            return _shaped(_pool.empty(nbytes), shape, dtype)
-        return _aligned_empty(shape, dtype, count)
+            return _as_shape(_pool.empty(nbytes), shape, dtype)
+        return _array_of_own_buffer(shape, dtype, count)  # (the compiled route carves the small ones from slabs)
 
-    if _alloc is not None:  # the same routes, chosen in C (see _alloc.backend_empty)
-        _alloc.configure_routes(SMALL_LIMIT, POOL_MIN_BYTES, _pool.empty)
+    # Built, the same routes are chosen in C (_alloc.backend_empty), where arrays up to 1 KiB are
+    # bump-allocated from 64 KiB aligned slabs and every array header is made with numpy's C API.
+    # Finding an aligned address costs numpy a ctypes round trip (over 1 µs), several times a small
+    # operator's arithmetic; a slab pays it once per 64 KiB. A slab is freed when the last array
+    # carved from it is, so a long-lived small array keeps at most one slab (64 KiB) alive. The
+    # Python route above serves without the extension.
+    if _alloc is not None:
+        _alloc.configure(ALIGNMENT, _new_slab, SMALL_LIMIT, POOL_MIN_BYTES, _pool.empty)
         empty = _alloc.backend_empty
     else:
         empty = _empty_in_python
